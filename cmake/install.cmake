@@ -1,0 +1,1 @@
+# Installation rules (header, libraries, pkg-config, CMake package).

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/* Transport selection and the helpers every implementation shares. */
+#define URPC_LOG_MODULE "transport"
+#include "transport.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/log.h"
+
+const char *urpc__tp_op_str(enum urpc_tp_op op)
+{
+	switch (op) {
+	case URPC_TP_OP_READ:
+		return "READ";
+	case URPC_TP_OP_WRITE:
+		return "WRITE";
+	}
+	return "?";
+}
+
+void urpc__tp_cfg_init(struct urpc_tp_cfg *cfg, enum urpc_transport_kind kind)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->kind = kind;
+	cfg->rq_depth = 512;
+	cfg->sq_depth = 256;
+	cfg->host = "127.0.0.1";
+	cfg->id = -1;
+	cfg->one_sided_timeout_ms = 1000;
+}
+
+const struct urpc_tp_ops *urpc__tp_ops(enum urpc_transport_kind kind)
+{
+	switch (kind) {
+	case URPC_TRANSPORT_LOOP:
+		return &urpc__tp_loop_ops;
+	case URPC_TRANSPORT_UDP:
+		return &urpc__tp_udp_ops;
+	case URPC_TRANSPORT_VERBS:
+	case URPC_TRANSPORT_DEFAULT:
+		break;
+	}
+	return NULL;
+}
+
+/*
+ * The kind DEFAULT stands for: URPC_TRANSPORT from the environment when set,
+ * else verbs when an RDMA port is active (once the verbs transport exists),
+ * else udp. Logs the choice once per process.
+ */
+static int resolve_default(enum urpc_transport_kind *out)
+{
+	static int logged;
+	const char *env = getenv("URPC_TRANSPORT");
+
+	if (env && *env) {
+		if (urpc_transport_parse(env, out) < 0) {
+			URPC_ERR(-1, "URPC_TRANSPORT=%s is not a transport; use loop, udp or verbs",
+				 env);
+			return -EINVAL;
+		}
+		if (*out != URPC_TRANSPORT_DEFAULT)
+			return 0;
+	}
+	*out = URPC_TRANSPORT_UDP;
+	if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+		URPC_INFO(-1, "transport: udp (no verbs transport in this build yet)");
+	return 0;
+}
+
+int urpc__tp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
+{
+	struct urpc_tp_cfg c = *cfg;
+	const struct urpc_tp_ops *ops;
+	int ret;
+
+	if (c.kind == URPC_TRANSPORT_DEFAULT) {
+		ret = resolve_default(&c.kind);
+		if (ret)
+			return ret;
+	}
+	ops = urpc__tp_ops(c.kind);
+	if (!ops) {
+		URPC_ERR(c.id, "transport %s is not available in this build",
+			 urpc_transport_str(c.kind));
+		return -ENOTSUP;
+	}
+	return ops->create(&c, out);
+}
+
+int urpc__tp_pool_reg(void *ctx, void *addr, size_t len, struct urpc_mem_reg *out)
+{
+	struct urpc_tp *tp = ctx;
+	struct urpc_tp_mr *mr;
+	int ret;
+
+	/* Not the datapath: the pool calls this once per chunk. */
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return -ENOMEM;
+	ret = tp->ops->reg_mem(tp, addr, len, URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE,
+			       mr);
+	if (ret) {
+		free(mr);
+		return ret;
+	}
+	out->lkey = mr->lkey;
+	out->rkey = mr->rkey;
+	out->handle = mr;
+	return 0;
+}
+
+void urpc__tp_pool_dereg(void *ctx, struct urpc_mem_reg *reg)
+{
+	struct urpc_tp *tp = ctx;
+	struct urpc_tp_mr *mr = reg->handle;
+
+	if (!mr)
+		return;
+	tp->ops->dereg_mem(tp, mr);
+	free(mr);
+	reg->handle = NULL;
+}

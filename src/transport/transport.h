@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The transport contract: one ops table, three implementations (loop, udp,
+ * verbs). The Rpc layer sees nothing else of a transport.
+ *
+ * A transport endpoint (struct urpc_tp) carries unreliable datagrams to
+ * resolved peers and performs one-sided READ/WRITE against memory a peer
+ * registered. It works in bursts.
+ *
+ * Threads: an endpoint belongs to the thread that created it; every op is
+ * owner-only. Endpoints of the loop transport that exchange traffic must be
+ * driven from the same thread.
+ *
+ * Progress: a transport makes progress only inside its ops. In particular
+ * the emulated one-sided operations of loop and udp are served by the
+ * *remote* endpoint inside its rx_burst() and poll_completions(), so the
+ * peer must keep polling for a READ or WRITE to complete.
+ *
+ * Errors: 0 or -errno; bursts return a count >= 0 (or -errno for a burst
+ * that was refused as a whole).
+ */
+#ifndef URPC_TRANSPORT_TRANSPORT_H
+#define URPC_TRANSPORT_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <urpc/urpc.h>
+
+#include "../mem/pool.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Largest endpoint description, in bytes (sent over session management). */
+#define URPC_TP_EP_MAX 64
+
+/* Capability bits reported in struct urpc_tp.caps. */
+#define URPC_TP_CAP_ONE_SIDED_HW 0x1u /* READ/WRITE done by the NIC, no remote CPU */
+#define URPC_TP_CAP_INLINE 0x2u       /* small sends are inlined */
+
+/* Access flags for reg_mem(). Local access is always granted. */
+#define URPC_TP_ACCESS_REMOTE_READ 0x1u
+#define URPC_TP_ACCESS_REMOTE_WRITE 0x2u
+
+struct urpc_tp_ops;
+struct urpc_tp_peer; /* opaque, one per resolved remote endpoint */
+
+/* Options common to every transport; urpc__tp_cfg_init() sets defaults. */
+struct urpc_tp_cfg {
+	enum urpc_transport_kind kind;
+	uint32_t rq_depth;  /* receive ring entries; power of two; default 512 */
+	uint32_t sq_depth;  /* send queue entries; power of two; default 256 */
+	uint32_t mtu;       /* wanted datagram payload; 0: the transport's default */
+	const char *host;   /* udp: local IPv4 address to bind; default 127.0.0.1 */
+	uint16_t port;      /* udp: local port; 0 picks a free one */
+	const char *device; /* verbs: device name; NULL picks one */
+	uint64_t seed;      /* loop: seed of the fault switches */
+	long id;            /* id used in log lines; -1 for none */
+	unsigned hp_flags;  /* URPC_HP_* flags for the receive ring's memory */
+	uint32_t one_sided_timeout_ms; /* fail a READ/WRITE after this; default 1000 */
+};
+
+/* A datagram to send: a header and a payload, sent back to back. */
+struct urpc_tp_tx {
+	struct urpc_tp_peer *peer;
+	const void *hdr;
+	uint32_t hdr_len;
+	uint32_t hdr_lkey; /* lkey of the header's memory (verbs); ignored by loop/udp */
+	const void *data;  /* may be NULL when data_len is 0 */
+	uint32_t data_len;
+	uint32_t data_lkey;
+};
+
+/*
+ * A received datagram. @buf points into the receive ring and stays valid
+ * until the entry is handed back with rx_release(). @ring_idx is private.
+ */
+struct urpc_tp_rx {
+	const uint8_t *buf;
+	uint32_t len;
+	uint32_t ring_idx;
+};
+
+/* One-sided operation kinds, as reported in completions. */
+enum urpc_tp_op {
+	URPC_TP_OP_READ = 1,
+	URPC_TP_OP_WRITE = 2,
+};
+const char *urpc__tp_op_str(enum urpc_tp_op op);
+
+/* A completed one-sided operation. */
+struct urpc_tp_comp {
+	uint64_t wr_id;
+	enum urpc_tp_op op;
+	int status; /* 0, -EACCES (key or bounds), -ETIMEDOUT, -ECONNRESET, -EIO */
+};
+
+/* A registration: local and remote keys of [addr, addr + len). */
+struct urpc_tp_mr {
+	void *addr;
+	size_t len;
+	uint32_t lkey;
+	uint32_t rkey;
+	unsigned access;
+	void *handle; /* the transport's own */
+};
+
+/* Counters every transport keeps; fields always exist. */
+struct urpc_tp_stats {
+	uint64_t tx_pkts;
+	uint64_t rx_pkts;
+	uint64_t tx_bytes;
+	uint64_t rx_bytes;
+	uint64_t rx_drop_ring_full; /* datagrams lost because every ring entry was held */
+	uint64_t rx_drop_bad;       /* malformed transport-level datagrams */
+	uint64_t tx_dropped;        /* loop: dropped by the drop switch */
+	uint64_t tx_duplicated;     /* loop: extra copies made by the duplicate switch */
+	uint64_t tx_reordered;      /* loop: datagrams that were held back by the reorder switch */
+	uint64_t os_served;         /* emulated one-sided requests served for peers */
+	uint64_t os_rejected;       /* ... of which rejected (key or bounds) */
+	uint64_t os_retries;        /* emulated one-sided retransmissions */
+};
+
+/*
+ * The base object embedded at the start of every implementation's endpoint.
+ * Read-only for the Rpc layer after create().
+ */
+struct urpc_tp {
+	const struct urpc_tp_ops *ops;
+	enum urpc_transport_kind kind;
+	uint32_t mtu;       /* largest hdr_len + data_len that tx_burst() accepts */
+	uint32_t rq_depth;  /* receive ring entries */
+	uint32_t sq_depth;
+	uint32_t max_inline;
+	unsigned caps;      /* URPC_TP_CAP_* */
+	long id;
+	struct urpc_tp_stats stats;
+};
+
+struct urpc_tp_ops {
+	const char *name;
+
+	/*
+	 * Create an endpoint. 0 and *out set, or -errno (-EINVAL bad cfg,
+	 * -EADDRINUSE, -ENODEV, -ENOMEM ...), with an error logged naming the
+	 * cause. The caller owns the endpoint until destroy().
+	 */
+	int (*create)(const struct urpc_tp_cfg *cfg, struct urpc_tp **out);
+
+	/*
+	 * Destroy an endpoint and every peer it resolved. Returns -EBUSY (and
+	 * destroys nothing) while one-sided operations are outstanding or
+	 * memory is still registered.
+	 */
+	int (*destroy)(struct urpc_tp *tp);
+
+	/*
+	 * Describe this endpoint for a peer: writes at most URPC_TP_EP_MAX bytes
+	 * to @buf and returns the length. The bytes start with the transport
+	 * kind, so resolving another transport's endpoint fails cleanly.
+	 */
+	size_t (*get_endpoint)(struct urpc_tp *tp, uint8_t *buf);
+
+	/*
+	 * Resolve a peer's endpoint bytes. 0 and *out set, -EINVAL (malformed
+	 * or another transport's bytes), -ENOENT (loop: no such endpoint),
+	 * -ENOMEM. The peer belongs to @tp until release_peer() or destroy().
+	 * Not for the datapath (verbs creates an address handle here).
+	 */
+	int (*resolve_peer)(struct urpc_tp *tp, const uint8_t *ep, size_t len,
+			    struct urpc_tp_peer **out);
+	void (*release_peer)(struct urpc_tp *tp, struct urpc_tp_peer *peer);
+
+	/*
+	 * Send up to @n datagrams; returns how many were accepted (a prefix of
+	 * @pkts; fewer than @n under back-pressure), or -EMSGSIZE, sending
+	 * nothing, when any entry's hdr_len + data_len exceeds tp->mtu, or
+	 * -EINVAL for an entry without a peer.
+	 * Ownership: loop and udp copy the bytes before returning; verbs may
+	 * read them later, so the memory must stay unchanged until tx_flush().
+	 */
+	int (*tx_burst)(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsigned n);
+
+	/* Wait until the NIC is done reading every datagram sent so far. */
+	void (*tx_flush)(struct urpc_tp *tp);
+
+	/*
+	 * Receive up to @n datagrams. Returns the count (0 when nothing came or
+	 * every ring entry is held). Each entry is lent to the caller until
+	 * rx_release(); at most rq_depth are held at once. Datagrams that
+	 * arrive while the ring is full may be lost (counted in
+	 * rx_drop_ring_full). Also serves peers' emulated one-sided requests.
+	 */
+	int (*rx_burst)(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n);
+
+	/* Hand @n received entries back to the ring (in any order). */
+	void (*rx_release)(struct urpc_tp *tp, const struct urpc_tp_rx *pkts, unsigned n);
+
+	/*
+	 * Register memory for local use and for the remote access in @access.
+	 * 0 and @mr filled, or -errno (-EINVAL, -ENOMEM, -EFAULT). Not for the
+	 * datapath. @mr must stay at the same address until dereg_mem().
+	 */
+	int (*reg_mem)(struct urpc_tp *tp, void *addr, size_t len, unsigned access,
+		       struct urpc_tp_mr *mr);
+	/* Undo reg_mem(). Outstanding one-sided operations on it fail. */
+	void (*dereg_mem)(struct urpc_tp *tp, struct urpc_tp_mr *mr);
+
+	/*
+	 * One-sided operations. READ copies [raddr, raddr + len) of the peer's
+	 * memory registered under @rkey into @local; WRITE copies @local there.
+	 * @local lies inside @mr. Returns 0 (the completion with @wr_id will
+	 * come from poll_completions(), exactly once) or -errno without a
+	 * completion: -EAGAIN (too many outstanding), -EINVAL (len 0, local
+	 * range outside @mr), -ENOTSUP.
+	 * A wrong key, or a range outside what the peer registered with the
+	 * matching access, completes with -EACCES; the peer never touches
+	 * memory outside its registrations.
+	 */
+	int (*post_read)(struct urpc_tp *tp, struct urpc_tp_peer *peer, void *local,
+			 const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			 uint64_t wr_id);
+	int (*post_write)(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *local,
+			  const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			  uint64_t wr_id);
+
+	/* Reap up to @n one-sided completions; returns the count. */
+	int (*poll_completions)(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n);
+};
+
+/* Fill @cfg with defaults for @kind. */
+void urpc__tp_cfg_init(struct urpc_tp_cfg *cfg, enum urpc_transport_kind kind);
+
+/* The ops table of a kind, or NULL when it is not built in (verbs). */
+const struct urpc_tp_ops *urpc__tp_ops(enum urpc_transport_kind kind);
+
+/* Create an endpoint of cfg->kind (DEFAULT resolves as the docs say). */
+int urpc__tp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out);
+
+/* Registration hooks with the pool's signature (ctx = the struct urpc_tp). */
+int urpc__tp_pool_reg(void *ctx, void *addr, size_t len, struct urpc_mem_reg *out);
+void urpc__tp_pool_dereg(void *ctx, struct urpc_mem_reg *reg);
+
+extern const struct urpc_tp_ops urpc__tp_loop_ops;
+extern const struct urpc_tp_ops urpc__tp_udp_ops;
+
+/* ---- loop only: fault switches (deterministic for a seed) ---- */
+struct urpc_loop_faults {
+	double drop;          /* probability that a datagram is lost */
+	double dup;           /* probability that a datagram is delivered twice */
+	uint32_t reorder;     /* datagrams held and released in shuffled order; 0: off */
+	uint32_t delay_polls; /* deliver after the receiver's rx_burst ran this many times */
+};
+
+/* Set the switches applied to datagrams @tp sends. @tp must be a loop endpoint. */
+int urpc__loop_set_faults(struct urpc_tp *tp, const struct urpc_loop_faults *f);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_TRANSPORT_TRANSPORT_H */

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/* Compiler helpers shared by every layer. Header-only, libc only. */
+#ifndef URPC_UTIL_COMPILER_H
+#define URPC_UTIL_COMPILER_H
+
+#include <assert.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#define URPC_CACHELINE 64
+#define URPC_CACHE_ALIGNED __attribute__((aligned(URPC_CACHELINE)))
+#define URPC_FALLTHROUGH __attribute__((fallthrough))
+#define URPC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#ifndef container_of
+#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+#endif
+
+#define URPC_IS_POW2(x) ((x) != 0 && (((x) & ((x)-1)) == 0))
+#define URPC_ALIGN_UP(x, a) (((x) + ((a)-1)) & ~((__typeof__(x))(a)-1))
+
+#define URPC_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define URPC_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_UTIL_COMPILER_H */
