@@ -1,1 +1,23 @@
-# Installation rules (header, libraries, pkg-config, CMake package).
+# Installation: the public header, both libraries, a pkg-config file and a
+# CMake package, so that `find_package(urpc)` and `pkg-config urpc` work.
+
+set_target_properties(urpc_shared PROPERTIES EXPORT_NAME urpc)
+set_target_properties(urpc_static PROPERTIES EXPORT_NAME urpc_static)
+
+install(TARGETS urpc_shared urpc_static EXPORT urpcTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY include/urpc DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+set(URPC_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/urpc)
+install(EXPORT urpcTargets NAMESPACE urpc:: DESTINATION ${URPC_CMAKE_DIR})
+configure_package_config_file(cmake/urpcConfig.cmake.in
+  ${CMAKE_BINARY_DIR}/urpcConfig.cmake INSTALL_DESTINATION ${URPC_CMAKE_DIR})
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/urpcConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/urpcConfig.cmake ${CMAKE_BINARY_DIR}/urpcConfigVersion.cmake
+  DESTINATION ${URPC_CMAKE_DIR})
+
+configure_file(cmake/urpc.pc.in ${CMAKE_BINARY_DIR}/urpc.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/urpc.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -101,7 +101,7 @@ URPC_API void urpc_log_set_level(enum urpc_log_level level);
 enum urpc_transport_kind {
 	URPC_TRANSPORT_DEFAULT = 0, /* verbs when an RDMA port is active, else udp */
 	URPC_TRANSPORT_LOOP = 1,    /* in-process rings; tests and CPU-cost benchmarks */
-	URPC_TRANSPORT_UDP = 2,     /* kernel UDP sockets; any machine */
+	URPC_TRANSPORT_UDP = 2,	    /* kernel UDP sockets; any machine */
 	URPC_TRANSPORT_VERBS = 3,   /* RDMA UD + RC through libibverbs */
 };
 

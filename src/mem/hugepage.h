@@ -26,9 +26,9 @@ enum urpc_hp_backing {
 
 /* Flags for urpc__hp_alloc(). */
 #define URPC_HP_NO_LIBHUGETLBFS 0x1u /* skip the libhugetlbfs attempt */
-#define URPC_HP_NO_HUGETLB 0x2u      /* skip the MAP_HUGETLB attempt */
+#define URPC_HP_NO_HUGETLB 0x2u	     /* skip the MAP_HUGETLB attempt */
 #define URPC_HP_FORCE_4K (URPC_HP_NO_LIBHUGETLBFS | URPC_HP_NO_HUGETLB)
-#define URPC_HP_NO_FALLBACK 0x4u     /* fail with -ENOMEM instead of using 4 KiB pages */
+#define URPC_HP_NO_FALLBACK 0x4u /* fail with -ENOMEM instead of using 4 KiB pages */
 
 struct urpc_hp_region {
 	void *addr;

@@ -39,20 +39,20 @@ typedef int (*urpc_mem_reg_fn)(void *ctx, void *addr, size_t len, struct urpc_me
 typedef void (*urpc_mem_dereg_fn)(void *ctx, struct urpc_mem_reg *reg);
 
 struct urpc_pool_opts {
-	size_t headroom;    /* bytes before each buffer's data; multiple of 64, default 64 */
-	size_t chunk_size;  /* bytes mapped at a time for small classes; default 2 MiB */
-	size_t max_bytes;   /* cap on all memory mapped by the pool; default 1 GiB */
-	size_t max_buf;     /* largest data size a buffer may have; default 64 MiB */
-	unsigned hp_flags;  /* URPC_HP_* flags passed to urpc__hp_alloc() */
-	urpc_mem_reg_fn reg;     /* may be NULL: no registration */
+	size_t headroom;	 /* bytes before each buffer's data; multiple of 64, default 64 */
+	size_t chunk_size;	 /* bytes mapped at a time for small classes; default 2 MiB */
+	size_t max_bytes;	 /* cap on all memory mapped by the pool; default 1 GiB */
+	size_t max_buf;		 /* largest data size a buffer may have; default 64 MiB */
+	unsigned hp_flags;	 /* URPC_HP_* flags passed to urpc__hp_alloc() */
+	urpc_mem_reg_fn reg;	 /* may be NULL: no registration */
 	urpc_mem_dereg_fn dereg; /* may be NULL */
 	void *reg_ctx;
 };
 
 struct urpc_pool_stats {
-	size_t bytes_mapped;     /* all chunks currently mapped */
-	size_t chunks;           /* chunks currently mapped */
-	size_t bufs_out;         /* buffers allocated and not yet freed */
+	size_t bytes_mapped; /* all chunks currently mapped */
+	size_t chunks;	     /* chunks currently mapped */
+	size_t bufs_out;     /* buffers allocated and not yet freed */
 	uint64_t allocs;
 	uint64_t frees;
 	uint64_t alloc_failures;

@@ -100,8 +100,8 @@ int urpc__tp_pool_reg(void *ctx, void *addr, size_t len, struct urpc_mem_reg *ou
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -ENOMEM;
-	ret = tp->ops->reg_mem(tp, addr, len, URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE,
-			       mr);
+	ret = tp->ops->reg_mem(tp, addr, len,
+			       URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE, mr);
 	if (ret) {
 		free(mr);
 		return ret;

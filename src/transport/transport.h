@@ -39,7 +39,7 @@ extern "C" {
 
 /* Capability bits reported in struct urpc_tp.caps. */
 #define URPC_TP_CAP_ONE_SIDED_HW 0x1u /* READ/WRITE done by the NIC, no remote CPU */
-#define URPC_TP_CAP_INLINE 0x2u       /* small sends are inlined */
+#define URPC_TP_CAP_INLINE 0x2u	      /* small sends are inlined */
 
 /* Access flags for reg_mem(). Local access is always granted. */
 #define URPC_TP_ACCESS_REMOTE_READ 0x1u
@@ -51,15 +51,15 @@ struct urpc_tp_peer; /* opaque, one per resolved remote endpoint */
 /* Options common to every transport; urpc__tp_cfg_init() sets defaults. */
 struct urpc_tp_cfg {
 	enum urpc_transport_kind kind;
-	uint32_t rq_depth;  /* receive ring entries; power of two; default 512 */
-	uint32_t sq_depth;  /* send queue entries; power of two; default 256 */
-	uint32_t mtu;       /* wanted datagram payload; 0: the transport's default */
-	const char *host;   /* udp: local IPv4 address to bind; default 127.0.0.1 */
-	uint16_t port;      /* udp: local port; 0 picks a free one */
-	const char *device; /* verbs: device name; NULL picks one */
-	uint64_t seed;      /* loop: seed of the fault switches */
-	long id;            /* id used in log lines; -1 for none */
-	unsigned hp_flags;  /* URPC_HP_* flags for the receive ring's memory */
+	uint32_t rq_depth;	       /* receive ring entries; power of two; default 512 */
+	uint32_t sq_depth;	       /* send queue entries; power of two; default 256 */
+	uint32_t mtu;		       /* wanted datagram payload; 0: the transport's default */
+	const char *host;	       /* udp: local IPv4 address to bind; default 127.0.0.1 */
+	uint16_t port;		       /* udp: local port; 0 picks a free one */
+	const char *device;	       /* verbs: device name; NULL picks one */
+	uint64_t seed;		       /* loop: seed of the fault switches */
+	long id;		       /* id used in log lines; -1 for none */
+	unsigned hp_flags;	       /* URPC_HP_* flags for the receive ring's memory */
 	uint32_t one_sided_timeout_ms; /* fail a READ/WRITE after this; default 1000 */
 };
 
@@ -115,13 +115,13 @@ struct urpc_tp_stats {
 	uint64_t tx_bytes;
 	uint64_t rx_bytes;
 	uint64_t rx_drop_ring_full; /* datagrams lost because every ring entry was held */
-	uint64_t rx_drop_bad;       /* malformed transport-level datagrams */
-	uint64_t tx_dropped;        /* loop: dropped by the drop switch */
-	uint64_t tx_duplicated;     /* loop: extra copies made by the duplicate switch */
-	uint64_t tx_reordered;      /* loop: datagrams that were held back by the reorder switch */
-	uint64_t os_served;         /* emulated one-sided requests served for peers */
-	uint64_t os_rejected;       /* ... of which rejected (key or bounds) */
-	uint64_t os_retries;        /* emulated one-sided retransmissions */
+	uint64_t rx_drop_bad;	    /* malformed transport-level datagrams */
+	uint64_t tx_dropped;	    /* loop: dropped by the drop switch */
+	uint64_t tx_duplicated;	    /* loop: extra copies made by the duplicate switch */
+	uint64_t tx_reordered;	    /* loop: datagrams that were held back by the reorder switch */
+	uint64_t os_served;	    /* emulated one-sided requests served for peers */
+	uint64_t os_rejected;	    /* ... of which rejected (key or bounds) */
+	uint64_t os_retries;	    /* emulated one-sided retransmissions */
 };
 
 /*
@@ -131,11 +131,11 @@ struct urpc_tp_stats {
 struct urpc_tp {
 	const struct urpc_tp_ops *ops;
 	enum urpc_transport_kind kind;
-	uint32_t mtu;       /* largest hdr_len + data_len that tx_burst() accepts */
-	uint32_t rq_depth;  /* receive ring entries */
+	uint32_t mtu;	   /* largest hdr_len + data_len that tx_burst() accepts */
+	uint32_t rq_depth; /* receive ring entries */
 	uint32_t sq_depth;
 	uint32_t max_inline;
-	unsigned caps;      /* URPC_TP_CAP_* */
+	unsigned caps; /* URPC_TP_CAP_* */
 	long id;
 	struct urpc_tp_stats stats;
 };
@@ -249,8 +249,8 @@ extern const struct urpc_tp_ops urpc__tp_udp_ops;
 
 /* ---- loop only: fault switches (deterministic for a seed) ---- */
 struct urpc_loop_faults {
-	double drop;          /* probability that a datagram is lost */
-	double dup;           /* probability that a datagram is delivered twice */
+	double drop;	      /* probability that a datagram is lost */
+	double dup;	      /* probability that a datagram is delivered twice */
 	uint32_t reorder;     /* datagrams held and released in shuffled order; 0: off */
 	uint32_t delay_polls; /* deliver after the receiver's rx_burst ran this many times */
 };

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "log.h"
 
-
 #include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -69,8 +68,8 @@ URPC_API const char *urpc_log_level_str(enum urpc_log_level level)
 	return "?";
 }
 
-void urpc__log(enum urpc_log_level level, const char *module, const char *func, int line,
-	       long ctx, const char *fmt, ...)
+void urpc__log(enum urpc_log_level level, const char *module, const char *func, int line, long ctx,
+	       const char *fmt, ...)
 {
 	int saved_errno = errno;
 	char msg[512];

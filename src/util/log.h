@@ -22,8 +22,8 @@ extern "C" {
 #endif
 
 /* Thread: any. Formats one line and hands it to the sink. Keeps errno. */
-void urpc__log(enum urpc_log_level level, const char *module, const char *func, int line,
-	       long ctx, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+void urpc__log(enum urpc_log_level level, const char *module, const char *func, int line, long ctx,
+	       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
 /* Thread: any. True when a line of @level would be emitted. */
 int urpc__log_enabled(enum urpc_log_level level);

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Build urpc and run the whole test suite, on a fresh Debian 12 machine:
+#   1. installs the packages it needs (scripts/deps.sh),
+#   2. gcc, warnings as errors: build + every CTest test,
+#   3. clang with AddressSanitizer + UndefinedBehaviorSanitizer: build + tests.
+# Usage: scripts/test.sh [-j N]     Exit status: 0 when every stage passed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+jobs=$(nproc)
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-j) jobs="$2"; shift 2 ;;
+	-h | --help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "test.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+	esac
+done
+
+scripts/deps.sh
+
+stage() { printf '\n==== %s ====\n' "$*"; }
+
+stage "gcc -Werror build and tests"
+cmake -S . -B build/ci-gcc -G Ninja -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
+	-DCMAKE_BUILD_TYPE=RelWithDebInfo -DURPC_WERROR=ON >/dev/null
+cmake --build build/ci-gcc -j "$jobs"
+ctest --test-dir build/ci-gcc --output-on-failure -j "$jobs"
+
+stage "clang ASan+UBSan build and tests"
+cmake -S . -B build/ci-asan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	-DCMAKE_BUILD_TYPE=Debug -DURPC_WERROR=ON -DURPC_SANITIZE=address,undefined >/dev/null
+cmake --build build/ci-asan -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	ctest --test-dir build/ci-asan --output-on-failure -j "$jobs"
+
+stage "all stages passed"
