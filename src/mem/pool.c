@@ -1,1 +1,287 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * The message-buffer pool: power-of-two size classes carved from registered
+ * chunks. See pool.h for the contract.
+ *
+ * Layout of one buffer: [headroom][data: class size]. While a buffer is
+ * free, the first bytes of its headroom hold the free-list link and the
+ * chunk it belongs to; the caller never sees a free buffer, so nothing of
+ * the caller's is overwritten.
+ *
+ * Small classes (stride <= chunk_size / 4) share chunks of chunk_size bytes.
+ * A larger buffer gets a chunk of its own, which goes back to the system as
+ * soon as the buffer is freed.
+ */
+#define URPC_LOG_MODULE "mem"
+#include "pool.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/compiler.h"
+#include "../util/log.h"
+
+#define MIN_CLASS_SHIFT 6 /* 64 data bytes */
+#define NUM_CLASSES 21	  /* 64 B .. 64 MiB */
+
+struct chunk {
+	struct urpc_hp_region region;
+	struct urpc_mem_reg reg;
+	bool registered;
+	bool dedicated; /* one buffer, unmapped when it is freed */
+	struct chunk *prev, *next;
+};
+
+/* What a free buffer keeps in its headroom. */
+struct free_hdr {
+	struct free_hdr *next;
+	struct chunk *chunk;
+};
+static_assert(sizeof(struct free_hdr) <= 64, "free header must fit the minimal headroom");
+
+struct size_class {
+	size_t data_size;
+	size_t stride; /* headroom + data_size */
+	struct free_hdr *free;
+};
+
+struct urpc_pool {
+	struct urpc_pool_opts o;
+	struct size_class classes[NUM_CLASSES];
+	unsigned nclasses;
+	struct chunk *chunks; /* every mapped chunk, doubly linked */
+	struct urpc_pool_stats st;
+};
+
+void urpc__pool_opts_init(struct urpc_pool_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->headroom = 64;
+	o->chunk_size = 2u << 20;
+	o->max_bytes = (size_t)1 << 30;
+	o->max_buf = (size_t)64 << 20;
+}
+
+int urpc__pool_create(const struct urpc_pool_opts *o, struct urpc_pool **out)
+{
+	struct urpc_pool_opts def;
+	struct urpc_pool *p;
+	unsigned i;
+
+	if (!o) {
+		urpc__pool_opts_init(&def);
+		o = &def;
+	}
+	if (!out || o->headroom < 64 || o->headroom % 64 || o->chunk_size < 4096 || !o->max_buf ||
+	    o->max_buf > ((size_t)1 << (MIN_CLASS_SHIFT + NUM_CLASSES - 1)) ||
+	    (!o->reg != !o->dereg))
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->o = *o;
+	for (i = 0; i < NUM_CLASSES; i++) {
+		size_t ds = (size_t)1 << (MIN_CLASS_SHIFT + i);
+
+		p->classes[i].data_size = ds;
+		p->classes[i].stride = o->headroom + ds;
+		p->nclasses = i + 1;
+		if (ds >= o->max_buf)
+			break;
+	}
+	p->st.last_backing = URPC_HP_4K;
+	*out = p;
+	return 0;
+}
+
+static void chunk_release(struct urpc_pool *p, struct chunk *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		p->chunks = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	if (c->registered)
+		p->o.dereg(p->o.reg_ctx, &c->reg);
+	p->st.bytes_mapped -= c->region.len;
+	p->st.chunks--;
+	urpc__hp_free(&c->region);
+	free(c);
+}
+
+int urpc__pool_destroy(struct urpc_pool *p)
+{
+	if (!p)
+		return 0;
+	if (p->st.bufs_out)
+		return -EBUSY;
+	while (p->chunks)
+		chunk_release(p, p->chunks);
+	free(p);
+	return 0;
+}
+
+/* Map and register a chunk of at least @len bytes. Not the datapath. */
+static int chunk_add(struct urpc_pool *p, size_t len, bool dedicated, struct chunk **out)
+{
+	struct chunk *c;
+	int ret;
+
+	if (len > p->o.max_bytes || p->st.bytes_mapped > p->o.max_bytes - len)
+		return -ENOMEM;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	ret = urpc__hp_alloc(len, p->o.hp_flags, &c->region);
+	if (ret)
+		goto out_free;
+	if (c->region.len > p->o.max_bytes - p->st.bytes_mapped) {
+		/* Rounding up to a huge page went over the cap. */
+		ret = -ENOMEM;
+		goto out_unmap;
+	}
+	if (p->o.reg) {
+		ret = p->o.reg(p->o.reg_ctx, c->region.addr, c->region.len, &c->reg);
+		if (ret)
+			goto out_unmap;
+		c->registered = true;
+	}
+	c->dedicated = dedicated;
+	c->next = p->chunks;
+	if (p->chunks)
+		p->chunks->prev = c;
+	p->chunks = c;
+	p->st.bytes_mapped += c->region.len;
+	p->st.chunks++;
+	p->st.last_backing = c->region.backing;
+	*out = c;
+	return 0;
+
+out_unmap:
+	urpc__hp_free(&c->region);
+out_free:
+	free(c);
+	return ret;
+}
+
+static inline struct free_hdr *buf_hdr(uint8_t *buf_start)
+{
+	return (struct free_hdr *)(void *)buf_start;
+}
+
+/* Carve a fresh shared chunk into buffers of class @sc. */
+static int class_grow(struct urpc_pool *p, struct size_class *sc)
+{
+	size_t n, i;
+	struct chunk *c;
+	uint8_t *base;
+	int ret;
+
+	ret = chunk_add(p, p->o.chunk_size, false, &c);
+	if (ret)
+		return ret;
+	base = c->region.addr;
+	n = c->region.len / sc->stride;
+	for (i = n; i-- > 0;) {
+		struct free_hdr *h = buf_hdr(base + i * sc->stride);
+
+		h->chunk = c;
+		h->next = sc->free;
+		sc->free = h;
+	}
+	return 0;
+}
+
+static inline unsigned class_of(size_t size)
+{
+	unsigned bits;
+
+	if (size <= ((size_t)1 << MIN_CLASS_SHIFT))
+		return 0;
+	bits = (unsigned)(64 - __builtin_clzll((unsigned long long)(size - 1)));
+	return bits - MIN_CLASS_SHIFT;
+}
+
+int urpc__pool_alloc(struct urpc_pool *p, size_t size, struct urpc_msgbuf *mb)
+{
+	struct size_class *sc;
+	struct free_hdr *h;
+	struct chunk *c;
+	unsigned ci;
+	int ret;
+
+	if (unlikely(!size || size > p->o.max_buf))
+		return -EINVAL;
+	ci = class_of(size);
+	if (unlikely(ci >= p->nclasses))
+		return -EINVAL;
+	sc = &p->classes[ci];
+
+	if (unlikely(sc->stride > p->o.chunk_size / 4)) {
+		ret = chunk_add(p, sc->stride, true, &c);
+		if (ret)
+			goto fail;
+		h = buf_hdr(c->region.addr);
+		h->chunk = c;
+	} else {
+		if (unlikely(!sc->free)) {
+			ret = class_grow(p, sc);
+			if (ret)
+				goto fail;
+		}
+		h = sc->free;
+		sc->free = h->next;
+		c = h->chunk;
+	}
+
+	mb->buf = (uint8_t *)h + p->o.headroom;
+	mb->data_size = size;
+	mb->max_data_size = sc->data_size;
+	mb->priv_class = c;
+	mb->priv_lkey = c->reg.lkey;
+	mb->priv_rkey = c->reg.rkey;
+	p->st.bufs_out++;
+	p->st.allocs++;
+	return 0;
+
+fail:
+	p->st.alloc_failures++;
+	return ret;
+}
+
+void urpc__pool_free(struct urpc_pool *p, struct urpc_msgbuf *mb)
+{
+	struct chunk *c = mb->priv_class;
+	struct free_hdr *h;
+
+	if (!mb->buf)
+		return;
+	p->st.bufs_out--;
+	p->st.frees++;
+	if (unlikely(c->dedicated)) {
+		chunk_release(p, c);
+	} else {
+		struct size_class *sc = &p->classes[class_of(mb->max_data_size)];
+
+		h = buf_hdr(mb->buf - p->o.headroom);
+		h->chunk = c;
+		h->next = sc->free;
+		sc->free = h;
+	}
+	memset(mb, 0, sizeof(*mb));
+}
+
+int urpc__pool_resize(struct urpc_msgbuf *mb, size_t size)
+{
+	if (unlikely(size > mb->max_data_size))
+		return -EINVAL;
+	mb->data_size = size;
+	return 0;
+}
+
+void urpc__pool_get_stats(const struct urpc_pool *p, struct urpc_pool_stats *s)
+{
+	*s = p->st;
+}
