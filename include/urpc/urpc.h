@@ -146,6 +146,298 @@ struct urpc_msgbuf {
 	uint32_t priv_rkey;
 };
 
+/* ------------------------------------------------------------------------
+ * Nexus: one per process. Owns the session-management endpoint (kernel UDP
+ * at host:port) and the table of request handlers.
+ * ------------------------------------------------------------------------ */
+
+struct urpc_nexus;
+struct urpc_rpc;
+struct urpc_req_handle;
+
+struct urpc_nexus_opts {
+	const char *host; /* IPv4 address to bind session management to; default "127.0.0.1" */
+	uint16_t port;	  /* UDP port; 0 picks a free one (see urpc_nexus_port) */
+};
+
+/** urpc_nexus_opts_init() - Fill @o with the defaults. Thread: any. */
+URPC_API void urpc_nexus_opts_init(struct urpc_nexus_opts *o);
+
+/**
+ * urpc_nexus_create() - Create the process's Nexus and start its
+ * session-management thread.
+ *
+ * @param o   options, or NULL for the defaults.
+ * @param out receives the Nexus.
+ * @return 0, -EINVAL (bad host), -EADDRINUSE (port taken), -ENOMEM.
+ * Thread: any. Ownership: the caller owns the Nexus until urpc_nexus_destroy().
+ */
+URPC_API int urpc_nexus_create(const struct urpc_nexus_opts *o, struct urpc_nexus **out);
+
+/**
+ * urpc_nexus_destroy() - Stop the session-management thread and free @nx.
+ *
+ * @return 0, or -EBUSY (nothing freed) while any Rpc of @nx still exists.
+ * Thread: any, but not concurrently with other calls on @nx.
+ */
+URPC_API int urpc_nexus_destroy(struct urpc_nexus *nx);
+
+/** urpc_nexus_port() - The UDP port session management is bound to. Thread: any. */
+URPC_API uint16_t urpc_nexus_port(const struct urpc_nexus *nx);
+
+/**
+ * typedef urpc_req_handler_fn - A server's request handler.
+ *
+ * @param h   the request; read it with urpc_req_data(), answer with
+ *            urpc_resp_enqueue(), now or later (a deferred response).
+ * @param arg the pointer given at registration.
+ *
+ * Callback: runs on the owner thread of the Rpc that received the request,
+ * inside its event loop, at most once per request. It must not block or run
+ * the event loop; it may enqueue requests (nested RPCs) and responses.
+ */
+typedef void (*urpc_req_handler_fn)(struct urpc_req_handle *h, void *arg);
+
+/**
+ * urpc_nexus_register_handler() - Route requests of @req_type to @fn.
+ *
+ * @return 0; -EINVAL (@fn NULL); -EEXIST (@req_type already has a handler);
+ *         -EBUSY (an Rpc was already created on @nx: register handlers first).
+ * Thread: any, before the first urpc_rpc_create() on @nx.
+ */
+URPC_API int urpc_nexus_register_handler(struct urpc_nexus *nx, uint8_t req_type,
+					 urpc_req_handler_fn fn, void *arg);
+
+/* ------------------------------------------------------------------------
+ * Rpc: one per thread, with its own transport endpoint and event loop.
+ * ------------------------------------------------------------------------ */
+
+/* Session-management events reported to the Rpc's sm_handler. */
+enum urpc_sm_event {
+	URPC_SM_CONNECTED = 1,	    /* the session is ready for requests */
+	URPC_SM_CONNECT_FAILED = 2, /* status says why: -ETIMEDOUT, -ECONNREFUSED, -ENOENT, ... */
+	URPC_SM_DISCONNECTED = 3,   /* a disconnect completed */
+	URPC_SM_RESET = 4,	    /* the peer failed or reset the session (status: -ECONNRESET) */
+};
+
+/** urpc_sm_event_str() - Name of an event ("connected", ...). Thread: any. */
+URPC_API const char *urpc_sm_event_str(enum urpc_sm_event ev);
+
+/**
+ * typedef urpc_sm_handler_fn - Session-management event callback.
+ *
+ * Callback: runs on the Rpc's owner thread inside its event loop, once per
+ * event; it may call urpc_session_* and urpc_req_enqueue, not the event loop.
+ */
+typedef void (*urpc_sm_handler_fn)(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev,
+				   int status, void *arg);
+
+struct urpc_rpc_opts {
+	enum urpc_transport_kind transport; /* default: URPC_TRANSPORT env, else auto */
+	urpc_sm_handler_fn sm_handler;	    /* may be NULL */
+	void *sm_arg;
+	uint32_t rto_us;	     /* first retransmission timeout; default 5000 */
+	uint32_t rto_max_us;	     /* cap of the exponential back-off; default 200000 */
+	uint32_t ping_interval_ms;   /* session heartbeat; default 100 */
+	uint32_t peer_timeout_ms;    /* peer declared failed after this silence; default 500 */
+	uint32_t connect_timeout_ms; /* connect fails after this; default 2000 */
+	uint32_t max_sessions;	     /* sessions this Rpc may hold; default 1024 */
+	uint64_t seed;		     /* loop transport fault switches and tokens; 0: random */
+};
+
+/** urpc_rpc_opts_init() - Fill @o with the defaults. Thread: any. */
+URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o);
+
+/**
+ * urpc_rpc_create() - Create an Rpc owned by the calling thread.
+ *
+ * @param nx     the process's Nexus.
+ * @param rpc_id unique among the Rpcs of @nx; peers name it when connecting.
+ * @param o      options, or NULL for the defaults.
+ * @param out    receives the Rpc.
+ * @return 0, -EEXIST (@rpc_id taken), -EINVAL, -ENOMEM, or the transport's
+ *         error (logged with its cause).
+ * Thread: any; the calling thread becomes the owner.
+ */
+URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct urpc_rpc_opts *o,
+			     struct urpc_rpc **out);
+
+/**
+ * urpc_rpc_destroy() - Destroy an Rpc: resets every session (pending
+ * continuations run once with -ECONNRESET, inside this call since the loop
+ * will not run again), then frees everything.
+ *
+ * @return 0; -EPERM (not the owner thread); -EBUSY (called from inside one of
+ *         the Rpc's callbacks, or message buffers allocated from it are
+ *         still out: free them first; nothing is destroyed).
+ */
+URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc);
+
+/**
+ * urpc_rpc_run_event_loop() - Run the event loop for about @ms milliseconds.
+ * @return 0, or -EPERM (not the owner, or called from a callback).
+ */
+URPC_API int urpc_rpc_run_event_loop(struct urpc_rpc *rpc, unsigned ms);
+
+/**
+ * urpc_rpc_run_event_loop_once() - One pass: receive, run handlers and
+ * continuations, transmit, check timers.
+ * @return 0, or -EPERM (not the owner, or called from a callback).
+ */
+URPC_API int urpc_rpc_run_event_loop_once(struct urpc_rpc *rpc);
+
+/** urpc_rpc_id() - The Rpc's id. Thread: any. */
+URPC_API uint8_t urpc_rpc_id(const struct urpc_rpc *rpc);
+
+/**
+ * urpc_rpc_max_msg_size() - Largest request or response data size, in
+ * bytes, that this Rpc carries (one datagram until large messages land).
+ * Thread: any.
+ */
+URPC_API size_t urpc_rpc_max_msg_size(const struct urpc_rpc *rpc);
+
+/* Counters of one Rpc; every field always exists. */
+struct urpc_rpc_stats {
+	uint64_t pkts_tx;
+	uint64_t pkts_rx;
+	uint64_t reqs_sent;	   /* client: requests first transmitted */
+	uint64_t resps_rx;	   /* client: responses accepted */
+	uint64_t retransmits;	   /* client: requests sent again after a timeout */
+	uint64_t reqs_handled;	   /* server: handler invocations */
+	uint64_t dup_reqs;	   /* server: duplicates answered from the stored response */
+	uint64_t dup_resps;	   /* client: responses for requests already completed */
+	uint64_t drop_bad_hdr;	   /* bad magic/version/type/size */
+	uint64_t drop_bad_session; /* unknown session or wrong token */
+	uint64_t drop_stale;	   /* old request or response numbers */
+	uint64_t unknown_req_type; /* requests answered with -ENOENT */
+	uint64_t sessions;	   /* sessions currently open */
+	uint64_t sm_pkts_tx;
+	uint64_t sm_pkts_rx;
+	uint64_t resets; /* sessions reset (peer failure or explicit) */
+};
+
+/** urpc_rpc_get_stats() - Copy the counters. @return 0 or -EPERM. */
+URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st);
+
+/* ------------------------------------------------------------------------
+ * Sessions: a client Rpc's connection to one remote Rpc.
+ * ------------------------------------------------------------------------ */
+
+/**
+ * urpc_session_connect() - Start connecting to Rpc @remote_rpc_id of the
+ * Nexus at @host_port ("10.0.0.1:31850").
+ *
+ * @param session_out receives the session number.
+ * @return 0: the sm_handler runs later, once, with URPC_SM_CONNECTED or
+ *         URPC_SM_CONNECT_FAILED; requests may be enqueued at once and are
+ *         sent when the session connects (or fail with its error).
+ *         <0: -EINVAL (bad address), -ENOMEM (no session slot left), -EPERM;
+ *         no event follows.
+ */
+URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
+				  uint8_t remote_rpc_id, int *session_out);
+
+/**
+ * urpc_session_disconnect() - Close a client session. Requests still
+ * pending fail with -ECONNRESET; the sm_handler then gets
+ * URPC_SM_DISCONNECTED.
+ *
+ * @return 0, -EINVAL (no such session, or not a client session), -EPERM.
+ */
+URPC_API int urpc_session_disconnect(struct urpc_rpc *rpc, int session);
+
+/** urpc_session_is_connected() - True when @session is ready for requests. */
+URPC_API bool urpc_session_is_connected(struct urpc_rpc *rpc, int session);
+
+/* ------------------------------------------------------------------------
+ * Message buffers.
+ * ------------------------------------------------------------------------ */
+
+/**
+ * urpc_msgbuf_alloc() - Allocate a buffer of @size data bytes (capacity at
+ * least @size) from the Rpc's registered memory.
+ * @return 0, -EINVAL (size 0 or above the limit), -ENOMEM, -EPERM.
+ * Ownership: the caller owns @mb until urpc_msgbuf_free().
+ */
+URPC_API int urpc_msgbuf_alloc(struct urpc_rpc *rpc, size_t size, struct urpc_msgbuf *mb);
+
+/**
+ * urpc_msgbuf_resize() - Set the data size within the capacity.
+ * @return 0, or -EINVAL when @size > max_data_size. Thread: the buffer's owner.
+ */
+URPC_API int urpc_msgbuf_resize(struct urpc_msgbuf *mb, size_t size);
+
+/**
+ * urpc_msgbuf_free() - Give a buffer back. It must not be lent to the engine.
+ * @return 0, -EPERM.
+ */
+URPC_API int urpc_msgbuf_free(struct urpc_rpc *rpc, struct urpc_msgbuf *mb);
+
+/* ------------------------------------------------------------------------
+ * Requests (client) and responses (server).
+ * ------------------------------------------------------------------------ */
+
+/**
+ * typedef urpc_cont_fn - A request's continuation.
+ *
+ * @param status 0 with the response in @resp (resp->data_size set), or
+ *               -ECONNRESET (session reset or disconnected), -ETIMEDOUT
+ *               (deadline passed), -ENOENT (no handler for the request type on
+ *               the server), -EMSGSIZE (response larger than @resp).
+ * @param resp   the response buffer given to urpc_req_enqueue().
+ *
+ * Callback: runs exactly once, on the owner thread inside the event loop (or
+ * inside urpc_rpc_destroy()). From then on the request and response buffers
+ * belong to the application again; it may free or reuse them here.
+ */
+typedef void (*urpc_cont_fn)(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp);
+
+/**
+ * urpc_req_enqueue() - Send a request on a session.
+ *
+ * @param req  the request (data_size bytes); lent to the engine until the
+ *             continuation runs.
+ * @param resp where the response goes (capacity max_data_size); lent likewise.
+ * @param timeout_ms deadline for the whole request, 0 for none; past it the
+ *             continuation runs with -ETIMEDOUT.
+ * @return 0: @cont runs exactly once, later. <0 (it never runs): -EINVAL (bad
+ *         session or buffers), -EMSGSIZE (request above
+ *         urpc_rpc_max_msg_size()), -ECONNRESET (session failed or
+ *         disconnected), -ENOMEM (request queue full), -EPERM.
+ */
+URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_type,
+			      struct urpc_msgbuf *req, struct urpc_msgbuf *resp, urpc_cont_fn cont,
+			      void *tag, uint32_t timeout_ms);
+
+/**
+ * urpc_req_data() - The request's bytes. Valid only inside the handler (they
+ * point into the receive ring): copy what a deferred response needs.
+ */
+URPC_API const uint8_t *urpc_req_data(const struct urpc_req_handle *h, size_t *len);
+
+/** urpc_req_type() - The request's type. */
+URPC_API uint8_t urpc_req_type(const struct urpc_req_handle *h);
+
+/** urpc_req_rpc() - The Rpc that received the request (for nested requests). */
+URPC_API struct urpc_rpc *urpc_req_rpc(const struct urpc_req_handle *h);
+
+/**
+ * urpc_req_resp_msgbuf() - The request's preallocated response buffer, with
+ * capacity urpc_rpc_max_msg_size(). Fill it, resize it, and pass it to
+ * urpc_resp_enqueue(). Valid until then.
+ */
+URPC_API struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h);
+
+/**
+ * urpc_resp_enqueue() - Answer a request, inside its handler or later.
+ *
+ * @param resp the buffer from urpc_req_resp_msgbuf(@h).
+ * @return 0 (the handle is then invalid), -EINVAL (not that buffer, or size
+ *         above capacity), -EPERM. If the session was reset meanwhile, the
+ *         response is dropped silently and 0 returned.
+ */
+URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *resp);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,376 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The small-message datapath: requests out, handlers in, responses back,
+ * retransmission and duplicate suppression (see docs/ENGINE.md). Nothing
+ * here allocates, locks, or makes a syscall beyond the transport's.
+ */
+#define URPC_LOG_MODULE "datapath"
+#include <errno.h>
+#include <string.h>
+
+#include "../util/log.h"
+#include "rpc.h"
+
+#define SLOT_MASK (URPC_SESSION_SLOTS - 1)
+#define WAITQ_MASK (URPC_SESSION_WAITQ - 1)
+
+static inline struct urpc_pkthdr *hdr_of(const struct urpc_msgbuf *mb)
+{
+	return (struct urpc_pkthdr *)(void *)(mb->buf -
+					      URPC_ALIGN_UP(sizeof(struct urpc_pkthdr), 64));
+}
+
+/* Transmit (or retransmit) the request in client slot @i of @s. */
+static inline void send_req(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl)
+{
+	struct urpc_msgbuf *req = sl->req;
+
+	urpc__rpc_tx_push(rpc, s->peer, hdr_of(req), req->buf, (uint32_t)req->data_size);
+	sl->tx_ns = rpc->now;
+}
+
+/* Put a request into free slot @i and send it. */
+static inline void start_req(struct urpc_rpc *rpc, struct urpc_session *s, unsigned i,
+			     uint8_t req_type, struct urpc_msgbuf *req, struct urpc_msgbuf *resp,
+			     urpc_cont_fn cont, void *tag, uint64_t deadline_ns)
+{
+	struct urpc_sslot *sl = &s->slots[i];
+
+	s->free_mask &= ~(1u << i);
+	s->credits--;
+	sl->busy = true;
+	sl->cur_req_num += URPC_SESSION_SLOTS;
+	sl->req = req;
+	sl->resp = resp;
+	sl->cont = cont;
+	sl->tag = tag;
+	sl->deadline_ns = deadline_ns;
+	sl->retries = 0;
+	sl->rto_ns = rpc->rto_ns;
+	urpc__pkthdr_fill(hdr_of(req), URPC_PKT_REQ, req_type, 0, (uint32_t)req->data_size,
+			  s->remote_num, sl->cur_req_num, s->token);
+	send_req(rpc, s, sl);
+	rpc->st.reqs_sent++;
+}
+
+void urpc__dp_kick(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	while (s->wq_head != s->wq_tail && s->free_mask && s->credits) {
+		struct urpc_waiting_req *w = &s->waitq[s->wq_head & WAITQ_MASK];
+
+		s->wq_head++;
+		start_req(rpc, s, (unsigned)__builtin_ctz(s->free_mask), w->req_type, w->req,
+			  w->resp, w->cont, w->tag, w->deadline_ns);
+	}
+}
+
+URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_type,
+			      struct urpc_msgbuf *req, struct urpc_msgbuf *resp, urpc_cont_fn cont,
+			      void *tag, uint32_t timeout_ms)
+{
+	struct urpc_session *s;
+	uint64_t deadline = 0;
+
+	if (unlikely(!urpc__rpc_is_owner(rpc)))
+		return -EPERM;
+	s = urpc__rpc_session(rpc, session);
+	if (unlikely(!s || s->role != URPC_ROLE_CLIENT || !req || !req->buf || !resp ||
+		     !resp->buf || !cont))
+		return -EINVAL;
+	if (unlikely(req->data_size > rpc->max_msg))
+		return -EMSGSIZE;
+	if (unlikely(s->state != URPC_SESS_CONNECTED && s->state != URPC_SESS_CONNECTING))
+		return -ECONNRESET;
+	if (timeout_ms)
+		deadline = rpc->now + (uint64_t)timeout_ms * 1000000;
+
+	if (likely(s->state == URPC_SESS_CONNECTED && s->free_mask && s->credits &&
+		   s->wq_head == s->wq_tail)) {
+		start_req(rpc, s, (unsigned)__builtin_ctz(s->free_mask), req_type, req, resp, cont,
+			  tag, deadline);
+		return 0;
+	}
+	if (unlikely(s->wq_tail - s->wq_head == URPC_SESSION_WAITQ))
+		return -ENOMEM;
+	s->waitq[s->wq_tail & WAITQ_MASK] = (struct urpc_waiting_req){
+		.req = req,
+		.resp = resp,
+		.cont = cont,
+		.tag = tag,
+		.deadline_ns = deadline,
+		.req_type = req_type,
+	};
+	s->wq_tail++;
+	return 0;
+}
+
+static inline void run_cont(struct urpc_rpc *rpc, urpc_cont_fn cont, void *tag, int status,
+			    struct urpc_msgbuf *resp)
+{
+	rpc->in_cb++;
+	cont(rpc, tag, status, resp);
+	rpc->in_cb--;
+}
+
+/*
+ * Free client slot @sl and run its continuation. Waiting requests move into
+ * the slot first, so the continuation's own new requests queue behind them.
+ * @s may be freed by the continuation: callers must not touch it after.
+ */
+static void complete(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
+		     int status)
+{
+	urpc_cont_fn cont = sl->cont;
+	struct urpc_msgbuf *resp = sl->resp;
+	void *tag = sl->tag;
+	unsigned i = (unsigned)(sl - s->slots);
+
+	if (unlikely(sl->retries)) {
+		/* A retransmitted copy may still be queued to the NIC. */
+		urpc__rpc_tx_flush(rpc);
+		rpc->tp->ops->tx_flush(rpc->tp);
+	}
+	sl->busy = false;
+	sl->req = NULL;
+	sl->resp = NULL;
+	s->free_mask |= 1u << i;
+	s->credits++;
+	if (s->state == URPC_SESS_CONNECTED)
+		urpc__dp_kick(rpc, s);
+	run_cont(rpc, cont, tag, status, resp);
+}
+
+void urpc__dp_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status)
+{
+	uint32_t num = s->local_num;
+	unsigned i;
+
+	if (s->role != URPC_ROLE_CLIENT)
+		return;
+	urpc__rpc_tx_flush(rpc);
+	rpc->tp->ops->tx_flush(rpc->tp);
+	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+		struct urpc_sslot *sl = &s->slots[i];
+		urpc_cont_fn cont = sl->cont;
+
+		if (!sl->busy)
+			continue;
+		sl->busy = false;
+		s->free_mask |= 1u << i;
+		s->credits++;
+		run_cont(rpc, cont, sl->tag, status, sl->resp);
+		if (rpc->sessions[num] != s)
+			return;
+	}
+	while (s->wq_head != s->wq_tail) {
+		struct urpc_waiting_req w = s->waitq[s->wq_head & WAITQ_MASK];
+
+		s->wq_head++;
+		run_cont(rpc, w.cont, w.tag, status, w.resp);
+		if (rpc->sessions[num] != s)
+			return;
+	}
+}
+
+void urpc__dp_timers(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	uint32_t num = s->local_num;
+	unsigned i;
+
+	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+		struct urpc_sslot *sl = &s->slots[i];
+
+		if (!sl->busy)
+			continue;
+		if (sl->deadline_ns && rpc->now >= sl->deadline_ns) {
+			complete(rpc, s, sl, -ETIMEDOUT);
+			if (rpc->sessions[num] != s || s->state != URPC_SESS_CONNECTED)
+				return;
+			continue;
+		}
+		if (rpc->now - sl->tx_ns >= sl->rto_ns) {
+			sl->retries++;
+			sl->rto_ns = URPC_MIN(sl->rto_ns * 2, rpc->rto_max_ns);
+			rpc->st.retransmits++;
+			send_req(rpc, s, sl);
+		}
+	}
+	/* Requests still waiting for a slot can expire too. */
+	while (s->wq_head != s->wq_tail) {
+		struct urpc_waiting_req *w = &s->waitq[s->wq_head & WAITQ_MASK];
+		struct urpc_waiting_req copy;
+
+		if (!w->deadline_ns || rpc->now < w->deadline_ns)
+			break;
+		copy = *w;
+		s->wq_head++;
+		run_cont(rpc, copy.cont, copy.tag, -ETIMEDOUT, copy.resp);
+		if (rpc->sessions[num] != s)
+			return;
+	}
+}
+
+/* ---- receive ---- */
+
+static void server_send_resp(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl)
+{
+	urpc__rpc_tx_push(rpc, s->peer, hdr_of(&sl->resp_mb), sl->resp_mb.buf,
+			  (uint32_t)sl->resp_mb.data_size);
+}
+
+static void server_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_pkthdr *h,
+		      const uint8_t *data, uint32_t len)
+{
+	uint64_t req_num = le64toh(h->req_num);
+	struct urpc_sslot *sl = &s->slots[req_num & SLOT_MASK];
+	const struct urpc_handler *hd;
+
+	s->last_heard_ns = rpc->now;
+	if (unlikely(req_num <= sl->cur_req_num)) {
+		if (req_num == sl->cur_req_num && sl->srv_state != URPC_SRV_IDLE) {
+			rpc->st.dup_reqs++;
+			if (sl->srv_state == URPC_SRV_RESPONDED)
+				server_send_resp(rpc, s, sl);
+		} else {
+			rpc->st.drop_stale++;
+		}
+		return;
+	}
+
+	sl->cur_req_num = req_num;
+	sl->srv_state = URPC_SRV_IN_HANDLER;
+	sl->resp_mb.data_size = 0;
+	hd = &rpc->handlers[h->req_type];
+	if (unlikely(!hd->fn)) {
+		rpc->st.unknown_req_type++;
+		urpc__pkthdr_fill(hdr_of(&sl->resp_mb), URPC_PKT_RESP, h->req_type, ENOENT, 0,
+				  s->remote_num, req_num, s->token);
+		sl->srv_state = URPC_SRV_RESPONDED;
+		server_send_resp(rpc, s, sl);
+		return;
+	}
+	sl->h.rpc = rpc;
+	sl->h.sess = s;
+	sl->h.data = data;
+	sl->h.len = len;
+	sl->h.req_type = h->req_type;
+	s->deferred++;
+	rpc->st.reqs_handled++;
+	rpc->in_cb++;
+	hd->fn(&sl->h, hd->arg);
+	rpc->in_cb--;
+	/* The request bytes live in the RX ring: gone after this pass. */
+	sl->h.data = NULL;
+	sl->h.len = 0;
+}
+
+static void client_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_pkthdr *h,
+		      const uint8_t *data, uint32_t len)
+{
+	uint64_t req_num = le64toh(h->req_num);
+	struct urpc_sslot *sl = &s->slots[req_num & SLOT_MASK];
+	uint16_t status = le16toh(h->status);
+	int st = 0;
+
+	s->last_heard_ns = rpc->now;
+	if (unlikely(req_num != sl->cur_req_num || !sl->busy)) {
+		if (req_num == sl->cur_req_num)
+			rpc->st.dup_resps++;
+		else
+			rpc->st.drop_stale++;
+		return;
+	}
+	if (unlikely(status)) {
+		st = -(int)status;
+	} else if (unlikely(len > sl->resp->max_data_size)) {
+		st = -EMSGSIZE;
+	} else {
+		memcpy(sl->resp->buf, data, len);
+		sl->resp->data_size = len;
+	}
+	rpc->st.resps_rx++;
+	complete(rpc, s, sl, st);
+}
+
+void urpc__dp_rx(struct urpc_rpc *rpc, const uint8_t *buf, uint32_t len)
+{
+	const struct urpc_pkthdr *h = (const struct urpc_pkthdr *)(const void *)buf;
+	struct urpc_session *s;
+	uint32_t num;
+
+	if (unlikely(!urpc__pkthdr_ok(h, len))) {
+		rpc->st.drop_bad_hdr++;
+		return;
+	}
+	num = le32toh(h->dest_session);
+	s = likely(num < rpc->hi_session) ? rpc->sessions[num] : NULL;
+	if (unlikely(!s || s->token != le64toh(h->token) || s->state != URPC_SESS_CONNECTED)) {
+		rpc->st.drop_bad_session++;
+		return;
+	}
+	if (h->pkt_type == URPC_PKT_REQ) {
+		if (unlikely(s->role != URPC_ROLE_SERVER)) {
+			rpc->st.drop_bad_session++;
+			return;
+		}
+		server_rx(rpc, s, h, buf + sizeof(*h), len - (uint32_t)sizeof(*h));
+	} else {
+		if (unlikely(s->role != URPC_ROLE_CLIENT)) {
+			rpc->st.drop_bad_session++;
+			return;
+		}
+		client_rx(rpc, s, h, buf + sizeof(*h), len - (uint32_t)sizeof(*h));
+	}
+}
+
+/* ---- the handler's side ---- */
+
+URPC_API const uint8_t *urpc_req_data(const struct urpc_req_handle *h, size_t *len)
+{
+	if (len)
+		*len = h->len;
+	return h->data;
+}
+
+URPC_API uint8_t urpc_req_type(const struct urpc_req_handle *h)
+{
+	return h->req_type;
+}
+
+URPC_API struct urpc_rpc *urpc_req_rpc(const struct urpc_req_handle *h)
+{
+	return h->rpc;
+}
+
+URPC_API struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h)
+{
+	struct urpc_sslot *sl = container_of(h, struct urpc_sslot, h);
+
+	return &sl->resp_mb;
+}
+
+URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *resp)
+{
+	struct urpc_sslot *sl = container_of(h, struct urpc_sslot, h);
+	struct urpc_rpc *rpc = h->rpc;
+	struct urpc_session *s = h->sess;
+
+	if (unlikely(!urpc__rpc_is_owner(rpc)))
+		return -EPERM;
+	if (unlikely(resp != &sl->resp_mb || sl->srv_state != URPC_SRV_IN_HANDLER ||
+		     resp->data_size > rpc->max_msg))
+		return -EINVAL;
+	s->deferred--;
+	if (unlikely(s->state != URPC_SESS_CONNECTED)) {
+		/* Reset while the response was deferred: drop it, free at the last one. */
+		sl->srv_state = URPC_SRV_IDLE;
+		if (!s->deferred)
+			urpc__session_free(rpc, s);
+		return 0;
+	}
+	urpc__pkthdr_fill(hdr_of(resp), URPC_PKT_RESP, h->req_type, 0, (uint32_t)resp->data_size,
+			  s->remote_num, sl->cur_req_num, s->token);
+	sl->srv_state = URPC_SRV_RESPONDED;
+	server_send_resp(rpc, s, sl);
+	return 0;
+}

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The datapath packet header: a fixed little-endian layout in front of every
+ * request and response datagram. Naturally aligned fixed-width fields (no
+ * bitfields, no packed attribute); offsets pinned by static_assert. Values
+ * are stored with htole*() and read with le*toh(), no-ops on x86.
+ */
+#ifndef URPC_RPC_PKTHDR_H
+#define URPC_RPC_PKTHDR_H
+
+#include <endian.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../util/compiler.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define URPC_PKT_MAGIC 0x7552 /* "uR" */
+#define URPC_PKT_VERSION 1
+
+/* Wire-visible: explicit values. */
+enum urpc_pkt_type {
+	URPC_PKT_REQ = 1,
+	URPC_PKT_RESP = 2,
+};
+
+struct urpc_pkthdr {
+	uint16_t magic;
+	uint8_t version;
+	uint8_t pkt_type;
+	uint8_t req_type;
+	uint8_t reserved0;
+	uint16_t status; /* RESP: 0, or a positive errno code */
+	uint32_t msg_size;
+	uint32_t dest_session; /* the receiver's session number */
+	uint32_t pkt_num;      /* 0: every message is one packet for now */
+	uint32_t reserved1;
+	uint64_t req_num;
+	uint64_t token; /* the session's random token */
+};
+
+static_assert(sizeof(struct urpc_pkthdr) == 40, "wire header is 40 bytes");
+static_assert(offsetof(struct urpc_pkthdr, status) == 6, "wire layout");
+static_assert(offsetof(struct urpc_pkthdr, msg_size) == 8, "wire layout");
+static_assert(offsetof(struct urpc_pkthdr, dest_session) == 12, "wire layout");
+static_assert(offsetof(struct urpc_pkthdr, req_num) == 24, "wire layout");
+static_assert(offsetof(struct urpc_pkthdr, token) == 32, "wire layout");
+
+/* Fill @h. Caller owns @h; it must stay unchanged until the transport is done. */
+static inline void urpc__pkthdr_fill(struct urpc_pkthdr *h, enum urpc_pkt_type type,
+				     uint8_t req_type, uint16_t status, uint32_t msg_size,
+				     uint32_t dest_session, uint64_t req_num, uint64_t token)
+{
+	h->magic = htole16(URPC_PKT_MAGIC);
+	h->version = URPC_PKT_VERSION;
+	h->pkt_type = (uint8_t)type;
+	h->req_type = req_type;
+	h->reserved0 = 0;
+	h->status = htole16(status);
+	h->msg_size = htole32(msg_size);
+	h->dest_session = htole32(dest_session);
+	h->pkt_num = 0;
+	h->reserved1 = 0;
+	h->req_num = htole64(req_num);
+	h->token = htole64(token);
+}
+
+/*
+ * Cheap first checks of a received datagram of @len bytes: long enough,
+ * magic, version, a known type, and a message size equal to what the
+ * datagram carries. True when the header may be read further.
+ */
+static inline bool urpc__pkthdr_ok(const struct urpc_pkthdr *h, uint32_t len)
+{
+	if (unlikely(len < sizeof(*h)))
+		return false;
+	if (unlikely(le16toh(h->magic) != URPC_PKT_MAGIC || h->version != URPC_PKT_VERSION))
+		return false;
+	if (unlikely(h->pkt_type != URPC_PKT_REQ && h->pkt_type != URPC_PKT_RESP))
+		return false;
+	return le32toh(h->msg_size) == len - sizeof(*h);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_RPC_PKTHDR_H */

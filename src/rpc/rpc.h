@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal structures of the Rpc engine (see docs/ENGINE.md) and the hooks
+ * tests use. Everything here is owner-thread only.
+ */
+#ifndef URPC_RPC_RPC_H
+#define URPC_RPC_RPC_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <urpc/urpc.h>
+
+#include "../mem/pool.h"
+#include "../transport/transport.h"
+#include "../util/compiler.h"
+#include "../util/rand.h"
+#include "nexus.h"
+#include "pkthdr.h"
+#include "sm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define URPC_SESSION_SLOTS 8  /* requests in flight per session */
+#define URPC_SESSION_WAITQ 64 /* requests waiting for a slot per session */
+#define URPC_TX_BATCH 64      /* datagrams collected before one tx_burst */
+#define URPC_RX_BATCH 32      /* datagrams taken per rx_burst */
+static_assert(URPC_IS_POW2(URPC_SESSION_SLOTS), "slot count must be a power of two");
+static_assert(URPC_IS_POW2(URPC_SESSION_WAITQ), "wait queue size must be a power of two");
+
+enum urpc_session_role {
+	URPC_ROLE_CLIENT = 1,
+	URPC_ROLE_SERVER = 2,
+};
+
+enum urpc_session_state {
+	URPC_SESS_CONNECTING = 1,
+	URPC_SESS_CONNECTED = 2,
+	URPC_SESS_DISCONNECTING = 3,
+	URPC_SESS_DISCONNECTED = 4,
+	URPC_SESS_RESET = 5, /* failed: connect failed, peer gone or reset */
+};
+const char *urpc__session_state_str(enum urpc_session_state s);
+
+/* Events of the session state machine (session_transition in session.c). */
+enum urpc_session_ev {
+	URPC_SEV_CONNECT_OK = 1,
+	URPC_SEV_CONNECT_FAILED = 2,
+	URPC_SEV_DISCONNECT_REQ = 3,
+	URPC_SEV_DISCONNECT_DONE = 4,
+	URPC_SEV_PEER_FAILED = 5,
+	URPC_SEV_RPC_DESTROY = 6,
+};
+
+enum urpc_srv_slot_state {
+	URPC_SRV_IDLE = 0,
+	URPC_SRV_IN_HANDLER = 1, /* handler ran, response not enqueued yet (deferred) */
+	URPC_SRV_RESPONDED = 2,	 /* the stored response answers duplicates */
+};
+
+/* What the server hands a handler; embedded in the server slot. */
+struct urpc_req_handle {
+	struct urpc_rpc *rpc;
+	struct urpc_session *sess;
+	const uint8_t *data;
+	size_t len;
+	uint8_t req_type;
+};
+
+/* One request slot of a session. Client and server use different fields. */
+struct urpc_sslot {
+	uint64_t cur_req_num; /* slot index + k * URPC_SESSION_SLOTS */
+	/* client side */
+	struct urpc_msgbuf *req;
+	struct urpc_msgbuf *resp;
+	urpc_cont_fn cont;
+	void *tag;
+	uint64_t tx_ns;	      /* last (re)transmission */
+	uint64_t rto_ns;      /* current retransmission timeout */
+	uint64_t deadline_ns; /* 0: none */
+	uint32_t retries;
+	bool busy;
+	/* server side */
+	enum urpc_srv_slot_state srv_state;
+	struct urpc_msgbuf resp_mb; /* preallocated; holds the stored response */
+	struct urpc_req_handle h;
+};
+
+/* A request waiting for a free slot (client). */
+struct urpc_waiting_req {
+	struct urpc_msgbuf *req;
+	struct urpc_msgbuf *resp;
+	urpc_cont_fn cont;
+	void *tag;
+	uint64_t deadline_ns;
+	uint8_t req_type;
+};
+
+struct urpc_session {
+	enum urpc_session_role role;
+	enum urpc_session_state state;
+	uint32_t local_num;
+	uint32_t remote_num;
+	uint64_t token;
+	uint8_t remote_rpc_id;
+	struct sockaddr_in peer_nexus;
+	struct urpc_tp_peer *peer; /* NULL until the endpoint is resolved */
+	/* session management */
+	uint64_t sm_seq;
+	uint64_t sm_next_retry_ns;
+	uint64_t sm_deadline_ns;
+	uint64_t last_heard_ns;
+	uint64_t next_ping_ns;
+	int pending_ev;	    /* an sm_handler event to raise on the next loop pass, or 0 */
+	int pending_status; /* its status */
+	bool free_after_ev; /* free the session once pending_ev was raised */
+	int fail_status;    /* fail every pending request with this on the next pass, or 0 */
+	/* datapath */
+	uint32_t credits;
+	uint32_t free_mask; /* bit i set: slot i is free (client) */
+	uint32_t deferred;  /* server: slots whose handler has not responded yet */
+	uint32_t wq_head, wq_tail;
+	struct urpc_sslot slots[URPC_SESSION_SLOTS];
+	struct urpc_waiting_req waitq[URPC_SESSION_WAITQ];
+};
+
+typedef uint64_t (*urpc_clock_fn)(void *arg);
+
+struct urpc_rpc {
+	pthread_t owner;
+	struct urpc_nexus *nx;
+	const struct urpc_handler *handlers;
+	uint8_t id;
+	struct urpc_rpc_opts o;
+	struct urpc_tp *tp;
+	struct urpc_pool *pool;
+	struct urpc_pool_opts pool_opts;
+	uint32_t max_msg;
+	uint32_t internal_bufs; /* pool buffers held by server slots */
+	struct urpc_sm_queue *smq;
+	struct urpc_session **sessions;
+	uint32_t max_sessions;
+	uint32_t hi_session; /* one past the highest session number in use */
+	int in_cb;	     /* depth of user callbacks running */
+	bool have_pending;   /* some session has a pending_ev */
+	uint64_t now;
+	urpc_clock_fn clock;
+	void *clock_arg;
+	uint64_t next_scan_ns;
+	uint64_t rto_ns, rto_max_ns, ping_ns, peer_timeout_ns, connect_timeout_ns, sm_retry_ns;
+	struct urpc_rand rng;
+	unsigned ntx;
+	struct urpc_tp_tx tx[URPC_TX_BATCH];
+	struct urpc_rpc_stats st;
+};
+
+/* Owner-thread check used by every public entry point. */
+static inline bool urpc__rpc_is_owner(const struct urpc_rpc *rpc)
+{
+	return pthread_equal(pthread_self(), rpc->owner);
+}
+
+/* ---- rpc.c ---- */
+/* Queue one datagram for the next tx_burst; flushes when the batch is full. */
+void urpc__rpc_tx_push(struct urpc_rpc *rpc, struct urpc_tp_peer *peer, const void *hdr,
+		       const void *data, uint32_t data_len);
+void urpc__rpc_tx_flush(struct urpc_rpc *rpc);
+struct urpc_session *urpc__rpc_session(struct urpc_rpc *rpc, int num);
+
+/* ---- session.c ---- */
+void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p);
+/* Timers: SM retries, pings, peer timeouts. Called from the loop's scan. */
+void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s);
+/* Raise pending sm_handler events. */
+void urpc__session_run_pending(struct urpc_rpc *rpc);
+void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_session_ev ev,
+			      int status);
+void urpc__session_free(struct urpc_rpc *rpc, struct urpc_session *s);
+
+/* ---- datapath.c ---- */
+void urpc__dp_rx(struct urpc_rpc *rpc, const uint8_t *buf, uint32_t len);
+/* Retransmissions and deadlines of a client session. */
+void urpc__dp_timers(struct urpc_rpc *rpc, struct urpc_session *s);
+/* Fail every request of a client session (slots and queue) with @status. */
+void urpc__dp_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status);
+/* Move waiting requests into free slots and transmit them. */
+void urpc__dp_kick(struct urpc_rpc *rpc, struct urpc_session *s);
+
+/* ---- test hooks ---- */
+void urpc__rpc_set_clock(struct urpc_rpc *rpc, urpc_clock_fn fn, void *arg);
+struct urpc_tp *urpc__rpc_transport(struct urpc_rpc *rpc);
+
+struct urpc_session_info {
+	enum urpc_session_role role;
+	enum urpc_session_state state;
+	uint32_t remote_num;
+	uint64_t token;
+};
+int urpc__rpc_session_info(struct urpc_rpc *rpc, int session, struct urpc_session_info *info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_RPC_RPC_H */

@@ -1,0 +1,509 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sessions: the public urpc_session_* calls, session-management packets and
+ * the state machine. session_transition() is the only place that changes a
+ * session's state, fails its requests and raises sm_handler events.
+ */
+#define URPC_LOG_MODULE "session"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/log.h"
+#include "rpc.h"
+
+const char *urpc__session_state_str(enum urpc_session_state s)
+{
+	switch (s) {
+	case URPC_SESS_CONNECTING:
+		return "connecting";
+	case URPC_SESS_CONNECTED:
+		return "connected";
+	case URPC_SESS_DISCONNECTING:
+		return "disconnecting";
+	case URPC_SESS_DISCONNECTED:
+		return "disconnected";
+	case URPC_SESS_RESET:
+		return "reset";
+	}
+	return "?";
+}
+
+/* Allocate a session and give it the lowest free number. Not the datapath. */
+static struct urpc_session *session_alloc(struct urpc_rpc *rpc, enum urpc_session_role role)
+{
+	struct urpc_session *s;
+	uint32_t i, num;
+
+	for (num = 0; num < rpc->max_sessions; num++)
+		if (!rpc->sessions[num])
+			break;
+	if (num == rpc->max_sessions)
+		return NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->role = role;
+	s->local_num = num;
+	s->credits = URPC_SESSION_SLOTS;
+	s->free_mask = (1u << URPC_SESSION_SLOTS) - 1;
+	for (i = 0; i < URPC_SESSION_SLOTS; i++)
+		s->slots[i].cur_req_num = i;
+	rpc->sessions[num] = s;
+	if (num >= rpc->hi_session)
+		rpc->hi_session = num + 1;
+	rpc->st.sessions++;
+	return s;
+}
+
+void urpc__session_free(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	uint32_t i;
+
+	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+		if (s->slots[i].resp_mb.buf) {
+			urpc__pool_free(rpc->pool, &s->slots[i].resp_mb);
+			rpc->internal_bufs--;
+		}
+	}
+	if (s->peer) {
+		/* Datagrams to this peer may still sit in the TX batch. */
+		urpc__rpc_tx_flush(rpc);
+		rpc->tp->ops->tx_flush(rpc->tp);
+		rpc->tp->ops->release_peer(rpc->tp, s->peer);
+	}
+	rpc->sessions[s->local_num] = NULL;
+	while (rpc->hi_session && !rpc->sessions[rpc->hi_session - 1])
+		rpc->hi_session--;
+	rpc->st.sessions--;
+	free(s);
+}
+
+static void sm_send(struct urpc_rpc *rpc, const struct sockaddr_in *to, struct urpc_sm_pkt *p)
+{
+	int ret = urpc__nexus_sm_send(rpc->nx, to, p);
+
+	if (ret)
+		URPC_WARN_RATELIMIT(rpc->id, "sending %s failed: %s",
+				    urpc__sm_pkt_type_str(p->type), urpc_strerror(ret));
+	else
+		rpc->st.sm_pkts_tx++;
+}
+
+/* An SM packet about session @s, from its side of the session. */
+static void sm_fill(struct urpc_rpc *rpc, const struct urpc_session *s, struct urpc_sm_pkt *p,
+		    enum urpc_sm_pkt_type type, int status)
+{
+	memset(p, 0, offsetof(struct urpc_sm_pkt, ep));
+	p->type = type;
+	p->status = status;
+	p->transport = (uint8_t)rpc->tp->kind;
+	p->token = s->token;
+	p->seq = s->sm_seq;
+	p->max_msg = rpc->max_msg;
+	if (s->role == URPC_ROLE_CLIENT) {
+		p->client_rpc_id = rpc->id;
+		p->server_rpc_id = s->remote_rpc_id;
+		p->client_sess = s->local_num;
+		p->server_sess = s->remote_num;
+	} else {
+		p->client_rpc_id = s->remote_rpc_id;
+		p->server_rpc_id = rpc->id;
+		p->client_sess = s->remote_num;
+		p->server_sess = s->local_num;
+	}
+	if (type == URPC_SM_PKT_CONNECT_REQ || type == URPC_SM_PKT_CONNECT_RESP)
+		p->ep_len = (uint16_t)rpc->tp->ops->get_endpoint(rpc->tp, p->ep);
+}
+
+static void sm_send_session(struct urpc_rpc *rpc, struct urpc_session *s,
+			    enum urpc_sm_pkt_type type, int status)
+{
+	struct urpc_sm_pkt p;
+
+	sm_fill(rpc, s, &p, type, status);
+	sm_send(rpc, &s->peer_nexus, &p);
+}
+
+/* Answer an SM request @req that matched no session (or was refused). */
+static void sm_reply_raw(struct urpc_rpc *rpc, const struct urpc_sm_pkt *req,
+			 enum urpc_sm_pkt_type type, int status)
+{
+	struct urpc_sm_pkt p;
+
+	memcpy(&p, req, offsetof(struct urpc_sm_pkt, ep));
+	p.type = type;
+	p.status = status;
+	p.transport = (uint8_t)rpc->tp->kind;
+	p.ep_len = 0;
+	sm_send(rpc, &req->from, &p);
+}
+
+static void raise_event(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_sm_event ev,
+			int status)
+{
+	if (!rpc->o.sm_handler)
+		return;
+	rpc->in_cb++;
+	rpc->o.sm_handler(rpc, (int)s->local_num, ev, status, rpc->o.sm_arg);
+	rpc->in_cb--;
+}
+
+/* Raise @ev on the next loop pass (the caller is an API call, not the loop). */
+static void defer_event(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_sm_event ev,
+			int status, bool free_after)
+{
+	s->pending_ev = ev;
+	s->pending_status = status;
+	s->free_after_ev = free_after;
+	rpc->have_pending = true;
+}
+
+static void server_drop(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	s->state = URPC_SESS_RESET;
+	/* A deferred handler still holds a handle into this session. */
+	if (!s->deferred)
+		urpc__session_free(rpc, s);
+}
+
+void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_session_ev ev,
+			      int status)
+{
+	enum urpc_session_state from = s->state;
+
+	URPC_DBG(rpc->id, "session %u (%s) event %d status %d", s->local_num,
+		 urpc__session_state_str(from), ev, status);
+	switch (ev) {
+	case URPC_SEV_CONNECT_OK:
+		if (from != URPC_SESS_CONNECTING)
+			return;
+		s->state = URPC_SESS_CONNECTED;
+		s->last_heard_ns = rpc->now;
+		s->next_ping_ns = rpc->now + rpc->ping_ns;
+		raise_event(rpc, s, URPC_SM_CONNECTED, 0);
+		s = urpc__rpc_session(rpc, (int)s->local_num) == s ? s : NULL;
+		if (s && s->state == URPC_SESS_CONNECTED)
+			urpc__dp_kick(rpc, s);
+		return;
+	case URPC_SEV_CONNECT_FAILED:
+		if (from != URPC_SESS_CONNECTING)
+			return;
+		s->state = URPC_SESS_RESET;
+		rpc->st.resets++;
+		urpc__dp_fail_all(rpc, s, status);
+		raise_event(rpc, s, URPC_SM_CONNECT_FAILED, status);
+		return;
+	case URPC_SEV_DISCONNECT_REQ:
+		if (from == URPC_SESS_CONNECTING || from == URPC_SESS_CONNECTED) {
+			s->state = URPC_SESS_DISCONNECTING;
+			s->sm_seq++;
+			s->sm_deadline_ns = rpc->now + rpc->connect_timeout_ns;
+			s->sm_next_retry_ns = rpc->now + rpc->sm_retry_ns;
+			s->fail_status = -ECONNRESET;
+			rpc->have_pending = true;
+			sm_send_session(rpc, s, URPC_SM_PKT_DISCONNECT_REQ, 0);
+		} else if (from == URPC_SESS_RESET) {
+			s->state = URPC_SESS_DISCONNECTED;
+			defer_event(rpc, s, URPC_SM_DISCONNECTED, 0, true);
+		}
+		return;
+	case URPC_SEV_DISCONNECT_DONE:
+		if (from != URPC_SESS_DISCONNECTING)
+			return;
+		s->state = URPC_SESS_DISCONNECTED;
+		defer_event(rpc, s, URPC_SM_DISCONNECTED, 0, true);
+		return;
+	case URPC_SEV_PEER_FAILED:
+		if (s->role == URPC_ROLE_SERVER) {
+			rpc->st.resets++;
+			server_drop(rpc, s);
+			return;
+		}
+		if (from != URPC_SESS_CONNECTED && from != URPC_SESS_CONNECTING)
+			return;
+		s->state = URPC_SESS_RESET;
+		rpc->st.resets++;
+		URPC_INFO(rpc->id, "session %u to rpc %u reset: %s", s->local_num, s->remote_rpc_id,
+			  urpc_strerror(status));
+		urpc__dp_fail_all(rpc, s, status);
+		raise_event(rpc, s, URPC_SM_RESET, status);
+		return;
+	case URPC_SEV_RPC_DESTROY:
+		if (s->role == URPC_ROLE_SERVER) {
+			if (from == URPC_SESS_CONNECTED)
+				sm_send_session(rpc, s, URPC_SM_PKT_RESET, -ECONNRESET);
+			s->state = URPC_SESS_RESET;
+			return;
+		}
+		if (from == URPC_SESS_CONNECTED || from == URPC_SESS_CONNECTING)
+			sm_send_session(rpc, s, URPC_SM_PKT_DISCONNECT_REQ, 0);
+		s->state = URPC_SESS_RESET;
+		urpc__dp_fail_all(rpc, s, status);
+		return;
+	}
+}
+
+void urpc__session_run_pending(struct urpc_rpc *rpc)
+{
+	uint32_t i;
+
+	rpc->have_pending = false;
+	for (i = 0; i < rpc->hi_session; i++) {
+		struct urpc_session *s = rpc->sessions[i];
+		int ev;
+
+		if (!s)
+			continue;
+		if (s->fail_status) {
+			int st = s->fail_status;
+
+			s->fail_status = 0;
+			urpc__dp_fail_all(rpc, s, st);
+			s = rpc->sessions[i];
+			if (!s)
+				continue;
+		}
+		ev = s->pending_ev;
+		if (!ev)
+			continue;
+		s->pending_ev = 0;
+		raise_event(rpc, s, (enum urpc_sm_event)ev, s->pending_status);
+		if (rpc->sessions[i] == s && s->free_after_ev)
+			urpc__session_free(rpc, s);
+	}
+}
+
+/* ---- public calls ---- */
+
+URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
+				  uint8_t remote_rpc_id, int *session_out)
+{
+	struct sockaddr_in addr;
+	struct urpc_session *s;
+
+	if (!urpc__rpc_is_owner(rpc))
+		return -EPERM;
+	if (!host_port || !session_out)
+		return -EINVAL;
+	if (urpc__parse_host_port(host_port, &addr)) {
+		URPC_ERR(rpc->id, "'%s' is not a host:port address", host_port);
+		return -EINVAL;
+	}
+	s = session_alloc(rpc, URPC_ROLE_CLIENT);
+	if (!s) {
+		URPC_ERR(rpc->id, "no session slot left (max_sessions %u)", rpc->max_sessions);
+		return -ENOMEM;
+	}
+	rpc->now = rpc->clock(rpc->clock_arg);
+	s->state = URPC_SESS_CONNECTING;
+	s->remote_rpc_id = remote_rpc_id;
+	s->peer_nexus = addr;
+	do
+		s->token = urpc__rand_next(&rpc->rng);
+	while (!s->token);
+	s->sm_seq = 1;
+	s->sm_deadline_ns = rpc->now + rpc->connect_timeout_ns;
+	s->sm_next_retry_ns = rpc->now + rpc->sm_retry_ns;
+	sm_send_session(rpc, s, URPC_SM_PKT_CONNECT_REQ, 0);
+	*session_out = (int)s->local_num;
+	return 0;
+}
+
+URPC_API int urpc_session_disconnect(struct urpc_rpc *rpc, int session)
+{
+	struct urpc_session *s;
+
+	if (!urpc__rpc_is_owner(rpc))
+		return -EPERM;
+	s = urpc__rpc_session(rpc, session);
+	if (!s || s->role != URPC_ROLE_CLIENT || s->state == URPC_SESS_DISCONNECTING ||
+	    s->state == URPC_SESS_DISCONNECTED)
+		return -EINVAL;
+	rpc->now = rpc->clock(rpc->clock_arg);
+	urpc__session_transition(rpc, s, URPC_SEV_DISCONNECT_REQ, 0);
+	return 0;
+}
+
+URPC_API bool urpc_session_is_connected(struct urpc_rpc *rpc, int session)
+{
+	struct urpc_session *s;
+
+	if (!urpc__rpc_is_owner(rpc))
+		return false;
+	s = urpc__rpc_session(rpc, session);
+	return s && s->state == URPC_SESS_CONNECTED;
+}
+
+/* ---- session-management packets ---- */
+
+static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
+{
+	struct urpc_session *s;
+	uint32_t i;
+	int ret;
+
+	for (i = 0; i < rpc->hi_session; i++) {
+		s = rpc->sessions[i];
+		if (s && s->role == URPC_ROLE_SERVER && s->token == p->token &&
+		    s->remote_num == p->client_sess && s->remote_rpc_id == p->client_rpc_id &&
+		    s->peer_nexus.sin_addr.s_addr == p->from.sin_addr.s_addr &&
+		    s->peer_nexus.sin_port == p->from.sin_port) {
+			/* A retried CONNECT_REQ: answer again, no second session. */
+			if (s->state == URPC_SESS_CONNECTED)
+				sm_send_session(rpc, s, URPC_SM_PKT_CONNECT_RESP, 0);
+			return;
+		}
+	}
+	if (p->transport != (uint8_t)rpc->tp->kind) {
+		URPC_WARN_RATELIMIT(rpc->id, "refusing a %s client: this Rpc uses %s",
+				    urpc_transport_str((enum urpc_transport_kind)p->transport),
+				    urpc_transport_str(rpc->tp->kind));
+		sm_reply_raw(rpc, p, URPC_SM_PKT_CONNECT_RESP, -EPROTO);
+		return;
+	}
+	s = session_alloc(rpc, URPC_ROLE_SERVER);
+	if (!s) {
+		URPC_WARN_RATELIMIT(rpc->id, "refusing a session: all %u sessions in use",
+				    rpc->max_sessions);
+		sm_reply_raw(rpc, p, URPC_SM_PKT_CONNECT_RESP, -ENOMEM);
+		return;
+	}
+	s->state = URPC_SESS_CONNECTED;
+	s->remote_rpc_id = p->client_rpc_id;
+	s->remote_num = p->client_sess;
+	s->token = p->token;
+	s->sm_seq = p->seq;
+	s->peer_nexus = p->from;
+	s->last_heard_ns = rpc->now;
+	ret = rpc->tp->ops->resolve_peer(rpc->tp, p->ep, p->ep_len, &s->peer);
+	for (i = 0; !ret && i < URPC_SESSION_SLOTS; i++) {
+		ret = urpc__pool_alloc(rpc->pool, rpc->max_msg, &s->slots[i].resp_mb);
+		if (!ret)
+			rpc->internal_bufs++;
+	}
+	if (ret) {
+		URPC_WARN_RATELIMIT(rpc->id, "refusing a session: %s", urpc_strerror(ret));
+		urpc__session_free(rpc, s);
+		sm_reply_raw(rpc, p, URPC_SM_PKT_CONNECT_RESP, ret);
+		return;
+	}
+	sm_send_session(rpc, s, URPC_SM_PKT_CONNECT_RESP, 0);
+}
+
+/* The session a packet names on this side, if its token matches. */
+static struct urpc_session *sm_lookup(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p,
+				      enum urpc_session_role role)
+{
+	uint32_t num = role == URPC_ROLE_CLIENT ? p->client_sess : p->server_sess;
+	struct urpc_session *s = urpc__rpc_session(rpc, (int)num);
+
+	if (!s || s->role != role || s->token != p->token)
+		return NULL;
+	return s;
+}
+
+void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
+{
+	struct urpc_session *s;
+	int ret;
+
+	switch (p->type) {
+	case URPC_SM_PKT_CONNECT_REQ:
+		on_connect_req(rpc, p);
+		return;
+	case URPC_SM_PKT_CONNECT_RESP:
+		s = sm_lookup(rpc, p, URPC_ROLE_CLIENT);
+		if (!s || s->state != URPC_SESS_CONNECTING)
+			return;
+		if (p->status) {
+			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED, p->status);
+			return;
+		}
+		ret = rpc->tp->ops->resolve_peer(rpc->tp, p->ep, p->ep_len, &s->peer);
+		if (ret) {
+			URPC_ERR(rpc->id, "cannot reach the server's %s endpoint: %s",
+				 urpc_transport_str(rpc->tp->kind), urpc_strerror(ret));
+			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED, ret);
+			return;
+		}
+		s->remote_num = p->server_sess;
+		urpc__session_transition(rpc, s, URPC_SEV_CONNECT_OK, 0);
+		return;
+	case URPC_SM_PKT_DISCONNECT_REQ:
+		s = sm_lookup(rpc, p, URPC_ROLE_SERVER);
+		if (s && s->state == URPC_SESS_CONNECTED)
+			server_drop(rpc, s);
+		sm_reply_raw(rpc, p, URPC_SM_PKT_DISCONNECT_RESP, 0);
+		return;
+	case URPC_SM_PKT_DISCONNECT_RESP:
+		s = sm_lookup(rpc, p, URPC_ROLE_CLIENT);
+		if (s)
+			urpc__session_transition(rpc, s, URPC_SEV_DISCONNECT_DONE, 0);
+		return;
+	case URPC_SM_PKT_PING_REQ:
+		s = sm_lookup(rpc, p, URPC_ROLE_SERVER);
+		if (s && s->state == URPC_SESS_CONNECTED) {
+			s->last_heard_ns = rpc->now;
+			sm_reply_raw(rpc, p, URPC_SM_PKT_PING_RESP, 0);
+		} else {
+			sm_reply_raw(rpc, p, URPC_SM_PKT_PING_RESP, -ECONNRESET);
+		}
+		return;
+	case URPC_SM_PKT_PING_RESP:
+		s = sm_lookup(rpc, p, URPC_ROLE_CLIENT);
+		if (!s || s->state != URPC_SESS_CONNECTED)
+			return;
+		if (p->status)
+			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
+		else
+			s->last_heard_ns = rpc->now;
+		return;
+	case URPC_SM_PKT_RESET:
+		s = sm_lookup(rpc, p, URPC_ROLE_CLIENT);
+		if (s)
+			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
+		return;
+	}
+}
+
+void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	uint64_t now = rpc->now;
+
+	if (s->role == URPC_ROLE_SERVER) {
+		if (s->state == URPC_SESS_CONNECTED &&
+		    now - s->last_heard_ns > rpc->peer_timeout_ns)
+			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
+		return;
+	}
+	switch (s->state) {
+	case URPC_SESS_CONNECTING:
+		if (now >= s->sm_deadline_ns) {
+			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED, -ETIMEDOUT);
+		} else if (now >= s->sm_next_retry_ns) {
+			s->sm_next_retry_ns = now + rpc->sm_retry_ns;
+			sm_send_session(rpc, s, URPC_SM_PKT_CONNECT_REQ, 0);
+		}
+		return;
+	case URPC_SESS_CONNECTED:
+		if (now - s->last_heard_ns > rpc->peer_timeout_ns) {
+			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
+		} else if (now >= s->next_ping_ns) {
+			s->next_ping_ns = now + rpc->ping_ns;
+			sm_send_session(rpc, s, URPC_SM_PKT_PING_REQ, 0);
+		}
+		return;
+	case URPC_SESS_DISCONNECTING:
+		if (now >= s->sm_deadline_ns) {
+			urpc__session_transition(rpc, s, URPC_SEV_DISCONNECT_DONE, 0);
+		} else if (now >= s->sm_next_retry_ns) {
+			s->sm_next_retry_ns = now + rpc->sm_retry_ns;
+			sm_send_session(rpc, s, URPC_SM_PKT_DISCONNECT_REQ, 0);
+		}
+		return;
+	case URPC_SESS_DISCONNECTED:
+	case URPC_SESS_RESET:
+		return;
+	}
+}

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Session-management (SM) packets and the queue that carries them from the
+ * Nexus's SM thread to an Rpc.
+ *
+ * SM packets travel between Nexus endpoints over kernel UDP. On the wire they
+ * are a fixed little-endian layout (see sm.c) with magic and version; in
+ * memory they are the decoded struct urpc_sm_pkt below. Every packet is a
+ * request or a response; requests are retried by their sender on a timer,
+ * so the queue may drop when full.
+ */
+#ifndef URPC_RPC_SM_H
+#define URPC_RPC_SM_H
+
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../transport/transport.h"
+#include "../util/compiler.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Wire-visible: explicit values. */
+enum urpc_sm_pkt_type {
+	URPC_SM_PKT_CONNECT_REQ = 1,
+	URPC_SM_PKT_CONNECT_RESP = 2,
+	URPC_SM_PKT_DISCONNECT_REQ = 3,
+	URPC_SM_PKT_DISCONNECT_RESP = 4,
+	URPC_SM_PKT_PING_REQ = 5,
+	URPC_SM_PKT_PING_RESP = 6,
+	URPC_SM_PKT_RESET = 7, /* one-way: "this session is gone on my side" */
+};
+const char *urpc__sm_pkt_type_str(enum urpc_sm_pkt_type t);
+
+/* Is @t a request (sent by the client side) or a response? */
+static inline int urpc__sm_pkt_is_req(enum urpc_sm_pkt_type t)
+{
+	return t == URPC_SM_PKT_CONNECT_REQ || t == URPC_SM_PKT_DISCONNECT_REQ ||
+	       t == URPC_SM_PKT_PING_REQ;
+}
+
+/*
+ * A decoded SM packet. Sessions are named from both ends: the client's
+ * (rpc id, session number) and the server's. @token is the session's random
+ * token, chosen by the client at connect and carried by every datapath
+ * packet of the session. @status is 0 or -errno (sent as a positive code).
+ */
+struct urpc_sm_pkt {
+	enum urpc_sm_pkt_type type;
+	int32_t status;
+	uint8_t client_rpc_id;
+	uint8_t server_rpc_id;
+	uint8_t transport; /* enum urpc_transport_kind of the sender's Rpc */
+	uint32_t client_sess;
+	uint32_t server_sess;
+	uint64_t token;
+	uint64_t seq;	  /* request number chosen by the sender; echoed in the response */
+	uint32_t max_msg; /* the sender's largest message data size */
+	uint16_t ep_len;  /* transport endpoint bytes of the sender's Rpc (connect only) */
+	uint8_t ep[URPC_TP_EP_MAX];
+	struct sockaddr_in from; /* filled on receive: the sending Nexus's address */
+};
+
+/* Largest encoded SM packet, in bytes. */
+#define URPC_SM_PKT_MAX 160
+
+/* Encode @p into @buf (at least URPC_SM_PKT_MAX bytes); returns the length. */
+size_t urpc__sm_encode(const struct urpc_sm_pkt *p, uint8_t *buf);
+
+/*
+ * Decode and validate @len bytes. 0, or -EPROTO (bad magic, version, type,
+ * length or ep_len); @p is then unspecified. Never reads past @len.
+ */
+int urpc__sm_decode(const uint8_t *buf, size_t len, struct urpc_sm_pkt *p);
+
+/*
+ * Single-producer single-consumer queue of SM packets: the Nexus's SM thread
+ * pushes, the owning Rpc pops in its event loop. Lock-free; the indices live
+ * on separate cache lines.
+ */
+#define URPC_SM_QUEUE_SIZE 256 /* power of two */
+static_assert(URPC_IS_POW2(URPC_SM_QUEUE_SIZE), "SM queue size must be a power of two");
+
+struct urpc_sm_queue {
+	_Atomic uint32_t head URPC_CACHE_ALIGNED; /* next slot to push; written by the producer */
+	_Atomic uint32_t tail URPC_CACHE_ALIGNED; /* next slot to pop; written by the consumer */
+	struct urpc_sm_pkt ring[URPC_SM_QUEUE_SIZE] URPC_CACHE_ALIGNED;
+};
+
+void urpc__sm_queue_init(struct urpc_sm_queue *q);
+
+/* Producer only. 0, or -EAGAIN when full (the packet is dropped; its sender retries). */
+int urpc__sm_queue_push(struct urpc_sm_queue *q, const struct urpc_sm_pkt *p);
+
+/* Consumer only. 1 and *p filled, or 0 when empty. */
+int urpc__sm_queue_pop(struct urpc_sm_queue *q, struct urpc_sm_pkt *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_RPC_SM_H */

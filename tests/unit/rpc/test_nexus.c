@@ -1,0 +1,511 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Nexus: SM socket life cycle, handler and Rpc tables, routing of SM
+ * packets between two Nexus endpoints on 127.0.0.1, and host:port parsing.
+ * Every wait is bounded (WAIT_MS).
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <urpc/urpc.h>
+
+#include "rpc/nexus.h"
+#include "rpc/sm.h"
+#include "util/log.h"
+
+#define WAIT_MS 2000u
+
+static struct urpc_nexus *nexus_new(void)
+{
+	struct urpc_nexus *nx = NULL;
+
+	cr_assert_eq(urpc_nexus_create(NULL, &nx), 0);
+	cr_assert_not_null(nx);
+	return nx;
+}
+
+static struct urpc_sm_queue *queue_new(void)
+{
+	struct urpc_sm_queue *q = aligned_alloc(URPC_CACHELINE, sizeof(*q));
+
+	cr_assert_not_null(q);
+	urpc__sm_queue_init(q);
+	return q;
+}
+
+static struct sockaddr_in addr_of(const struct urpc_nexus *nx)
+{
+	struct sockaddr_in a;
+
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons(urpc_nexus_port(nx));
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return a;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)ms * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/* Pop one packet, waiting up to @ms. 1 when one came, else 0. */
+static int wait_pop(struct urpc_sm_queue *q, struct urpc_sm_pkt *p, unsigned ms)
+{
+	uint64_t deadline = urpc__now_ns() + (uint64_t)ms * 1000000u;
+
+	do {
+		if (urpc__sm_queue_pop(q, p))
+			return 1;
+		sleep_ms(1);
+	} while (urpc__now_ns() < deadline);
+	return urpc__sm_queue_pop(q, p);
+}
+
+/* Wait up to WAIT_MS for the counter at @off in @nx's stats to reach @want; returns it. */
+static uint64_t wait_stat(const struct urpc_nexus *nx, size_t off, uint64_t want)
+{
+	uint64_t deadline = urpc__now_ns() + WAIT_MS * 1000000ull;
+	struct urpc_nexus_stats st;
+	uint64_t v;
+
+	for (;;) {
+		urpc__nexus_get_stats(nx, &st);
+		memcpy(&v, (const char *)&st + off, sizeof(v));
+		if (v >= want || urpc__now_ns() > deadline)
+			return v;
+		sleep_ms(1);
+	}
+}
+
+static void make_req(struct urpc_sm_pkt *p, enum urpc_sm_pkt_type t, uint8_t client_rpc,
+		     uint8_t server_rpc)
+{
+	uint16_t i;
+
+	memset(p, 0, sizeof(*p));
+	p->type = t;
+	p->client_rpc_id = client_rpc;
+	p->server_rpc_id = server_rpc;
+	p->transport = URPC_TRANSPORT_LOOP;
+	p->client_sess = 41;
+	p->server_sess = 0x12345678u;
+	p->token = 0xfeedfacecafebeefull;
+	p->seq = 77;
+	p->max_msg = 4096;
+	p->ep_len = 12;
+	for (i = 0; i < p->ep_len; i++)
+		p->ep[i] = (uint8_t)(0x30 + i);
+}
+
+static void handler_a(struct urpc_req_handle *h, void *arg)
+{
+}
+
+static void handler_b(struct urpc_req_handle *h, void *arg)
+{
+}
+
+/* ---- life cycle ---------------------------------------------------------- */
+
+Test(nexus, create_on_port_zero_reports_a_port)
+{
+	struct urpc_nexus_opts o;
+	struct urpc_nexus *nx = NULL;
+
+	urpc_nexus_opts_init(&o);
+	cr_assert_str_eq(o.host, "127.0.0.1");
+	cr_assert_eq(o.port, 0);
+	cr_assert_eq(urpc_nexus_create(&o, &nx), 0);
+	cr_assert_neq(urpc_nexus_port(nx), 0);
+	cr_assert_str_eq(urpc__nexus_host(nx), "127.0.0.1");
+	cr_assert_eq(urpc_nexus_destroy(nx), 0);
+}
+
+Test(nexus, second_create_on_same_port_is_addrinuse)
+{
+	struct urpc_nexus *a = nexus_new(), *b = NULL;
+	struct urpc_nexus_opts o;
+
+	urpc_nexus_opts_init(&o);
+	o.port = urpc_nexus_port(a);
+	cr_assert_eq(urpc_nexus_create(&o, &b), -EADDRINUSE);
+	cr_assert_null(b);
+	cr_assert_eq(urpc_nexus_destroy(a), 0);
+
+	/* The port is free again once its Nexus is gone. */
+	cr_assert_eq(urpc_nexus_create(&o, &b), 0);
+	cr_assert_eq(urpc_nexus_port(b), o.port);
+	cr_assert_eq(urpc_nexus_destroy(b), 0);
+}
+
+Test(nexus, bad_host_is_einval)
+{
+	static const char *bad[] = {"not-an-ip", "localhost", "::1", "256.1.1.1", "1.2.3", ""};
+	struct urpc_nexus_opts o;
+	struct urpc_nexus *nx = NULL;
+	size_t i;
+
+	for (i = 0; i < URPC_ARRAY_SIZE(bad); i++) {
+		urpc_nexus_opts_init(&o);
+		o.host = bad[i];
+		cr_assert_eq(urpc_nexus_create(&o, &nx), -EINVAL, "host '%s'", bad[i]);
+		cr_assert_null(nx);
+	}
+}
+
+Test(nexus, register_handler_rules)
+{
+	struct urpc_nexus *nx = nexus_new();
+	const struct urpc_handler *h;
+	int arg;
+
+	cr_assert_eq(urpc_nexus_register_handler(nx, 1, NULL, NULL), -EINVAL);
+	cr_assert_eq(urpc_nexus_register_handler(nx, 1, handler_a, &arg), 0);
+	cr_assert_eq(urpc_nexus_register_handler(nx, 1, handler_b, NULL), -EEXIST);
+	cr_assert_eq(urpc_nexus_register_handler(nx, 255, handler_b, NULL), 0);
+
+	h = urpc__nexus_handlers(nx);
+	cr_assert_eq(h[1].fn, handler_a, "the first registration stays");
+	cr_assert_eq(h[1].arg, &arg);
+	cr_assert_eq(h[255].fn, handler_b);
+	cr_assert_null(h[0].fn);
+	cr_assert_eq(urpc_nexus_destroy(nx), 0);
+}
+
+Test(nexus, register_after_attach_is_ebusy)
+{
+	struct urpc_nexus *nx = nexus_new();
+	struct urpc_sm_queue *q = queue_new();
+
+	cr_assert_eq(urpc_nexus_register_handler(nx, 1, handler_a, NULL), 0);
+	cr_assert_eq(urpc__nexus_attach_rpc(nx, 0, q), 0);
+	cr_assert_eq(urpc_nexus_register_handler(nx, 2, handler_b, NULL), -EBUSY);
+	urpc__nexus_detach_rpc(nx, 0);
+	cr_assert_eq(urpc_nexus_register_handler(nx, 2, handler_b, NULL), -EBUSY,
+		     "the table stays frozen after the Rpc is gone");
+	cr_assert_null(urpc__nexus_handlers(nx)[2].fn);
+	cr_assert_eq(urpc_nexus_destroy(nx), 0);
+	free(q);
+}
+
+Test(nexus, destroy_while_attached_is_ebusy)
+{
+	struct urpc_nexus *nx = nexus_new();
+	struct urpc_sm_queue *q1 = queue_new(), *q2 = queue_new();
+
+	cr_assert_eq(urpc__nexus_attach_rpc(nx, 3, q1), 0);
+	cr_assert_eq(urpc__nexus_attach_rpc(nx, 3, q2), -EEXIST);
+	cr_assert_eq(urpc__nexus_attach_rpc(nx, 4, q2), 0);
+	cr_assert_eq(urpc_nexus_destroy(nx), -EBUSY);
+	urpc__nexus_detach_rpc(nx, 3);
+	cr_assert_eq(urpc_nexus_destroy(nx), -EBUSY);
+	urpc__nexus_detach_rpc(nx, 4);
+	urpc__nexus_detach_rpc(nx, 4); /* detaching twice is harmless */
+	cr_assert_eq(urpc_nexus_destroy(nx), 0);
+	free(q1);
+	free(q2);
+}
+
+/* ---- routing ------------------------------------------------------------- */
+
+Test(nexus, request_reaches_the_server_rpc_intact)
+{
+	struct urpc_nexus *a = nexus_new(), *b = nexus_new();
+	struct urpc_sm_queue *q = queue_new();
+	struct sockaddr_in to = addr_of(a);
+	struct urpc_sm_pkt req, got;
+
+	cr_assert_eq(urpc__nexus_attach_rpc(a, 3, q), 0);
+	make_req(&req, URPC_SM_PKT_CONNECT_REQ, 9, 3);
+	cr_assert_eq(urpc__nexus_sm_send(b, &to, &req), 0);
+
+	cr_assert_eq(wait_pop(q, &got, WAIT_MS), 1, "no CONNECT_REQ within %u ms", WAIT_MS);
+	cr_assert_eq(got.type, URPC_SM_PKT_CONNECT_REQ);
+	cr_assert_eq(got.status, 0);
+	cr_assert_eq(got.client_rpc_id, 9);
+	cr_assert_eq(got.server_rpc_id, 3);
+	cr_assert_eq(got.transport, URPC_TRANSPORT_LOOP);
+	cr_assert_eq(got.client_sess, req.client_sess);
+	cr_assert_eq(got.server_sess, req.server_sess);
+	cr_assert_eq(got.token, req.token);
+	cr_assert_eq(got.seq, req.seq);
+	cr_assert_eq(got.max_msg, req.max_msg);
+	cr_assert_eq(got.ep_len, req.ep_len);
+	cr_assert_arr_eq(got.ep, req.ep, req.ep_len);
+	cr_assert_eq(got.from.sin_family, AF_INET);
+	cr_assert_eq(ntohs(got.from.sin_port), urpc_nexus_port(b), "from must name B");
+	cr_assert_eq(ntohl(got.from.sin_addr.s_addr), INADDR_LOOPBACK);
+	cr_assert_eq(urpc__sm_queue_pop(q, &got), 0, "exactly one packet");
+
+	urpc__nexus_detach_rpc(a, 3);
+	cr_assert_eq(urpc_nexus_destroy(a), 0);
+	cr_assert_eq(urpc_nexus_destroy(b), 0);
+	free(q);
+}
+
+Test(nexus, responses_and_reset_reach_the_client_rpc)
+{
+	static const enum urpc_sm_pkt_type types[] = {URPC_SM_PKT_CONNECT_RESP,
+						      URPC_SM_PKT_DISCONNECT_RESP,
+						      URPC_SM_PKT_PING_RESP, URPC_SM_PKT_RESET};
+	struct urpc_nexus *a = nexus_new(), *b = nexus_new();
+	struct urpc_sm_queue *client = queue_new(), *server = queue_new();
+	struct sockaddr_in to = addr_of(a);
+	struct urpc_sm_pkt p, got;
+	size_t i;
+
+	/* Rpc 5 is the client, Rpc 6 a server on the same Nexus: only 5 must see them. */
+	cr_assert_eq(urpc__nexus_attach_rpc(a, 5, client), 0);
+	cr_assert_eq(urpc__nexus_attach_rpc(a, 6, server), 0);
+	for (i = 0; i < URPC_ARRAY_SIZE(types); i++) {
+		make_req(&p, types[i], 5, 6);
+		p.status = types[i] == URPC_SM_PKT_RESET ? -ECONNRESET : 0;
+		p.seq = 100 + i;
+		cr_assert_eq(urpc__nexus_sm_send(b, &to, &p), 0);
+	}
+	for (i = 0; i < URPC_ARRAY_SIZE(types); i++) {
+		cr_assert_eq(wait_pop(client, &got, WAIT_MS), 1, "missing %s",
+			     urpc__sm_pkt_type_str(types[i]));
+		cr_assert_eq(got.type, types[i]);
+		cr_assert_eq(got.seq, 100 + i);
+		cr_assert_eq(got.status, types[i] == URPC_SM_PKT_RESET ? -ECONNRESET : 0);
+	}
+	cr_assert_eq(urpc__sm_queue_pop(server, &got), 0, "responses never go to the server id");
+
+	urpc__nexus_detach_rpc(a, 5);
+	urpc__nexus_detach_rpc(a, 6);
+	cr_assert_eq(urpc_nexus_destroy(a), 0);
+	cr_assert_eq(urpc_nexus_destroy(b), 0);
+	free(client);
+	free(server);
+}
+
+Test(nexus, requests_for_a_missing_rpc_are_answered)
+{
+	static const struct {
+		enum urpc_sm_pkt_type req, resp;
+		int status;
+	} cases[] = {
+		{URPC_SM_PKT_CONNECT_REQ, URPC_SM_PKT_CONNECT_RESP, -ENOENT},
+		{URPC_SM_PKT_DISCONNECT_REQ, URPC_SM_PKT_DISCONNECT_RESP, -ECONNRESET},
+		{URPC_SM_PKT_PING_REQ, URPC_SM_PKT_PING_RESP, -ECONNRESET},
+	};
+	struct urpc_nexus *a = nexus_new(), *b = nexus_new();
+	struct urpc_sm_queue *q = queue_new();
+	struct sockaddr_in to = addr_of(a);
+	struct urpc_nexus_stats st;
+	struct urpc_sm_pkt req, got;
+	size_t i;
+
+	/* B's client Rpc 7 asks for Rpc 9 on A, which has no Rpc at all. */
+	cr_assert_eq(urpc__nexus_attach_rpc(b, 7, q), 0);
+	for (i = 0; i < URPC_ARRAY_SIZE(cases); i++) {
+		make_req(&req, cases[i].req, 7, 9);
+		req.seq = 500 + i;
+		cr_assert_eq(urpc__nexus_sm_send(b, &to, &req), 0);
+		cr_assert_eq(wait_pop(q, &got, WAIT_MS), 1, "no answer to %s",
+			     urpc__sm_pkt_type_str(cases[i].req));
+		cr_assert_eq(got.type, cases[i].resp);
+		cr_assert_eq(got.status, cases[i].status);
+		cr_assert_eq(got.client_rpc_id, 7);
+		cr_assert_eq(got.server_rpc_id, 9);
+		cr_assert_eq(got.client_sess, req.client_sess);
+		cr_assert_eq(got.server_sess, req.server_sess);
+		cr_assert_eq(got.token, req.token);
+		cr_assert_eq(got.seq, req.seq);
+		cr_assert_eq(ntohs(got.from.sin_port), urpc_nexus_port(a), "from must name A");
+	}
+	/* A counts a reply after its sendto returns, which may be after B got it. */
+	cr_assert_eq(wait_stat(a, offsetof(struct urpc_nexus_stats, replied_no_rpc),
+			       URPC_ARRAY_SIZE(cases)),
+		     URPC_ARRAY_SIZE(cases));
+	urpc__nexus_get_stats(a, &st);
+	cr_assert_eq(st.sm_rx, URPC_ARRAY_SIZE(cases));
+	cr_assert_eq(st.sm_tx, URPC_ARRAY_SIZE(cases));
+
+	urpc__nexus_detach_rpc(b, 7);
+	cr_assert_eq(urpc_nexus_destroy(a), 0);
+	cr_assert_eq(urpc_nexus_destroy(b), 0);
+	free(q);
+}
+
+Test(nexus, detached_rpc_gets_nothing_more)
+{
+	struct urpc_nexus *a = nexus_new(), *b = nexus_new();
+	struct urpc_sm_queue *srv = queue_new(), *cli = queue_new();
+	struct sockaddr_in to = addr_of(a);
+	struct urpc_sm_pkt req, got;
+
+	cr_assert_eq(urpc__nexus_attach_rpc(a, 3, srv), 0);
+	cr_assert_eq(urpc__nexus_attach_rpc(b, 8, cli), 0);
+	urpc__nexus_detach_rpc(a, 3);
+
+	make_req(&req, URPC_SM_PKT_CONNECT_REQ, 8, 3);
+	cr_assert_eq(urpc__nexus_sm_send(b, &to, &req), 0);
+	cr_assert_eq(wait_pop(cli, &got, WAIT_MS), 1);
+	cr_assert_eq(got.type, URPC_SM_PKT_CONNECT_RESP);
+	cr_assert_eq(got.status, -ENOENT);
+	cr_assert_eq(urpc__sm_queue_pop(srv, &got), 0);
+
+	urpc__nexus_detach_rpc(b, 8);
+	cr_assert_eq(urpc_nexus_destroy(a), 0);
+	cr_assert_eq(urpc_nexus_destroy(b), 0);
+	free(srv);
+	free(cli);
+}
+
+Test(nexus, response_for_a_missing_client_is_dropped)
+{
+	struct urpc_nexus *a = nexus_new(), *b = nexus_new();
+	struct sockaddr_in to = addr_of(a);
+	struct urpc_nexus_stats st;
+	struct urpc_sm_pkt p;
+
+	make_req(&p, URPC_SM_PKT_PING_RESP, 11, 12);
+	cr_assert_eq(urpc__nexus_sm_send(b, &to, &p), 0);
+	make_req(&p, URPC_SM_PKT_RESET, 11, 12);
+	cr_assert_eq(urpc__nexus_sm_send(b, &to, &p), 0);
+	cr_assert_eq(wait_stat(a, offsetof(struct urpc_nexus_stats, drop_no_rpc), 2), 2);
+	urpc__nexus_get_stats(a, &st);
+	cr_assert_eq(st.replied_no_rpc, 0, "responses are never answered");
+	cr_assert_eq(st.drop_bad_pkt, 0);
+
+	cr_assert_eq(urpc_nexus_destroy(a), 0);
+	cr_assert_eq(urpc_nexus_destroy(b), 0);
+}
+
+Test(nexus, garbage_datagrams_are_dropped)
+{
+	struct urpc_nexus *a = nexus_new();
+	struct urpc_sm_queue *q = queue_new();
+	struct sockaddr_in to = addr_of(a);
+	uint8_t buf[512], valid[URPC_SM_PKT_MAX];
+	struct urpc_sm_pkt p, got;
+	struct urpc_nexus_stats st;
+	size_t valid_len, i;
+	unsigned sent_bad = 0;
+	int fd;
+
+	cr_assert_eq(urpc__nexus_attach_rpc(a, 3, q), 0);
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	cr_assert_geq(fd, 0);
+
+	make_req(&p, URPC_SM_PKT_CONNECT_REQ, 1, 3);
+	valid_len = urpc__sm_encode(&p, valid);
+
+#define SEND_BAD(b, l)                                                                             \
+	do {                                                                                       \
+		cr_assert_eq(sendto(fd, b, l, 0, (struct sockaddr *)&to, sizeof(to)),              \
+			     (ssize_t)(l));                                                        \
+		sent_bad++;                                                                        \
+	} while (0)
+
+	SEND_BAD(buf, 0); /* empty */
+	memset(buf, 0xa5, sizeof(buf));
+	SEND_BAD(buf, 1);		/* one byte of noise */
+	SEND_BAD(buf, 100);		/* noise */
+	SEND_BAD(valid, valid_len - 1); /* truncated */
+	memcpy(buf, valid, valid_len);
+	SEND_BAD(buf, valid_len + 1); /* one byte too many */
+	SEND_BAD(buf, sizeof(buf));   /* larger than any SM packet */
+	buf[0] ^= 0xff;
+	SEND_BAD(buf, valid_len); /* bad magic */
+	memcpy(buf, valid, valid_len);
+	buf[3] = 0x42;
+	SEND_BAD(buf, valid_len); /* bad type */
+#undef SEND_BAD
+
+	/* Datagrams between two sockets on loopback arrive in order: this one comes last. */
+	p.seq = 4242;
+	valid_len = urpc__sm_encode(&p, valid);
+	cr_assert_eq(sendto(fd, valid, valid_len, 0, (struct sockaddr *)&to, sizeof(to)),
+		     (ssize_t)valid_len);
+	cr_assert_eq(wait_pop(q, &got, WAIT_MS), 1, "the valid packet never came");
+	cr_assert_eq(got.seq, 4242, "only the valid packet is queued");
+	cr_assert_eq(urpc__sm_queue_pop(q, &got), 0);
+
+	urpc__nexus_get_stats(a, &st);
+	cr_assert_eq(st.drop_bad_pkt, sent_bad);
+	cr_assert_eq(st.sm_rx, sent_bad + 1);
+	for (i = 0; i < 3; i++) /* the SM thread survives it all */
+		cr_assert_eq(urpc__sm_queue_pop(q, &got), 0);
+
+	close(fd);
+	urpc__nexus_detach_rpc(a, 3);
+	cr_assert_eq(urpc_nexus_destroy(a), 0);
+	free(q);
+}
+
+Test(nexus, sm_event_names)
+{
+	cr_assert_str_eq(urpc_sm_event_str(URPC_SM_CONNECTED), "connected");
+	cr_assert_str_eq(urpc_sm_event_str(URPC_SM_CONNECT_FAILED), "connect_failed");
+	cr_assert_str_eq(urpc_sm_event_str(URPC_SM_DISCONNECTED), "disconnected");
+	cr_assert_str_eq(urpc_sm_event_str(URPC_SM_RESET), "reset");
+	cr_assert_str_eq(urpc_sm_event_str((enum urpc_sm_event)0), "?");
+}
+
+/* ---- host:port ----------------------------------------------------------- */
+
+Test(nexus, parse_host_port_accepts)
+{
+	struct sockaddr_in a;
+
+	cr_assert_eq(urpc__parse_host_port("10.1.2.3:31850", &a), 0);
+	cr_assert_eq(a.sin_family, AF_INET);
+	cr_assert_eq(ntohs(a.sin_port), 31850);
+	cr_assert_eq(ntohl(a.sin_addr.s_addr), 0x0a010203u);
+
+	cr_assert_eq(urpc__parse_host_port("127.0.0.1:1", &a), 0);
+	cr_assert_eq(ntohs(a.sin_port), 1);
+	cr_assert_eq(urpc__parse_host_port("0.0.0.0:65535", &a), 0);
+	cr_assert_eq(ntohs(a.sin_port), 65535);
+
+	cr_assert_eq(urpc__parse_host_port("localhost:8080", &a), 0);
+	cr_assert_eq(ntohs(a.sin_port), 8080);
+	cr_assert_eq(ntohl(a.sin_addr.s_addr) >> 24, 127, "localhost is a loopback address");
+}
+
+Test(nexus, parse_host_port_rejects)
+{
+	static const char *bad[] = {
+		"",
+		":",
+		":80",
+		"127.0.0.1",
+		"127.0.0.1:",
+		"127.0.0.1:0",
+		"127.0.0.1:00000",
+		"127.0.0.1:65536",
+		"127.0.0.1:99999",
+		"127.0.0.1:123456",
+		"127.0.0.1:-1",
+		"127.0.0.1:+80",
+		"127.0.0.1: 80",
+		"127.0.0.1:80x",
+		"127.0.0.1:0x50",
+		"256.0.0.1:80",
+		"1.2.3:80",
+		"::1:80",
+		"[::1]:80",
+		"not a host:80",
+		"-bad:80",
+		"host_name:80",
+	};
+	struct sockaddr_in a;
+	size_t i;
+
+	for (i = 0; i < URPC_ARRAY_SIZE(bad); i++)
+		cr_assert_eq(urpc__parse_host_port(bad[i], &a), -EINVAL, "'%s' accepted", bad[i]);
+	cr_assert_eq(urpc__parse_host_port(NULL, &a), -EINVAL);
+}

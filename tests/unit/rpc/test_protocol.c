@@ -1,0 +1,394 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Protocol tests: crafted packets injected at a server Rpc from a raw loop
+ * endpoint, checked against the server's counters and handler runs; plus
+ * the engine's argument and thread checks.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <urpc/urpc.h>
+
+#include "rpc/pkthdr.h"
+#include "rpc/rpc.h"
+#include "util/log.h"
+
+#define T_ECHO 1
+#define T_DEFER 2
+#define T_NOHANDLER 9
+
+static int echo_runs;
+static struct urpc_req_handle *deferred_h;
+
+static void echo_handler(struct urpc_req_handle *h, void *arg)
+{
+	struct urpc_msgbuf *resp = urpc_req_resp_msgbuf(h);
+	size_t len;
+	const uint8_t *d = urpc_req_data(h, &len);
+
+	echo_runs++;
+	memcpy(resp->buf, d, len);
+	cr_assert_eq(urpc_msgbuf_resize(resp, len), 0);
+	cr_assert_eq(urpc_resp_enqueue(h, resp), 0);
+}
+
+static void defer_handler(struct urpc_req_handle *h, void *arg)
+{
+	deferred_h = h;
+}
+
+struct env {
+	struct urpc_nexus *nx;
+	struct urpc_rpc *srv, *cli;
+	int sess;
+	int connected;
+};
+
+static void sm_cb(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int status, void *arg)
+{
+	struct env *e = arg;
+
+	if (ev == URPC_SM_CONNECTED)
+		e->connected = 1;
+	else
+		e->connected = -1;
+}
+
+/* Run both loops until *flag != 0 or 3 s pass. */
+static void pump_until(struct env *e, volatile int *flag)
+{
+	uint64_t end = urpc__now_ns() + 3000000000ull;
+
+	while (!*flag && urpc__now_ns() < end) {
+		cr_assert_eq(urpc_rpc_run_event_loop_once(e->srv), 0);
+		cr_assert_eq(urpc_rpc_run_event_loop_once(e->cli), 0);
+	}
+	cr_assert(*flag, "timed out waiting");
+}
+
+static void pump_n(struct env *e, int n)
+{
+	while (n-- > 0) {
+		urpc_rpc_run_event_loop_once(e->srv);
+		urpc_rpc_run_event_loop_once(e->cli);
+	}
+}
+
+static void env_up(struct env *e)
+{
+	struct urpc_rpc_opts o;
+	char addr[64];
+
+	memset(e, 0, sizeof(*e));
+	echo_runs = 0;
+	deferred_h = NULL;
+	cr_assert_eq(urpc_nexus_create(NULL, &e->nx), 0);
+	cr_assert_eq(urpc_nexus_register_handler(e->nx, T_ECHO, echo_handler, NULL), 0);
+	cr_assert_eq(urpc_nexus_register_handler(e->nx, T_DEFER, defer_handler, NULL), 0);
+	urpc_rpc_opts_init(&o);
+	o.transport = URPC_TRANSPORT_LOOP;
+	o.seed = 42;
+	cr_assert_eq(urpc_rpc_create(e->nx, 1, &o, &e->srv), 0);
+	o.sm_handler = sm_cb;
+	o.sm_arg = e;
+	cr_assert_eq(urpc_rpc_create(e->nx, 2, &o, &e->cli), 0);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", urpc_nexus_port(e->nx));
+	cr_assert_eq(urpc_session_connect(e->cli, addr, 1, &e->sess), 0);
+	pump_until(e, &e->connected);
+	cr_assert_eq(e->connected, 1);
+}
+
+static void env_down(struct env *e)
+{
+	cr_assert_eq(urpc_rpc_destroy(e->cli), 0);
+	cr_assert_eq(urpc_rpc_destroy(e->srv), 0);
+	cr_assert_eq(urpc_nexus_destroy(e->nx), 0);
+}
+
+struct call {
+	int done;
+	int status;
+	int runs;
+};
+
+static void cont_cb(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
+{
+	struct call *c = tag;
+
+	c->runs++;
+	c->done = 1;
+	c->status = status;
+}
+
+/* One RPC of @type with @len bytes; returns the continuation's status. */
+static int do_rpc(struct env *e, uint8_t type, size_t len, uint32_t timeout_ms, struct call *c)
+{
+	struct urpc_msgbuf req, resp;
+	int ret;
+
+	memset(c, 0, sizeof(*c));
+	cr_assert_eq(urpc_msgbuf_alloc(e->cli, len, &req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(e->cli, urpc_rpc_max_msg_size(e->cli), &resp), 0);
+	memset(req.buf, 0x5a, len);
+	ret = urpc_req_enqueue(e->cli, e->sess, type, &req, &resp, cont_cb, c, timeout_ms);
+	cr_assert_eq(ret, 0, "enqueue: %s", urpc_strerror(ret));
+	cr_assert_eq(c->runs, 0, "a continuation never runs inside enqueue");
+	pump_until(e, &c->done);
+	if (c->status == 0) {
+		cr_assert_eq(resp.data_size, len, "got %zu want %zu", resp.data_size, len);
+		cr_assert_eq(resp.buf[len - 1], 0x5a);
+	}
+	urpc_msgbuf_free(e->cli, &req);
+	urpc_msgbuf_free(e->cli, &resp);
+	return c->status;
+}
+
+/* A raw loop endpoint that can send crafted datagrams to the server Rpc. */
+struct raw {
+	struct urpc_tp *tp;
+	struct urpc_tp_peer *peer;
+};
+
+static void raw_open(struct env *e, struct raw *r)
+{
+	struct urpc_tp *stp = urpc__rpc_transport(e->srv);
+	struct urpc_tp_cfg cfg;
+	uint8_t ep[URPC_TP_EP_MAX];
+	size_t n;
+
+	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_LOOP);
+	cr_assert_eq(urpc__tp_create(&cfg, &r->tp), 0);
+	n = stp->ops->get_endpoint(stp, ep);
+	cr_assert_eq(r->tp->ops->resolve_peer(r->tp, ep, n, &r->peer), 0);
+}
+
+static void raw_close(struct raw *r)
+{
+	r->tp->ops->release_peer(r->tp, r->peer);
+	cr_assert_eq(r->tp->ops->destroy(r->tp), 0);
+}
+
+static void raw_send(struct raw *r, const void *pkt, uint32_t len)
+{
+	struct urpc_tp_tx tx = {.peer = r->peer, .hdr = pkt, .hdr_len = len};
+
+	cr_assert_eq(r->tp->ops->tx_burst(r->tp, &tx, 1), 1);
+}
+
+/* A request packet for the server's side of the client's session. */
+static void craft(struct env *e, uint8_t *pkt, uint8_t type, uint64_t req_num, uint32_t len)
+{
+	struct urpc_session_info info;
+
+	cr_assert_eq(urpc__rpc_session_info(e->cli, e->sess, &info), 0);
+	urpc__pkthdr_fill((struct urpc_pkthdr *)(void *)pkt, URPC_PKT_REQ, type, 0, len,
+			  info.remote_num, req_num, info.token);
+	memset(pkt + sizeof(struct urpc_pkthdr), 0x5a, len);
+}
+
+static struct urpc_rpc_stats srv_stats(struct env *e)
+{
+	struct urpc_rpc_stats st;
+
+	cr_assert_eq(urpc_rpc_get_stats(e->srv, &st), 0);
+	return st;
+}
+
+Test(protocol, crafted_packets_are_checked)
+{
+	uint8_t pkt[128] __attribute__((aligned(8)));
+	struct urpc_rpc_stats before, after, cst;
+	struct env e;
+	struct raw r;
+	struct call c;
+
+	env_up(&e);
+	cr_assert_eq(do_rpc(&e, T_ECHO, 32, 0, &c), 0); /* slot 0, request number 8 */
+	cr_assert_eq(echo_runs, 1);
+	raw_open(&e, &r);
+
+	/*
+	 * Positive control: a new request number runs the handler. Slot 7, far
+	 * ahead of the client's own numbers, so the client's later requests
+	 * are not mistaken for duplicates of it.
+	 */
+	craft(&e, pkt, T_ECHO, 7 + 8 * 100, 8);
+	raw_send(&r, pkt, sizeof(struct urpc_pkthdr) + 8);
+	pump_n(&e, 20);
+	cr_assert_eq(echo_runs, 2, "an injected new request must run the handler");
+
+	/* Duplicate of that request: answered from the stored response. */
+	before = srv_stats(&e);
+	raw_send(&r, pkt, sizeof(struct urpc_pkthdr) + 8);
+	pump_n(&e, 20);
+	after = srv_stats(&e);
+	cr_assert_eq(echo_runs, 2, "a duplicate must not run the handler again");
+	cr_assert_eq(after.dup_reqs, before.dup_reqs + 1);
+	cr_assert_eq(after.pkts_tx, before.pkts_tx + 1, "the stored response is sent again");
+	cr_assert_eq(urpc_rpc_get_stats(e.cli, &cst), 0);
+	cr_assert_geq(cst.dup_resps + cst.drop_stale, 2, "the client drops unsolicited responses");
+
+	/* An older request number on a slot: stale (slot 0 is at 8 now). */
+	before = srv_stats(&e);
+	craft(&e, pkt, T_ECHO, 0, 8);
+	raw_send(&r, pkt, sizeof(struct urpc_pkthdr) + 8);
+	pump_n(&e, 20);
+	after = srv_stats(&e);
+	cr_assert_eq(after.drop_stale, before.drop_stale + 1);
+	cr_assert_eq(echo_runs, 2);
+
+	/* Wrong token. */
+	before = srv_stats(&e);
+	craft(&e, pkt, T_ECHO, 24, 8);
+	((struct urpc_pkthdr *)(void *)pkt)->token ^= 1;
+	raw_send(&r, pkt, sizeof(struct urpc_pkthdr) + 8);
+	pump_n(&e, 20);
+	after = srv_stats(&e);
+	cr_assert_eq(after.drop_bad_session, before.drop_bad_session + 1);
+
+	/* Unknown session number. */
+	craft(&e, pkt, T_ECHO, 24, 8);
+	((struct urpc_pkthdr *)(void *)pkt)->dest_session = htole32(999);
+	raw_send(&r, pkt, sizeof(struct urpc_pkthdr) + 8);
+	pump_n(&e, 20);
+	after = srv_stats(&e);
+	cr_assert_eq(after.drop_bad_session, before.drop_bad_session + 2);
+
+	/* Bad magic, short datagram, size that disagrees with the length. */
+	before = srv_stats(&e);
+	craft(&e, pkt, T_ECHO, 24, 8);
+	pkt[0] ^= 0xff;
+	raw_send(&r, pkt, sizeof(struct urpc_pkthdr) + 8);
+	raw_send(&r, pkt, 7);
+	craft(&e, pkt, T_ECHO, 24, 8);
+	raw_send(&r, pkt, sizeof(struct urpc_pkthdr) + 4);
+	pump_n(&e, 20);
+	after = srv_stats(&e);
+	cr_assert_eq(after.drop_bad_hdr, before.drop_bad_hdr + 3);
+	cr_assert_eq(echo_runs, 2, "no bad packet reaches a handler");
+
+	/* The session still works. */
+	cr_assert_eq(do_rpc(&e, T_ECHO, 100, 0, &c), 0);
+	raw_close(&r);
+	env_down(&e);
+}
+
+Test(protocol, unknown_request_type_gets_an_error)
+{
+	struct env e;
+	struct call c;
+	struct urpc_rpc_stats st;
+
+	env_up(&e);
+	cr_assert_eq(do_rpc(&e, T_NOHANDLER, 16, 0, &c), -ENOENT);
+	cr_assert_eq(c.runs, 1);
+	cr_assert_eq(urpc_rpc_get_stats(e.srv, &st), 0);
+	cr_assert_eq(st.unknown_req_type, 1);
+	env_down(&e);
+}
+
+Test(protocol, oversized_request_is_refused)
+{
+	struct urpc_msgbuf req, resp;
+	struct env e;
+	struct call c = {0};
+
+	env_up(&e);
+	cr_assert_eq(urpc_msgbuf_alloc(e.cli, urpc_rpc_max_msg_size(e.cli) + 1, &req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(e.cli, 64, &resp), 0);
+	cr_assert_eq(urpc_req_enqueue(e.cli, e.sess, T_ECHO, &req, &resp, cont_cb, &c, 0),
+		     -EMSGSIZE);
+	pump_n(&e, 10);
+	cr_assert_eq(c.runs, 0, "a refused request never runs its continuation");
+	urpc_msgbuf_free(e.cli, &req);
+	urpc_msgbuf_free(e.cli, &resp);
+	env_down(&e);
+}
+
+Test(protocol, deferred_response_and_deadline)
+{
+	struct urpc_msgbuf req, resp, *r;
+	struct env e;
+	struct call c = {0}, late = {0};
+
+	env_up(&e);
+	cr_assert_eq(urpc_msgbuf_alloc(e.cli, 8, &req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(e.cli, 64, &resp), 0);
+	cr_assert_eq(urpc_req_enqueue(e.cli, e.sess, T_DEFER, &req, &resp, cont_cb, &c, 0), 0);
+	for (int i = 0; i < 100000 && !deferred_h; i++)
+		pump_n(&e, 1);
+	cr_assert_not_null(deferred_h, "the deferring handler never ran");
+	pump_n(&e, 50);
+	cr_assert_eq(c.runs, 0, "no response yet");
+	r = urpc_req_resp_msgbuf(deferred_h);
+	memcpy(r->buf, "later", 5);
+	urpc_msgbuf_resize(r, 5);
+	cr_assert_eq(urpc_resp_enqueue(deferred_h, r), 0);
+	cr_assert_eq(urpc_resp_enqueue(deferred_h, r), -EINVAL, "one response per request");
+	pump_until(&e, &c.done);
+	cr_assert_eq(c.status, 0);
+	cr_assert_eq(resp.data_size, 5);
+	cr_assert(memcmp(resp.buf, "later", 5) == 0);
+
+	/* A deadline on a request whose handler never answers. */
+	deferred_h = NULL;
+	cr_assert_eq(urpc_req_enqueue(e.cli, e.sess, T_DEFER, &req, &resp, cont_cb, &late, 50), 0);
+	pump_until(&e, &late.done);
+	cr_assert_eq(late.status, -ETIMEDOUT);
+	cr_assert_eq(late.runs, 1);
+	pump_n(&e, 100);
+	cr_assert_eq(late.runs, 1, "exactly once");
+	urpc_msgbuf_free(e.cli, &req);
+	urpc_msgbuf_free(e.cli, &resp);
+	env_down(&e);
+}
+
+struct wrong_thread {
+	struct env *e;
+	int loop, enqueue, alloc, stats, disconnect;
+};
+
+static void *wrong_thread_fn(void *arg)
+{
+	struct wrong_thread *w = arg;
+	struct urpc_msgbuf mb = {0};
+	struct urpc_rpc_stats st;
+
+	w->loop = urpc_rpc_run_event_loop_once(w->e->cli);
+	w->enqueue = urpc_req_enqueue(w->e->cli, w->e->sess, T_ECHO, &mb, &mb, cont_cb, NULL, 0);
+	w->alloc = urpc_msgbuf_alloc(w->e->cli, 64, &mb);
+	w->stats = urpc_rpc_get_stats(w->e->cli, &st);
+	w->disconnect = urpc_session_disconnect(w->e->cli, w->e->sess);
+	return NULL;
+}
+
+Test(protocol, wrong_thread_calls_are_refused)
+{
+	struct wrong_thread w = {0};
+	pthread_t t;
+	struct env e;
+
+	env_up(&e);
+	w.e = &e;
+	cr_assert_eq(pthread_create(&t, NULL, wrong_thread_fn, &w), 0);
+	pthread_join(t, NULL);
+	cr_assert_eq(w.loop, -EPERM);
+	cr_assert_eq(w.enqueue, -EPERM);
+	cr_assert_eq(w.alloc, -EPERM);
+	cr_assert_eq(w.stats, -EPERM);
+	cr_assert_eq(w.disconnect, -EPERM);
+	env_down(&e);
+}
+
+Test(protocol, late_handler_registration_is_refused)
+{
+	struct env e;
+
+	env_up(&e);
+	cr_assert_eq(urpc_nexus_register_handler(e.nx, 77, echo_handler, NULL), -EBUSY);
+	cr_assert_eq(urpc_nexus_destroy(e.nx), -EBUSY, "Rpcs still exist");
+	env_down(&e);
+}
