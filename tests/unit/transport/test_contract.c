@@ -1,1 +1,405 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The transport contract suite: one test body, compiled once per transport
+ * (CONTRACT_KIND / CONTRACT_NAME come from CMake). Every transport must pass
+ * it unchanged.
+ */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/transport.h"
+#include "util/log.h"
+
+#ifndef CONTRACT_KIND
+#error "CONTRACT_KIND must name the transport under test"
+#endif
+
+#define WAIT_NS 5000000000ull
+
+struct pair {
+	struct urpc_tp *a, *b;
+	struct urpc_tp_peer *a2b, *b2a;
+};
+
+static struct urpc_tp *open_tp(uint32_t rq_depth)
+{
+	struct urpc_tp_cfg cfg;
+	struct urpc_tp *tp;
+	int ret;
+
+	urpc__tp_cfg_init(&cfg, CONTRACT_KIND);
+	cfg.host = "127.0.0.1";
+	cfg.seed = 7;
+	if (rq_depth)
+		cfg.rq_depth = rq_depth;
+	ret = urpc__tp_create(&cfg, &tp);
+	cr_assert_eq(ret, 0, "create: %s", urpc_strerror(ret));
+	cr_assert_eq(tp->kind, CONTRACT_KIND);
+	cr_assert_gt(tp->mtu, 64);
+	return tp;
+}
+
+static void pair_open(struct pair *p, uint32_t rq_depth)
+{
+	uint8_t ep[URPC_TP_EP_MAX];
+	size_t n;
+
+	p->a = open_tp(rq_depth);
+	p->b = open_tp(rq_depth);
+	n = p->b->ops->get_endpoint(p->b, ep);
+	cr_assert(n > 0 && n <= URPC_TP_EP_MAX);
+	cr_assert_eq(ep[0], CONTRACT_KIND, "endpoint bytes start with the kind");
+	cr_assert_eq(p->a->ops->resolve_peer(p->a, ep, n, &p->a2b), 0);
+	n = p->a->ops->get_endpoint(p->a, ep);
+	cr_assert_eq(p->b->ops->resolve_peer(p->b, ep, n, &p->b2a), 0);
+}
+
+static void pair_close(struct pair *p)
+{
+	p->a->ops->release_peer(p->a, p->a2b);
+	p->b->ops->release_peer(p->b, p->b2a);
+	cr_assert_eq(p->a->ops->destroy(p->a), 0);
+	cr_assert_eq(p->b->ops->destroy(p->b), 0);
+}
+
+/* Let @tp serve peers and make progress without keeping what it receives. */
+static void serve(struct urpc_tp *tp)
+{
+	struct urpc_tp_rx rx[32];
+	int n = tp->ops->rx_burst(tp, rx, 32);
+
+	if (n > 0)
+		tp->ops->rx_release(tp, rx, (unsigned)n);
+}
+
+/* Send @n datagrams carrying sequence numbers @first.. from @from to @peer. */
+static void send_seq(struct urpc_tp *from, struct urpc_tp_peer *peer, uint32_t first, unsigned n,
+		     uint32_t data_len)
+{
+	static uint8_t data[65536];
+	struct urpc_tp_tx tx[64];
+	uint32_t seq[64];
+	unsigned i;
+	int ret;
+
+	cr_assert_leq(n, 64);
+	for (i = 0; i < n; i++) {
+		seq[i] = first + i;
+		tx[i] = (struct urpc_tp_tx){.peer = peer,
+					    .hdr = &seq[i],
+					    .hdr_len = 4,
+					    .data = data,
+					    .data_len = data_len};
+		memset(data, 0xc3, data_len);
+	}
+	for (i = 0; i < n;) {
+		ret = from->ops->tx_burst(from, tx + i, n - i);
+		cr_assert_geq(ret, 0, "tx_burst: %s", urpc_strerror(ret));
+		i += (unsigned)ret;
+	}
+}
+
+/* Receive until @n datagrams came to @tp; checks sequence numbers are all there. */
+static void recv_seq(struct urpc_tp *tp, struct urpc_tp *other, uint32_t first, unsigned n,
+		     uint32_t data_len)
+{
+	uint64_t end = urpc__now_ns() + WAIT_NS;
+	static uint8_t seen[4096];
+	struct urpc_tp_rx rx[32];
+	unsigned got = 0;
+	int k, i;
+
+	memset(seen, 0, sizeof(seen));
+	while (got < n) {
+		cr_assert_lt(urpc__now_ns(), end, "only %u of %u datagrams arrived", got, n);
+		serve(other);
+		k = tp->ops->rx_burst(tp, rx, 32);
+		cr_assert_geq(k, 0);
+		for (i = 0; i < k; i++) {
+			uint32_t s;
+
+			cr_assert_eq(rx[i].len, 4 + data_len);
+			memcpy(&s, rx[i].buf, 4);
+			cr_assert(s >= first && s < first + n, "unexpected sequence %u", s);
+			cr_assert_eq(seen[s - first], 0, "sequence %u twice", s);
+			seen[s - first] = 1;
+			if (data_len)
+				cr_assert_eq(rx[i].buf[4 + data_len - 1], 0xc3);
+		}
+		tp->ops->rx_release(tp, rx, (unsigned)k);
+		got += (unsigned)k;
+	}
+}
+
+Test(CONTRACT_NAME, datagram_bursts_both_ways)
+{
+	struct pair p;
+
+	pair_open(&p, 0);
+	send_seq(p.a, p.a2b, 0, 64, 100);
+	recv_seq(p.b, p.a, 0, 64, 100);
+	send_seq(p.b, p.b2a, 1000, 64, 7);
+	recv_seq(p.a, p.b, 1000, 64, 7);
+	cr_assert_geq(p.a->stats.tx_pkts, 64);
+	cr_assert_geq(p.b->stats.rx_pkts, 64);
+	pair_close(&p);
+}
+
+Test(CONTRACT_NAME, sizes_up_to_the_mtu)
+{
+	struct pair p;
+	uint32_t max;
+
+	pair_open(&p, 0);
+	max = p.a->mtu - 4; /* hdr_len is 4 in send_seq */
+	send_seq(p.a, p.a2b, 0, 1, 0);
+	recv_seq(p.b, p.a, 0, 1, 0);
+	send_seq(p.a, p.a2b, 1, 1, 1);
+	recv_seq(p.b, p.a, 1, 1, 1);
+	send_seq(p.a, p.a2b, 2, 1, max);
+	recv_seq(p.b, p.a, 2, 1, max);
+	pair_close(&p);
+}
+
+Test(CONTRACT_NAME, oversized_and_peerless_sends_are_refused)
+{
+	static uint8_t big[70000];
+	struct urpc_tp_tx tx[2];
+	struct urpc_tp_rx rx[4];
+	struct pair p;
+	uint32_t seq = 5;
+	int i, got = 0;
+
+	pair_open(&p, 0);
+	tx[0] = (struct urpc_tp_tx){.peer = p.a2b, .hdr = &seq, .hdr_len = 4};
+	tx[1] = (struct urpc_tp_tx){
+		.peer = p.a2b, .hdr = &seq, .hdr_len = 4, .data = big, .data_len = p.a->mtu - 3};
+	cr_assert_eq(p.a->ops->tx_burst(p.a, tx, 2), -EMSGSIZE);
+	tx[1].data_len = 0;
+	tx[1].peer = NULL;
+	cr_assert_eq(p.a->ops->tx_burst(p.a, tx, 2), -EINVAL);
+	/* Nothing of a refused burst may arrive. */
+	for (i = 0; i < 2000; i++) {
+		int k = p.b->ops->rx_burst(p.b, rx, 4);
+
+		if (k > 0) {
+			got += k;
+			p.b->ops->rx_release(p.b, rx, (unsigned)k);
+		}
+	}
+	cr_assert_eq(got, 0, "a refused burst must send nothing");
+	pair_close(&p);
+}
+
+Test(CONTRACT_NAME, ring_exhaustion_and_refill)
+{
+	struct urpc_tp_rx held[64], rx[32];
+	uint64_t end = urpc__now_ns() + WAIT_NS;
+	unsigned nheld = 0, i;
+	struct pair p;
+	int k;
+
+	pair_open(&p, 16);
+	/* Paced bursts; B keeps everything it receives. */
+	for (i = 0; i < 40; i += 8) {
+		send_seq(p.a, p.a2b, i, 8, 10);
+		while (urpc__now_ns() < end) {
+			k = p.b->ops->rx_burst(p.b, rx, 32);
+			cr_assert_geq(k, 0);
+			cr_assert_leq(nheld + (unsigned)k, 16,
+				      "more entries held than the ring has");
+			memcpy(held + nheld, rx, (size_t)k * sizeof(rx[0]));
+			nheld += (unsigned)k;
+			if (nheld == 16 || nheld >= i + 8)
+				break;
+		}
+	}
+	cr_assert_eq(nheld, 16, "the ring fills to its depth");
+	for (i = 0; i < 100; i++)
+		cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 32), 0,
+			     "nothing while every entry is held");
+
+	p.b->ops->rx_release(p.b, held, nheld);
+	/* Drain whatever the ring-full period left over, then new datagrams arrive. */
+	for (i = 0; i < 1000; i++)
+		serve(p.b);
+	send_seq(p.a, p.a2b, 500, 8, 10);
+	recv_seq(p.b, p.a, 500, 8, 10);
+	pair_close(&p);
+}
+
+struct region {
+	uint8_t *mem;
+	size_t len;
+	struct urpc_tp_mr mr;
+};
+
+static void region_open(struct urpc_tp *tp, struct region *r, size_t len, unsigned access,
+			uint8_t fill)
+{
+	r->len = len;
+	r->mem = malloc(len);
+	cr_assert_not_null(r->mem);
+	memset(r->mem, fill, len);
+	cr_assert_eq(tp->ops->reg_mem(tp, r->mem, len, access, &r->mr), 0);
+}
+
+static void region_close(struct urpc_tp *tp, struct region *r)
+{
+	tp->ops->dereg_mem(tp, &r->mr);
+	free(r->mem);
+}
+
+/* Wait for the one completion of @wr_id on A while B serves; returns its status. */
+static int wait_comp(struct pair *p, uint64_t wr_id)
+{
+	uint64_t end = urpc__now_ns() + WAIT_NS * 4;
+	struct urpc_tp_comp c;
+
+	for (;;) {
+		cr_assert_lt(urpc__now_ns(), end, "one-sided operation %lu never completed",
+			     (unsigned long)wr_id);
+		serve(p->b);
+		{
+			struct urpc_tp_comp bc;
+
+			p->b->ops->poll_completions(p->b, &bc, 1);
+		}
+		serve(p->a);
+		if (p->a->ops->poll_completions(p->a, &c, 1) == 1) {
+			cr_assert_eq(c.wr_id, wr_id);
+			return c.status;
+		}
+	}
+}
+
+static void pattern(uint8_t *m, size_t len, uint32_t seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		m[i] = (uint8_t)((i * 2654435761u + seed) >> 13);
+}
+
+static void check_rw(size_t len)
+{
+	struct region local, remote;
+	struct pair p;
+	uint64_t raddr;
+
+	pair_open(&p, 0);
+	region_open(p.a, &local, len, 0, 0);
+	region_open(p.b, &remote, len, URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE, 0);
+	raddr = (uint64_t)(uintptr_t)remote.mem;
+
+	pattern(local.mem, len, 1);
+	cr_assert_eq(p.a->ops->post_write(p.a, p.a2b, local.mem, &local.mr, raddr, remote.mr.rkey,
+					  len, 11),
+		     0);
+	cr_assert_eq(wait_comp(&p, 11), 0);
+	cr_assert(memcmp(local.mem, remote.mem, len) == 0, "WRITE of %zu bytes corrupted", len);
+
+	pattern(remote.mem, len, 2);
+	memset(local.mem, 0, len);
+	cr_assert_eq(p.a->ops->post_read(p.a, p.a2b, local.mem, &local.mr, raddr, remote.mr.rkey,
+					 len, 12),
+		     0);
+	cr_assert_eq(wait_comp(&p, 12), 0);
+	cr_assert(memcmp(local.mem, remote.mem, len) == 0, "READ of %zu bytes corrupted", len);
+
+	region_close(p.a, &local);
+	region_close(p.b, &remote);
+	pair_close(&p);
+}
+
+Test(CONTRACT_NAME, one_sided_1B)
+{
+	check_rw(1);
+}
+
+Test(CONTRACT_NAME, one_sided_4KiB)
+{
+	check_rw(4096);
+}
+
+Test(CONTRACT_NAME, one_sided_1MiB)
+{
+	check_rw(1 << 20);
+}
+
+Test(CONTRACT_NAME, one_sided_4MiB, .timeout = 60)
+{
+	check_rw(4 << 20);
+}
+
+Test(CONTRACT_NAME, one_sided_access_is_checked)
+{
+	struct region local, remote, ro;
+	struct pair p;
+	uint64_t raddr;
+	size_t len = 8192;
+
+	pair_open(&p, 0);
+	region_open(p.a, &local, len, 0, 0x11);
+	region_open(p.b, &remote, len, URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE,
+		    0x22);
+	region_open(p.b, &ro, len, URPC_TP_ACCESS_REMOTE_READ, 0x33);
+	raddr = (uint64_t)(uintptr_t)remote.mem;
+
+	/* Wrong key. */
+	cr_assert_eq(p.a->ops->post_write(p.a, p.a2b, local.mem, &local.mr, raddr,
+					  remote.mr.rkey ^ 0x5a5a5a5a, 64, 1),
+		     0);
+	cr_assert_eq(wait_comp(&p, 1), -EACCES);
+	/* Past the end, and before the start. */
+	cr_assert_eq(p.a->ops->post_write(p.a, p.a2b, local.mem, &local.mr, raddr + len - 10,
+					  remote.mr.rkey, 64, 2),
+		     0);
+	cr_assert_eq(wait_comp(&p, 2), -EACCES);
+	cr_assert_eq(p.a->ops->post_read(p.a, p.a2b, local.mem, &local.mr, raddr - 16,
+					 remote.mr.rkey, 64, 3),
+		     0);
+	cr_assert_eq(wait_comp(&p, 3), -EACCES);
+	/* WRITE to memory registered for remote reads only. */
+	cr_assert_eq(p.a->ops->post_write(p.a, p.a2b, local.mem, &local.mr,
+					  (uint64_t)(uintptr_t)ro.mem, ro.mr.rkey, 64, 4),
+		     0);
+	cr_assert_eq(wait_comp(&p, 4), -EACCES);
+	for (size_t i = 0; i < len; i++) {
+		cr_assert_eq(remote.mem[i], 0x22, "a refused WRITE changed byte %zu", i);
+		cr_assert_eq(ro.mem[i], 0x33);
+	}
+	/* Bad local arguments never reach the wire. */
+	cr_assert_eq(
+		p.a->ops->post_read(p.a, p.a2b, local.mem, &local.mr, raddr, remote.mr.rkey, 0, 5),
+		-EINVAL);
+	cr_assert_eq(p.a->ops->post_read(p.a, p.a2b, local.mem + 1, &local.mr, raddr,
+					 remote.mr.rkey, len, 6),
+		     -EINVAL);
+
+	/* Destroy refuses while memory is registered. */
+	cr_assert_eq(p.b->ops->destroy(p.b), -EBUSY);
+	region_close(p.a, &local);
+	region_close(p.b, &remote);
+	region_close(p.b, &ro);
+	pair_close(&p);
+}
+
+Test(CONTRACT_NAME, garbage_endpoints_are_refused)
+{
+	struct urpc_tp *tp = open_tp(0);
+	struct urpc_tp_peer *peer;
+	uint8_t ep[URPC_TP_EP_MAX];
+	size_t n = tp->ops->get_endpoint(tp, ep);
+
+	memset(ep + 1, 0xee, URPC_TP_EP_MAX - 1);
+	cr_assert_eq(tp->ops->resolve_peer(tp, ep, n, &peer), -EINVAL);
+	n = tp->ops->get_endpoint(tp, ep);
+	ep[0] = CONTRACT_KIND == URPC_TRANSPORT_LOOP ? URPC_TRANSPORT_UDP : URPC_TRANSPORT_LOOP;
+	cr_assert_eq(tp->ops->resolve_peer(tp, ep, n, &peer), -EINVAL, "another transport's bytes");
+	n = tp->ops->get_endpoint(tp, ep);
+	cr_assert_eq(tp->ops->resolve_peer(tp, ep, n - 1, &peer), -EINVAL, "truncated bytes");
+	cr_assert_eq(tp->ops->destroy(tp), 0);
+}
