@@ -19,5 +19,6 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/urpcConfigVersion.cmake
 install(FILES ${CMAKE_BINARY_DIR}/urpcConfig.cmake ${CMAKE_BINARY_DIR}/urpcConfigVersion.cmake
   DESTINATION ${URPC_CMAKE_DIR})
 
+file(RELATIVE_PATH URPC_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 configure_file(cmake/urpc.pc.in ${CMAKE_BINARY_DIR}/urpc.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/urpc.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
