@@ -1,1 +1,519 @@
+/* SPDX-License-Identifier: MIT */
+/* The udp transport's own tests; the shared contract lives in test_contract.c. */
 #include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "transport/transport.h"
+#include "transport/udp.h"
+#include "util/compiler.h"
+#include "util/log.h"
+
+#define MS 1000000ull
+
+static const struct urpc_tp_ops *ops = &urpc__tp_udp_ops;
+
+static struct urpc_tp *mk_cfg(const struct urpc_tp_cfg *cfg)
+{
+	struct urpc_tp *tp = NULL;
+	int ret = ops->create(cfg, &tp);
+
+	cr_assert_eq(ret, 0, "create: %d", ret);
+	return tp;
+}
+
+static struct urpc_tp *mk(void)
+{
+	struct urpc_tp_cfg cfg;
+
+	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_UDP);
+	return mk_cfg(&cfg);
+}
+
+/* @from resolves @to's endpoint. */
+static struct urpc_tp_peer *peer_of(struct urpc_tp *from, struct urpc_tp *to)
+{
+	uint8_t ep[URPC_TP_EP_MAX];
+	struct urpc_tp_peer *p = NULL;
+	size_t len = ops->get_endpoint(to, ep);
+
+	cr_assert_eq(ops->resolve_peer(from, ep, len, &p), 0);
+	return p;
+}
+
+static uint16_t port_of(struct urpc_tp *tp)
+{
+	uint8_t ep[URPC_TP_EP_MAX];
+	uint16_t port;
+
+	ops->get_endpoint(tp, ep);
+	memcpy(&port, ep + 6, 2);
+	return ntohs(port);
+}
+
+/* Poll @b's receive side once, releasing whatever arrived. */
+static void serve(struct urpc_tp *b)
+{
+	struct urpc_tp_rx rx[16];
+	struct urpc_tp_comp c[4];
+	int n = ops->rx_burst(b, rx, 16);
+
+	if (n > 0)
+		ops->rx_release(b, rx, (unsigned)n);
+	ops->poll_completions(b, c, 4);
+}
+
+/* Drive @a (and @b when not NULL) until @a reports one completion. */
+static struct urpc_tp_comp wait_comp(struct urpc_tp *a, struct urpc_tp *b, uint64_t limit_ns)
+{
+	uint64_t end = urpc__now_ns() + limit_ns;
+	struct urpc_tp_comp c;
+
+	while (urpc__now_ns() < end) {
+		if (ops->poll_completions(a, &c, 1) == 1)
+			return c;
+		if (b)
+			serve(b);
+	}
+	cr_assert_fail("no completion within %llu ms", (unsigned long long)(limit_ns / MS));
+	return c;
+}
+
+Test(udp, endpoint_round_trip)
+{
+	struct urpc_tp *a = mk(), *b = mk();
+	uint8_t ep[URPC_TP_EP_MAX], ep2[URPC_TP_EP_MAX];
+	struct urpc_tp_peer *p = NULL;
+	size_t len = ops->get_endpoint(a, ep);
+
+	cr_assert_gt(len, 0);
+	cr_assert_leq(len, URPC_TP_EP_MAX);
+	cr_assert_eq(ep[0], URPC_TRANSPORT_UDP);
+	cr_assert_eq(ops->get_endpoint(a, ep2), len);
+	cr_assert_eq(memcmp(ep, ep2, len), 0, "stable bytes");
+	cr_assert_neq(port_of(a), 0);
+	cr_assert_neq(port_of(a), port_of(b));
+	cr_assert_eq(ops->resolve_peer(b, ep, len, &p), 0);
+	cr_assert_not_null(p);
+	ops->release_peer(b, p);
+	cr_assert_eq(ops->destroy(a), 0);
+	cr_assert_eq(ops->destroy(b), 0);
+}
+
+Test(udp, resolve_rejects_garbage)
+{
+	struct urpc_tp *a = mk();
+	uint8_t ep[URPC_TP_EP_MAX], bad[URPC_TP_EP_MAX];
+	struct urpc_tp_peer *p = NULL;
+	size_t len = ops->get_endpoint(a, ep);
+
+	cr_assert_eq(ops->resolve_peer(a, ep, 0, &p), -EINVAL);
+	cr_assert_eq(ops->resolve_peer(a, ep, len - 1, &p), -EINVAL);
+	cr_assert_eq(ops->resolve_peer(a, ep, len + 1, &p), -EINVAL);
+	memcpy(bad, ep, len);
+	bad[0] = URPC_TRANSPORT_LOOP;
+	cr_assert_eq(ops->resolve_peer(a, bad, len, &p), -EINVAL, "foreign kind");
+	memcpy(bad, ep, len);
+	bad[1] ^= 0x5a;
+	cr_assert_eq(ops->resolve_peer(a, bad, len, &p), -EINVAL, "foreign version");
+	memset(bad, 0xee, sizeof(bad));
+	cr_assert_eq(ops->resolve_peer(a, bad, len, &p), -EINVAL, "garbage");
+	cr_assert_eq(ops->destroy(a), 0);
+}
+
+Test(udp, bind_conflict_on_same_port)
+{
+	struct urpc_tp *a = mk(), *b = NULL;
+	struct urpc_tp_cfg cfg;
+
+	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_UDP);
+	cfg.port = port_of(a);
+	cr_assert_eq(ops->create(&cfg, &b), -EADDRINUSE);
+	cr_assert_null(b);
+	cr_assert_eq(ops->destroy(a), 0);
+}
+
+Test(udp, bad_cfg_is_einval)
+{
+	struct urpc_tp *a = NULL;
+	struct urpc_tp_cfg cfg;
+
+	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_UDP);
+	cfg.host = "not-an-address";
+	cr_assert_eq(ops->create(&cfg, &a), -EINVAL);
+	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_UDP);
+	cfg.mtu = 65507;
+	cr_assert_eq(ops->create(&cfg, &a), -EINVAL, "mtu above a datagram");
+	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_UDP);
+	cfg.rq_depth = 100;
+	cr_assert_eq(ops->create(&cfg, &a), -EINVAL, "rq_depth not a power of two");
+	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_UDP);
+	cfg.mtu = 1000;
+	a = mk_cfg(&cfg);
+	cr_assert_eq(a->mtu, 1000);
+	cr_assert_eq(ops->destroy(a), 0);
+	a = mk();
+	cr_assert_eq(a->mtu, 1472 - 16);
+	cr_assert_eq(ops->destroy(a), 0);
+}
+
+Test(udp, burst_of_32_arrives_intact)
+{
+	struct urpc_tp *a = mk(), *b = mk();
+	struct urpc_tp_peer *p = peer_of(a, b);
+	static uint8_t data[32][1400];
+	uint32_t hdrs[32];
+	struct urpc_tp_tx tx[32];
+	struct urpc_tp_rx rx[32];
+	bool seen[32] = {false};
+	unsigned i, got = 0;
+	uint64_t end;
+
+	for (i = 0; i < 32; i++) {
+		hdrs[i] = i;
+		memset(data[i], 0x40 + (int)i, sizeof(data[i]));
+		tx[i] = (struct urpc_tp_tx){.peer = p,
+					    .hdr = &hdrs[i],
+					    .hdr_len = sizeof(hdrs[i]),
+					    .data = data[i],
+					    .data_len = 100 + 40 * i};
+	}
+	tx[5].data_len = a->mtu; /* hdr + data one byte too long */
+	cr_assert_eq(ops->tx_burst(a, tx, 32), -EMSGSIZE);
+	tx[5].data_len = a->mtu - (uint32_t)sizeof(hdrs[5]);
+	tx[7].peer = NULL;
+	cr_assert_eq(ops->tx_burst(a, tx, 32), -EINVAL);
+	tx[7].peer = p;
+	cr_assert_eq(a->stats.tx_pkts, 0, "refused bursts send nothing");
+	cr_assert_eq(ops->tx_burst(a, tx, 32), 32);
+	ops->tx_flush(a);
+	for (end = urpc__now_ns() + 2000 * MS; got < 32 && urpc__now_ns() < end;) {
+		int n = ops->rx_burst(b, rx, 32);
+
+		for (i = 0; i < (unsigned)(n > 0 ? n : 0); i++) {
+			uint32_t seq;
+
+			cr_assert_geq(rx[i].len, sizeof(seq));
+			memcpy(&seq, rx[i].buf, sizeof(seq));
+			cr_assert_lt(seq, 32);
+			cr_assert_not(seen[seq], "datagram %u twice", seq);
+			seen[seq] = true;
+			cr_assert_eq(rx[i].len, sizeof(seq) + tx[seq].data_len);
+			cr_assert_eq(memcmp(rx[i].buf + sizeof(seq), data[seq], tx[seq].data_len),
+				     0);
+		}
+		if (n > 0)
+			ops->rx_release(b, rx, (unsigned)n);
+		got += (unsigned)(n > 0 ? n : 0);
+	}
+	cr_assert_eq(got, 32);
+	cr_assert_eq(b->stats.rx_pkts, 32);
+	cr_assert_eq(b->stats.rx_drop_bad, 0);
+	ops->release_peer(a, p);
+	cr_assert_eq(ops->destroy(a), 0);
+	cr_assert_eq(ops->destroy(b), 0);
+}
+
+Test(udp, held_entries_bound_the_ring)
+{
+	struct urpc_tp_cfg cfg;
+	struct urpc_tp *a = mk(), *b;
+	struct urpc_tp_peer *p;
+	struct urpc_tp_tx tx[20];
+	struct urpc_tp_rx rx[32], more[32];
+	uint32_t seq[20];
+	unsigned i, held = 0, rest = 0;
+	uint64_t end;
+
+	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_UDP);
+	cfg.rq_depth = 8;
+	b = mk_cfg(&cfg);
+	p = peer_of(a, b);
+	for (i = 0; i < 20; i++) {
+		seq[i] = i;
+		tx[i] = (struct urpc_tp_tx){.peer = p, .hdr = &seq[i], .hdr_len = 4};
+	}
+	cr_assert_eq(ops->tx_burst(a, tx, 20), 20);
+	for (end = urpc__now_ns() + 1000 * MS; held < 8 && urpc__now_ns() < end;) {
+		int n = ops->rx_burst(b, rx + held, 32 - held);
+
+		held += (unsigned)(n > 0 ? n : 0);
+	}
+	cr_assert_eq(held, 8);
+	cr_assert_eq(ops->rx_burst(b, more, 32), 0, "every entry is held");
+	ops->rx_release(b, rx, 8);
+	for (end = urpc__now_ns() + 1000 * MS; rest < 12 && urpc__now_ns() < end;) {
+		int n = ops->rx_burst(b, more, 32);
+
+		if (n > 0) {
+			ops->rx_release(b, more, (unsigned)n);
+			rest += (unsigned)n;
+		}
+	}
+	cr_assert_eq(rest, 12, "the kernel kept the rest");
+	ops->release_peer(a, p);
+	cr_assert_eq(ops->destroy(a), 0);
+	cr_assert_eq(ops->destroy(b), 0);
+}
+
+/* Register @len bytes on each side, READ then WRITE it, verify both. */
+static void read_write_check(struct urpc_tp *a, struct urpc_tp *b, size_t len)
+{
+	uint8_t *la = malloc(len), *rb = malloc(len);
+	struct urpc_tp_mr ma, mb;
+	struct urpc_tp_peer *p = peer_of(a, b);
+	struct urpc_tp_comp c;
+	size_t i;
+
+	cr_assert(la && rb);
+	for (i = 0; i < len; i++) {
+		la[i] = (uint8_t)(i * 7 + 1);
+		rb[i] = (uint8_t)(i * 13 + 5);
+	}
+	cr_assert_eq(ops->reg_mem(a, la, len, 0, &ma), 0);
+	cr_assert_eq(ops->reg_mem(b, rb, len,
+				  URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE, &mb),
+		     0);
+	cr_assert_eq(ops->post_read(a, p, la, &ma, (uintptr_t)rb, mb.rkey, len, 11), 0);
+	c = wait_comp(a, b, 5000 * MS);
+	cr_assert_eq(c.wr_id, 11);
+	cr_assert_eq(c.op, URPC_TP_OP_READ);
+	cr_assert_eq(c.status, 0);
+	cr_assert_eq(memcmp(la, rb, len), 0, "READ copied the remote bytes");
+
+	for (i = 0; i < len; i++)
+		la[i] = (uint8_t)(i * 3 + 9);
+	cr_assert_eq(ops->post_write(a, p, la, &ma, (uintptr_t)rb, mb.rkey, len, 12), 0);
+	c = wait_comp(a, b, 5000 * MS);
+	cr_assert_eq(c.wr_id, 12);
+	cr_assert_eq(c.op, URPC_TP_OP_WRITE);
+	cr_assert_eq(c.status, 0);
+	cr_assert_eq(memcmp(la, rb, len), 0, "WRITE copied the local bytes");
+	cr_assert_eq(ops->poll_completions(a, &c, 1), 0, "exactly one completion each");
+
+	cr_assert_eq(ops->destroy(a), -EBUSY, "memory is registered");
+	ops->dereg_mem(a, &ma);
+	ops->dereg_mem(b, &mb);
+	ops->release_peer(a, p);
+	free(la);
+	free(rb);
+}
+
+Test(udp, read_and_write_8mib)
+{
+	struct urpc_tp *a = mk(), *b = mk();
+
+	read_write_check(a, b, 8u << 20);
+	cr_assert_gt(b->stats.os_served, 0);
+	cr_assert_eq(ops->destroy(a), 0);
+	cr_assert_eq(ops->destroy(b), 0);
+}
+
+Test(udp, read_and_write_survive_loss)
+{
+	struct urpc_tp *a = mk(), *b = mk();
+
+	cr_assert_eq(urpc__udp_set_drop(a, 0.1, 1), 0);
+	cr_assert_eq(urpc__udp_set_drop(b, 0.1, 2), 0);
+	read_write_check(a, b, 2u << 20);
+	cr_assert_gt(a->stats.os_retries, 0);
+	cr_assert_gt(a->stats.tx_dropped + b->stats.tx_dropped, 0);
+	cr_assert_eq(ops->destroy(a), 0);
+	cr_assert_eq(ops->destroy(b), 0);
+}
+
+Test(udp, read_from_silent_peer_times_out)
+{
+	struct urpc_tp_cfg cfg;
+	struct urpc_tp *a, *b = mk();
+	struct urpc_tp_peer *p;
+	struct urpc_tp_mr ma, mb;
+	static uint8_t la[64 << 10], rb[64 << 10];
+	struct urpc_tp_comp c;
+	uint64_t t0, dt;
+
+	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_UDP);
+	cfg.one_sided_timeout_ms = 200;
+	a = mk_cfg(&cfg);
+	p = peer_of(a, b);
+	cr_assert_eq(ops->reg_mem(a, la, sizeof(la), 0, &ma), 0);
+	cr_assert_eq(ops->reg_mem(b, rb, sizeof(rb), URPC_TP_ACCESS_REMOTE_READ, &mb), 0);
+	t0 = urpc__now_ns();
+	cr_assert_eq(ops->post_read(a, p, la, &ma, (uintptr_t)rb, mb.rkey, sizeof(la), 7), 0);
+	cr_assert_eq(ops->destroy(a), -EBUSY, "an op is outstanding");
+	c = wait_comp(a, NULL, 1000 * MS); /* b is never polled */
+	dt = urpc__now_ns() - t0;
+	cr_assert_eq(c.status, -ETIMEDOUT);
+	cr_assert_eq(c.wr_id, 7);
+	cr_assert_geq(dt, 190 * MS, "not before the timeout: %llu ns", (unsigned long long)dt);
+	cr_assert_gt(a->stats.os_retries, 0);
+	ops->dereg_mem(a, &ma);
+	ops->dereg_mem(b, &mb);
+	ops->release_peer(a, p);
+	cr_assert_eq(ops->destroy(a), 0);
+	cr_assert_eq(ops->destroy(b), 0);
+}
+
+Test(udp, access_is_checked_by_the_server)
+{
+	struct urpc_tp *a = mk(), *b = mk();
+	struct urpc_tp_peer *p = peer_of(a, b);
+	struct urpc_tp_mr ma, mro, mwo;
+	static uint8_t la[8192], ro[8192], wo[8192];
+	uint8_t canary[sizeof(ro)];
+	struct urpc_tp_comp c;
+
+	memset(ro, 0x11, sizeof(ro));
+	memset(wo, 0x22, sizeof(wo));
+	memset(la, 0x33, sizeof(la));
+	memcpy(canary, ro, sizeof(ro));
+	cr_assert_eq(ops->reg_mem(a, la, sizeof(la), 0, &ma), 0);
+	cr_assert_eq(ops->reg_mem(b, ro, sizeof(ro), URPC_TP_ACCESS_REMOTE_READ, &mro), 0);
+	cr_assert_eq(ops->reg_mem(b, wo, sizeof(wo), URPC_TP_ACCESS_REMOTE_WRITE, &mwo), 0);
+	cr_assert_neq(mro.rkey, mwo.rkey);
+
+	/* local validation: no completion */
+	cr_assert_eq(ops->post_read(a, p, la, &ma, (uintptr_t)ro, mro.rkey, 0, 1), -EINVAL);
+	cr_assert_eq(ops->post_read(a, p, la + 1, &ma, (uintptr_t)ro, mro.rkey, sizeof(la), 1),
+		     -EINVAL);
+	cr_assert_eq(ops->post_write(a, NULL, la, &ma, (uintptr_t)wo, mwo.rkey, 8, 1), -EINVAL);
+
+	cr_assert_eq(ops->post_write(a, p, la, &ma, (uintptr_t)ro, mro.rkey, 100, 2), 0);
+	c = wait_comp(a, b, 1000 * MS);
+	cr_assert_eq(c.status, -EACCES, "WRITE to read-only memory");
+	cr_assert_eq(memcmp(ro, canary, sizeof(ro)), 0);
+
+	cr_assert_eq(ops->post_read(a, p, la, &ma, (uintptr_t)wo, mwo.rkey, 100, 3), 0);
+	c = wait_comp(a, b, 1000 * MS);
+	cr_assert_eq(c.status, -EACCES, "READ of write-only memory");
+
+	cr_assert_eq(ops->post_read(a, p, la, &ma, (uintptr_t)ro, mro.rkey ^ 1, 100, 4), 0);
+	c = wait_comp(a, b, 1000 * MS);
+	cr_assert_eq(c.status, -EACCES, "wrong rkey");
+
+	cr_assert_eq(ops->post_read(a, p, la, &ma, (uintptr_t)ro + 4096, mro.rkey, 8192, 5), 0);
+	c = wait_comp(a, b, 1000 * MS);
+	cr_assert_eq(c.status, -EACCES, "range past the registration");
+
+	cr_assert_eq(ops->post_write(a, p, la, &ma, (uintptr_t)wo - 1, mwo.rkey, 16, 6), 0);
+	c = wait_comp(a, b, 1000 * MS);
+	cr_assert_eq(c.status, -EACCES, "range before the registration");
+	cr_assert_geq(b->stats.os_rejected, 5, "one NAK per rejected chunk");
+
+	cr_assert_eq(ops->post_read(a, p, la, &ma, (uintptr_t)ro + 100, mro.rkey, 4000, 8), 0);
+	c = wait_comp(a, b, 1000 * MS);
+	cr_assert_eq(c.status, 0);
+	cr_assert_eq(memcmp(la, ro + 100, 4000), 0);
+
+	cr_assert_eq(ops->destroy(b), -EBUSY, "memory is registered");
+	ops->dereg_mem(a, &ma);
+	ops->dereg_mem(b, &mro);
+	ops->dereg_mem(b, &mwo);
+	ops->release_peer(a, p);
+	cr_assert_eq(ops->destroy(a), 0);
+	cr_assert_eq(ops->destroy(b), 0);
+}
+
+Test(udp, op_table_full_is_eagain)
+{
+	struct urpc_tp *a = mk(), *b = mk();
+	struct urpc_tp_peer *p = peer_of(a, b);
+	struct urpc_tp_mr ma, mb;
+	static uint8_t la[64], rb[64];
+	struct urpc_tp_comp c[16];
+	unsigned posted = 0, done = 0;
+	uint64_t end;
+	int ret;
+
+	cr_assert_eq(ops->reg_mem(a, la, sizeof(la), 0, &ma), 0);
+	cr_assert_eq(ops->reg_mem(b, rb, sizeof(rb), URPC_TP_ACCESS_REMOTE_READ, &mb), 0);
+	while ((ret = ops->post_read(a, p, la, &ma, (uintptr_t)rb, mb.rkey, 8, posted)) == 0)
+		cr_assert_lt(++posted, 100000);
+	cr_assert_eq(ret, -EAGAIN);
+	cr_assert_gt(posted, 0);
+	for (end = urpc__now_ns() + 2000 * MS; done < posted && urpc__now_ns() < end;) {
+		int n = ops->poll_completions(a, c, 16);
+
+		for (int i = 0; i < n; i++)
+			cr_assert_eq(c[i].status, 0);
+		done += (unsigned)(n > 0 ? n : 0);
+		serve(b);
+	}
+	cr_assert_eq(done, posted);
+	ops->dereg_mem(a, &ma);
+	ops->dereg_mem(b, &mb);
+	ops->release_peer(a, p);
+	cr_assert_eq(ops->destroy(a), 0);
+	cr_assert_eq(ops->destroy(b), 0);
+}
+
+Test(udp, malformed_datagrams_are_dropped_and_counted)
+{
+	struct urpc_tp *b = mk();
+	struct sockaddr_in dst = {.sin_family = AF_INET};
+	uint8_t ep[URPC_TP_EP_MAX], pkt[64];
+	struct urpc_tp_rx rx[8];
+	unsigned i, got = 0;
+	uint64_t end;
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	/* magic 0x7055, version 1, type, op id, chunk, status: little-endian */
+	static const uint8_t good[16] = {0x55, 0x70, 1, 1};
+	struct {
+		const char *what;
+		size_t len;
+		uint8_t off, val; /* patch applied to @good */
+		uint8_t type, op; /* then header byte 3 and op id byte 4 */
+	} bad[] = {
+		{"too short", 3, 0, 0x55, 1, 0},
+		{"bad magic", 16, 0, 0x56, 1, 0},
+		{"bad version", 16, 2, 9, 1, 0},
+		{"unknown type", 16, 0, 0x55, 0x7f, 0},
+		{"type zero", 16, 0, 0x55, 0, 0},
+		{"short RD_REQ", 20, 0, 0x55, 2, 0},
+		{"short WR_DATA", 16, 0, 0x55, 4, 0},
+		{"NAK for op 99", 16, 0, 0x55, 6, 99},
+		{"RD_DATA for op 200", 40, 0, 0x55, 3, 200},
+	};
+
+	cr_assert_geq(fd, 0);
+	ops->get_endpoint(b, ep);
+	memcpy(&dst.sin_addr.s_addr, ep + 2, 4);
+	memcpy(&dst.sin_port, ep + 6, 2);
+	for (i = 0; i < URPC_ARRAY_SIZE(bad); i++) {
+		memset(pkt, 0, sizeof(pkt));
+		memcpy(pkt, good, sizeof(good));
+		pkt[3] = bad[i].type;
+		pkt[4] = bad[i].op;
+		pkt[bad[i].off] = bad[i].val;
+		cr_assert_eq(sendto(fd, pkt, bad[i].len, 0, (struct sockaddr *)&dst, sizeof(dst)),
+			     (ssize_t)bad[i].len, "%s", bad[i].what);
+	}
+	/* then one well-formed DATA datagram with a 4-byte payload */
+	memset(pkt, 0, sizeof(pkt));
+	memcpy(pkt, good, sizeof(good));
+	memcpy(pkt + 16, "ok!", 4);
+	cr_assert_eq(sendto(fd, pkt, 20, 0, (struct sockaddr *)&dst, sizeof(dst)), 20);
+	for (end = urpc__now_ns() + 1000 * MS; !got && urpc__now_ns() < end;) {
+		int n = ops->rx_burst(b, rx, 8);
+
+		if (n > 0) {
+			got = (unsigned)n;
+			cr_assert_eq(n, 1, "only the good datagram is delivered: %d, bad %llu", n,
+				     (unsigned long long)b->stats.rx_drop_bad);
+			cr_assert_eq(rx[0].len, 4);
+			cr_assert_str_eq((const char *)rx[0].buf, "ok!");
+			ops->rx_release(b, rx, 1);
+		}
+	}
+	cr_assert_eq(got, 1);
+	cr_assert_eq(b->stats.rx_drop_bad, URPC_ARRAY_SIZE(bad));
+	cr_assert_eq(b->stats.rx_pkts, 1);
+	close(fd);
+	cr_assert_eq(ops->destroy(b), 0);
+}
