@@ -81,6 +81,13 @@ URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_typ
 		return -EMSGSIZE;
 	if (unlikely(s->state != URPC_SESS_CONNECTED && s->state != URPC_SESS_CONNECTING))
 		return -ECONNRESET;
+	/*
+	 * Inside a callback, now is this loop pass's time; from outside the
+	 * loop it may be stale by the application's idle time, which would
+	 * shorten the deadline and fire the first retransmission early.
+	 */
+	if (!rpc->in_cb)
+		rpc->now = rpc->clock(rpc->clock_arg);
 	if (timeout_ms)
 		deadline = rpc->now + (uint64_t)timeout_ms * 1000000;
 
