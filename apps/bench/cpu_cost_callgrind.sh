@@ -1,0 +1,90 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# Instructions per RPC (client and server together) of urpc-cpu-cost,
+# measured with callgrind.
+#
+# The program runs twice, with N1 and N2 RPCs. Setup and teardown (Nexus,
+# Rpcs, buffers, connect) cost the same in both runs, so
+#     (instructions(N2) - instructions(N1)) / (N2 - N1)
+# is the cost of one RPC alone. Both threads of the process are counted;
+# the Nexus's session-management thread is idle during the RPCs.
+#
+# Usage: cpu_cost_callgrind.sh [BINARY]
+#   BINARY  urpc-cpu-cost (default: next to this script, else in build/)
+# Environment: N1 (default 20000), N2 (default 120000), WINDOW (default 8),
+#              VALGRIND (default valgrind).
+set -eu
+
+N1=${N1:-20000}
+N2=${N2:-120000}
+WINDOW=${WINDOW:-8}
+VALGRIND=${VALGRIND:-valgrind}
+here=$(cd "$(dirname "$0")" && pwd)
+
+usage() {
+	sed -n '4,16p' "$0" | sed 's/^# \{0,1\}//'
+}
+if [ $# -gt 1 ]; then
+	usage >&2
+	exit 2
+fi
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+	usage
+	exit 0
+fi
+
+bin=${1:-}
+if [ -z "$bin" ]; then
+	for c in "$here/urpc-cpu-cost" "$here/../../build/apps/bench/urpc-cpu-cost"; do
+		if [ -x "$c" ]; then
+			bin=$c
+			break
+		fi
+	done
+fi
+if [ -z "$bin" ] || [ ! -x "$bin" ]; then
+	echo "cpu_cost_callgrind.sh: urpc-cpu-cost not found; build it or pass its path" >&2
+	exit 2
+fi
+if ! command -v "$VALGRIND" >/dev/null 2>&1; then
+	echo "cpu_cost_callgrind.sh: $VALGRIND not found (apt-get install valgrind)" >&2
+	exit 2
+fi
+if [ "$N2" -le "$N1" ]; then
+	echo "cpu_cost_callgrind.sh: N2 ($N2) must be larger than N1 ($N1)" >&2
+	exit 2
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# Total instructions (Ir) of one run, from callgrind's "totals:" line.
+measure() {
+	out="$tmp/callgrind.$1.out"
+	if ! "$VALGRIND" --tool=callgrind --callgrind-out-file="$out" \
+		"$bin" --count "$1" --window "$WINDOW" >"$tmp/log.$1" 2>&1; then
+		echo "cpu_cost_callgrind.sh: run with --count $1 failed:" >&2
+		cat "$tmp/log.$1" >&2
+		exit 1
+	fi
+	grep -q "retransmitted 0;" "$tmp/log.$1" ||
+		echo "cpu_cost_callgrind.sh: warning: retransmissions in the run of $1 RPCs" >&2
+	total=$(sed -n 's/^totals: *\([0-9]*\).*/\1/p' "$out" | head -n 1)
+	[ -n "$total" ] || total=$(sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$out" | head -n 1)
+	if [ -z "$total" ]; then
+		echo "cpu_cost_callgrind.sh: no instruction total in $out" >&2
+		exit 1
+	fi
+	echo "$total"
+}
+
+i1=$(measure "$N1")
+i2=$(measure "$N2")
+echo "urpc-cpu-cost under callgrind, window $WINDOW:"
+echo "  $N1 RPCs: $i1 instructions"
+echo "  $N2 RPCs: $i2 instructions"
+awk -v i1="$i1" -v i2="$i2" -v n1="$N1" -v n2="$N2" 'BEGIN {
+	printf "  instructions per RPC (client + server): %.0f\n", (i2 - i1) / (n2 - n1)
+	printf "  setup and teardown: %.0f instructions\n", i1 - n1 * (i2 - i1) / (n2 - n1)
+}'
