@@ -26,7 +26,7 @@ static inline void send_req(struct urpc_rpc *rpc, struct urpc_session *s, struct
 	struct urpc_msgbuf *req = sl->req;
 
 	urpc__rpc_tx_push(rpc, s->peer, hdr_of(req), req->buf, (uint32_t)req->data_size);
-	sl->tx_ns = rpc->now;
+	sl->tx_ns = rpc->in_loop ? rpc->now : 0; /* 0: stamped by the next scan */
 }
 
 /* Put a request into free slot @i and send it. */
@@ -82,14 +82,15 @@ URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_typ
 	if (unlikely(s->state != URPC_SESS_CONNECTED && s->state != URPC_SESS_CONNECTING))
 		return -ECONNRESET;
 	/*
-	 * Inside a callback, now is this loop pass's time; from outside the
-	 * loop it may be stale by the application's idle time, which would
-	 * shorten the deadline and fire the first retransmission early.
+	 * Inside the loop, now is this pass's time. Outside it, now may be
+	 * stale by the application's idle time: a deadline then reads the
+	 * clock, and the send time is stamped by the next timer scan.
 	 */
-	if (!rpc->in_cb)
-		rpc->now = rpc->clock(rpc->clock_arg);
-	if (timeout_ms)
+	if (timeout_ms) {
+		if (!rpc->in_loop)
+			rpc->now = rpc->clock(rpc->clock_arg);
 		deadline = rpc->now + (uint64_t)timeout_ms * 1000000;
+	}
 
 	if (likely(s->state == URPC_SESS_CONNECTED && s->free_mask && s->credits &&
 		   s->wq_head == s->wq_tail)) {
@@ -193,6 +194,10 @@ void urpc__dp_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 			complete(rpc, s, sl, -ETIMEDOUT);
 			if (rpc->sessions[num] != s || s->state != URPC_SESS_CONNECTED)
 				return;
+			continue;
+		}
+		if (unlikely(!sl->tx_ns)) {
+			sl->tx_ns = rpc->now;
 			continue;
 		}
 		if (rpc->now - sl->tx_ns >= sl->rto_ns) {

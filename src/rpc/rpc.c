@@ -271,13 +271,6 @@ void urpc__rpc_tx_push(struct urpc_rpc *rpc, struct urpc_tp_peer *peer, const vo
 	t->data_lkey = 0;
 }
 
-struct urpc_session *urpc__rpc_session(struct urpc_rpc *rpc, int num)
-{
-	if (num < 0 || (uint32_t)num >= rpc->hi_session)
-		return NULL;
-	return rpc->sessions[num];
-}
-
 /* ---- the event loop ---- */
 
 static void scan_timers(struct urpc_rpc *rpc)
@@ -304,6 +297,7 @@ static void loop_once(struct urpc_rpc *rpc)
 	int n, i;
 
 	rpc->now = rpc->clock(rpc->clock_arg);
+	rpc->in_loop = true;
 
 	while (urpc__sm_queue_pop(rpc->smq, &pkt)) {
 		rpc->st.sm_pkts_rx++;
@@ -326,6 +320,7 @@ static void loop_once(struct urpc_rpc *rpc)
 		urpc__session_run_pending(rpc);
 	if (rpc->ntx)
 		urpc__rpc_tx_flush(rpc);
+	rpc->in_loop = false;
 }
 
 URPC_API int urpc_rpc_run_event_loop_once(struct urpc_rpc *rpc)

@@ -147,6 +147,7 @@ struct urpc_rpc {
 	uint32_t hi_session; /* one past the highest session number in use */
 	int in_cb;	     /* depth of user callbacks running */
 	bool have_pending;   /* some session has a pending_ev */
+	bool in_loop;	     /* inside loop_once: now is this pass's time */
 	uint64_t now;
 	urpc_clock_fn clock;
 	void *clock_arg;
@@ -169,7 +170,13 @@ static inline bool urpc__rpc_is_owner(const struct urpc_rpc *rpc)
 void urpc__rpc_tx_push(struct urpc_rpc *rpc, struct urpc_tp_peer *peer, const void *hdr,
 		       const void *data, uint32_t data_len);
 void urpc__rpc_tx_flush(struct urpc_rpc *rpc);
-struct urpc_session *urpc__rpc_session(struct urpc_rpc *rpc, int num);
+/* The session numbered @num, or NULL. */
+static inline struct urpc_session *urpc__rpc_session(struct urpc_rpc *rpc, int num)
+{
+	if (unlikely(num < 0 || (uint32_t)num >= rpc->hi_session))
+		return NULL;
+	return rpc->sessions[num];
+}
 
 /* ---- session.c ---- */
 void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p);

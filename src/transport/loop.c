@@ -74,6 +74,7 @@ struct loop_ep {
 	uint64_t polls;
 	/* fault switches for what this endpoint sends */
 	struct urpc_loop_faults faults;
+	bool faults_on; /* any switch set: the common case skips them all */
 	struct urpc_rand rng;
 	struct held held[LOOP_MAX_REORDER];
 	uint8_t *held_buf; /* LOOP_MAX_REORDER * mtu */
@@ -299,7 +300,7 @@ static void flush_held(struct loop_ep *ep)
 		release_held(ep, (uint32_t)urpc__rand_below(&ep->rng, ep->nheld));
 }
 
-static void send_one(struct loop_ep *ep, const struct urpc_tp_tx *t)
+static void send_faulty(struct loop_ep *ep, const struct urpc_tp_tx *t)
 {
 	const struct urpc_loop_faults *f = &ep->faults;
 	struct loop_ep *to = t->peer->ep;
@@ -346,8 +347,13 @@ static int loop_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsi
 			return -EMSGSIZE;
 	}
 	for (i = 0; i < n; i++) {
-		send_one(ep, &pkts[i]);
-		tp->stats.tx_bytes += pkts[i].hdr_len + pkts[i].data_len;
+		const struct urpc_tp_tx *t = &pkts[i];
+
+		if (unlikely(ep->faults_on))
+			send_faulty(ep, t);
+		else
+			deliver(ep, t->peer->ep, t->hdr, t->hdr_len, t->data, t->data_len);
+		tp->stats.tx_bytes += t->hdr_len + t->data_len;
 	}
 	tp->stats.tx_pkts += n;
 	return (int)n;
@@ -545,6 +551,7 @@ int urpc__loop_set_faults(struct urpc_tp *tp, const struct urpc_loop_faults *f)
 	ep = to_ep(tp);
 	flush_held(ep);
 	ep->faults = *f;
+	ep->faults_on = f->drop > 0 || f->dup > 0 || f->reorder || f->delay_polls;
 	return 0;
 }
 
