@@ -1,10 +1,26 @@
 #!/usr/bin/env bash
-# Build urpc and run its demo on the default transport, on a fresh Debian 12
-# machine (installs the packages it needs first). Extra arguments go to the
-# demo (see `build/release/apps/demo/urpc-demo --help`).
+# Build urpc and run its demos on the default transport, on a fresh Debian 12
+# machine (installs the packages it needs first):
+#   1. urpc-hello-server and urpc-hello-client: one RPC through the engine
+#      (Nexus, session, request, response) between two processes;
+#   2. urpc-demo: 100,000 datagram round trips and an 8 MiB one-sided
+#      READ/WRITE on the transport layer, verified byte by byte.
+# Extra arguments go to urpc-demo (see `build/release/apps/demo/urpc-demo --help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DURPC_BUILD_TESTS=OFF >/dev/null
 cmake --build build/release -j "$(nproc)"
-exec build/release/apps/demo/urpc-demo "$@"
+
+bin=build/release/apps
+port=$((32000 + $$ % 20000))
+echo "==== urpc-hello: one RPC between two processes ===="
+"$bin/hello/urpc-hello-server" --port "$port" --count 1 &
+server=$!
+trap 'kill $server 2>/dev/null || true' EXIT
+"$bin/hello/urpc-hello-client" --server "127.0.0.1:$port" --timeout 5000 urpc
+wait $server
+trap - EXIT
+
+echo "==== urpc-demo: the transport layer ===="
+exec "$bin/demo/urpc-demo" "$@"

@@ -5,6 +5,7 @@
 
 int main()
 {
-	std::printf("urpc %s via C++: %s\n", urpc_version(), urpc_transport_str(URPC_TRANSPORT_LOOP));
+	std::printf("urpc %s via C++: %s\n", urpc_version(),
+		    urpc_transport_str(URPC_TRANSPORT_LOOP));
 	return 0;
 }
