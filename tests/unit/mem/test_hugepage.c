@@ -36,11 +36,17 @@ static int write_nr_hugepages(long n)
 	return ok ? 0 : -EIO;
 }
 
-/* Reserve @want free hugepages for this test; returns the old setting or skips. */
+/*
+ * Reserve @want free hugepages for this test; returns the old setting or
+ * skips. Other test binaries run at the same time (ctest -j) and take
+ * hugepages for their rings and pools while the reservation lasts, so
+ * reserve a generous margin beyond what the test itself maps.
+ */
 static long reserve_or_skip(long want)
 {
 	long old = read_nr_hugepages();
 
+	want += 64;
 	if (geteuid() != 0)
 		cr_skip_test("not root: cannot reserve hugepages in /proc/sys/vm/nr_hugepages");
 	if (old < 0 || urpc__hp_page_size() == 0)
