@@ -250,27 +250,6 @@ void urpc__rpc_tx_flush(struct urpc_rpc *rpc)
 	rpc->ntx = (n < 0) ? 0 : rpc->ntx - done;
 }
 
-void urpc__rpc_tx_push(struct urpc_rpc *rpc, struct urpc_tp_peer *peer, const void *hdr,
-		       const void *data, uint32_t data_len)
-{
-	struct urpc_tp_tx *t;
-
-	if (unlikely(rpc->ntx == URPC_TX_BATCH)) {
-		urpc__rpc_tx_flush(rpc);
-		if (rpc->ntx == URPC_TX_BATCH) {
-			rpc->ntx = 0; /* the transport is stuck: drop; retransmission recovers */
-		}
-	}
-	t = &rpc->tx[rpc->ntx++];
-	t->peer = peer;
-	t->hdr = hdr;
-	t->hdr_len = sizeof(struct urpc_pkthdr);
-	t->hdr_lkey = 0;
-	t->data = data;
-	t->data_len = data_len;
-	t->data_lkey = 0;
-}
-
 /* ---- the event loop ---- */
 
 static void scan_timers(struct urpc_rpc *rpc)

@@ -166,10 +166,30 @@ static inline bool urpc__rpc_is_owner(const struct urpc_rpc *rpc)
 }
 
 /* ---- rpc.c ---- */
-/* Queue one datagram for the next tx_burst; flushes when the batch is full. */
-void urpc__rpc_tx_push(struct urpc_rpc *rpc, struct urpc_tp_peer *peer, const void *hdr,
-		       const void *data, uint32_t data_len);
 void urpc__rpc_tx_flush(struct urpc_rpc *rpc);
+
+/*
+ * Queue the datagram @hdr + @data_len payload bytes that follow it for the
+ * next tx_burst; flushes when the batch is full. The bytes must stay
+ * unchanged until the transport is done with them (see tx_flush).
+ */
+static inline void urpc__rpc_tx_push(struct urpc_rpc *rpc, struct urpc_tp_peer *peer,
+				     const struct urpc_pkthdr *hdr, uint32_t data_len)
+{
+	struct urpc_tp_tx *t;
+
+	if (unlikely(rpc->ntx == URPC_TX_BATCH)) {
+		urpc__rpc_tx_flush(rpc);
+		if (rpc->ntx == URPC_TX_BATCH)
+			rpc->ntx = 0; /* the transport is stuck: drop; retransmission recovers */
+	}
+	t = &rpc->tx[rpc->ntx++];
+	t->peer = peer;
+	t->hdr = hdr;
+	t->hdr_len = (uint32_t)sizeof(*hdr) + data_len;
+	t->data_len = 0;
+}
+
 /* The session numbered @num, or NULL. */
 static inline struct urpc_session *urpc__rpc_session(struct urpc_rpc *rpc, int num)
 {

@@ -252,9 +252,14 @@ static void loop_release_peer(struct urpc_tp *tp, struct urpc_tp_peer *peer)
 	free(peer);
 }
 
-/* Copy one datagram into @to's ring (or drop it when the ring is full). */
-static void deliver(struct loop_ep *from, struct loop_ep *to, const void *a, uint32_t alen,
-		    const void *b, uint32_t blen)
+/*
+ * Copy one datagram into @to's ring (or drop it when the ring is full).
+ * Always inlined into the send loop: callgrind showed the call itself at a
+ * quarter of this function's cost on the cpu_cost benchmark.
+ */
+static inline __attribute__((always_inline)) void deliver(struct loop_ep *from, struct loop_ep *to,
+							  const void *a, uint32_t alen,
+							  const void *b, uint32_t blen)
 {
 	struct rx_entry *e;
 	uint32_t idx;
