@@ -22,6 +22,10 @@
 
 #include <urpc/urpc.h>
 
+#include "../common/cli.h"
+
+#define PROG "urpc-cpu-cost"
+
 #define MSG_SIZE 32
 #define REQ_TYPE 1
 #define SRV_ID 1
@@ -76,23 +80,6 @@ static void usage(FILE *f)
 		MSG_SIZE, MSG_SIZE, MAX_WINDOW);
 }
 
-static int parse_ulong(const char *s, const char *what, unsigned long min, unsigned long max,
-		       unsigned long *out)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
-		fprintf(stderr, "urpc-cpu-cost: %s must be an integer from %lu to %lu, got '%s'\n",
-			what, min, max, s);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
@@ -109,11 +96,13 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	while ((c = getopt_long(argc, argv, "n:w:h", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
-			if (parse_ulong(optarg, "--count", 1, 4000000000ul, &o->count))
+			if (urpc_app_parse_ulong(PROG, optarg, "--count", 1, 4000000000ul,
+						 &o->count))
 				return 2;
 			break;
 		case 'w':
-			if (parse_ulong(optarg, "--window", 1, MAX_WINDOW, &o->window))
+			if (urpc_app_parse_ulong(PROG, optarg, "--window", 1, MAX_WINDOW,
+						 &o->window))
 				return 2;
 			break;
 		case 'h':

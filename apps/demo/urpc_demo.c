@@ -13,6 +13,10 @@
 
 #include <urpc/urpc.h>
 
+#include "../common/cli.h"
+
+#define PROG "urpc-demo"
+
 #include "transport/transport.h"
 #include "util/log.h"
 
@@ -41,22 +45,6 @@ static void usage(FILE *f)
 		"Exit status: 0 on success, 1 on a failed transfer or verification, 2 on bad usage.\n");
 }
 
-static int parse_ulong(const char *s, const char *what, unsigned long max, unsigned long *out)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || v > max || s[0] == '-') {
-		fprintf(stderr, "urpc-demo: %s must be an integer from 0 to %lu, got '%s'\n", what,
-			max, s);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	static const struct option lopts[] = {{"transport", required_argument, NULL, 't'},
@@ -83,15 +71,16 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			}
 			break;
 		case 'n':
-			if (parse_ulong(optarg, "--count", 1000000000ul, &o->count))
+			if (urpc_app_parse_ulong(PROG, optarg, "--count", 0, 1000000000ul,
+						 &o->count))
 				return 2;
 			break;
 		case 's':
-			if (parse_ulong(optarg, "--size", 65536, &o->size))
+			if (urpc_app_parse_ulong(PROG, optarg, "--size", 0, 65536, &o->size))
 				return 2;
 			break;
 		case 'b':
-			if (parse_ulong(optarg, "--bulk", 1024, &o->bulk_mib))
+			if (urpc_app_parse_ulong(PROG, optarg, "--bulk", 0, 1024, &o->bulk_mib))
 				return 2;
 			break;
 		case 'h':

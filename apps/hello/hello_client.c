@@ -14,6 +14,10 @@
 
 #include <urpc/urpc.h>
 
+#include "../common/cli.h"
+
+#define PROG "urpc-hello-client"
+
 #define HELLO_REQ_TYPE 1
 #define HELLO_CLIENT_RPC_ID 0
 
@@ -49,23 +53,6 @@ static void usage(FILE *f)
 		"timeout, ...), 2 on bad usage.\n");
 }
 
-static int parse_ulong(const char *s, const char *what, unsigned long max, unsigned long *out)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v > max) {
-		fprintf(stderr,
-			"urpc-hello-client: %s must be an integer from 0 to %lu, got '%s'\n", what,
-			max, s);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
@@ -92,7 +79,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			o->server = optarg;
 			break;
 		case 'r':
-			if (parse_ulong(optarg, "--rpc-id", 255, &o->rpc_id))
+			if (urpc_app_parse_ulong(PROG, optarg, "--rpc-id", 0, 255, &o->rpc_id))
 				return 2;
 			break;
 		case 'b':
@@ -109,7 +96,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			o->kind_set = true;
 			break;
 		case 'T':
-			if (parse_ulong(optarg, "--timeout", 3600000, &o->timeout_ms))
+			if (urpc_app_parse_ulong(PROG, optarg, "--timeout", 0, 3600000,
+						 &o->timeout_ms))
 				return 2;
 			if (!o->timeout_ms) {
 				fprintf(stderr,

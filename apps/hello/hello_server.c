@@ -16,6 +16,10 @@
 
 #include <urpc/urpc.h>
 
+#include "../common/cli.h"
+
+#define PROG "urpc-hello-server"
+
 #define HELLO_REQ_TYPE 1
 #define HELLO_RPC_ID 0
 
@@ -55,23 +59,6 @@ static void usage(FILE *f)
 		HELLO_RPC_ID);
 }
 
-static int parse_ulong(const char *s, const char *what, unsigned long max, unsigned long *out)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v > max) {
-		fprintf(stderr,
-			"urpc-hello-server: %s must be an integer from 0 to %lu, got '%s'\n", what,
-			max, s);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
@@ -95,7 +82,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			o->host = optarg;
 			break;
 		case 'p':
-			if (parse_ulong(optarg, "--port", 65535, &o->port))
+			if (urpc_app_parse_ulong(PROG, optarg, "--port", 0, 65535, &o->port))
 				return 2;
 			break;
 		case 't':
@@ -109,7 +96,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			o->kind_set = true;
 			break;
 		case 'n':
-			if (parse_ulong(optarg, "--count", 1000000000ul, &o->count))
+			if (urpc_app_parse_ulong(PROG, optarg, "--count", 0, 1000000000ul,
+						 &o->count))
 				return 2;
 			break;
 		case 'h':
