@@ -267,9 +267,14 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
  * continuations run once with -ECONNRESET, inside this call since the loop
  * will not run again), then frees everything.
  *
+ * Ownership: buffers lent to pending requests come back to their
+ * continuations, which may free them; buffers still allocated after that are
+ * released with the Rpc and must not be used again.
+ *
  * @return 0; -EPERM (not the owner thread); -EBUSY (called from inside one of
- *         the Rpc's callbacks, or message buffers allocated from it are
- *         still out: free them first; nothing is destroyed).
+ *         the Rpc's callbacks, or the application still holds message buffers
+ *         that are not lent to a pending request: free them first; nothing
+ *         is destroyed).
  */
 URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc);
 

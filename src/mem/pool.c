@@ -111,15 +111,20 @@ static void chunk_release(struct urpc_pool *p, struct chunk *c)
 	free(c);
 }
 
-int urpc__pool_destroy(struct urpc_pool *p)
+void urpc__pool_destroy_all(struct urpc_pool *p)
 {
 	if (!p)
-		return 0;
-	if (p->st.bufs_out)
-		return -EBUSY;
+		return;
 	while (p->chunks)
 		chunk_release(p, p->chunks);
 	free(p);
+}
+
+int urpc__pool_destroy(struct urpc_pool *p)
+{
+	if (p && p->st.bufs_out)
+		return -EBUSY;
+	urpc__pool_destroy_all(p);
 	return 0;
 }
 

@@ -74,6 +74,12 @@ int urpc__pool_create(const struct urpc_pool_opts *o, struct urpc_pool **out);
 int urpc__pool_destroy(struct urpc_pool *p);
 
 /*
+ * Destroy a pool even though buffers are still allocated: they become
+ * invalid. For an owner that is going away (an Rpc being destroyed).
+ */
+void urpc__pool_destroy_all(struct urpc_pool *p);
+
+/*
  * Allocate a buffer with capacity for at least @size data bytes and
  * data_size = @size. 0, -EINVAL (size 0 or above max_buf), or -ENOMEM (the
  * max_bytes cap, or mapping/registration failed). @mb is untouched on error.

@@ -132,9 +132,33 @@ out_free:
 	return ret;
 }
 
+/* Message buffers lent to the engine by pending client requests. */
+static size_t lent_bufs(const struct urpc_rpc *rpc)
+{
+	size_t n = 0;
+	uint32_t i, j;
+
+	for (i = 0; i < rpc->hi_session; i++) {
+		const struct urpc_session *s = rpc->sessions[i];
+
+		if (!s || s->role != URPC_ROLE_CLIENT)
+			continue;
+		for (j = 0; j < URPC_SESSION_SLOTS; j++)
+			if (s->slots[j].busy)
+				n += 1 + (s->slots[j].resp != s->slots[j].req);
+		for (j = s->wq_head; j != s->wq_tail; j++) {
+			const struct urpc_waiting_req *w = &s->waitq[j % URPC_SESSION_WAITQ];
+
+			n += 1 + (w->resp != w->req);
+		}
+	}
+	return n;
+}
+
 URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 {
 	struct urpc_pool_stats ps;
+	size_t owned;
 	uint32_t i;
 	int ret;
 
@@ -144,10 +168,15 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 		return -EPERM;
 	if (rpc->in_cb)
 		return -EBUSY;
+	/*
+	 * Buffers the application holds must be freed first; buffers lent to
+	 * pending requests come back through their continuations below.
+	 */
 	urpc__pool_get_stats(rpc->pool, &ps);
-	if (ps.bufs_out != rpc->internal_bufs) {
+	owned = ps.bufs_out - rpc->internal_bufs - lent_bufs(rpc);
+	if (owned) {
 		URPC_ERR(rpc->id, "%zu message buffers are still allocated: free them first",
-			 ps.bufs_out - rpc->internal_bufs);
+			 owned);
 		return -EBUSY;
 	}
 
@@ -166,9 +195,13 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 	rpc->tp->ops->tx_flush(rpc->tp);
 
 	urpc__nexus_detach_rpc(rpc->nx, rpc->id);
-	ret = urpc__pool_destroy(rpc->pool);
-	if (ret)
-		URPC_ERR(rpc->id, "message buffers allocated in continuations were not freed");
+	urpc__pool_get_stats(rpc->pool, &ps);
+	if (ps.bufs_out)
+		URPC_WARN(rpc->id,
+			  "%zu message buffers were not freed by their continuations; "
+			  "they are released with the Rpc",
+			  ps.bufs_out);
+	urpc__pool_destroy_all(rpc->pool);
 	ret = rpc->tp->ops->destroy(rpc->tp);
 	if (ret)
 		URPC_ERR(rpc->id, "transport destroy failed: %s", urpc_strerror(ret));

@@ -392,3 +392,65 @@ Test(protocol, late_handler_registration_is_refused)
 	cr_assert_eq(urpc_nexus_destroy(e.nx), -EBUSY, "Rpcs still exist");
 	env_down(&e);
 }
+
+struct owned_call {
+	struct urpc_msgbuf req, resp;
+	struct call c;
+	bool free_in_cont;
+};
+
+static void freeing_cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
+{
+	struct owned_call *oc = tag;
+
+	oc->c.runs++;
+	oc->c.status = status;
+	if (oc->free_in_cont) {
+		cr_assert_eq(urpc_msgbuf_free(rpc, &oc->req), 0);
+		cr_assert_eq(urpc_msgbuf_free(rpc, &oc->resp), 0);
+	}
+}
+
+/* Destroy with requests in flight: their buffers come back to the continuations. */
+static void destroy_in_flight(bool free_in_cont)
+{
+	struct owned_call oc[3];
+	struct urpc_msgbuf held;
+	struct env e;
+	int i;
+
+	env_up(&e);
+	memset(oc, 0, sizeof(oc));
+	for (i = 0; i < 3; i++) {
+		oc[i].free_in_cont = free_in_cont;
+		cr_assert_eq(urpc_msgbuf_alloc(e.cli, 8, &oc[i].req), 0);
+		cr_assert_eq(urpc_msgbuf_alloc(e.cli, 64, &oc[i].resp), 0);
+		cr_assert_eq(urpc_req_enqueue(e.cli, e.sess, T_DEFER, &oc[i].req, &oc[i].resp,
+					      freeing_cont, &oc[i], 0),
+			     0);
+	}
+	pump_n(&e, 50);
+	/* A buffer the application holds blocks the destroy. */
+	cr_assert_eq(urpc_msgbuf_alloc(e.cli, 8, &held), 0);
+	cr_assert_eq(urpc_rpc_destroy(e.cli), -EBUSY);
+	cr_assert_eq(oc[0].c.runs, 0, "a refused destroy changes nothing");
+	cr_assert_eq(urpc_msgbuf_free(e.cli, &held), 0);
+
+	cr_assert_eq(urpc_rpc_destroy(e.cli), 0);
+	for (i = 0; i < 3; i++) {
+		cr_assert_eq(oc[i].c.runs, 1);
+		cr_assert_eq(oc[i].c.status, -ECONNRESET);
+	}
+	cr_assert_eq(urpc_rpc_destroy(e.srv), 0);
+	cr_assert_eq(urpc_nexus_destroy(e.nx), 0);
+}
+
+Test(protocol, destroy_with_requests_in_flight)
+{
+	destroy_in_flight(true);
+}
+
+Test(protocol, destroy_releases_buffers_continuations_kept)
+{
+	destroy_in_flight(false);
+}
