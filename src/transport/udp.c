@@ -28,6 +28,12 @@
  * key, access and bounds of [raddr, raddr + len) on every chunk and keeps
  * no per-peer state.
  *
+ * Endpoint bytes (UDP_EP_LEN): kind (URPC_TRANSPORT_UDP), UDP_EP_VERSION,
+ * IPv4 address and port (network order), a random nonce, and max_dgram
+ * (u32 little-endian): the largest datagram the endpoint receives whole.
+ * A requester cuts one-sided chunks so that WR_DATA fits the peer's
+ * max_dgram, and RD_DATA (sized by the requester) fits its own ring.
+ *
  * Threads: an endpoint belongs to the thread that created it.
  */
 #define _GNU_SOURCE /* sendmmsg, recvmmsg; must precede every include */
@@ -53,11 +59,13 @@
 
 #define UDP_MAGIC 0x7055u /* "Up" on the wire */
 #define UDP_VERSION 1
-#define UDP_EP_VERSION 1
-#define UDP_EP_LEN 12		   /* kind, version, addr[4], port[2], nonce[4] */
-#define UDP_MAX_DGRAM 65507u	   /* largest IPv4 UDP payload */
-#define UDP_DEFAULT_DGRAM 1472u	   /* Ethernet MTU less IPv4 and UDP headers */
-#define UDP_MIN_MTU 64u		   /* leaves room for the one-sided headers */
+#define UDP_EP_VERSION 2
+#define UDP_EP_LEN 16		/* kind, version, addr[4], port[2], nonce[4], max_dgram[4] */
+#define UDP_MAX_DGRAM 65507u	/* largest IPv4 UDP payload */
+#define UDP_DEFAULT_DGRAM 1472u /* Ethernet MTU less IPv4 and UDP headers */
+#define UDP_MIN_MTU 64u		/* leaves room for the one-sided headers */
+/* smallest max_dgram a peer may advertise: a header and the least mtu */
+#define UDP_MIN_DGRAM ((uint32_t)sizeof(struct udp_hdr) + UDP_MIN_MTU)
 #define UDP_SOCKBUF (4u << 20)	   /* SO_RCVBUF/SO_SNDBUF asked for */
 #define UDP_MAX_DEPTH 65536u	   /* largest rq_depth/sq_depth */
 #define UDP_RX_BATCH 64u	   /* datagrams per recvmmsg() */
@@ -104,6 +112,7 @@ static_assert(URPC_IS_POW2(UDP_OS_OPS), "op table size is a power of two");
 struct urpc_tp_peer {
 	struct sockaddr_in sa;
 	uint32_t nonce;
+	uint32_t chunk_size; /* one-sided payload per datagram to this peer */
 	struct urpc_tp_peer *next;
 	struct urpc_tp_peer *prev;
 };
@@ -140,6 +149,7 @@ struct udp_op {
 	uint32_t rkey;
 	uint64_t len;
 	uint64_t wr_id;
+	uint32_t chunk_size; /* the smaller of ours and what the peer receives whole */
 	uint32_t nchunks;
 	uint32_t base;
 	uint32_t next;
@@ -398,6 +408,7 @@ static size_t udp_get_endpoint(struct urpc_tp *tp, uint8_t *buf)
 {
 	struct udp_tp *u = to_udp(tp);
 	struct in_addr a = u->local.sin_addr;
+	uint32_t max_dgram = (uint32_t)URPC_MIN(u->slot_size, (size_t)UDP_MAX_DGRAM);
 
 	/* a wildcard bind is reachable through loopback at least */
 	if (a.s_addr == htonl(INADDR_ANY))
@@ -407,6 +418,7 @@ static size_t udp_get_endpoint(struct urpc_tp *tp, uint8_t *buf)
 	memcpy(buf + 2, &a.s_addr, 4);		/* network order */
 	memcpy(buf + 6, &u->local.sin_port, 2); /* network order */
 	memcpy(buf + 8, &u->nonce, 4);		/* little-endian */
+	memcpy(buf + 12, &max_dgram, 4);	/* little-endian */
 	return UDP_EP_LEN;
 }
 
@@ -415,6 +427,7 @@ static int udp_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
 {
 	struct udp_tp *u = to_udp(tp);
 	struct urpc_tp_peer *p;
+	uint32_t max_dgram;
 
 	if (!ep || len != UDP_EP_LEN || ep[0] != (uint8_t)URPC_TRANSPORT_UDP ||
 	    ep[1] != UDP_EP_VERSION)
@@ -426,10 +439,15 @@ static int udp_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
 	memcpy(&p->sa.sin_addr.s_addr, ep + 2, 4);
 	memcpy(&p->sa.sin_port, ep + 6, 2);
 	memcpy(&p->nonce, ep + 8, 4);
-	if (p->sa.sin_port == 0 || p->sa.sin_addr.s_addr == htonl(INADDR_ANY)) {
+	memcpy(&max_dgram, ep + 12, 4);
+	if (p->sa.sin_port == 0 || p->sa.sin_addr.s_addr == htonl(INADDR_ANY) ||
+	    max_dgram < UDP_MIN_DGRAM || max_dgram > UDP_MAX_DGRAM) {
 		free(p);
 		return -EINVAL;
 	}
+	/* a WR_DATA chunk must arrive whole in the peer's receive slots */
+	p->chunk_size = URPC_MIN(u->chunk_size, max_dgram - (uint32_t)sizeof(struct udp_hdr) -
+							(uint32_t)sizeof(struct udp_ext));
 	p->next = u->peers;
 	if (u->peers)
 		u->peers->prev = p;
@@ -723,13 +741,13 @@ static inline uint32_t udp_op_id(const struct udp_tp *u, const struct udp_op *op
 /* Queue chunk @c of @op (first send or resend). */
 static void udp_op_send_chunk(struct udp_tp *u, struct udp_op *op, uint32_t c)
 {
-	uint64_t off = (uint64_t)c * u->chunk_size;
-	size_t clen = (size_t)URPC_MIN((uint64_t)u->chunk_size, op->len - off);
+	uint64_t off = (uint64_t)c * op->chunk_size;
+	size_t clen = (size_t)URPC_MIN((uint64_t)op->chunk_size, op->len - off);
 	struct udp_ext e = {
 		.raddr = op->raddr,
 		.len = op->len,
 		.rkey = op->rkey,
-		.chunk_size = u->chunk_size,
+		.chunk_size = op->chunk_size,
 	};
 
 	if (op->kind == URPC_TP_OP_READ)
@@ -799,7 +817,7 @@ static int udp_post(struct udp_tp *u, enum urpc_tp_op kind, struct urpc_tp_peer 
 	if (unlikely(!r || (uintptr_t)local < (uintptr_t)mr->addr || len > mr->len ||
 		     (uintptr_t)local - (uintptr_t)mr->addr > mr->len - len))
 		return -EINVAL;
-	nchunks = (len + u->chunk_size - 1) / u->chunk_size;
+	nchunks = (len + peer->chunk_size - 1) / peer->chunk_size;
 	if (unlikely(nchunks > UINT32_MAX))
 		return -EINVAL;
 	for (i = 0; i < UDP_OS_OPS; i++) {
@@ -822,6 +840,7 @@ static int udp_post(struct udp_tp *u, enum urpc_tp_op kind, struct urpc_tp_peer 
 	op->rkey = rkey;
 	op->len = len;
 	op->wr_id = wr_id;
+	op->chunk_size = peer->chunk_size;
 	op->nchunks = (uint32_t)nchunks;
 	op->base = 0;
 	op->next = 0;
@@ -930,8 +949,8 @@ static const char *udp_reply(struct udp_tp *u, const uint8_t *buf, uint32_t len,
 		return "reply type does not match the op";
 	if (c < op->base || c >= op->next)
 		return NULL;
-	off = (uint64_t)c * u->chunk_size;
-	clen = URPC_MIN((uint64_t)u->chunk_size, op->len - off);
+	off = (uint64_t)c * op->chunk_size;
+	clen = URPC_MIN((uint64_t)op->chunk_size, op->len - off);
 	if (unlikely(len != sizeof(*h) + (h->type == UDP_T_RD_DATA ? clen : 0)))
 		return "reply length mismatch";
 	if (op->done_mask & (1ull << (c - op->base)))

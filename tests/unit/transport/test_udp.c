@@ -124,6 +124,11 @@ Test(udp, resolve_rejects_garbage)
 	cr_assert_eq(ops->resolve_peer(a, bad, len, &p), -EINVAL, "foreign version");
 	memset(bad, 0xee, sizeof(bad));
 	cr_assert_eq(ops->resolve_peer(a, bad, len, &p), -EINVAL, "garbage");
+	memcpy(bad, ep, len);
+	memset(bad + 12, 0, 4);
+	cr_assert_eq(ops->resolve_peer(a, bad, len, &p), -EINVAL, "max datagram 0");
+	memset(bad + 12, 0xff, 4);
+	cr_assert_eq(ops->resolve_peer(a, bad, len, &p), -EINVAL, "max datagram above 64 KiB");
 	cr_assert_eq(ops->destroy(a), 0);
 }
 
@@ -313,6 +318,26 @@ Test(udp, read_and_write_8mib)
 	cr_assert_gt(b->stats.os_served, 0);
 	cr_assert_eq(ops->destroy(a), 0);
 	cr_assert_eq(ops->destroy(b), 0);
+}
+
+/*
+ * An endpoint with a 32 KiB mtu and one with the default: one-sided chunks
+ * must fit what the other side receives whole, in both directions.
+ */
+Test(udp, one_sided_between_different_mtus)
+{
+	struct urpc_tp_cfg cfg;
+	struct urpc_tp *big, *def = mk();
+
+	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_UDP);
+	cfg.mtu = 32u << 10;
+	big = mk_cfg(&cfg);
+	read_write_check(big, def, 1u << 20);
+	read_write_check(def, big, 1u << 20);
+	cr_assert_eq(big->stats.rx_drop_bad, 0);
+	cr_assert_eq(def->stats.rx_drop_bad, 0, "no truncated chunks");
+	cr_assert_eq(ops->destroy(big), 0);
+	cr_assert_eq(ops->destroy(def), 0);
 }
 
 Test(udp, read_and_write_survive_loss)
