@@ -20,5 +20,8 @@ install(FILES ${CMAKE_BINARY_DIR}/urpcConfig.cmake ${CMAKE_BINARY_DIR}/urpcConfi
   DESTINATION ${URPC_CMAKE_DIR})
 
 file(RELATIVE_PATH URPC_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
+if(URPC_HAVE_VERBS)
+  set(URPC_PC_VERBS_LIBS "-libverbs -lmlx5")
+endif()
 configure_file(cmake/urpc.pc.in ${CMAKE_BINARY_DIR}/urpc.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/urpc.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: MIT */
+/* The device layer of a build without libibverbs: no device exists. */
+#include <errno.h>
+
+#include "verbs_dev.h"
+
+bool urpc__verbs_built(void)
+{
+	return false;
+}
+
+int urpc__verbs_list_ports(struct urpc_verbs_port *out, int max)
+{
+	return 0;
+}
+
+int urpc__verbs_pick_port(const char *name, struct urpc_verbs_port *out)
+{
+	return -ENODEV;
+}

@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * urpc-info: what urpc finds on this machine: RDMA devices, ports, GIDs,
+ * hugepages, the CUDA driver, and the transport the default would pick.
+ * A diagnostic tool: it reads the library's internal device layer.
+ */
+#include <dlfcn.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <urpc/urpc.h>
+
+#include "mem/hugepage.h"
+#include "transport/verbs_dev.h"
+
+#define MAX_PORTS 64
+
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage: urpc-info [OPTIONS]\n"
+		   "\n"
+		   "Print what urpc finds on this machine: RDMA devices and ports (state,\n"
+		   "link layer, active MTU, LID, GID table with types, mlx5 direct-verbs\n"
+		   "support, NUMA node), hugepages, whether the CUDA driver loads, and the\n"
+		   "transport an Rpc with the default choice would use, and why.\n"
+		   "\n"
+		   "Options:\n"
+		   "  -d, --device NAME  report which port urpc would pick for NAME[:PORT]\n"
+		   "                     (default: URPC_DEVICE, else the first active port)\n"
+		   "  -h, --help         show this help\n"
+		   "\n"
+		   "Exit status: 0, or 2 on bad usage.\n");
+}
+
+static void print_ports(const struct urpc_verbs_port *ports, int n)
+{
+	int i;
+	unsigned g;
+
+	for (i = 0; i < n; i++) {
+		const struct urpc_verbs_port *p = &ports[i];
+
+		printf("  %s port %u: %s, %s, active MTU %u, LID %u, mlx5dv %s, NUMA node %d\n",
+		       p->dev, p->port, p->state, p->link_layer, p->active_mtu, p->lid,
+		       p->mlx5 ? "yes" : "no", p->numa_node);
+		for (g = 0; g < p->ngids; g++)
+			printf("    GID %2u  %-8s %s%s\n", p->gids[g].index, p->gids[g].type,
+			       p->gids[g].text,
+			       (int)p->gids[g].index == p->gid_index ? "   <- urpc uses this" : "");
+		if (!p->ngids)
+			printf("    no GID entries\n");
+	}
+}
+
+static void print_hugepages(void)
+{
+	size_t hps = urpc__hp_page_size();
+	long total = -1, free_pages = -1;
+	char line[128];
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	if (f) {
+		while (fgets(line, sizeof(line), f)) {
+			sscanf(line, "HugePages_Total: %ld", &total);
+			sscanf(line, "HugePages_Free: %ld", &free_pages);
+		}
+		fclose(f);
+	}
+	if (!hps) {
+		printf("hugepages: not supported by this kernel; 4 KiB pages are used\n");
+		return;
+	}
+	printf("hugepages: %zu KiB pages, %ld reserved, %ld free%s\n", hps / 1024, total,
+	       free_pages,
+	       total > 0 ? ""
+			 : " (4 KiB pages are used; reserve some: echo 512 > "
+			   "/proc/sys/vm/nr_hugepages)");
+}
+
+static void print_cuda(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+
+	if (h) {
+		printf("CUDA driver: libcuda.so.1 loads\n");
+		dlclose(h);
+	} else {
+		printf("CUDA driver: not available (%s); GPU payloads are not possible here\n",
+		       dlerror());
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lopts[] = {{"device", required_argument, NULL, 'd'},
+					      {"help", no_argument, NULL, 'h'},
+					      {NULL, 0, NULL, 0}};
+	static struct urpc_verbs_port ports[MAX_PORTS];
+	struct urpc_verbs_port pick;
+	const char *device = NULL, *env = getenv("URPC_TRANSPORT");
+	int c, n, active = 0, i;
+
+	while ((c = getopt_long(argc, argv, "d:h", lopts, NULL)) != -1) {
+		switch (c) {
+		case 'd':
+			device = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "urpc-info: unexpected argument '%s' (see --help)\n", argv[optind]);
+		return 2;
+	}
+
+	printf("urpc %s\n", urpc_version());
+	if (!urpc__verbs_built()) {
+		printf("RDMA: this build has no verbs support (libibverbs was not found at build "
+		       "time)\n");
+		n = 0;
+	} else {
+		n = urpc__verbs_list_ports(ports, MAX_PORTS);
+		if (n < 0) {
+			printf("RDMA: listing devices failed: %s\n", urpc_strerror(n));
+			n = 0;
+		} else if (n == 0) {
+			printf("RDMA: no devices (no RDMA NIC, and no Soft-RoCE rxe device "
+			       "configured)\n");
+		} else {
+			printf("RDMA: %d port%s\n", n, n == 1 ? "" : "s");
+			if (n > MAX_PORTS)
+				n = MAX_PORTS;
+			print_ports(ports, n);
+		}
+	}
+	for (i = 0; i < n; i++)
+		active += ports[i].active;
+	print_hugepages();
+	print_cuda();
+
+	if (env && *env) {
+		printf("transport: %s (from URPC_TRANSPORT)\n", env);
+	} else if (active && urpc__verbs_pick_port(device, &pick) == 0) {
+		printf("transport: udp for now; port %s:%u (GID %d) is active and will be used by "
+		       "the verbs transport once it lands\n",
+		       pick.dev, pick.port, pick.gid_index);
+	} else {
+		printf("transport: udp (no active RDMA port)\n");
+	}
+	return 0;
+}
