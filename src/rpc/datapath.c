@@ -138,11 +138,16 @@ static void complete(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_s
 	urpc_cont_fn cont = sl->cont;
 	struct urpc_msgbuf *resp = sl->resp;
 	void *tag = sl->tag;
-	unsigned i = (unsigned)(sl - s->slots);
+	unsigned i = sl->idx;
 
-	if (unlikely(sl->retries)) {
-		/* A retransmitted copy may still be queued to the NIC. */
-		urpc__rpc_tx_flush(rpc);
+	if (unlikely(sl->retries || status)) {
+		/*
+		 * A copy of the request may still wait in the TX batch (a
+		 * retransmission, or a first send under back-pressure when the
+		 * deadline passed) or at the NIC: the buffer goes back to the
+		 * application now.
+		 */
+		urpc__rpc_tx_forget(rpc, hdr_of(sl->req), NULL);
 		rpc->tp->ops->tx_flush(rpc->tp);
 	}
 	sl->busy = false;
@@ -150,7 +155,7 @@ static void complete(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_s
 	sl->resp = NULL;
 	s->free_mask |= 1u << i;
 	s->credits++;
-	if (s->state == URPC_SESS_CONNECTED)
+	if (s->wq_head != s->wq_tail && s->state == URPC_SESS_CONNECTED)
 		urpc__dp_kick(rpc, s);
 	run_cont(rpc, cont, tag, status, resp);
 }
@@ -162,18 +167,24 @@ void urpc__dp_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status)
 
 	if (s->role != URPC_ROLE_CLIENT)
 		return;
-	urpc__rpc_tx_flush(rpc);
+	/* The buffers go back to the application: no copy may be sent later. */
+	for (i = 0; i < URPC_SESSION_SLOTS; i++)
+		if (s->slots[i].busy)
+			urpc__rpc_tx_forget(rpc, hdr_of(s->slots[i].req), NULL);
 	rpc->tp->ops->tx_flush(rpc->tp);
 	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
 		struct urpc_sslot *sl = &s->slots[i];
+		struct urpc_msgbuf *resp = sl->resp;
 		urpc_cont_fn cont = sl->cont;
 
 		if (!sl->busy)
 			continue;
 		sl->busy = false;
+		sl->req = NULL;
+		sl->resp = NULL;
 		s->free_mask |= 1u << i;
 		s->credits++;
-		run_cont(rpc, cont, sl->tag, status, sl->resp);
+		run_cont(rpc, cont, sl->tag, status, resp);
 		if (rpc->sessions[num] != s)
 			return;
 	}
@@ -185,6 +196,30 @@ void urpc__dp_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status)
 		if (rpc->sessions[num] != s)
 			return;
 	}
+}
+
+/*
+ * Requests still waiting for a slot expire too, wherever they sit in the
+ * queue. The queue is compacted (order kept) before any continuation runs,
+ * so continuations that enqueue again find it consistent. Timer scan only.
+ */
+static void expire_waiting(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	struct urpc_waiting_req done[URPC_SESSION_WAITQ];
+	uint32_t i, keep = s->wq_head, n = 0;
+
+	for (i = s->wq_head; i != s->wq_tail; i++) {
+		const struct urpc_waiting_req *w = &s->waitq[i & WAITQ_MASK];
+
+		if (w->deadline_ns && rpc->now >= w->deadline_ns)
+			done[n++] = *w;
+		else if (keep++ != i)
+			s->waitq[(keep - 1) & WAITQ_MASK] = *w;
+	}
+	s->wq_tail = keep;
+	/* Every one of them runs: they are out of the queue already. */
+	for (i = 0; i < n; i++)
+		run_cont(rpc, done[i].cont, done[i].tag, -ETIMEDOUT, done[i].resp);
 }
 
 void urpc__dp_timers(struct urpc_rpc *rpc, struct urpc_session *s)
@@ -214,19 +249,8 @@ void urpc__dp_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 			send_req(rpc, s, sl);
 		}
 	}
-	/* Requests still waiting for a slot can expire too. */
-	while (s->wq_head != s->wq_tail) {
-		struct urpc_waiting_req *w = &s->waitq[s->wq_head & WAITQ_MASK];
-		struct urpc_waiting_req copy;
-
-		if (!w->deadline_ns || rpc->now < w->deadline_ns)
-			break;
-		copy = *w;
-		s->wq_head++;
-		run_cont(rpc, copy.cont, copy.tag, -ETIMEDOUT, copy.resp);
-		if (rpc->sessions[num] != s)
-			return;
-	}
+	if (s->wq_head != s->wq_tail)
+		expire_waiting(rpc, s);
 }
 
 /* ---- receive ---- */
@@ -234,6 +258,19 @@ void urpc__dp_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 static void server_send_resp(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl)
 {
 	urpc__rpc_tx_push(rpc, s->peer, hdr_of(&sl->resp_mb), (uint32_t)sl->resp_mb.data_size);
+	sl->resp_epoch = rpc->tx_epoch;
+}
+
+/*
+ * Server slot @sl is about to take a new request: its stored response must
+ * not be rewritten while a copy of it may still be read for sending.
+ */
+static void server_retire_resp(struct urpc_rpc *rpc, struct urpc_sslot *sl)
+{
+	urpc__rpc_tx_forget(rpc, hdr_of(&sl->resp_mb), NULL);
+	if (sl->resent)
+		rpc->tp->ops->tx_flush(rpc->tp);
+	sl->resent = false;
 }
 
 static void server_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_pkthdr *h,
@@ -247,13 +284,28 @@ static void server_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct
 	if (unlikely(req_num <= sl->cur_req_num)) {
 		if (req_num == sl->cur_req_num && sl->srv_state != URPC_SRV_IDLE) {
 			rpc->st.dup_reqs++;
-			if (sl->srv_state == URPC_SRV_RESPONDED)
+			if (sl->srv_state == URPC_SRV_RESPONDED) {
 				server_send_resp(rpc, s, sl);
+				sl->resent = true;
+			}
 		} else {
 			rpc->st.drop_stale++;
 		}
 		return;
 	}
+	if (unlikely(sl->srv_state == URPC_SRV_IN_HANDLER)) {
+		/*
+		 * The client gave up on the slot's previous request (deadline)
+		 * while its handler has not answered yet. The handle the
+		 * application holds must keep naming that request: drop this
+		 * one; the client retransmits it, and it runs once the old
+		 * response is enqueued.
+		 */
+		rpc->st.drop_stale++;
+		return;
+	}
+	if (unlikely(sl->resp_epoch == rpc->tx_epoch || sl->resent))
+		server_retire_resp(rpc, sl);
 
 	sl->cur_req_num = req_num;
 	sl->srv_state = URPC_SRV_IN_HANDLER;
@@ -310,35 +362,46 @@ static void client_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct
 	complete(rpc, s, sl, st);
 }
 
+/*
+ * Count a datagram that failed the fast check of urpc__dp_rx, in the order
+ * of docs/ENGINE.md: a bad header first, else a bad session (unknown,
+ * wrong role, not connected, or wrong token).
+ */
+static void rx_drop(struct urpc_rpc *rpc, const struct urpc_pkthdr *h, uint32_t len)
+{
+	if (!urpc__pkthdr_ok(h, len))
+		rpc->st.drop_bad_hdr++;
+	else
+		rpc->st.drop_bad_session++;
+}
+
 void urpc__dp_rx(struct urpc_rpc *rpc, const uint8_t *buf, uint32_t len)
 {
 	const struct urpc_pkthdr *h = (const struct urpc_pkthdr *)(const void *)buf;
 	struct urpc_session *s;
 	uint32_t num;
 
-	if (unlikely(!urpc__pkthdr_ok(h, len))) {
+	if (unlikely(len < sizeof(*h))) {
 		rpc->st.drop_bad_hdr++;
 		return;
 	}
+	/*
+	 * One pass over every check: the first word holds magic, version and
+	 * packet type, and the session's rx_word also encodes its role. The
+	 * slow path (rx_drop) sorts a failure into its counter.
+	 */
 	num = le32toh(h->dest_session);
 	s = likely(num < rpc->hi_session) ? rpc->sessions[num] : NULL;
-	if (unlikely(!s || s->token != le64toh(h->token) || s->state != URPC_SESS_CONNECTED)) {
-		rpc->st.drop_bad_session++;
+	if (unlikely(!s || urpc__pkthdr_word(h) != s->rx_word ||
+		     le32toh(h->msg_size) != len - sizeof(*h) || s->token != le64toh(h->token) ||
+		     s->state != URPC_SESS_CONNECTED)) {
+		rx_drop(rpc, h, len);
 		return;
 	}
-	if (h->pkt_type == URPC_PKT_REQ) {
-		if (unlikely(s->role != URPC_ROLE_SERVER)) {
-			rpc->st.drop_bad_session++;
-			return;
-		}
+	if (s->role == URPC_ROLE_SERVER)
 		server_rx(rpc, s, h, buf + sizeof(*h), len - (uint32_t)sizeof(*h));
-	} else {
-		if (unlikely(s->role != URPC_ROLE_CLIENT)) {
-			rpc->st.drop_bad_session++;
-			return;
-		}
+	else
 		client_rx(rpc, s, h, buf + sizeof(*h), len - (uint32_t)sizeof(*h));
-	}
 }
 
 /* ---- the handler's side ---- */

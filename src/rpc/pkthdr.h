@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../util/compiler.h"
 
@@ -67,6 +68,22 @@ static inline void urpc__pkthdr_fill(struct urpc_pkthdr *h, enum urpc_pkt_type t
 	h->reserved1 = 0;
 	h->req_num = htole64(req_num);
 	h->token = htole64(token);
+}
+
+/*
+ * The header's first 32 bits (magic, version, packet type) as a number: a
+ * valid packet of @type starts with exactly this word.
+ */
+#define URPC_PKT_WORD(type)                                                                        \
+	((uint32_t)URPC_PKT_MAGIC | ((uint32_t)URPC_PKT_VERSION << 16) | ((uint32_t)(type) << 24))
+
+/* Read the first word of a header of at least 4 bytes. */
+static inline uint32_t urpc__pkthdr_word(const struct urpc_pkthdr *h)
+{
+	uint32_t w;
+
+	memcpy(&w, h, sizeof(w));
+	return le32toh(w);
 }
 
 /*

@@ -70,6 +70,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	rpc->id = rpc_id;
 	rpc->o = *o;
 	rpc->clock = default_clock;
+	rpc->tx_epoch = 1; /* server slots start at 0: nothing of theirs is queued */
 	rpc->rto_ns = (uint64_t)o->rto_us * 1000;
 	rpc->rto_max_ns = (uint64_t)o->rto_max_us * 1000;
 	rpc->ping_ns = (uint64_t)o->ping_interval_ms * 1000000;
@@ -281,6 +282,24 @@ void urpc__rpc_tx_flush(struct urpc_rpc *rpc)
 	 * client's retransmission recovers.
 	 */
 	rpc->ntx = (n < 0) ? 0 : rpc->ntx - done;
+	if (likely(!rpc->ntx))
+		rpc->tx_epoch++;
+}
+
+void urpc__rpc_tx_forget(struct urpc_rpc *rpc, const void *hdr, const struct urpc_tp_peer *peer)
+{
+	unsigned i, n = 0;
+
+	for (i = 0; i < rpc->ntx; i++) {
+		const struct urpc_tp_tx *t = &rpc->tx[i];
+
+		if (hdr ? t->hdr == hdr : t->peer == peer)
+			continue;
+		rpc->tx[n++] = *t;
+	}
+	rpc->ntx = n;
+	if (!n)
+		rpc->tx_epoch++;
 }
 
 /* ---- the event loop ---- */
@@ -294,7 +313,8 @@ static void scan_timers(struct urpc_rpc *rpc)
 
 		if (!s)
 			continue;
-		if (s->role == URPC_ROLE_CLIENT && s->state == URPC_SESS_CONNECTED)
+		if (s->role == URPC_ROLE_CLIENT &&
+		    (s->state == URPC_SESS_CONNECTED || s->state == URPC_SESS_CONNECTING))
 			urpc__dp_timers(rpc, s);
 		s = rpc->sessions[i]; /* callbacks may have freed it */
 		if (s)

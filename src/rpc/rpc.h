@@ -83,9 +83,12 @@ struct urpc_sslot {
 	uint64_t rto_ns;      /* current retransmission timeout */
 	uint64_t deadline_ns; /* 0: none */
 	uint32_t retries;
+	uint32_t idx; /* this slot's index in its session */
 	bool busy;
 	/* server side */
 	enum urpc_srv_slot_state srv_state;
+	bool resent;	     /* the stored response was sent again (may still be in flight) */
+	uint64_t resp_epoch; /* rpc->tx_epoch when the stored response was last queued */
 	struct urpc_msgbuf resp_mb; /* preallocated; holds the stored response */
 	struct urpc_req_handle h;
 };
@@ -105,6 +108,7 @@ struct urpc_session {
 	enum urpc_session_state state;
 	uint32_t local_num;
 	uint32_t remote_num;
+	uint32_t rx_word; /* URPC_PKT_WORD of the packets this session receives */
 	uint64_t token;
 	uint8_t remote_rpc_id;
 	struct sockaddr_in peer_nexus;
@@ -155,6 +159,7 @@ struct urpc_rpc {
 	uint64_t rto_ns, rto_max_ns, ping_ns, peer_timeout_ns, connect_timeout_ns, sm_retry_ns;
 	struct urpc_rand rng;
 	unsigned ntx;
+	uint64_t tx_epoch; /* advances each time the TX batch empties */
 	struct urpc_tp_tx tx[URPC_TX_BATCH];
 	struct urpc_rpc_stats st;
 };
@@ -169,6 +174,13 @@ static inline bool urpc__rpc_is_owner(const struct urpc_rpc *rpc)
 void urpc__rpc_tx_flush(struct urpc_rpc *rpc);
 
 /*
+ * Take out of the TX batch every datagram whose header is @hdr or, with @hdr
+ * NULL, every datagram to @peer, so that memory or a peer about to be given
+ * back is never read by a later flush. Cold path. Owner thread only.
+ */
+void urpc__rpc_tx_forget(struct urpc_rpc *rpc, const void *hdr, const struct urpc_tp_peer *peer);
+
+/*
  * Queue the datagram @hdr + @data_len payload bytes that follow it for the
  * next tx_burst; flushes when the batch is full. The bytes must stay
  * unchanged until the transport is done with them (see tx_flush).
@@ -180,8 +192,11 @@ static inline void urpc__rpc_tx_push(struct urpc_rpc *rpc, struct urpc_tp_peer *
 
 	if (unlikely(rpc->ntx == URPC_TX_BATCH)) {
 		urpc__rpc_tx_flush(rpc);
-		if (rpc->ntx == URPC_TX_BATCH)
-			rpc->ntx = 0; /* the transport is stuck: drop; retransmission recovers */
+		if (rpc->ntx == URPC_TX_BATCH) {
+			/* The transport is stuck: drop; retransmission recovers. */
+			rpc->ntx = 0;
+			rpc->tx_epoch++;
+		}
 	}
 	t = &rpc->tx[rpc->ntx++];
 	t->peer = peer;

@@ -47,8 +47,11 @@ static struct urpc_session *session_alloc(struct urpc_rpc *rpc, enum urpc_sessio
 	s->local_num = num;
 	s->credits = URPC_SESSION_SLOTS;
 	s->free_mask = (1u << URPC_SESSION_SLOTS) - 1;
-	for (i = 0; i < URPC_SESSION_SLOTS; i++)
+	s->rx_word = URPC_PKT_WORD(role == URPC_ROLE_CLIENT ? URPC_PKT_RESP : URPC_PKT_REQ);
+	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
 		s->slots[i].cur_req_num = i;
+		s->slots[i].idx = i;
+	}
 	rpc->sessions[num] = s;
 	if (num >= rpc->hi_session)
 		rpc->hi_session = num + 1;
@@ -60,17 +63,22 @@ void urpc__session_free(struct urpc_rpc *rpc, struct urpc_session *s)
 {
 	uint32_t i;
 
+	if (s->peer) {
+		/*
+		 * Datagrams to this peer (stored responses among them) may still
+		 * sit in the TX batch: send them, and forget what the transport
+		 * did not take, before the peer and the buffers go.
+		 */
+		urpc__rpc_tx_flush(rpc);
+		urpc__rpc_tx_forget(rpc, NULL, s->peer);
+		rpc->tp->ops->tx_flush(rpc->tp);
+		rpc->tp->ops->release_peer(rpc->tp, s->peer);
+	}
 	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
 		if (s->slots[i].resp_mb.buf) {
 			urpc__pool_free(rpc->pool, &s->slots[i].resp_mb);
 			rpc->internal_bufs--;
 		}
-	}
-	if (s->peer) {
-		/* Datagrams to this peer may still sit in the TX batch. */
-		urpc__rpc_tx_flush(rpc);
-		rpc->tp->ops->tx_flush(rpc->tp);
-		rpc->tp->ops->release_peer(rpc->tp, s->peer);
 	}
 	rpc->sessions[s->local_num] = NULL;
 	while (rpc->hi_session && !rpc->sessions[rpc->hi_session - 1])
@@ -220,7 +228,12 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 			server_drop(rpc, s);
 			return;
 		}
-		if (from != URPC_SESS_CONNECTED && from != URPC_SESS_CONNECTING)
+		if (from == URPC_SESS_CONNECTING) {
+			/* The connect's one event is CONNECTED or CONNECT_FAILED. */
+			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED, status);
+			return;
+		}
+		if (from != URPC_SESS_CONNECTED)
 			return;
 		s->state = URPC_SESS_RESET;
 		rpc->st.resets++;

@@ -4,11 +4,15 @@
  * endpoint, checked against the server's counters and handler runs; plus
  * the engine's argument and thread checks.
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <urpc/urpc.h>
 
@@ -21,7 +25,9 @@
 #define T_NOHANDLER 9
 
 static int echo_runs;
-static struct urpc_req_handle *deferred_h;
+static struct urpc_req_handle *deferred_h;	 /* the latest deferred request */
+static struct urpc_req_handle *deferred_all[32]; /* every one, in arrival order */
+static int n_deferred;
 
 static void echo_handler(struct urpc_req_handle *h, void *arg)
 {
@@ -38,6 +44,18 @@ static void echo_handler(struct urpc_req_handle *h, void *arg)
 static void defer_handler(struct urpc_req_handle *h, void *arg)
 {
 	deferred_h = h;
+	cr_assert_lt(n_deferred, 32);
+	deferred_all[n_deferred++] = h;
+}
+
+/* Answer deferred request @h with @len bytes of @fill. */
+static void answer(struct urpc_req_handle *h, uint8_t fill, size_t len)
+{
+	struct urpc_msgbuf *r = urpc_req_resp_msgbuf(h);
+
+	memset(r->buf, fill, len);
+	cr_assert_eq(urpc_msgbuf_resize(r, len), 0);
+	cr_assert_eq(urpc_resp_enqueue(h, r), 0);
 }
 
 struct env {
@@ -85,6 +103,7 @@ static void env_up(struct env *e)
 	memset(e, 0, sizeof(*e));
 	echo_runs = 0;
 	deferred_h = NULL;
+	n_deferred = 0;
 	cr_assert_eq(urpc_nexus_create(NULL, &e->nx), 0);
 	cr_assert_eq(urpc_nexus_register_handler(e->nx, T_ECHO, echo_handler, NULL), 0);
 	cr_assert_eq(urpc_nexus_register_handler(e->nx, T_DEFER, defer_handler, NULL), 0);
@@ -112,6 +131,7 @@ struct call {
 	int done;
 	int status;
 	int runs;
+	struct urpc_msgbuf *resp; /* what the continuation got */
 };
 
 static void cont_cb(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
@@ -121,6 +141,7 @@ static void cont_cb(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msg
 	c->runs++;
 	c->done = 1;
 	c->status = status;
+	c->resp = resp;
 }
 
 /* One RPC of @type with @len bytes; returns the continuation's status. */
@@ -405,6 +426,7 @@ static void freeing_cont(struct urpc_rpc *rpc, void *tag, int status, struct urp
 
 	oc->c.runs++;
 	oc->c.status = status;
+	oc->c.resp = resp;
 	if (oc->free_in_cont) {
 		cr_assert_eq(urpc_msgbuf_free(rpc, &oc->req), 0);
 		cr_assert_eq(urpc_msgbuf_free(rpc, &oc->resp), 0);
@@ -440,6 +462,7 @@ static void destroy_in_flight(bool free_in_cont)
 	for (i = 0; i < 3; i++) {
 		cr_assert_eq(oc[i].c.runs, 1);
 		cr_assert_eq(oc[i].c.status, -ECONNRESET);
+		cr_assert_eq(oc[i].c.resp, &oc[i].resp, "the response buffer comes back");
 	}
 	cr_assert_eq(urpc_rpc_destroy(e.srv), 0);
 	cr_assert_eq(urpc_nexus_destroy(e.nx), 0);
@@ -453,4 +476,243 @@ Test(protocol, destroy_with_requests_in_flight)
 Test(protocol, destroy_releases_buffers_continuations_kept)
 {
 	destroy_in_flight(false);
+}
+
+/*
+ * The client's deadline frees a slot while the server's handler for it has
+ * not answered. The next request on that slot must not take over the handle
+ * the application still holds: it waits (the client retransmits) and runs
+ * once the old response is out, and the old response never answers it.
+ */
+Test(protocol, newer_request_waits_for_the_slot_s_deferred_handler)
+{
+	struct urpc_msgbuf req, resp;
+	struct urpc_rpc_stats before, after, cst;
+	struct env e;
+	struct call old = {0}, next = {0};
+
+	env_up(&e);
+	cr_assert_eq(urpc_msgbuf_alloc(e.cli, 8, &req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(e.cli, 64, &resp), 0);
+	memset(req.buf, 0x5a, 8);
+	cr_assert_eq(urpc_req_enqueue(e.cli, e.sess, T_DEFER, &req, &resp, cont_cb, &old, 30), 0);
+	pump_until(&e, &old.done);
+	cr_assert_eq(old.status, -ETIMEDOUT);
+	cr_assert_eq(n_deferred, 1, "the handler ran before the deadline");
+
+	/* Same slot (the lowest free one), next request number. */
+	before = srv_stats(&e);
+	cr_assert_eq(urpc_req_enqueue(e.cli, e.sess, T_ECHO, &req, &resp, cont_cb, &next, 0), 0);
+	pump_n(&e, 50);
+	after = srv_stats(&e);
+	cr_assert_eq(echo_runs, 0, "the slot is still held by the deferred request");
+	cr_assert_geq(after.drop_stale, before.drop_stale + 1);
+	cr_assert_eq(next.runs, 0);
+
+	/* The late answer goes out for the old request and is dropped by the client. */
+	answer(deferred_h, 0xee, 16);
+	pump_until(&e, &next.done);
+	cr_assert_eq(next.status, 0);
+	cr_assert_eq(next.runs, 1);
+	cr_assert_eq(echo_runs, 1);
+	cr_assert_eq(resp.data_size, 8, "the echo, not the old request's answer");
+	cr_assert_eq(resp.buf[0], 0x5a);
+	cr_assert_eq(urpc_rpc_get_stats(e.cli, &cst), 0);
+	cr_assert_geq(cst.retransmits, 1, "the dropped request was sent again");
+	cr_assert_eq(old.runs, 1, "exactly once");
+	cr_assert_eq(old.resp, &resp, "a timed-out request gets its response buffer back");
+	urpc_msgbuf_free(e.cli, &req);
+	urpc_msgbuf_free(e.cli, &resp);
+	env_down(&e);
+}
+
+/* Every slot busy: a deadline behind a waiting request without one still fires. */
+Test(protocol, waiting_request_expires_behind_one_without_deadline)
+{
+	struct urpc_msgbuf req[URPC_SESSION_SLOTS + 2], resp[URPC_SESSION_SLOTS + 2];
+	struct call c[URPC_SESSION_SLOTS + 2];
+	const int n = URPC_SESSION_SLOTS + 2, waiting = URPC_SESSION_SLOTS;
+	struct env e;
+	int i;
+
+	env_up(&e);
+	memset(c, 0, sizeof(c));
+	for (i = 0; i < n; i++) {
+		cr_assert_eq(urpc_msgbuf_alloc(e.cli, 8, &req[i]), 0);
+		cr_assert_eq(urpc_msgbuf_alloc(e.cli, 64, &resp[i]), 0);
+		/* All without a deadline except the last, which waits behind one. */
+		cr_assert_eq(urpc_req_enqueue(e.cli, e.sess, T_DEFER, &req[i], &resp[i], cont_cb,
+					      &c[i], i == n - 1 ? 30 : 0),
+			     0);
+	}
+	pump_until(&e, &c[n - 1].done);
+	cr_assert_eq(c[n - 1].status, -ETIMEDOUT);
+	cr_assert_eq(n_deferred, URPC_SESSION_SLOTS, "one handler per slot, none for the queue");
+	for (i = 0; i < n - 1; i++)
+		cr_assert_eq(c[i].runs, 0, "request %d is still pending", i);
+
+	/* Answer the slots; the waiting request gets one and is answered too. */
+	for (i = 0; i < URPC_SESSION_SLOTS; i++)
+		answer(deferred_all[i], (uint8_t)i, 4);
+	for (i = 0; i < 100000 && n_deferred == URPC_SESSION_SLOTS; i++)
+		pump_n(&e, 1);
+	cr_assert_eq(n_deferred, URPC_SESSION_SLOTS + 1);
+	answer(deferred_all[URPC_SESSION_SLOTS], 0x77, 4);
+	pump_until(&e, &c[waiting].done);
+	for (i = 0; i < n; i++) {
+		if (i < n - 1)
+			pump_until(&e, &c[i].done);
+		cr_assert_eq(c[i].runs, 1, "request %d: exactly once", i);
+	}
+	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+		cr_assert_eq(c[i].status, 0);
+		cr_assert_eq(resp[i].buf[0], (uint8_t)i, "request %d got its own answer", i);
+	}
+	cr_assert_eq(c[waiting].status, 0);
+	cr_assert_eq(resp[waiting].buf[0], 0x77);
+	for (i = 0; i < n; i++) {
+		urpc_msgbuf_free(e.cli, &req[i]);
+		urpc_msgbuf_free(e.cli, &resp[i]);
+	}
+	env_down(&e);
+}
+
+/* A client Rpc whose session points at a UDP port where nobody answers. */
+struct lone {
+	struct urpc_nexus *nx;
+	struct urpc_rpc *cli;
+	int sock;
+	int sess;
+	int events, last_ev, last_status;
+};
+
+static void lone_sm_cb(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int status,
+		       void *arg)
+{
+	struct lone *l = arg;
+
+	l->events++;
+	l->last_ev = ev;
+	l->last_status = status;
+}
+
+static void lone_up(struct lone *l)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t alen = sizeof(a);
+	struct urpc_rpc_opts o;
+	char addr[64];
+
+	memset(l, 0, sizeof(*l));
+	l->sock = socket(AF_INET, SOCK_DGRAM, 0);
+	cr_assert_geq(l->sock, 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(l->sock, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(getsockname(l->sock, (struct sockaddr *)&a, &alen), 0);
+	cr_assert_eq(urpc_nexus_create(NULL, &l->nx), 0);
+	urpc_rpc_opts_init(&o);
+	o.transport = URPC_TRANSPORT_LOOP;
+	o.seed = 7;
+	o.connect_timeout_ms = 300;
+	o.sm_handler = lone_sm_cb;
+	o.sm_arg = l;
+	cr_assert_eq(urpc_rpc_create(l->nx, 2, &o, &l->cli), 0);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", ntohs(a.sin_port));
+	cr_assert_eq(urpc_session_connect(l->cli, addr, 1, &l->sess), 0);
+}
+
+/* Run the client's loop until *flag != 0 or 3 s pass. */
+static void lone_pump_until(struct lone *l, volatile int *flag)
+{
+	uint64_t end = urpc__now_ns() + 3000000000ull;
+
+	while (!*flag && urpc__now_ns() < end)
+		cr_assert_eq(urpc_rpc_run_event_loop_once(l->cli), 0);
+	cr_assert(*flag, "timed out waiting");
+}
+
+static void lone_down(struct lone *l)
+{
+	cr_assert_eq(urpc_rpc_destroy(l->cli), 0);
+	cr_assert_eq(urpc_nexus_destroy(l->nx), 0);
+	close(l->sock);
+}
+
+/* Deadlines run while the session still connects, behind a request without one. */
+Test(protocol, deadline_fires_while_connecting)
+{
+	struct urpc_msgbuf req, resp;
+	struct call a = {0}, b = {0};
+	struct lone l;
+	int disconnected;
+
+	lone_up(&l);
+	cr_assert_eq(urpc_msgbuf_alloc(l.cli, 8, &req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(l.cli, 64, &resp), 0);
+	cr_assert_eq(urpc_req_enqueue(l.cli, l.sess, T_ECHO, &req, &resp, cont_cb, &a, 0), 0);
+	cr_assert_eq(urpc_req_enqueue(l.cli, l.sess, T_ECHO, &req, &resp, cont_cb, &b, 20), 0);
+	lone_pump_until(&l, &b.done);
+	cr_assert_eq(b.status, -ETIMEDOUT);
+	cr_assert_eq(l.events, 0, "the connect has not failed yet (300 ms)");
+	cr_assert_eq(a.runs, 0);
+
+	/* Disconnecting fails the other one, once, from the loop. */
+	cr_assert_eq(urpc_session_disconnect(l.cli, l.sess), 0);
+	cr_assert_eq(a.runs, 0, "never inside the call");
+	lone_pump_until(&l, &a.done);
+	cr_assert_eq(a.status, -ECONNRESET);
+	disconnected = 0;
+	for (uint64_t end = urpc__now_ns() + 3000000000ull;
+	     urpc__now_ns() < end && !disconnected;) {
+		cr_assert_eq(urpc_rpc_run_event_loop_once(l.cli), 0);
+		disconnected = l.events > 0;
+	}
+	cr_assert_eq(l.events, 1);
+	cr_assert_eq(l.last_ev, URPC_SM_DISCONNECTED);
+	cr_assert_eq(a.runs, 1);
+	cr_assert_eq(b.runs, 1);
+	cr_assert_eq(a.resp, &resp, "a failed request gets its response buffer back");
+	cr_assert_eq(b.resp, &resp);
+	urpc_msgbuf_free(l.cli, &req);
+	urpc_msgbuf_free(l.cli, &resp);
+	lone_down(&l);
+}
+
+/* A RESET for a session that is still connecting is reported as the connect's failure. */
+Test(protocol, reset_while_connecting_is_a_connect_failure)
+{
+	struct urpc_session_info info;
+	struct urpc_msgbuf req, resp;
+	struct urpc_sm_pkt p;
+	struct call a = {0};
+	struct lone l;
+
+	lone_up(&l);
+	cr_assert_eq(urpc_msgbuf_alloc(l.cli, 8, &req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(l.cli, 64, &resp), 0);
+	cr_assert_eq(urpc_req_enqueue(l.cli, l.sess, T_ECHO, &req, &resp, cont_cb, &a, 0), 0);
+	cr_assert_eq(urpc__rpc_session_info(l.cli, l.sess, &info), 0);
+	cr_assert_eq(info.state, URPC_SESS_CONNECTING);
+
+	/* Nothing else writes this client's SM queue: the silent port never answers. */
+	memset(&p, 0, sizeof(p));
+	p.type = URPC_SM_PKT_RESET;
+	p.status = -ECONNRESET;
+	p.client_rpc_id = 2;
+	p.server_rpc_id = 1;
+	p.transport = URPC_TRANSPORT_LOOP;
+	p.client_sess = (uint32_t)l.sess;
+	p.token = info.token;
+	cr_assert_eq(urpc__sm_queue_push(l.cli->smq, &p), 0);
+	lone_pump_until(&l, &a.done);
+	cr_assert_eq(a.status, -ECONNRESET);
+	cr_assert_eq(l.events, 1);
+	cr_assert_eq(l.last_ev, URPC_SM_CONNECT_FAILED, "got event %d", l.last_ev);
+	cr_assert_eq(l.last_status, -ECONNRESET);
+	cr_assert_eq(urpc_req_enqueue(l.cli, l.sess, T_ECHO, &req, &resp, cont_cb, &a, 0),
+		     -ECONNRESET, "a failed session refuses requests at once");
+	cr_assert_eq(a.runs, 1);
+	urpc_msgbuf_free(l.cli, &req);
+	urpc_msgbuf_free(l.cli, &resp);
+	lone_down(&l);
 }
