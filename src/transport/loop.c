@@ -8,16 +8,37 @@
  * ids to endpoints is the only shared state; its mutex is taken at create,
  * destroy and resolve, never on the datapath.
  *
- * Lifetime: an endpoint is reference counted: one reference for itself and
- * one per peer handle that names it. destroy() marks it dead and drops its
- * own reference; datagrams sent to a dead endpoint vanish like datagrams to
- * a host that went away, and one-sided operations complete -ECONNRESET.
+ * Endpoint bytes: kind, version, a 32-bit id (never reused in a process) and
+ * a 32-bit random generation; resolving needs both to match a live endpoint,
+ * so the bytes of a destroyed endpoint give -ENOENT.
+ *
+ * Lifetime: an endpoint is reference counted: one reference for itself, one
+ * per peer handle that names it, one per datagram held by a reorder switch
+ * and one per one-sided request queued at a target (held on the requester).
+ * destroy() marks it dead and drops its own reference; datagrams sent to a
+ * dead endpoint vanish like datagrams to a host that went away.
+ *
+ * One-sided operations: a request sits in the target's queue until the
+ * target's rx_burst() or poll_completions() serves it (key, access and
+ * bounds checked, then memcpy). If the target is destroyed first, the
+ * operation completes with -ECONNRESET (the loop never times out: a target
+ * that stays alive but never polls keeps its requesters' operations
+ * outstanding; cfg->one_sided_timeout_ms is not used). dereg_mem() of the
+ * local region completes the operations using it with -EIO at once; the
+ * target then skips them. Each operation completes exactly once.
+ *
+ * Delay switch: a delayed datagram takes its receive-ring entry at once and
+ * becomes visible when the receiver's poll count reaches its due stamp; the
+ * receiver's ring FIFO is the in-flight queue (preallocated, in order, so a
+ * delayed datagram also holds back those queued behind it).
  */
 #define URPC_LOG_MODULE "loop"
+#include <endian.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../mem/hugepage.h"
 #include "../util/compiler.h"
@@ -32,10 +53,14 @@
 #define LOOP_INCOMING 256 /* one-sided requests queued at a target */
 #define LOOP_MAX_REORDER 64
 
+static_assert(URPC_IS_POW2(LOOP_MAX_OPS), "completion ring index wraps");
+static_assert(URPC_IS_POW2(LOOP_INCOMING), "request ring index wraps");
+
 struct loop_ep;
 
 struct urpc_tp_peer {
-	struct loop_ep *ep;
+	struct loop_ep *ep;		  /* the remote endpoint; one reference */
+	struct urpc_tp_peer *next, *prev; /* the resolving endpoint's list */
 };
 
 struct rx_entry {
@@ -44,9 +69,12 @@ struct rx_entry {
 	uint64_t due; /* visible once the receiver's poll count reaches this */
 };
 
-struct os_req {
-	struct loop_ep *from;
+/* A one-sided operation, in its requester's slot table. */
+struct os_op {
 	enum urpc_tp_op op;
+	bool active;
+	uint32_t seq; /* bumped when the slot is finished; stale queue entries skip it */
+	uint32_t lkey;
 	void *local;
 	uint64_t raddr;
 	uint32_t rkey;
@@ -54,8 +82,15 @@ struct os_req {
 	uint64_t wr_id;
 };
 
+/* A request queued at its target: names the requester's slot. */
+struct os_ref {
+	struct loop_ep *from; /* one reference */
+	uint32_t slot;
+	uint32_t seq;
+};
+
 struct held {
-	struct loop_ep *to;
+	struct loop_ep *to; /* one reference */
 	uint32_t len;
 };
 
@@ -63,7 +98,7 @@ struct loop_ep {
 	struct urpc_tp base;
 	uint32_t ep_id;
 	uint32_t gen;
-	int refs;
+	int refs; /* atomic */
 	bool dead;
 	/* receive ring */
 	struct urpc_hp_region ring;
@@ -74,25 +109,33 @@ struct loop_ep {
 	uint64_t polls;
 	/* fault switches for what this endpoint sends */
 	struct urpc_loop_faults faults;
-	bool faults_on; /* any switch set: the common case skips them all */
-	struct urpc_rand rng;
+	bool faults_on;		  /* any switch set: the common case skips them all */
+	struct urpc_rand rng;	  /* fault switches only: a function of cfg->seed */
+	struct urpc_rand key_rng; /* rkeys: seeded from the process-wide source */
 	struct held held[LOOP_MAX_REORDER];
 	uint8_t *held_buf; /* LOOP_MAX_REORDER * mtu */
 	uint32_t nheld;
-	/* one-sided */
+	/* peers this endpoint resolved */
+	struct urpc_tp_peer *peers;
+	/* one-sided: registrations, requests served for peers, own operations */
 	struct urpc_tp_mr **regs;
 	uint32_t nregs, cap_regs;
-	struct os_req incoming[LOOP_INCOMING];
+	struct os_ref incoming[LOOP_INCOMING];
 	uint32_t in_head, in_tail;
+	struct os_op ops[LOOP_MAX_OPS];
+	uint32_t op_free[LOOP_MAX_OPS];
+	uint32_t nop_free;
 	struct urpc_tp_comp comps[LOOP_MAX_OPS];
 	uint32_t comp_head, comp_tail;
-	uint32_t outstanding;
+	uint32_t outstanding; /* posted and not yet reaped */
 	struct loop_ep *next; /* registry */
 };
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct loop_ep *registry;
-static uint32_t next_id = 1;
+static struct loop_ep *registry; /* registry_lock */
+static uint32_t next_id = 1;	 /* registry_lock */
+static struct urpc_rand id_rng;	 /* registry_lock; generations and key seeds */
+static bool id_rng_seeded;	 /* registry_lock */
 
 static void flush_held(struct loop_ep *ep);
 
@@ -101,9 +144,16 @@ static inline struct loop_ep *to_ep(struct urpc_tp *tp)
 	return container_of(tp, struct loop_ep, base);
 }
 
+/* Take a reference on @ep. Thread: the thread driving @ep, or under registry_lock. */
+static inline void ep_get(struct loop_ep *ep)
+{
+	__atomic_add_fetch(&ep->refs, 1, __ATOMIC_RELAXED);
+}
+
+/* Drop a reference (pairs with ep_get); the last one frees @ep and what it owns. */
 static void ep_put(struct loop_ep *ep)
 {
-	if (--ep->refs)
+	if (__atomic_sub_fetch(&ep->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	urpc__hp_free(&ep->ring);
 	free(ep->free_stack);
@@ -113,10 +163,15 @@ static void ep_put(struct loop_ep *ep)
 	free(ep);
 }
 
+/*
+ * Create an endpoint: ring, FIFO and reorder buffers preallocated, listed in
+ * the registry. The caller owns the endpoint until loop_destroy(). Thread: any.
+ */
 static int loop_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 {
 	uint32_t mtu = cfg->mtu ? cfg->mtu : LOOP_DEFAULT_MTU;
 	struct loop_ep *ep;
+	uint64_t key_seed;
 	uint32_t i;
 	int ret;
 
@@ -136,25 +191,38 @@ static int loop_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	ep->refs = 1;
 	urpc__rand_seed(&ep->rng, cfg->seed);
 	ret = urpc__hp_alloc((size_t)cfg->rq_depth * mtu, cfg->hp_flags, &ep->ring);
-	if (ret)
+	if (ret) {
+		URPC_ERR(cfg->id, "loop: no memory for a %u x %u receive ring", cfg->rq_depth, mtu);
 		goto out_free;
+	}
 	ep->free_stack = calloc(cfg->rq_depth, sizeof(*ep->free_stack));
 	ep->fifo = calloc(cfg->rq_depth, sizeof(*ep->fifo));
 	ep->held_buf = malloc((size_t)LOOP_MAX_REORDER * mtu);
 	if (!ep->free_stack || !ep->fifo || !ep->held_buf) {
+		URPC_ERR(cfg->id, "loop: out of memory for the ring's bookkeeping");
 		ret = -ENOMEM;
 		goto out_free;
 	}
 	for (i = 0; i < cfg->rq_depth; i++)
 		ep->free_stack[i] = cfg->rq_depth - 1 - i;
 	ep->nfree = cfg->rq_depth;
+	for (i = 0; i < LOOP_MAX_OPS; i++)
+		ep->op_free[i] = LOOP_MAX_OPS - 1 - i;
+	ep->nop_free = LOOP_MAX_OPS;
 
 	pthread_mutex_lock(&registry_lock);
+	if (!id_rng_seeded) {
+		urpc__rand_seed(&id_rng, urpc__now_ns() ^ ((uint64_t)getpid() << 32) ^
+						 (uint64_t)(uintptr_t)&id_rng);
+		id_rng_seeded = true;
+	}
 	ep->ep_id = next_id++;
-	ep->gen = (uint32_t)urpc__rand_next(&ep->rng) | 1;
+	ep->gen = (uint32_t)urpc__rand_next(&id_rng) | 1;
+	key_seed = urpc__rand_next(&id_rng);
 	ep->next = registry;
 	registry = ep;
 	pthread_mutex_unlock(&registry_lock);
+	urpc__rand_seed(&ep->key_rng, key_seed);
 	*out = &ep->base;
 	return 0;
 
@@ -163,17 +231,50 @@ out_free:
 	return ret;
 }
 
-/* Complete @r at its requester with @status. */
-static void os_complete(struct os_req *r, int status)
+/*
+ * Finish the operation in @from's slot @slot with @status: its completion
+ * is queued for @from's poll_completions() and the slot is free again.
+ * Thread: the one driving @from.
+ */
+static void op_finish(struct loop_ep *from, uint32_t slot, int status)
 {
-	struct loop_ep *from = r->from;
-	struct urpc_tp_comp *c = &from->comps[from->comp_tail++ % LOOP_MAX_OPS];
+	struct os_op *op = &from->ops[slot];
+	struct urpc_tp_comp *c = &from->comps[from->comp_tail++ & (LOOP_MAX_OPS - 1)];
 
-	c->wr_id = r->wr_id;
-	c->op = r->op;
+	c->wr_id = op->wr_id;
+	c->op = op->op;
 	c->status = status;
+	op->active = false;
+	op->seq++;
+	from->op_free[from->nop_free++] = slot;
 }
 
+/* The operation @r names, or NULL when it was finished meanwhile (dereg_mem). */
+static struct os_op *ref_op(const struct os_ref *r)
+{
+	struct os_op *op = &r->from->ops[r->slot];
+
+	return op->active && op->seq == r->seq ? op : NULL;
+}
+
+/* Release every peer @ep resolved. Thread: @ep's owner. */
+static void release_all_peers(struct loop_ep *ep)
+{
+	struct urpc_tp_peer *p, *next;
+
+	for (p = ep->peers; p; p = next) {
+		next = p->next;
+		ep_put(p->ep);
+		free(p);
+	}
+	ep->peers = NULL;
+}
+
+/*
+ * Destroy @tp and the peers it resolved; -EBUSY (nothing done) while its own
+ * one-sided operations are outstanding or memory is registered. Requests
+ * that peers queued here complete -ECONNRESET. Thread: @tp's owner.
+ */
 static int loop_destroy(struct urpc_tp *tp)
 {
 	struct loop_ep *ep = to_ep(tp), **pp;
@@ -192,40 +293,49 @@ static int loop_destroy(struct urpc_tp *tp)
 	ep->dead = true;
 	/* Requests that targeted us will never be served. */
 	while (ep->in_head != ep->in_tail) {
-		struct os_req *r = &ep->incoming[ep->in_head++ % LOOP_INCOMING];
+		struct os_ref *r = &ep->incoming[ep->in_head++ & (LOOP_INCOMING - 1)];
 
-		os_complete(r, -ECONNRESET);
+		if (ref_op(r))
+			op_finish(r->from, r->slot, -ECONNRESET);
 		ep_put(r->from);
 	}
+	release_all_peers(ep);
 	ep_put(ep);
 	return 0;
 }
 
+/* Write @tp's LOOP_EP_LEN endpoint bytes to @buf. Thread: any. */
 static size_t loop_get_endpoint(struct urpc_tp *tp, uint8_t *buf)
 {
 	struct loop_ep *ep = to_ep(tp);
+	uint32_t id = htole32(ep->ep_id), gen = htole32(ep->gen);
 
 	buf[0] = URPC_TRANSPORT_LOOP;
 	buf[1] = LOOP_EP_VERSION;
-	memcpy(buf + 2, &(uint32_t){htole32(ep->ep_id)}, 4);
-	memcpy(buf + 6, &(uint32_t){htole32(ep->gen)}, 4);
+	memcpy(buf + 2, &id, 4);
+	memcpy(buf + 6, &gen, 4);
 	return LOOP_EP_LEN;
 }
 
+/*
+ * Look up the live endpoint named by @buf and hand back a peer holding a
+ * reference on it; the peer belongs to @tp. Thread: @tp's owner.
+ */
 static int loop_resolve_peer(struct urpc_tp *tp, const uint8_t *buf, size_t len,
 			     struct urpc_tp_peer **out)
 {
+	struct loop_ep *self = to_ep(tp), *ep;
 	struct urpc_tp_peer *peer;
-	struct loop_ep *ep;
 	uint32_t id, gen;
 
-	if (len != LOOP_EP_LEN || buf[0] != URPC_TRANSPORT_LOOP || buf[1] != LOOP_EP_VERSION)
+	if (!buf || len != LOOP_EP_LEN || buf[0] != URPC_TRANSPORT_LOOP ||
+	    buf[1] != LOOP_EP_VERSION)
 		return -EINVAL;
 	memcpy(&id, buf + 2, 4);
 	memcpy(&gen, buf + 6, 4);
 	id = le32toh(id);
 	gen = le32toh(gen);
-	peer = malloc(sizeof(*peer));
+	peer = calloc(1, sizeof(*peer));
 	if (!peer)
 		return -ENOMEM;
 	pthread_mutex_lock(&registry_lock);
@@ -233,21 +343,34 @@ static int loop_resolve_peer(struct urpc_tp *tp, const uint8_t *buf, size_t len,
 		if (ep->ep_id == id && ep->gen == gen)
 			break;
 	if (ep)
-		ep->refs++;
+		ep_get(ep);
 	pthread_mutex_unlock(&registry_lock);
 	if (!ep) {
 		free(peer);
 		return -ENOENT;
 	}
 	peer->ep = ep;
+	peer->next = self->peers;
+	if (self->peers)
+		self->peers->prev = peer;
+	self->peers = peer;
 	*out = peer;
 	return 0;
 }
 
+/* Free @peer (resolved by @tp) and its reference. Thread: @tp's owner. */
 static void loop_release_peer(struct urpc_tp *tp, struct urpc_tp_peer *peer)
 {
+	struct loop_ep *self = to_ep(tp);
+
 	if (!peer)
 		return;
+	if (peer->prev)
+		peer->prev->next = peer->next;
+	else
+		self->peers = peer->next;
+	if (peer->next)
+		peer->next->prev = peer->prev;
 	ep_put(peer->ep);
 	free(peer);
 }
@@ -256,6 +379,7 @@ static void loop_release_peer(struct urpc_tp *tp, struct urpc_tp_peer *peer)
  * Copy one datagram into @to's ring (or drop it when the ring is full).
  * Always inlined into the send loop: callgrind showed the call itself at a
  * quarter of this function's cost on the cpu_cost benchmark.
+ * Thread: the one driving both endpoints.
  */
 static inline __attribute__((always_inline)) void deliver(struct loop_ep *from, struct loop_ep *to,
 							  const void *a, uint32_t alen,
@@ -284,7 +408,7 @@ static inline __attribute__((always_inline)) void deliver(struct loop_ep *from, 
 	to->base.stats.rx_bytes += e->len;
 }
 
-/* Release held datagram @i (reorder switch). */
+/* Release held datagram @i (reorder switch) and its reference. Thread: @ep's owner. */
 static void release_held(struct loop_ep *ep, uint32_t i)
 {
 	struct held h = ep->held[i];
@@ -299,12 +423,14 @@ static void release_held(struct loop_ep *ep, uint32_t i)
 	}
 }
 
+/* Release every held datagram in a random order. Thread: @ep's owner. */
 static void flush_held(struct loop_ep *ep)
 {
 	while (ep->nheld)
 		release_held(ep, (uint32_t)urpc__rand_below(&ep->rng, ep->nheld));
 }
 
+/* Send @t through the fault switches. Thread: @ep's owner. */
 static void send_faulty(struct loop_ep *ep, const struct urpc_tp_tx *t)
 {
 	const struct urpc_loop_faults *f = &ep->faults;
@@ -331,7 +457,7 @@ static void send_faulty(struct loop_ep *ep, const struct urpc_tp_tx *t)
 				memcpy(buf + t->hdr_len, t->data, t->data_len);
 			ep->held[ep->nheld].to = to;
 			ep->held[ep->nheld].len = t->hdr_len + t->data_len;
-			to->refs++;
+			ep_get(to);
 			ep->nheld++;
 			ep->base.stats.tx_reordered++;
 			continue;
@@ -340,6 +466,7 @@ static void send_faulty(struct loop_ep *ep, const struct urpc_tp_tx *t)
 	}
 }
 
+/* Copy @n datagrams into their destinations' rings. Thread: @tp's owner. Datapath. */
 static int loop_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsigned n)
 {
 	struct loop_ep *ep = to_ep(tp);
@@ -348,7 +475,7 @@ static int loop_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsi
 	for (i = 0; i < n; i++) {
 		if (unlikely(!pkts[i].peer))
 			return -EINVAL;
-		if (unlikely(pkts[i].hdr_len + pkts[i].data_len > tp->mtu))
+		if (unlikely((uint64_t)pkts[i].hdr_len + pkts[i].data_len > tp->mtu))
 			return -EMSGSIZE;
 	}
 	for (i = 0; i < n; i++) {
@@ -364,10 +491,12 @@ static int loop_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsi
 	return (int)n;
 }
 
+/* Nothing to wait for: tx_burst() copied everything. Thread: @tp's owner. */
 static void loop_tx_flush(struct urpc_tp *tp)
 {
 }
 
+/* @ep's registration with @rkey, or NULL. Thread: @ep's owner. */
 static const struct urpc_tp_mr *find_reg(struct loop_ep *ep, uint32_t rkey)
 {
 	uint32_t i;
@@ -378,32 +507,47 @@ static const struct urpc_tp_mr *find_reg(struct loop_ep *ep, uint32_t rkey)
 	return NULL;
 }
 
-/* Serve the one-sided requests queued at @ep. */
+/*
+ * Serve the one-sided requests queued at @ep: key, access and bounds are
+ * checked before any byte moves. Thread: the one driving @ep and the requesters.
+ */
 static void serve_incoming(struct loop_ep *ep)
 {
 	while (ep->in_head != ep->in_tail) {
-		struct os_req *r = &ep->incoming[ep->in_head++ % LOOP_INCOMING];
-		const struct urpc_tp_mr *mr = find_reg(ep, r->rkey);
-		unsigned need = r->op == URPC_TP_OP_READ ? URPC_TP_ACCESS_REMOTE_READ
-							 : URPC_TP_ACCESS_REMOTE_WRITE;
-		uint64_t start = mr ? (uint64_t)(uintptr_t)mr->addr : 0;
+		struct os_ref *r = &ep->incoming[ep->in_head++ & (LOOP_INCOMING - 1)];
+		struct os_op *op = ref_op(r);
+		const struct urpc_tp_mr *mr;
+		uint64_t start;
+		unsigned need;
 		int status = 0;
 
+		if (!op) { /* finished by the requester's dereg_mem() */
+			ep_put(r->from);
+			continue;
+		}
+		mr = find_reg(ep, op->rkey);
+		need = op->op == URPC_TP_OP_READ ? URPC_TP_ACCESS_REMOTE_READ
+						 : URPC_TP_ACCESS_REMOTE_WRITE;
+		start = mr ? (uint64_t)(uintptr_t)mr->addr : 0;
 		ep->base.stats.os_served++;
-		if (!mr || !(mr->access & need) || r->raddr < start || r->len > mr->len ||
-		    r->raddr - start > mr->len - r->len) {
+		if (!mr || !(mr->access & need) || op->raddr < start || op->len > mr->len ||
+		    op->raddr - start > mr->len - op->len) {
 			status = -EACCES;
 			ep->base.stats.os_rejected++;
-		} else if (r->op == URPC_TP_OP_READ) {
-			memcpy(r->local, (void *)(uintptr_t)r->raddr, r->len);
+		} else if (op->op == URPC_TP_OP_READ) {
+			memcpy(op->local, (void *)(uintptr_t)op->raddr, op->len);
 		} else {
-			memcpy((void *)(uintptr_t)r->raddr, r->local, r->len);
+			memcpy((void *)(uintptr_t)op->raddr, op->local, op->len);
 		}
-		os_complete(r, status);
+		op_finish(r->from, r->slot, status);
 		ep_put(r->from);
 	}
 }
 
+/*
+ * Lend up to @n due datagrams from the ring; also serves peers' one-sided
+ * requests and releases reorder-held datagrams. Thread: @tp's owner. Datapath.
+ */
 static int loop_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n)
 {
 	struct loop_ep *ep = to_ep(tp);
@@ -428,6 +572,7 @@ static int loop_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n
 	return (int)got;
 }
 
+/* Take back @n lent ring entries. Thread: @tp's owner. Datapath. */
 static void loop_rx_release(struct urpc_tp *tp, const struct urpc_tp_rx *pkts, unsigned n)
 {
 	struct loop_ep *ep = to_ep(tp);
@@ -437,14 +582,22 @@ static void loop_rx_release(struct urpc_tp *tp, const struct urpc_tp_rx *pkts, u
 		ep->free_stack[ep->nfree++] = pkts[i].ring_idx;
 }
 
+/*
+ * Register [addr, addr + len) under a fresh random nonzero key (lkey ==
+ * rkey). The table of registrations grows here, never on the datapath.
+ * @mr is the caller's until dereg. Thread: @tp's owner.
+ */
 static int loop_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned access,
 			struct urpc_tp_mr *mr)
 {
 	struct loop_ep *ep = to_ep(tp);
 	uint32_t key;
 
-	if (!addr || !len)
+	if (!addr || !len || !mr ||
+	    (access & ~(URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE)))
 		return -EINVAL;
+	if ((uintptr_t)addr + len < (uintptr_t)addr)
+		return -EFAULT;
 	if (ep->nregs == ep->cap_regs) {
 		uint32_t cap = ep->cap_regs ? ep->cap_regs * 2 : 16;
 		struct urpc_tp_mr **n = realloc(ep->regs, cap * sizeof(*n));
@@ -455,7 +608,7 @@ static int loop_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned acc
 		ep->cap_regs = cap;
 	}
 	do
-		key = (uint32_t)urpc__rand_next(&ep->rng);
+		key = (uint32_t)urpc__rand_next(&ep->key_rng);
 	while (!key || find_reg(ep, key));
 	mr->addr = addr;
 	mr->len = len;
@@ -467,56 +620,82 @@ static int loop_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned acc
 	return 0;
 }
 
+/*
+ * Undo loop_reg_mem(): own operations whose local buffer lies in @mr
+ * complete -EIO now; peers' requests against it are refused from now on.
+ * Thread: @tp's owner.
+ */
 static void loop_dereg_mem(struct urpc_tp *tp, struct urpc_tp_mr *mr)
 {
 	struct loop_ep *ep = to_ep(tp);
+	bool found = false;
 	uint32_t i;
 
-	for (i = 0; i < ep->nregs; i++) {
+	if (!mr)
+		return;
+	for (i = 0; i < ep->nregs && !found; i++) {
 		if (ep->regs[i] == mr) {
 			ep->regs[i] = ep->regs[--ep->nregs];
-			return;
+			found = true;
 		}
 	}
+	if (!found)
+		return;
+	for (i = 0; i < LOOP_MAX_OPS; i++)
+		if (ep->ops[i].active && ep->ops[i].lkey == mr->lkey)
+			op_finish(ep, i, -EIO);
+	mr->handle = NULL;
 }
 
+/*
+ * Queue a one-sided request at the peer. The operation's slot and the
+ * queue entry are preallocated; -EAGAIN when either is full.
+ * Thread: @tp's owner. Datapath.
+ */
 static int post(struct urpc_tp *tp, struct urpc_tp_peer *peer, enum urpc_tp_op op, void *local,
 		const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
 		uint64_t wr_id)
 {
 	struct loop_ep *ep = to_ep(tp), *to;
 	uintptr_t l = (uintptr_t)local, m;
-	struct os_req *r;
+	struct os_ref *r;
+	struct os_op *o;
+	uint32_t slot;
 
-	if (!peer || !mr || !len)
+	if (unlikely(!peer || !mr || !len))
 		return -EINVAL;
 	m = (uintptr_t)mr->addr;
-	if (l < m || len > mr->len || l - m > mr->len - len)
+	if (unlikely(l < m || len > mr->len || l - m > mr->len - len))
 		return -EINVAL;
-	if (ep->outstanding == LOOP_MAX_OPS)
+	if (unlikely(ep->outstanding == LOOP_MAX_OPS))
 		return -EAGAIN;
 	to = peer->ep;
-	if (to->in_tail - to->in_head == LOOP_INCOMING)
+	if (unlikely(to->in_tail - to->in_head == LOOP_INCOMING))
 		return -EAGAIN;
+	slot = ep->op_free[--ep->nop_free];
+	o = &ep->ops[slot];
+	o->op = op;
+	o->active = true;
+	o->lkey = mr->lkey;
+	o->local = local;
+	o->raddr = raddr;
+	o->rkey = rkey;
+	o->len = len;
+	o->wr_id = wr_id;
 	ep->outstanding++;
-	if (to->dead) {
-		struct os_req dead = {.from = ep, .op = op, .wr_id = wr_id};
-
-		os_complete(&dead, -ECONNRESET);
+	if (unlikely(to->dead)) {
+		op_finish(ep, slot, -ECONNRESET);
 		return 0;
 	}
-	r = &to->incoming[to->in_tail++ % LOOP_INCOMING];
+	r = &to->incoming[to->in_tail++ & (LOOP_INCOMING - 1)];
 	r->from = ep;
-	r->op = op;
-	r->local = local;
-	r->raddr = raddr;
-	r->rkey = rkey;
-	r->len = len;
-	r->wr_id = wr_id;
-	ep->refs++; /* the request keeps its requester alive */
+	r->slot = slot;
+	r->seq = o->seq;
+	ep_get(ep); /* the queued request keeps its requester's memory alive */
 	return 0;
 }
 
+/* See post(). Thread: @tp's owner. */
 static int loop_post_read(struct urpc_tp *tp, struct urpc_tp_peer *peer, void *local,
 			  const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
 			  uint64_t wr_id)
@@ -524,6 +703,7 @@ static int loop_post_read(struct urpc_tp *tp, struct urpc_tp_peer *peer, void *l
 	return post(tp, peer, URPC_TP_OP_READ, local, mr, raddr, rkey, len, wr_id);
 }
 
+/* See post(). Thread: @tp's owner. */
 static int loop_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *local,
 			   const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
 			   uint64_t wr_id)
@@ -532,6 +712,10 @@ static int loop_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const 
 		    wr_id);
 }
 
+/*
+ * Serve peers' requests, then hand out up to @n completions of own
+ * operations (each exactly once). Thread: @tp's owner. Datapath.
+ */
 static int loop_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n)
 {
 	struct loop_ep *ep = to_ep(tp);
@@ -540,18 +724,22 @@ static int loop_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comps,
 	if (unlikely(ep->in_head != ep->in_tail))
 		serve_incoming(ep);
 	while (got < n && ep->comp_head != ep->comp_tail) {
-		comps[got++] = ep->comps[ep->comp_head++ % LOOP_MAX_OPS];
+		comps[got++] = ep->comps[ep->comp_head++ & (LOOP_MAX_OPS - 1)];
 		ep->outstanding--;
 	}
 	return (int)got;
 }
 
+/*
+ * Set the fault switches for what @tp sends; datagrams held by the previous
+ * reorder setting are released first. Thread: @tp's owner.
+ */
 int urpc__loop_set_faults(struct urpc_tp *tp, const struct urpc_loop_faults *f)
 {
 	struct loop_ep *ep;
 
-	if (!tp || tp->kind != URPC_TRANSPORT_LOOP || !f || f->drop < 0 || f->drop > 1 ||
-	    f->dup < 0 || f->dup > 1 || f->reorder > LOOP_MAX_REORDER)
+	if (!tp || tp->kind != URPC_TRANSPORT_LOOP || !f || !(f->drop >= 0 && f->drop <= 1) ||
+	    !(f->dup >= 0 && f->dup <= 1) || f->reorder > LOOP_MAX_REORDER)
 		return -EINVAL;
 	ep = to_ep(tp);
 	flush_held(ep);

@@ -74,34 +74,47 @@ static void serve(struct urpc_tp *tp)
 		tp->ops->rx_release(tp, rx, (unsigned)n);
 }
 
+/* The byte at @off of the datagram with sequence number @seq. */
+static uint8_t seq_byte(uint32_t seq, uint32_t off)
+{
+	return (uint8_t)(seq * 131u + off * 7u + (off >> 8));
+}
+
 /* Send @n datagrams carrying sequence numbers @first.. from @from to @peer. */
 static void send_seq(struct urpc_tp *from, struct urpc_tp_peer *peer, uint32_t first, unsigned n,
 		     uint32_t data_len)
 {
-	static uint8_t data[65536];
 	struct urpc_tp_tx tx[64];
-	uint32_t seq[64];
+	uint32_t seq[64], j;
+	uint8_t *data;
 	unsigned i;
 	int ret;
 
 	cr_assert_leq(n, 64);
+	data = malloc((size_t)n * data_len + 1);
+	cr_assert_not_null(data);
 	for (i = 0; i < n; i++) {
 		seq[i] = first + i;
+		for (j = 0; j < data_len; j++)
+			data[(size_t)i * data_len + j] = seq_byte(seq[i], j);
 		tx[i] = (struct urpc_tp_tx){.peer = peer,
 					    .hdr = &seq[i],
 					    .hdr_len = 4,
-					    .data = data,
+					    .data = data_len ? data + (size_t)i * data_len : NULL,
 					    .data_len = data_len};
-		memset(data, 0xc3, data_len);
 	}
 	for (i = 0; i < n;) {
 		ret = from->ops->tx_burst(from, tx + i, n - i);
 		cr_assert_geq(ret, 0, "tx_burst: %s", urpc_strerror(ret));
 		i += (unsigned)ret;
 	}
+	free(data); /* loop and udp copy before tx_burst returns */
 }
 
-/* Receive until @n datagrams came to @tp; checks sequence numbers are all there. */
+/*
+ * Receive until @n datagrams came to @tp; checks that every sequence number
+ * arrives once, with its length and every byte of its contents.
+ */
 static void recv_seq(struct urpc_tp *tp, struct urpc_tp *other, uint32_t first, unsigned n,
 		     uint32_t data_len)
 {
@@ -109,8 +122,10 @@ static void recv_seq(struct urpc_tp *tp, struct urpc_tp *other, uint32_t first, 
 	static uint8_t seen[4096];
 	struct urpc_tp_rx rx[32];
 	unsigned got = 0;
+	uint32_t j;
 	int k, i;
 
+	cr_assert_leq(n, sizeof(seen));
 	memset(seen, 0, sizeof(seen));
 	while (got < n) {
 		cr_assert_lt(urpc__now_ns(), end, "only %u of %u datagrams arrived", got, n);
@@ -125,8 +140,9 @@ static void recv_seq(struct urpc_tp *tp, struct urpc_tp *other, uint32_t first, 
 			cr_assert(s >= first && s < first + n, "unexpected sequence %u", s);
 			cr_assert_eq(seen[s - first], 0, "sequence %u twice", s);
 			seen[s - first] = 1;
-			if (data_len)
-				cr_assert_eq(rx[i].buf[4 + data_len - 1], 0xc3);
+			for (j = 0; j < data_len; j++)
+				cr_assert_eq(rx[i].buf[4 + j], seq_byte(s, j),
+					     "datagram %u byte %u corrupted", s, j);
 		}
 		tp->ops->rx_release(tp, rx, (unsigned)k);
 		got += (unsigned)k;
@@ -180,6 +196,7 @@ Test(CONTRACT_NAME, oversized_and_peerless_sends_are_refused)
 	tx[1].data_len = 0;
 	tx[1].peer = NULL;
 	cr_assert_eq(p.a->ops->tx_burst(p.a, tx, 2), -EINVAL);
+	cr_assert_eq(p.a->stats.tx_pkts, 0, "a refused burst is not counted as sent");
 	/* Nothing of a refused burst may arrive. */
 	for (i = 0; i < 2000; i++) {
 		int k = p.b->ops->rx_burst(p.b, rx, 4);
@@ -275,6 +292,20 @@ static int wait_comp(struct pair *p, uint64_t wr_id)
 	}
 }
 
+/* After a completion was reaped, no second one may come for it. */
+static void assert_no_more_comps(struct pair *p)
+{
+	struct urpc_tp_comp c = {0};
+	int i;
+
+	for (i = 0; i < 200; i++) {
+		serve(p->b);
+		serve(p->a);
+		cr_assert_eq(p->a->ops->poll_completions(p->a, &c, 1), 0,
+			     "a second completion (wr_id %lu)", (unsigned long)c.wr_id);
+	}
+}
+
 static void pattern(uint8_t *m, size_t len, uint32_t seed)
 {
 	size_t i;
@@ -308,6 +339,7 @@ static void check_rw(size_t len)
 		     0);
 	cr_assert_eq(wait_comp(&p, 12), 0);
 	cr_assert(memcmp(local.mem, remote.mem, len) == 0, "READ of %zu bytes corrupted", len);
+	assert_no_more_comps(&p);
 
 	region_close(p.a, &local);
 	region_close(p.b, &remote);
@@ -367,6 +399,7 @@ Test(CONTRACT_NAME, one_sided_access_is_checked)
 					  (uint64_t)(uintptr_t)ro.mem, ro.mr.rkey, 64, 4),
 		     0);
 	cr_assert_eq(wait_comp(&p, 4), -EACCES);
+	assert_no_more_comps(&p);
 	for (size_t i = 0; i < len; i++) {
 		cr_assert_eq(remote.mem[i], 0x22, "a refused WRITE changed byte %zu", i);
 		cr_assert_eq(ro.mem[i], 0x33);

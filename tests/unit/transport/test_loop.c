@@ -2,6 +2,7 @@
 /* The loop transport's own behaviour: fault switches, determinism, lifetime. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "transport/transport.h"
@@ -89,6 +90,8 @@ Test(loop, drop_switch)
 	got = run(&p, 10000, order1, 12000);
 	cr_assert(got >= 8500 && got <= 9500, "%u of 10000 arrived with 10%% drop", got);
 	cr_assert_eq(p.a->stats.tx_dropped + got, 10000);
+	cr_assert_eq(p.a->stats.tx_pkts, 10000, "dropped datagrams still count as sent");
+	cr_assert_eq(p.b->stats.rx_pkts, got, "the receiver counts what arrived");
 	cr_assert_eq(p.b->stats.rx_drop_ring_full, 0);
 	pair_close(&p);
 }
@@ -104,6 +107,23 @@ Test(loop, duplicate_switch)
 	cr_assert_gt(got, 10500);
 	cr_assert_lt(got, 11500);
 	cr_assert_eq(got, 10000 + p.a->stats.tx_duplicated);
+	cr_assert_eq(p.b->stats.rx_pkts, got);
+	{
+		static uint8_t copies[10000];
+		unsigned i, twice = 0;
+
+		memset(copies, 0, sizeof(copies));
+		for (i = 0; i < got; i++) {
+			cr_assert_lt(order1[i], 10000);
+			copies[order1[i]]++;
+		}
+		for (i = 0; i < 10000; i++) {
+			cr_assert(copies[i] == 1 || copies[i] == 2, "%u arrived %u times", i,
+				  copies[i]);
+			twice += copies[i] == 2;
+		}
+		cr_assert_eq(twice, p.a->stats.tx_duplicated, "every extra copy is a duplicate");
+	}
 	pair_close(&p);
 }
 
@@ -126,25 +146,36 @@ Test(loop, reorder_switch_loses_nothing)
 			inversions++;
 	}
 	cr_assert_gt(inversions, 1000, "reordering should be visible (%u inversions)", inversions);
+	cr_assert_eq(p.a->stats.tx_reordered, 10000);
 	pair_close(&p);
 }
 
 Test(loop, delay_switch)
 {
-	struct urpc_loop_faults f = {.delay_polls = 3};
-	struct urpc_tp_rx rx[4];
-	struct urpc_tp_tx tx;
+	struct urpc_loop_faults f = {.delay_polls = 5};
+	struct urpc_tp_rx rx[8];
+	struct urpc_tp_tx tx[4];
+	uint32_t seq[4] = {9, 10, 11, 12};
 	struct pair p;
-	uint32_t seq = 9;
 	int i;
 
 	pair_open(&p, 4, &f);
-	tx = (struct urpc_tp_tx){.peer = p.a2b, .hdr = &seq, .hdr_len = 4};
-	cr_assert_eq(p.a->ops->tx_burst(p.a, &tx, 1), 1);
-	for (i = 0; i < 2; i++)
-		cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 4), 0, "visible too early at poll %d",
+	for (i = 0; i < 4; i++)
+		tx[i] = (struct urpc_tp_tx){.peer = p.a2b, .hdr = &seq[i], .hdr_len = 4};
+	cr_assert_eq(p.a->ops->tx_burst(p.a, tx, 4), 4);
+	for (i = 0; i < 4; i++)
+		cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 8), 0, "visible too early at poll %d",
 			     i + 1);
-	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 4), 1, "due at the third poll");
+	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 8), 4, "all four due at the fifth poll");
+	for (i = 0; i < 4; i++)
+		cr_assert_eq(memcmp(rx[i].buf, &seq[i], 4), 0, "delay keeps the order");
+	p.b->ops->rx_release(p.b, rx, 4);
+
+	/* Without the switch, the next poll sees a datagram at once. */
+	f.delay_polls = 0;
+	cr_assert_eq(urpc__loop_set_faults(p.a, &f), 0);
+	cr_assert_eq(p.a->ops->tx_burst(p.a, tx, 1), 1);
+	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 8), 1);
 	p.b->ops->rx_release(p.b, rx, 1);
 	pair_close(&p);
 }
@@ -199,7 +230,169 @@ Test(loop, unknown_and_stale_endpoints)
 	cr_assert_eq(a->ops->resolve_peer(a, ep, n, &peer), -ENOENT, "a destroyed endpoint");
 	ep[2] ^= 0x40; /* another id */
 	cr_assert_eq(a->ops->resolve_peer(a, ep, n, &peer), -ENOENT);
+	/* A live id with the wrong generation is someone else's stale bytes. */
+	n = a->ops->get_endpoint(a, ep);
+	ep[7] ^= 0x10;
+	cr_assert_eq(a->ops->resolve_peer(a, ep, n, &peer), -ENOENT, "wrong generation");
+	ep[7] ^= 0x10;
+	cr_assert_eq(a->ops->resolve_peer(a, ep, n, &peer), 0, "itself, with the right bytes");
+	a->ops->release_peer(a, peer);
 	cr_assert_eq(a->ops->destroy(a), 0);
+}
+
+Test(loop, destroy_releases_resolved_peers)
+{
+	struct urpc_tp_peer *p1, *p2;
+	struct urpc_tp_rx rx[4];
+	struct urpc_tp_tx tx;
+	struct pair p;
+	uint8_t ep[URPC_TP_EP_MAX];
+	uint32_t seq = 3;
+	size_t n;
+
+	pair_open(&p, 7, NULL);
+	n = p.b->ops->get_endpoint(p.b, ep);
+	cr_assert_eq(p.a->ops->resolve_peer(p.a, ep, n, &p1), 0);
+	cr_assert_eq(p.a->ops->resolve_peer(p.a, ep, n, &p2), 0);
+	p.a->ops->release_peer(p.a, p1); /* from the middle of A's list */
+	tx = (struct urpc_tp_tx){.peer = p2, .hdr = &seq, .hdr_len = 4};
+	cr_assert_eq(p.a->ops->tx_burst(p.a, &tx, 1), 1);
+	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 4), 1);
+	p.b->ops->rx_release(p.b, rx, 1);
+	/* A goes with p2 and a2b still resolved: destroy frees them (LeakSanitizer checks). */
+	cr_assert_eq(p.a->ops->destroy(p.a), 0);
+	cr_assert_eq(p.b->ops->destroy(p.b), 0);
+}
+
+/* Poll both ends until @a has a completion; bounded. */
+static int pump_comp(struct urpc_tp *a, struct urpc_tp *b, struct urpc_tp_comp *c)
+{
+	struct urpc_tp_rx rx[4];
+	int i, k;
+
+	for (i = 0; i < 1000; i++) {
+		k = b->ops->rx_burst(b, rx, 4);
+		if (k > 0)
+			b->ops->rx_release(b, rx, (unsigned)k);
+		k = a->ops->poll_completions(a, c, 1);
+		if (k)
+			return k;
+	}
+	return 0;
+}
+
+Test(loop, one_sided_queue_is_bounded_and_completes_once)
+{
+	static uint8_t seen[65];
+	struct urpc_tp_mr lmr, rmr;
+	struct urpc_tp_comp c[80];
+	uint8_t *local, *remote;
+	struct pair p;
+	int i, k, got = 0;
+
+	pair_open(&p, 8, NULL);
+	local = calloc(1, 4096);
+	remote = calloc(1, 4096);
+	cr_assert(local && remote);
+	cr_assert_eq(p.a->ops->reg_mem(p.a, local, 4096, 0, &lmr), 0);
+	cr_assert_eq(p.b->ops->reg_mem(p.b, remote, 4096, URPC_TP_ACCESS_REMOTE_READ, &rmr), 0);
+	for (i = 0; i < 64; i++)
+		cr_assert_eq(p.a->ops->post_read(p.a, p.a2b, local + i * 64, &lmr,
+						 (uint64_t)(uintptr_t)remote, rmr.rkey, 64,
+						 (uint64_t)i),
+			     0);
+	cr_assert_eq(p.a->ops->post_read(p.a, p.a2b, local, &lmr, (uint64_t)(uintptr_t)remote,
+					 rmr.rkey, 64, 64),
+		     -EAGAIN, "the 65th outstanding operation is back-pressure");
+	cr_assert_eq(p.a->ops->poll_completions(p.a, c, 80), 0, "nothing before B polls");
+	cr_assert_eq(p.a->ops->destroy(p.a), -EBUSY, "operations are outstanding");
+	p.b->ops->poll_completions(p.b, c, 1); /* B serves */
+	memset(seen, 0, sizeof(seen));
+	for (i = 0; i < 10; i++) {
+		k = p.a->ops->poll_completions(p.a, c, 80);
+		for (int j = 0; j < k; j++) {
+			cr_assert_lt(c[j].wr_id, 64);
+			cr_assert_eq(c[j].status, 0);
+			cr_assert_eq(c[j].op, URPC_TP_OP_READ);
+			cr_assert_eq(seen[c[j].wr_id], 0, "wr_id %lu completed twice",
+				     (unsigned long)c[j].wr_id);
+			seen[c[j].wr_id] = 1;
+		}
+		got += k;
+	}
+	cr_assert_eq(got, 64);
+	cr_assert_eq(p.b->stats.os_served, 64);
+	cr_assert_eq(p.a->ops->post_read(p.a, p.a2b, local, &lmr, (uint64_t)(uintptr_t)remote,
+					 rmr.rkey, 64, 99),
+		     0, "slots are reusable once reaped");
+	cr_assert_eq(pump_comp(p.a, p.b, c), 1);
+	cr_assert_eq(c[0].wr_id, 99);
+	p.a->ops->dereg_mem(p.a, &lmr);
+	p.b->ops->dereg_mem(p.b, &rmr);
+	free(local);
+	free(remote);
+	pair_close(&p);
+}
+
+Test(loop, dereg_fails_outstanding_operations)
+{
+	struct urpc_tp_mr lmr, rmr;
+	struct urpc_tp_comp c;
+	uint8_t local[256], remote[256];
+	struct pair p;
+
+	pair_open(&p, 9, NULL);
+	memset(local, 0x11, sizeof(local));
+	memset(remote, 0x22, sizeof(remote));
+	cr_assert_eq(p.a->ops->reg_mem(p.a, local, sizeof(local), 0, &lmr), 0);
+	cr_assert_eq(p.b->ops->reg_mem(p.b, remote, sizeof(remote),
+				       URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE,
+				       &rmr),
+		     0);
+	cr_assert_eq(p.a->ops->post_read(p.a, p.a2b, local, &lmr, (uint64_t)(uintptr_t)remote,
+					 rmr.rkey, sizeof(local), 5),
+		     0);
+	p.a->ops->dereg_mem(p.a, &lmr);
+	cr_assert_eq(p.a->ops->poll_completions(p.a, &c, 1), 1, "dereg completes it at once");
+	cr_assert_eq(c.wr_id, 5);
+	cr_assert_eq(c.status, -EIO);
+	/* B still has the request queued: serving it must not touch A's memory. */
+	cr_assert_eq(pump_comp(p.a, p.b, &c), 0, "a second completion");
+	for (size_t i = 0; i < sizeof(local); i++)
+		cr_assert_eq(local[i], 0x11, "READ landed in deregistered memory");
+	cr_assert_eq(p.b->stats.os_served, 0);
+	p.b->ops->dereg_mem(p.b, &rmr);
+	pair_close(&p);
+}
+
+Test(loop, keys_of_one_endpoint_do_not_open_another)
+{
+	struct urpc_tp_mr amr, bmr, junk;
+	struct urpc_tp_comp c;
+	uint8_t amem[64], bmem[64];
+	struct pair p;
+
+	/* Same seed on both ends: the fault streams match, the keys must not. */
+	pair_open(&p, 10, NULL);
+	memset(bmem, 0x5c, sizeof(bmem));
+	cr_assert_eq(p.a->ops->reg_mem(p.a, amem, sizeof(amem), URPC_TP_ACCESS_REMOTE_WRITE, &amr),
+		     0);
+	cr_assert_eq(p.b->ops->reg_mem(p.b, bmem, sizeof(bmem), URPC_TP_ACCESS_REMOTE_WRITE, &bmr),
+		     0);
+	cr_assert_neq(amr.rkey, 0);
+	cr_assert_neq(amr.rkey, bmr.rkey);
+	cr_assert_eq(p.a->ops->reg_mem(p.a, amem, sizeof(amem), 0x80, &junk), -EINVAL,
+		     "unknown access bits");
+	cr_assert_eq(p.a->ops->post_write(p.a, p.a2b, amem, &amr, (uint64_t)(uintptr_t)bmem,
+					  amr.rkey, sizeof(amem), 1),
+		     0);
+	cr_assert_eq(pump_comp(p.a, p.b, &c), 1);
+	cr_assert_eq(c.status, -EACCES);
+	for (size_t i = 0; i < sizeof(bmem); i++)
+		cr_assert_eq(bmem[i], 0x5c);
+	p.a->ops->dereg_mem(p.a, &amr);
+	p.b->ops->dereg_mem(p.b, &bmr);
+	pair_close(&p);
 }
 
 Test(loop, peer_destroyed_under_traffic)
