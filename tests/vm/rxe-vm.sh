@@ -3,29 +3,9 @@
 #
 # rxe-vm.sh - run a command next to two Soft-RoCE (rdma_rxe) devices.
 #
-# Usage: tests/vm/rxe-vm.sh [OPTIONS] -- COMMAND [ARGS...]
-#
-# Boots Debian's stock kernel under QEMU (software emulation, no KVM needed),
-# wires two rxe devices back to back over a veth pair inside the guest
-# (rxe0 on veth0 = 10.0.0.1, rxe1 on veth1 = 10.0.0.2) and runs COMMAND there,
-# chrooted into this machine's root filesystem (shared read-only), so programs
-# built here run unchanged. The current directory is shared read-write and
-# COMMAND starts in it.
-#
-# Options:
-#   --mtu N         veth MTU: 1500 (RoCE MTU 1024, the default) or 9000 (4096)
-#   --netem SPEC    tc netem applied to veth1's egress, e.g. 'loss 5%'
-#   --timeout SEC   bound on the whole run, boot included (default 300)
-#   --cache DIR     kernel and initramfs cache (default ~/.cache/urpc-rxe-vm)
-#   --keep-log      print the guest console log even on success
-#   -h, --help      show this help
-#
-# In the guest, COMMAND sees URPC_RXE_SERVER_IP, URPC_RXE_CLIENT_IP,
-# URPC_RXE_GID_INDEX (the RoCE v2 IPv4 GID index, read from sysfs) and
-# URPC_RXE_VM=1. Its output comes back on this script's stdout and stderr.
-#
-# Exit status: COMMAND's; 124 when the timeout expired; 77 (with a line
-# "SKIPPED: reason" on stderr) when the VM cannot run on this machine.
+# Usage: tests/vm/rxe-vm.sh [OPTIONS] -- COMMAND [ARGS...]; see --help (usage()
+# below) for the options, the guest's environment and the exit statuses.
+# The guest side is rxe-vm-init.sh (the initramfs's /init).
 set -euo pipefail
 
 prog=rxe-vm
@@ -36,7 +16,92 @@ cache=${XDG_CACHE_HOME:-$HOME/.cache}/urpc-rxe-vm
 keep_log=0
 here=$(cd "$(dirname "$0")" && pwd)
 
-usage() { sed -n '4,29p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() {
+	cat <<'EOF_USAGE'
+NAME
+    rxe-vm.sh - run a command next to two Soft-RoCE (rdma_rxe) devices
+
+SYNOPSIS
+    tests/vm/rxe-vm.sh [--mtu 1500|9000] [--netem SPEC] [--timeout SEC]
+                       [--cache DIR] [--keep-log] -- COMMAND [ARGS...]
+    tests/vm/rxe-vm.sh --help
+
+DESCRIPTION
+    Boots Debian's stock kernel under QEMU with software emulation (TCG; no
+    KVM, no RDMA NIC needed), wires two rxe devices back to back over a veth
+    pair inside the guest and runs COMMAND there:
+
+        rxe0 on veth0, 10.0.0.1 (server)  <-- veth -->  rxe1 on veth1, 10.0.0.2 (client)
+
+    Policy routing makes traffic between the two addresses cross the veth
+    pair instead of the loopback shortcut (which rxe drops).
+
+    COMMAND runs chrooted into this machine's root filesystem, shared
+    read-only over virtio-9p, so programs built and installed here
+    (ibv_devices, perftest, the project's test binaries) run unchanged. The
+    current directory is shared read-write at the same path and COMMAND
+    starts in it (in / when the current directory is / itself). COMMAND and
+    its ARGS are passed as a word list, without a shell: use sh -c '...' for
+    pipes, background jobs and variables of the guest.
+
+    Its stdout and stderr stream back to this script's stdout and stderr.
+    Progress lines ("rxe-vm: ...") go to stderr.
+
+    Binaries run in the guest must not use instructions its emulated CPU
+    lacks (it has AVX2, no AVX-512): build them for a baseline such as
+    -march=x86-64-v2, never -march=native.
+
+OPTIONS
+    --mtu 1500|9000
+        MTU of the veth pair (default 1500). The RoCE active MTU follows it:
+        1024 with 1500, 4096 with 9000.
+    --netem SPEC
+        Apply "tc qdisc add dev vethN root netem SPEC" to the egress of both
+        veth0 and veth1 (each direction of the wire), e.g. 'loss 5%' or
+        'delay 1ms'. Clients must bind to 10.0.0.2 for their packets to
+        cross the veth (and netem) rather than the loopback.
+    --timeout SEC
+        Bound on the whole run, package installation, kernel download and
+        boot included (default 300). On expiry QEMU is killed and the
+        script exits 124.
+    --cache DIR
+        Where the kernel package contents, the extracted vmlinux and the
+        initramfs are kept (default ${XDG_CACHE_HOME:-$HOME/.cache}/urpc-rxe-vm).
+        Concurrent runs share it safely (flock).
+    --keep-log
+        Print the tail of the guest's console log even on success.
+    -h, --help
+        Show this help.
+
+ENVIRONMENT (in the guest)
+    URPC_RXE_SERVER_IP   10.0.0.1 (rxe0, veth0)
+    URPC_RXE_CLIENT_IP   10.0.0.2 (rxe1, veth1)
+    URPC_RXE_GID_INDEX   GID index of the IPv4 RoCE v2 GIDs, the same on both
+                         devices, read from sysfs at boot (never hard-coded)
+    URPC_RXE_VM          1
+
+EXIT STATUS
+    COMMAND's exit status; 124 when the timeout expired; 77, with a line
+    "SKIPPED: reason" on stderr, when the VM cannot run here (QEMU missing
+    and not installable, kernel not downloadable, the guest did not boot or
+    could not set up the devices); 2 for a usage error; 1 when the guest
+    died while COMMAND ran.
+
+REQUIREMENTS
+    Debian packages qemu-system-x86, busybox-static, kmod, xz-utils,
+    iproute2, ibverbs-utils, rdma-core, ibverbs-providers and perftest,
+    installed with apt-get when missing and running as root; and the
+    linux-image-6.1.0-NN-amd64 package, fetched once with apt-get download
+    (never installed on this machine).
+
+EXAMPLES
+    tests/vm/rxe-vm.sh -- ibv_devices
+    tests/vm/rxe-vm.sh --mtu 9000 -- ibv_devinfo -d rxe0
+    tests/vm/rxe-vm.sh -- sh -c 'ibv_rc_pingpong -d rxe0 -g $URPC_RXE_GID_INDEX &
+        sleep 3; ibv_rc_pingpong -d rxe1 -g $URPC_RXE_GID_INDEX 10.0.0.1'
+    tests/vm/rxe-vm.sh --netem 'loss 5%' -- build/tests/some_verbs_test
+EOF_USAGE
+}
 log() { echo "$prog: $*" >&2; }
 skip() {
 	echo "SKIPPED: $*" >&2
@@ -81,67 +146,126 @@ while [ $# -gt 0 ]; do
 		shift
 		break
 		;;
-	*) die "unknown argument '$1' (see --help)" ;;
+	-*) die "unknown option '$1' (see --help)" ;;
+	*) break ;; # COMMAND without the "--"
 	esac
 done
 [ $# -gt 0 ] || die "no COMMAND given (see --help)"
 case "$mtu" in 1500 | 9000) ;; *) die "--mtu must be 1500 or 9000, got '$mtu'" ;; esac
-case "$timeout_s" in '' | *[!0-9]*) die "--timeout must be a number of seconds" ;; esac
+case "$timeout_s" in '' | *[!0-9]* | 0) die "--timeout must be a number of seconds" ;; esac
 case "$netem" in *[\'\"\`\$\;\&\|]*) die "--netem: unexpected characters in '$netem'" ;; esac
+
+# depmod, modprobe, rdma and tc live in sbin, which a user's PATH may lack.
+PATH=$PATH:/usr/sbin:/sbin
+
+# Everything below, downloads included, runs within the deadline.
+deadline=$((SECONDS + timeout_s))
+left() {
+	local l=$((deadline - SECONDS))
+	[ $l -gt 0 ] || timed_out "before the VM started"
+	echo $l
+}
+timed_out() {
+	log "timed out after ${timeout_s}s ($*)"
+	exit 124
+}
+# Runs "$@" within the time left; 124 from timeout means the deadline passed.
+bounded() {
+	local l
+	l=$(left) || exit 124
+	timeout --kill-after=5 "$l" "$@"
+}
 
 # ---- host tools ------------------------------------------------------------
 need_pkgs=()
 command -v qemu-system-x86_64 >/dev/null || need_pkgs+=(qemu-system-x86)
-[ -x /bin/busybox ] && /bin/busybox --list 2>/dev/null | grep -qx cpio ||
+# The initramfs needs the static busybox (Debian's busybox package is dynamic).
+dpkg-query -W -f '${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' ||
 	need_pkgs+=(busybox-static)
 command -v depmod >/dev/null || need_pkgs+=(kmod)
 command -v xz >/dev/null || need_pkgs+=(xz-utils)
-command -v ibv_devices >/dev/null || need_pkgs+=(ibverbs-utils rdma-core)
-[ -x /sbin/ip ] || [ -x /usr/sbin/ip ] || [ -x /bin/ip ] || need_pkgs+=(iproute2)
+command -v ibv_devices >/dev/null || need_pkgs+=(ibverbs-utils)
+command -v rdma >/dev/null && command -v tc >/dev/null || need_pkgs+=(iproute2)
+compgen -G '/usr/lib/*/libibverbs/librxe-rdmav*.so' >/dev/null || need_pkgs+=(rdma-core ibverbs-providers)
+command -v ib_send_lat >/dev/null || need_pkgs+=(perftest)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
-	[ "$(id -u)" -eq 0 ] || skip "missing ${need_pkgs[*]}; install them (apt-get install ${need_pkgs[*]})"
+	[ "$(id -u)" -eq 0 ] || skip "missing packages; as root: apt-get install ${need_pkgs[*]}"
 	log "installing ${need_pkgs[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null 2>&1 ||
-		{ apt-get update -qq >/dev/null 2>&1 &&
-			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null 2>&1; } ||
-		skip "could not install ${need_pkgs[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	bounded apt-get install -y -qq "${need_pkgs[@]}" >/dev/null 2>&1 ||
+		{ bounded apt-get update -qq >/dev/null 2>&1 &&
+			bounded apt-get install -y -qq "${need_pkgs[@]}" >/dev/null 2>&1; } ||
+		{
+			[ $SECONDS -lt $deadline ] || timed_out "installing packages"
+			skip "could not install ${need_pkgs[*]} with apt-get"
+		}
 fi
 
 # ---- kernel ----------------------------------------------------------------
-mkdir -p "$cache"
-kver_file=$cache/kver
-if [ ! -s "$kver_file" ]; then
-	kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/.*Depends: \(linux-image-[0-9].*-amd64\)$/\1/p' | head -n 1)
-	[ -n "$kpkg" ] || skip "cannot find Debian's linux-image-amd64 package (apt-get update?)"
-	echo "${kpkg#linux-image-}" >"$kver_file"
-fi
-kver=$(cat "$kver_file")
-kdir=$cache/$kver
-if [ ! -s "$kdir/vmlinux" ]; then
+# The cache is shared by concurrent runs: one prepares it, the others wait.
+mkdir -p "$cache" || skip "cannot create the cache folder $cache"
+exec 9>"$cache/.lock"
+bounded flock 9 || timed_out "waiting for the cache lock"
+
+# Debian's current stock kernel ABI (6.1.0-NN-amd64), resolved once.
+resolve_kver() {
+	apt-cache depends linux-image-amd64 2>/dev/null |
+		sed -n 's/.*Depends: linux-image-\([0-9].*-amd64\)$/\1/p' | head -n 1 || true
+}
+fetch_kernel() { # into $kdir/dl
+	rm -rf "$kdir" && mkdir -p "$kdir/dl" &&
+		(cd "$kdir/dl" && bounded apt-get download "linux-image-$kver" >/dev/null 2>&1)
+}
+kver=""
+[ -s "$cache/kver" ] && read -r kver <"$cache/kver"
+if [ -z "$kver" ] || [ ! -s "$cache/$kver/vmlinux" ]; then
+	[ -n "$kver" ] || kver=$(resolve_kver)
+	if [ -z "$kver" ] && [ "$(id -u)" -eq 0 ]; then
+		bounded apt-get update -qq >/dev/null 2>&1 || true
+		kver=$(resolve_kver)
+	fi
+	[ -n "$kver" ] || skip "cannot find Debian's linux-image-amd64 package (apt-get update?)"
+	kdir=$cache/$kver
 	log "fetching kernel $kver (once; cached in $kdir)"
-	rm -rf "$kdir"
-	mkdir -p "$kdir/dl"
-	(cd "$kdir/dl" && apt-get download "linux-image-$kver" >/dev/null 2>&1) ||
-		skip "cannot download linux-image-$kver"
+	if ! fetch_kernel; then
+		# Stale package lists or a kernel the mirror dropped: refresh, retry.
+		[ "$(id -u)" -ne 0 ] || bounded apt-get update -qq >/dev/null 2>&1 || true
+		tried=$kver
+		kver=$(resolve_kver)
+		kdir=$cache/$kver
+		if [ -z "$kver" ] || ! fetch_kernel; then
+			[ $SECONDS -lt $deadline ] || timed_out "downloading the kernel"
+			skip "cannot download linux-image-${kver:-$tried} (apt-get download)"
+		fi
+	fi
 	dpkg-deb -x "$kdir"/dl/linux-image-*.deb "$kdir/root" || skip "cannot unpack linux-image-$kver"
 	rm -rf "$kdir/dl"
-	# Boot the uncompressed ELF image (PVH): find the xz stream in vmlinuz.
-	off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$kdir/root/boot/vmlinuz-$kver" | head -n 1 | cut -d: -f1)
+	depmod -b "$kdir/root" "$kver" || skip "depmod failed for $kver"
+	# Boot the uncompressed ELF image directly (PVH entry, no decompression
+	# in the guest): vmlinuz carries it as an xz stream after the stub.
+	vmlinuz=$kdir/root/boot/vmlinuz-$kver
+	off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$vmlinuz" | head -n 1 | cut -d: -f1) || true
 	[ -n "$off" ] || skip "no xz stream in vmlinuz-$kver"
-	tail -c +$((off + 1)) "$kdir/root/boot/vmlinuz-$kver" | xz -dcq >"$kdir/vmlinux.tmp" 2>/dev/null || true
-	head -c 4 "$kdir/vmlinux.tmp" | grep -q ELF || skip "could not extract vmlinux from vmlinuz-$kver"
+	tail -c +$((off + 1)) "$vmlinuz" | xz -dcq >"$kdir/vmlinux.tmp" 2>/dev/null || true
+	[ "$(head -c 4 "$kdir/vmlinux.tmp")" = $'\x7fELF' ] ||
+		skip "could not extract vmlinux from vmlinuz-$kver"
 	mv "$kdir/vmlinux.tmp" "$kdir/vmlinux"
-	depmod -b "$kdir/root" "$kver"
+	echo "$kver" >"$cache/kver"
 fi
+kdir=$cache/$kver
 
 # ---- initramfs -------------------------------------------------------------
-initrd=$kdir/initrd.cpio.gz
-if [ ! -s "$initrd" ] || [ "$here/rxe-vm-init.sh" -nt "$initrd" ]; then
+# busybox-static, the guest's /init and the modules (with their dependencies
+# as modprobe resolves them, in load order); rebuilt when any input changes.
+mods="virtio_mmio virtio_console 9pnet_virtio 9p crc32_generic rdma_rxe ib_uverbs rdma_ucm veth sch_netem"
+key=$({ cat "$here/rxe-vm-init.sh"; echo "$mods"; } | cat - /bin/busybox | md5sum | cut -c1-12)
+initrd=$kdir/initrd-$key.cpio.gz
+if [ ! -s "$initrd" ]; then
 	log "building the initramfs"
 	ird=$(mktemp -d)
 	mkdir -p "$ird"/{bin,sbin,proc,sys,dev,host,share,tmp,mods,etc}
 	cp /bin/busybox "$ird/bin/busybox"
-	for m in virtio_mmio 9pnet_virtio 9p crc32_generic rdma_rxe ib_uverbs rdma_ucm veth sch_netem; do
+	for m in $mods; do
 		modprobe -d "$kdir/root" -S "$kver" --show-depends "$m" 2>/dev/null |
 			sed -n 's/^insmod \([^ ]*\).*/\1/p'
 	done | awk '!seen[$0]++' >"$ird/mods/order"
@@ -153,65 +277,124 @@ if [ ! -s "$initrd" ] || [ "$here/rxe-vm-init.sh" -nt "$initrd" ]; then
 	cp "$here/rxe-vm-init.sh" "$ird/init"
 	chmod +x "$ird/init"
 	(cd "$ird" && find . | /bin/busybox cpio -o -H newc 2>/dev/null | gzip -1 >"$initrd.tmp")
-	mv "$initrd.tmp" "$initrd"
 	rm -rf "$ird"
+	rm -f "$kdir"/initrd*.cpio.gz
+	mv "$initrd.tmp" "$initrd"
 fi
+exec 9>&- # the cache is ready: release the lock
 
 # ---- run ---------------------------------------------------------------------
-share=$(mktemp -d "${TMPDIR:-/tmp}/rxe-vm.XXXXXX")
-trap 'rm -rf "$share"' EXIT
+# The share (read-write in the guest at /share) carries the command and the
+# settings in, the markers and the exit status out.
+share=$(mktemp -d "${TMPDIR:-/tmp}/rxe-vm.XXXXXX") || skip "cannot create a temporary folder"
+qpid=""
+pids=()
+# shellcheck disable=SC2317 # invoked by the traps
+cleanup() {
+	[ -n "$qpid" ] && kill "$qpid" 2>/dev/null
+	[ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null
+	rm -rf "$share"
+}
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT
+trap 'log "terminated"; exit 143' TERM
+
+# POSIX sh quoting (the guest runs the host's /bin/sh, which may be dash).
+shq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 {
-	printf 'cd %q 2>/dev/null || cd /\n' "$PWD"
+	printf 'cd %s 2>/dev/null || cd /\n' "$(shq "$PWD")"
 	printf 'exec'
-	printf ' %q' "$@"
+	for a in "$@"; do printf ' %s' "$(shq "$a")"; done
 	printf '\n'
 } >"$share/cmd"
 printf '%s\n' "$PWD" >"$share/cwd"
 printf '%s\n' "$mtu" >"$share/mtu"
 printf '%s\n' "$netem" >"$share/netem"
 
-khz=$(awk '/cpu MHz/ {printf "%d", $4 * 1000; exit}' /proc/cpuinfo)
-[ -n "$khz" ] && [ "$khz" -gt 0 ] || khz=2000000
+# The guest's clock calibration can hang under host load (microvm has no
+# fallback timer): hand it the host's TSC frequency.
+# (dmesg may be restricted to root: then /proc/cpuinfo's figure.)
+kmsg=$(dmesg 2>/dev/null) || kmsg=""
+mhz=$(sed -n 's/.*tsc: Refined TSC clocksource calibration: \([0-9.]*\) MHz.*/\1/p' <<<"$kmsg" | tail -n 1)
+[ -n "$mhz" ] || mhz=$(sed -n 's/.*tsc: Detected \([0-9.]*\) MHz processor.*/\1/p' <<<"$kmsg" | tail -n 1)
+[ -n "$mhz" ] || mhz=$(awk '/^cpu MHz/ {print $4; exit}' /proc/cpuinfo)
+khz=$(awk -v m="${mhz:-0}" 'BEGIN {printf "%d", m * 1000}')
+[ "$khz" -gt 0 ] || khz=2000000
 ncpu=$(nproc)
 [ "$ncpu" -gt 2 ] && ncpu=2
 
-log "booting kernel $kver (mtu $mtu${netem:+, netem $netem}, timeout ${timeout_s}s)"
-start=$(date +%s)
-set +e
-timeout --kill-after=5 "$timeout_s" qemu-system-x86_64 \
-	-M microvm,x-option-roms=off,rtc=off,isa-serial=on \
+# COMMAND's stdout and stderr: virtio-serial ports -> FIFOs -> ours, live.
+mkfifo "$share/out.fifo" "$share/err.fifo"
+cat "$share/out.fifo" &
+pids+=($!)
+cat "$share/err.fifo" >&2 &
+pids+=($!)
+
+rest=$(left) || exit 124
+log "booting kernel $kver (mtu $mtu${netem:+, netem $netem}, ${ncpu} vCPUs, ${rest}s left)"
+start=$SECONDS
+# Software emulation only: /dev/kvm on these machines is not hardware KVM.
+timeout --kill-after=5 "$rest" qemu-system-x86_64 \
+	-M microvm,x-option-roms=off,rtc=on,isa-serial=on \
 	-accel tcg,thread=multi -cpu max -smp "$ncpu" -m 2048 \
 	-nodefaults -no-user-config -nographic -no-reboot \
 	-serial "file:$share/console" \
 	-kernel "$kdir/vmlinux" -initrd "$initrd" \
 	-append "console=ttyS0 quiet loglevel=3 panic=-1 pci=off tsc_early_khz=$khz tsc=reliable rdinit=/init" \
+	-device virtio-serial-device \
+	-chardev "file,id=out,path=$share/out.fifo" -device virtserialport,chardev=out,name=out \
+	-chardev "file,id=err,path=$share/err.fifo" -device virtserialport,chardev=err,name=err \
 	-fsdev "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap" \
 	-device virtio-9p-device,fsdev=hostroot,mount_tag=hostroot \
 	-fsdev "local,id=share,path=$share,security_model=none,multidevs=remap" \
 	-device virtio-9p-device,fsdev=share,mount_tag=share \
 	-fsdev "local,id=cwd,path=$PWD,security_model=none,multidevs=remap" \
 	-device virtio-9p-device,fsdev=cwd,mount_tag=cwd \
-	</dev/null >"$share/qemu.log" 2>&1
-qrc=$?
-set -e
-elapsed=$(($(date +%s) - start))
-
+	</dev/null >"$share/qemu.log" 2>&1 &
+qpid=$!
+qrc=0
+wait "$qpid" || qrc=$?
+qpid=""
+elapsed=$((SECONDS - start))
+# Were the FIFOs never opened (QEMU failed early), open them once ourselves so
+# that the readers see an end of file; then let them drain.
+for f in "$share/out.fifo" "$share/err.fifo"; do
+	exec 8<>"$f"
+	exec 8>&-
+done
+wait "${pids[@]}" 2>/dev/null || true
+pids=()
+# Fallback when the guest found no serial ports: output left in the share.
 [ -f "$share/out" ] && cat "$share/out"
+[ -f "$share/err" ] && cat "$share/err" >&2
+
+console_tail() {
+	log "guest console (last lines):"
+	tail -n 30 "$share/console" 2>/dev/null | sed 's/^/  /' >&2
+	[ -s "$share/qemu.log" ] && tail -n 10 "$share/qemu.log" | sed 's/^/  qemu: /' >&2
+	true
+}
+if [ -f "$share/status" ]; then
+	read -r rc <"$share/status"
+	log "guest finished in ${elapsed}s, exit status $rc"
+	[ "$keep_log" = 1 ] && console_tail
+	exit "$rc"
+fi
 if [ $qrc -eq 124 ] || [ $qrc -eq 137 ]; then
-	log "timed out after ${timeout_s}s; guest console:"
-	tail -n 40 "$share/console" >&2 2>/dev/null || true
+	if [ -d "$share/started" ]; then
+		log "timed out after ${timeout_s}s while COMMAND ran; QEMU killed"
+	else
+		log "timed out after ${timeout_s}s while the guest booted; QEMU killed"
+		console_tail
+	fi
 	exit 124
 fi
-if [ ! -f "$share/status" ]; then
-	log "the guest did not finish (qemu exit $qrc, ${elapsed}s); console and qemu output:"
-	tail -n 40 "$share/console" >&2 2>/dev/null || true
-	tail -n 20 "$share/qemu.log" >&2 2>/dev/null || true
-	if grep -q "rxe-vm-guest: SKIP" "$share/console" 2>/dev/null; then
-		skip "$(sed -n 's/.*rxe-vm-guest: SKIP //p' "$share/console" | head -n 1)"
-	fi
+console_tail
+if [ -d "$share/started" ]; then
+	log "the guest stopped while COMMAND ran (QEMU exit $qrc after ${elapsed}s)"
 	exit 1
 fi
-rc=$(cat "$share/status")
-[ $keep_log = 1 ] && cat "$share/console" >&2
-log "guest finished in ${elapsed}s, exit status $rc"
-exit "$rc"
+if [ -s "$share/skip" ]; then
+	skip "guest setup failed: $(head -n 1 "$share/skip")"
+fi
+skip "the VM did not boot (QEMU exit $qrc after ${elapsed}s)"
