@@ -243,6 +243,8 @@ struct urpc_rpc_opts {
 	uint32_t connect_timeout_ms; /* connect fails after this; default 2000 */
 	uint32_t max_sessions;	     /* sessions this Rpc may hold; default 1024 */
 	uint64_t seed;		     /* loop transport fault switches and tokens; 0: random */
+	const char *device;	     /* verbs: RDMA device ("mlx5_0" or "rxe0:1"); NULL: URPC_DEVICE
+					env, else the first active port */
 };
 
 /** urpc_rpc_opts_init() - Fill @o with the defaults. Thread: any. */

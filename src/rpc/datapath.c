@@ -32,7 +32,7 @@ static inline void send_req(struct urpc_rpc *rpc, struct urpc_session *s, struct
 {
 	struct urpc_msgbuf *req = sl->req;
 
-	urpc__rpc_tx_push(rpc, s->peer, hdr_of(req), (uint32_t)req->data_size);
+	urpc__rpc_tx_push(rpc, s->peer, hdr_of(req), (uint32_t)req->data_size, req->priv_lkey);
 	sl->tx_ns = rpc->in_loop ? rpc->now : 0; /* 0: stamped by the next scan */
 }
 
@@ -257,7 +257,8 @@ void urpc__dp_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 
 static void server_send_resp(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl)
 {
-	urpc__rpc_tx_push(rpc, s->peer, hdr_of(&sl->resp_mb), (uint32_t)sl->resp_mb.data_size);
+	urpc__rpc_tx_push(rpc, s->peer, hdr_of(&sl->resp_mb), (uint32_t)sl->resp_mb.data_size,
+			  sl->resp_mb.priv_lkey);
 	sl->resp_epoch = rpc->tx_epoch;
 }
 

@@ -93,6 +93,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	urpc__tp_cfg_init(&cfg, o->transport);
 	cfg.host = urpc__nexus_host(nx);
 	cfg.seed = seed;
+	cfg.device = o->device;
 	cfg.id = rpc_id;
 	ret = urpc__tp_create(&cfg, &rpc->tp);
 	if (ret)

@@ -186,7 +186,8 @@ void urpc__rpc_tx_forget(struct urpc_rpc *rpc, const void *hdr, const struct urp
  * unchanged until the transport is done with them (see tx_flush).
  */
 static inline void urpc__rpc_tx_push(struct urpc_rpc *rpc, struct urpc_tp_peer *peer,
-				     const struct urpc_pkthdr *hdr, uint32_t data_len)
+				     const struct urpc_pkthdr *hdr, uint32_t data_len,
+				     uint32_t lkey)
 {
 	struct urpc_tp_tx *t;
 
@@ -202,6 +203,7 @@ static inline void urpc__rpc_tx_push(struct urpc_rpc *rpc, struct urpc_tp_peer *
 	t->peer = peer;
 	t->hdr = hdr;
 	t->hdr_len = (uint32_t)sizeof(*hdr) + data_len;
+	t->hdr_lkey = lkey;
 	t->data_len = 0;
 }
 

@@ -39,6 +39,7 @@ const struct urpc_tp_ops *urpc__tp_ops(enum urpc_transport_kind kind)
 	case URPC_TRANSPORT_UDP:
 		return &urpc__tp_udp_ops;
 	case URPC_TRANSPORT_VERBS:
+		return urpc__tp_verbs_ops();
 	case URPC_TRANSPORT_DEFAULT:
 		break;
 	}

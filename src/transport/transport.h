@@ -68,10 +68,15 @@ struct urpc_tp_tx {
 	struct urpc_tp_peer *peer;
 	const void *hdr;
 	uint32_t hdr_len;
-	uint32_t hdr_lkey; /* lkey of the header's memory (verbs); ignored by loop/udp */
-	const void *data;  /* may be NULL when data_len is 0 */
+	/*
+	 * lkey of the header's memory (verbs; ignored by loop/udp). 0 means
+	 * unregistered memory: verbs inlines or copies such a datagram into a
+	 * send buffer of its own.
+	 */
+	uint32_t hdr_lkey;
+	const void *data; /* may be NULL when data_len is 0 */
 	uint32_t data_len;
-	uint32_t data_lkey;
+	uint32_t data_lkey; /* as hdr_lkey, for @data */
 };
 
 /*
@@ -229,6 +234,19 @@ struct urpc_tp_ops {
 
 	/* Reap up to @n one-sided completions; returns the count. */
 	int (*poll_completions)(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n);
+
+	/*
+	 * Idle waiting (both NULL for a transport that cannot block: loop).
+	 * wait_arm() asks to be woken by the next datagram or completion and
+	 * returns a file descriptor that poll(POLLIN) reports readable then,
+	 * or -errno. Work that arrived before the call does not wake it: after
+	 * arming, the caller polls rx_burst()/poll_completions() once more and
+	 * sleeps only if that found nothing. wait_ack() consumes the wake-up
+	 * after poll() returned (readable or not); it never blocks.
+	 * Not the datapath: an idle event loop calls them before sleeping.
+	 */
+	int (*wait_arm)(struct urpc_tp *tp);
+	void (*wait_ack)(struct urpc_tp *tp);
 };
 
 /* Fill @cfg with defaults for @kind. */
@@ -246,6 +264,8 @@ void urpc__tp_pool_dereg(void *ctx, struct urpc_mem_reg *reg);
 
 extern const struct urpc_tp_ops urpc__tp_loop_ops;
 extern const struct urpc_tp_ops urpc__tp_udp_ops;
+/* The verbs ops table, or NULL in a build without libibverbs. */
+const struct urpc_tp_ops *urpc__tp_verbs_ops(void);
 
 /* ---- loop only: fault switches (deterministic for a seed) ---- */
 struct urpc_loop_faults {

@@ -2,6 +2,7 @@
 /* The device layer of a build without libibverbs: no device exists. */
 #include <errno.h>
 
+#include "transport.h"
 #include "verbs_dev.h"
 
 bool urpc__verbs_built(void)
@@ -17,4 +18,9 @@ int urpc__verbs_list_ports(struct urpc_verbs_port *out, int max)
 int urpc__verbs_pick_port(const char *name, struct urpc_verbs_port *out)
 {
 	return -ENODEV;
+}
+
+const struct urpc_tp_ops *urpc__tp_verbs_ops(void)
+{
+	return NULL;
 }
