@@ -4,9 +4,16 @@
  * server and client Rpcs, sessions, windows of requests, deferred and nested
  * responses, and the error statuses a continuation can get.
  *
- * The same body is built twice (tests/CMakeLists.txt): with
- * E2E_KIND=URPC_TRANSPORT_LOOP and E2E_NAME=e2e_loop, and with
- * E2E_KIND=URPC_TRANSPORT_UDP and E2E_NAME=e2e_udp.
+ * The same body is built once per transport (tests/CMakeLists.txt):
+ * E2E_KIND=URPC_TRANSPORT_LOOP and E2E_NAME=e2e_loop, ..._UDP and e2e_udp,
+ * ..._VERBS and e2e_verbs.
+ *
+ * Verbs runs where an RDMA port is active (a NIC, or Soft-RoCE in
+ * tests/vm/verbs-stage.sh); elsewhere every case skips. The client Rpc uses
+ * the device URPC_TEST_DEVICE_A names and the server Rpcs the one
+ * URPC_TEST_DEVICE_B names (rxe1 and rxe0 in the VM, so the datapath crosses
+ * the veth pair); unset, each Rpc takes the default port. Session management
+ * always goes through the Nexus's kernel UDP socket on 127.0.0.1.
  *
  * Unless a test says otherwise, every Rpc lives in the test's thread and the
  * test drives their event loops in turn (pass()), bounded by wall time.
@@ -25,7 +32,8 @@
 
 #include <urpc/urpc.h>
 
-#include "rpc/rpc.h" /* urpc__rpc_set_clock(), for the idle-gap test only */
+#include "rpc/rpc.h"		 /* urpc__rpc_set_clock(), for the idle-gap test only */
+#include "transport/verbs_dev.h" /* urpc__verbs_pick_port(), to skip without a port */
 
 #ifndef E2E_KIND
 #error "build with -DE2E_KIND=URPC_TRANSPORT_<KIND> -DE2E_NAME=<suite>"
@@ -360,10 +368,25 @@ static void sm_cb(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int 
 	}
 }
 
+/* Skip the running case when the transport under test cannot run here. */
+static void skip_without_device(void)
+{
+	struct urpc_verbs_port port;
+
+	if (E2E_KIND != URPC_TRANSPORT_VERBS)
+		return;
+	if (!urpc__verbs_built())
+		cr_skip_test("this build has no verbs transport (libibverbs not found)");
+	if (urpc__verbs_pick_port(getenv("URPC_TEST_DEVICE_A"), &port) < 0)
+		cr_skip_test("no active RDMA port (tests/vm/verbs-stage.sh runs it on Soft-RoCE)");
+}
+
 static void opts_for(struct world *w, uint8_t id, struct urpc_rpc_opts *o)
 {
 	urpc_rpc_opts_init(o);
 	o->transport = E2E_KIND;
+	/* Verbs only (loop and udp ignore it): client on device A, servers on B. */
+	o->device = getenv(id == CLI ? "URPC_TEST_DEVICE_A" : "URPC_TEST_DEVICE_B");
 	o->sm_handler = sm_cb;
 	o->sm_arg = &w->sm[id];
 	o->max_sessions = MAX_SESS;
@@ -376,6 +399,7 @@ static void world_nexus_up(struct world *w)
 	struct urpc_nexus_opts no;
 	unsigned i;
 
+	skip_without_device();
 	memset(w, 0, sizeof(*w));
 	urpc_nexus_opts_init(&no);
 	no.host = "127.0.0.1";
@@ -1023,7 +1047,7 @@ Test(E2E_NAME, request_after_idle_gap_is_timed_from_enqueue, .timeout = TEST_TIM
 	world_down(&W);
 }
 
-/* ---- two threads, udp only ---------------------------------------------------- */
+/* ---- two threads (udp and verbs) ---------------------------------------------- */
 
 struct srv_thread {
 	struct world *w;
@@ -1067,7 +1091,7 @@ Test(E2E_NAME, server_and_client_in_two_threads, .timeout = TEST_TIMEOUT_S)
 	uint64_t deadline;
 	int s;
 
-	if (E2E_KIND != URPC_TRANSPORT_UDP)
+	if (E2E_KIND == URPC_TRANSPORT_LOOP)
 		cr_skip_test("the loop transport's endpoints must share one thread");
 	world_nexus_up(&W);
 	rpc_up(&W, CLI);
