@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The verbs transport's private state, shared by verbs.c (set-up, peers,
+ * memory, the RC connection life cycle, waiting) and verbs_datapath.c
+ * (datagrams and one-sided operations). Only src/transport/verbs*.c include
+ * this header.
+ *
+ * Datagrams ride one UD QP per endpoint. Its receive ring is one registered
+ * region of rq_depth slots, each VERBS_GRH bytes of GRH room followed by the
+ * datagram; behind them lie sq_depth send slots, where a datagram from
+ * unregistered memory is copied when it is too large to inline, and where
+ * control messages are built.
+ *
+ * One-sided operations ride RC QPs, one per peer, created lazily by the
+ * first READ or WRITE to that peer. The RC endpoint info (QPN, PSN) is
+ * exchanged by two control messages over the UD QP (SEND with immediate
+ * data, so they never reach the caller): REQ from the side that needs the
+ * connection, ACK from the other. A peer's RC side is
+ *   NONE    no QP yet;
+ *   PENDING QP created, REQ sent (and resent with back-off), operations
+ *           wait in the peer's FIFO;
+ *   READY   QP in RTS, operations posted at once;
+ *   FAILED  a tombstone: the QP hit an error (or never connected); later
+ *           operations complete at once with the recorded error, until the
+ *           peer is released (its session reset) and resolved again.
+ * A completion error is recorded as the peer's cause; WR_FLUSH_ERR
+ * completions behind it report that cause, never the flush.
+ *
+ * Threads: an endpoint belongs to the thread that created it.
+ */
+#ifndef URPC_TRANSPORT_VERBS_H
+#define URPC_TRANSPORT_VERBS_H
+
+#include <infiniband/verbs.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../mem/hugepage.h"
+#include "../util/compiler.h"
+#include "transport.h"
+
+#define VERBS_GRH 40u	       /* room the NIC fills in front of a UD receive */
+#define VERBS_QKEY 0x75727063u /* "urpc": every urpc UD QP uses it */
+#define VERBS_EP_VERSION 1
+#define VERBS_EP_LEN 36		   /* see verbs_get_endpoint() */
+#define VERBS_WANT_INLINE 256u	   /* inline data asked of the UD QP */
+#define VERBS_RECV_BATCH 32u	   /* receives reposted per ibv_post_recv() */
+#define VERBS_POLL_BATCH 32u	   /* completions per ibv_poll_cq() */
+#define VERBS_OS_OPS 256u	   /* one-sided operations outstanding per endpoint */
+#define VERBS_RC_DEPTH 128u	   /* send queue of one RC QP */
+#define VERBS_RD_ATOMIC 16u	   /* outstanding READs per RC QP, at most */
+#define VERBS_HS_RTO_NS 5000000ull /* first resend of a REQ after 5 ms */
+#define VERBS_HS_RTO_MAX_NS 100000000ull
+#define VERBS_OP_NS_PER_MIB 50000000ull /* deadline allowance: 20 MB/s at worst */
+#define VERBS_DRAIN_NS 2000000000ull	/* bound of a synchronous drain */
+#define VERBS_MAX_DEPTH 32768u
+
+static_assert(URPC_IS_POW2(VERBS_OS_OPS), "op table size is a power of two");
+static_assert(VERBS_OS_OPS <= 65536, "op indices fit 16 bits");
+
+/* Immediate data of control messages (plain SENDs carry datagrams). */
+enum verbs_ctl_type {
+	VERBS_CTL_RC_REQ = 1, /* please connect an RC QP to mine */
+	VERBS_CTL_RC_ACK = 2, /* connected: here is mine */
+};
+
+/*
+ * A control message, little-endian. @ud_qpn/@nonce/@gid name the sender's
+ * endpoint, so the receiver finds the peer it resolved for it.
+ */
+struct verbs_ctl {
+	uint32_t ud_qpn;
+	uint32_t nonce;
+	uint32_t rc_qpn;
+	uint32_t rc_psn;
+	uint8_t gid[16];
+};
+static_assert(sizeof(struct verbs_ctl) == 32, "verbs_ctl is 32 bytes on the wire");
+
+enum verbs_rc_state {
+	VERBS_RC_NONE = 0,
+	VERBS_RC_PENDING,
+	VERBS_RC_READY,
+	VERBS_RC_FAILED,
+};
+const char *urpc__verbs_rc_state_str(enum verbs_rc_state s);
+
+#define VERBS_NIL 0xffffu /* end of an op list */
+
+struct urpc_tp_peer {
+	struct ibv_ah *ah;
+	struct ibv_ah_attr ah_attr; /* also the RC QP's path */
+	uint32_t qpn;		    /* the peer's UD QP */
+	uint32_t nonce;
+	uint32_t mtu; /* the peer's active MTU in bytes */
+	uint8_t gid[16];
+
+	enum verbs_rc_state rc_state;
+	struct ibv_qp *rc_qp;
+	uint32_t rc_remote_qpn; /* READY: the peer's RC QP */
+	uint32_t rc_psn;
+	int rc_err;	    /* FAILED: the recorded cause (-errno) */
+	uint32_t rc_posted; /* operations posted on rc_qp, completion not seen */
+	uint16_t wait_head; /* PENDING: operations waiting, FIFO */
+	uint16_t wait_tail;
+	uint64_t hs_deadline_ns; /* PENDING: fail after this */
+	uint64_t hs_next_ns;	 /* PENDING: resend REQ then */
+	uint64_t hs_rto_ns;
+	bool hs_logged;
+
+	struct urpc_tp_peer *next; /* the endpoint's list of peers */
+	struct urpc_tp_peer *prev;
+};
+
+enum verbs_op_state {
+	VERBS_OP_FREE = 0,
+	VERBS_OP_WAITING, /* on its peer's FIFO until the RC QP is ready */
+	VERBS_OP_POSTED,  /* at the NIC */
+	VERBS_OP_DONE,	  /* on the done FIFO, completion not reaped yet */
+};
+
+struct verbs_op {
+	uint64_t wr_id; /* the caller's */
+	enum urpc_tp_op kind;
+	enum verbs_op_state state;
+	int status;
+	struct urpc_tp_peer *peer;
+	void *local;
+	void *mr_handle; /* the local struct ibv_mr */
+	uint32_t lkey;
+	uint32_t rkey;
+	uint64_t raddr;
+	uint32_t len;
+	uint32_t qp_num; /* POSTED: the RC QP it went to (stale completions are ignored) */
+	uint16_t next;	 /* peer's wait FIFO, then the done FIFO */
+	uint64_t deadline_ns;
+};
+
+struct verbs_tp {
+	struct urpc_tp base;
+	struct urpc_verbs_port_info {
+		char dev[64];
+		uint8_t num;
+		int gid_index;
+		bool roce;
+		uint16_t lid;
+		enum ibv_mtu mtu_enum;
+		uint32_t mtu; /* active MTU, bytes */
+	} port;
+	union ibv_gid gid;
+	uint32_t nonce;
+	uint32_t rd_atomic;
+	uint64_t max_msg; /* largest one-sided length */
+	uint64_t op_timeout_ns;
+
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *chan;
+	struct ibv_cq *send_cq; /* UD sends */
+	struct ibv_cq *recv_cq; /* UD receives; armed for waiting */
+	struct ibv_cq *rc_cq;	/* every RC QP's completions; armed for waiting */
+	struct ibv_qp *qp;	/* the UD QP */
+
+	/* Memory of the receive ring and the send slots, one registration. */
+	struct urpc_hp_region ring;
+	struct ibv_mr *ring_mr;
+	uint32_t slot_size; /* VERBS_GRH + mtu, cache-line aligned */
+	uint8_t *send_slots;
+
+	/* UD send queue accounting: WRs posted and known complete. */
+	uint64_t sq_posted;
+	uint64_t sq_done;
+	uint64_t sq_last_signal; /* sq_posted at the last signaled WR */
+	struct ibv_send_wr *swr; /* sq_depth WRs and 2 SGEs each, for one burst */
+	struct ibv_sge *ssge;
+
+	/* Receives to repost, batched. */
+	uint32_t *repost;
+	uint32_t nrepost;
+	uint32_t repost_batch;
+	struct ibv_recv_wr rwr[VERBS_RECV_BATCH];
+	struct ibv_sge rsge[VERBS_RECV_BATCH];
+
+	/* One-sided operations: a table, a free list, a done FIFO. */
+	struct verbs_op ops[VERBS_OS_OPS];
+	uint16_t free_head;
+	uint16_t done_head;
+	uint16_t done_tail;
+	uint32_t nops;	       /* entries not FREE */
+	uint32_t nposted;      /* entries POSTED */
+	uint32_t npending;     /* peers PENDING */
+	uint64_t next_scan_ns; /* next deadline scan of posted operations */
+
+	uint32_t nregs; /* user registrations alive */
+	struct urpc_tp_peer *peers;
+};
+
+static inline struct verbs_tp *to_verbs(struct urpc_tp *tp)
+{
+	return container_of(tp, struct verbs_tp, base);
+}
+
+/* ---- verbs.c, for the datapath ---- */
+
+/* Handle a control message received on the UD QP. */
+void urpc__verbs_ctl_rx(struct verbs_tp *v, uint32_t imm, const uint8_t *buf, uint32_t len);
+
+/* Resend REQs due and fail connections past their deadline. @now in ns. */
+void urpc__verbs_hs_timers(struct verbs_tp *v, uint64_t now);
+
+/* Start the RC side of @peer (state NONE): QP, REQ. 0 or -errno. */
+int urpc__verbs_rc_start(struct verbs_tp *v, struct urpc_tp_peer *peer);
+
+/*
+ * Move @peer to FAILED with @err (if not failed yet; logged once, with
+ * @why or else @err) and flush its QP.
+ */
+void urpc__verbs_rc_fail(struct verbs_tp *v, struct urpc_tp_peer *peer, int err, const char *why);
+
+/* Post what waits on @peer's FIFO while its READY QP has room. */
+void urpc__verbs_rc_kick(struct verbs_tp *v, struct urpc_tp_peer *peer);
+
+/* Map a completion status to -errno. */
+int urpc__verbs_wc_errno(enum ibv_wc_status st);
+
+/* ---- verbs_datapath.c, for verbs.c ---- */
+
+/* Post one control message to @peer through the UD QP; 0 or -errno. */
+int urpc__verbs_ctl_send(struct verbs_tp *v, struct urpc_tp_peer *peer, enum verbs_ctl_type type);
+
+/* Post op @idx on its peer's (READY) RC QP; on failure it completes with the error. */
+void urpc__verbs_op_post(struct verbs_tp *v, uint16_t idx);
+
+/* Complete op @idx with @status: onto the done FIFO. */
+void urpc__verbs_op_done(struct verbs_tp *v, uint16_t idx, int status);
+
+/* Reap RC completions into the done FIFO. Returns how many were seen. */
+int urpc__verbs_rc_reap(struct verbs_tp *v);
+
+/* Post the receives waiting in v->repost. */
+void urpc__verbs_repost(struct verbs_tp *v);
+
+int urpc__verbs_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsigned n);
+void urpc__verbs_tx_flush(struct urpc_tp *tp);
+int urpc__verbs_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n);
+void urpc__verbs_rx_release(struct urpc_tp *tp, const struct urpc_tp_rx *pkts, unsigned n);
+int urpc__verbs_post_read(struct urpc_tp *tp, struct urpc_tp_peer *peer, void *local,
+			  const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			  uint64_t wr_id);
+int urpc__verbs_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *local,
+			   const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			   uint64_t wr_id);
+int urpc__verbs_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n);
+
+#endif /* URPC_TRANSPORT_VERBS_H */
