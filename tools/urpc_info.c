@@ -148,11 +148,12 @@ int main(int argc, char **argv)
 	if (env && *env) {
 		printf("transport: %s (from URPC_TRANSPORT)\n", env);
 	} else if (active && urpc__verbs_pick_port(device, &pick) == 0) {
-		printf("transport: udp for now; port %s:%u (GID %d) is active and will be used by "
-		       "the verbs transport once it lands\n",
-		       pick.dev, pick.port, pick.gid_index);
+		printf("transport: verbs on %s:%u (GID %d, MTU %u: an active RDMA port)\n",
+		       pick.dev, pick.port, pick.gid_index, pick.active_mtu);
 	} else {
-		printf("transport: udp (no active RDMA port)\n");
+		printf("transport: udp (%s)\n", urpc__verbs_built()
+							? "no active RDMA port"
+							: "this build has no verbs transport");
 	}
 	return 0;
 }

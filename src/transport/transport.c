@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../util/log.h"
+#include "verbs_dev.h"
 
 const char *urpc__tp_op_str(enum urpc_tp_op op)
 {
@@ -48,13 +49,18 @@ const struct urpc_tp_ops *urpc__tp_ops(enum urpc_transport_kind kind)
 
 /*
  * The kind DEFAULT stands for: URPC_TRANSPORT from the environment when set,
- * else verbs when an RDMA port is active (once the verbs transport exists),
- * else udp. Logs the choice once per process.
+ * else verbs when an RDMA port is active (the one @device, URPC_DEVICE or
+ * the first active port names), else udp. Logs the choice and why, once
+ * per process. A device named explicitly that cannot be used is an error,
+ * not a silent fall-back to udp.
  */
-static int resolve_default(enum urpc_transport_kind *out)
+static int resolve_default(const char *device, enum urpc_transport_kind *out)
 {
 	static int logged;
 	const char *env = getenv("URPC_TRANSPORT");
+	struct urpc_verbs_port port;
+	const char *why;
+	int ret;
 
 	if (env && *env) {
 		if (urpc_transport_parse(env, out) < 0) {
@@ -65,9 +71,26 @@ static int resolve_default(enum urpc_transport_kind *out)
 		if (*out != URPC_TRANSPORT_DEFAULT)
 			return 0;
 	}
+	if (!device || !*device)
+		device = getenv("URPC_DEVICE");
+	if (!urpc__verbs_built()) {
+		why = "this build has no verbs transport";
+	} else {
+		ret = urpc__verbs_pick_port(device, &port);
+		if (ret == 0) {
+			*out = URPC_TRANSPORT_VERBS;
+			if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+				URPC_INFO(-1, "transport: verbs on %s:%u (active RDMA port)",
+					  port.dev, port.port);
+			return 0;
+		}
+		if (device && *device)
+			return ret; /* logged with the devices there are */
+		why = "no active RDMA port";
+	}
 	*out = URPC_TRANSPORT_UDP;
 	if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-		URPC_INFO(-1, "transport: udp (no verbs transport in this build yet)");
+		URPC_INFO(-1, "transport: udp (%s)", why);
 	return 0;
 }
 
@@ -78,7 +101,7 @@ int urpc__tp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	int ret;
 
 	if (c.kind == URPC_TRANSPORT_DEFAULT) {
-		ret = resolve_default(&c.kind);
+		ret = resolve_default(c.device, &c.kind);
 		if (ret)
 			return ret;
 	}
