@@ -722,19 +722,30 @@ void urpc__verbs_ctl_rx(struct verbs_tp *v, uint32_t imm, const uint8_t *buf, ui
 	}
 	switch (p->rc_state) {
 	case VERBS_RC_NONE:
-		if (imm != VERBS_CTL_RC_REQ)
-			return; /* an ACK for a connection torn down since */
-		rc_accept(v, p, &c);
+		if (imm == VERBS_CTL_RC_REQ)
+			rc_accept(v, p, &c);
+		/* an ACK for a connection torn down since: ignored */
 		break;
 	case VERBS_RC_PENDING:
-		rc_accept(v, p, &c);
+		/* A REQ: both sides asked at once. An ACK must answer our QP. */
+		if (imm == VERBS_CTL_RC_REQ || c.echo_qpn == p->rc_qp->qp_num)
+			rc_accept(v, p, &c);
 		break;
 	case VERBS_RC_READY:
-		if (imm == VERBS_CTL_RC_ACK || c.rc_qpn == p->rc_remote_qpn)
+		if (c.rc_qpn == p->rc_remote_qpn)
 			break; /* a duplicate; a REQ is answered below (our ACK was lost) */
-		/* The peer made a new QP (it released and resolved us again). */
-		rc_teardown(v, p, -ECONNRESET);
-		rc_accept(v, p, &c);
+		if (imm == VERBS_CTL_RC_REQ) {
+			/* The peer made a new QP (it released and resolved us again). */
+			rc_teardown(v, p, -ECONNRESET);
+			rc_accept(v, p, &c);
+		} else if (c.echo_qpn == p->rc_qp->qp_num) {
+			/*
+			 * The peer connected a new QP to ours while ours went to a
+			 * stale one: start over.
+			 */
+			rc_teardown(v, p, -ECONNRESET);
+			urpc__verbs_rc_start(v, p);
+		}
 		break;
 	case VERBS_RC_FAILED:
 		return; /* a tombstone until the peer is released */

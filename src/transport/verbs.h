@@ -66,16 +66,20 @@ enum verbs_ctl_type {
 
 /*
  * A control message, little-endian. @ud_qpn/@nonce/@gid name the sender's
- * endpoint, so the receiver finds the peer it resolved for it.
+ * endpoint, so the receiver finds the peer it resolved for it; @rc_qpn and
+ * @rc_psn are the sender's RC QP. An ACK echoes in @echo_qpn the QP it
+ * connected to, so a requester ignores the answer to a stale REQ (one sent
+ * by a QP it has torn down since).
  */
 struct verbs_ctl {
 	uint32_t ud_qpn;
 	uint32_t nonce;
 	uint32_t rc_qpn;
 	uint32_t rc_psn;
+	uint32_t echo_qpn;
 	uint8_t gid[16];
 };
-static_assert(sizeof(struct verbs_ctl) == 32, "verbs_ctl is 32 bytes on the wire");
+static_assert(sizeof(struct verbs_ctl) == 36, "verbs_ctl is 36 bytes on the wire");
 
 enum verbs_rc_state {
 	VERBS_RC_NONE = 0,

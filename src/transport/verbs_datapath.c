@@ -176,6 +176,7 @@ int urpc__verbs_ctl_send(struct verbs_tp *v, struct urpc_tp_peer *p, enum verbs_
 	c.nonce = v->nonce;
 	c.rc_qpn = p->rc_qp->qp_num;
 	c.rc_psn = p->rc_psn;
+	c.echo_qpn = type == VERBS_CTL_RC_ACK ? p->rc_remote_qpn : 0;
 	memcpy(c.gid, v->gid.raw, 16);
 
 	memset(wr, 0, sizeof(*wr));
