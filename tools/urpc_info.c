@@ -5,6 +5,7 @@
  * A diagnostic tool: it reads the library's internal device layer.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,11 +28,20 @@ static void usage(FILE *f)
 		   "transport an Rpc with the default choice would use, and why.\n"
 		   "\n"
 		   "Options:\n"
-		   "  -d, --device NAME  report which port urpc would pick for NAME[:PORT]\n"
-		   "                     (default: URPC_DEVICE, else the first active port)\n"
-		   "  -h, --help         show this help\n"
+		   "  -d, --device NAME   report which port urpc would pick for NAME[:PORT]\n"
+		   "                      (default: URPC_DEVICE, else the first active port)\n"
+		   "  -p, --near-pci ADDR report the active port nearest, in the PCI tree, to\n"
+		   "                      the device at ADDR (a GPU: \"0000:3b:00.0\", or as\n"
+		   "                      nvidia-smi and CUDA print it, \"00000000:3B:00.0\")\n"
+		   "  -n, --numa NODE     report the active port on NUMA node NODE\n"
+		   "  -h, --help          show this help\n"
 		   "\n"
-		   "Exit status: 0, or 2 on bad usage.\n");
+		   "The choice follows what an Rpc does: a named device wins; else the port\n"
+		   "nearest to --near-pci (ties: the NUMA node), else on --numa, else the\n"
+		   "first active port with a usable GID.\n"
+		   "\n"
+		   "Exit status: 0; 1 when a named device or --near-pci cannot be used; 2 on\n"
+		   "bad usage.\n");
 }
 
 static void print_ports(const struct urpc_verbs_port *ports, int n)
@@ -45,6 +55,10 @@ static void print_ports(const struct urpc_verbs_port *ports, int n)
 		printf("  %s port %u: %s, %s, active MTU %u, LID %u, mlx5dv %s, NUMA node %d\n",
 		       p->dev, p->port, p->state, p->link_layer, p->active_mtu, p->lid,
 		       p->mlx5 ? "yes" : "no", p->numa_node);
+		if (p->mlx5)
+			printf("    mlx5dv: %s\n",
+			       p->mlx5_caps[0] ? p->mlx5_caps : "no optional features");
+		printf("    sysfs: %s\n", p->sysfs[0] ? p->sysfs : "none (a software device)");
 		for (g = 0; g < p->ngids; g++)
 			printf("    GID %2u  %-8s %s%s\n", p->gids[g].index, p->gids[g].type,
 			       p->gids[g].text,
@@ -95,17 +109,34 @@ static void print_cuda(void)
 int main(int argc, char **argv)
 {
 	static const struct option lopts[] = {{"device", required_argument, NULL, 'd'},
+					      {"near-pci", required_argument, NULL, 'p'},
+					      {"numa", required_argument, NULL, 'n'},
 					      {"help", no_argument, NULL, 'h'},
 					      {NULL, 0, NULL, 0}};
 	static struct urpc_verbs_port ports[MAX_PORTS];
 	struct urpc_verbs_port pick;
-	const char *device = NULL, *env = getenv("URPC_TRANSPORT");
-	int c, n, active = 0, i;
+	const char *device = NULL, *near_pci = NULL, *env = getenv("URPC_TRANSPORT");
+	int c, n, active = 0, i, numa = -1, ret;
+	char *end;
+	long v;
 
-	while ((c = getopt_long(argc, argv, "d:h", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:p:n:h", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
 			device = optarg;
+			break;
+		case 'p':
+			near_pci = optarg;
+			break;
+		case 'n':
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || v < 0 || v > 4095) {
+				fprintf(stderr, "urpc-info: --numa wants a node number, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			numa = (int)v;
 			break;
 		case 'h':
 			usage(stdout);
@@ -147,13 +178,22 @@ int main(int argc, char **argv)
 
 	if (env && *env) {
 		printf("transport: %s (from URPC_TRANSPORT)\n", env);
-	} else if (active && urpc__verbs_pick_port(device, &pick) == 0) {
+		return 0;
+	}
+	ret = urpc__verbs_built() ? urpc__verbs_pick_port_near(device, near_pci, numa, &pick)
+				  : -ENODEV;
+	if (ret == 0) {
 		printf("transport: verbs on %s:%u (GID %d, MTU %u: an active RDMA port)\n",
 		       pick.dev, pick.port, pick.gid_index, pick.active_mtu);
+	} else if ((device && *device) || ret == -EINVAL) {
+		/* the reason was logged above */
+		printf("transport: none for the %s asked for\n", device ? "device" : "PCI device");
+		return 1;
 	} else {
-		printf("transport: udp (%s)\n", urpc__verbs_built()
-							? "no active RDMA port"
-							: "this build has no verbs transport");
+		printf("transport: udp (%s)\n", !urpc__verbs_built()
+							? "this build has no verbs transport"
+						: active ? "no active port has a usable GID"
+							 : "no active RDMA port");
 	}
 	return 0;
 }

@@ -30,6 +30,7 @@ void urpc__tp_cfg_init(struct urpc_tp_cfg *cfg, enum urpc_transport_kind kind)
 	cfg->host = "127.0.0.1";
 	cfg->id = -1;
 	cfg->one_sided_timeout_ms = 1000;
+	cfg->numa_node = -1;
 }
 
 const struct urpc_tp_ops *urpc__tp_ops(enum urpc_transport_kind kind)
@@ -54,11 +55,12 @@ const struct urpc_tp_ops *urpc__tp_ops(enum urpc_transport_kind kind)
  * per process. A device named explicitly that cannot be used is an error,
  * not a silent fall-back to udp.
  */
-static int resolve_default(const char *device, enum urpc_transport_kind *out)
+static int resolve_default(const struct urpc_tp_cfg *cfg, enum urpc_transport_kind *out)
 {
 	static int logged;
 	const char *env = getenv("URPC_TRANSPORT");
 	struct urpc_verbs_port port;
+	const char *device = cfg->device;
 	const char *why;
 	int ret;
 
@@ -76,7 +78,7 @@ static int resolve_default(const char *device, enum urpc_transport_kind *out)
 	if (!urpc__verbs_built()) {
 		why = "this build has no verbs transport";
 	} else {
-		ret = urpc__verbs_pick_port(device, &port);
+		ret = urpc__verbs_pick_port_near(device, cfg->near_pci, cfg->numa_node, &port);
 		if (ret == 0) {
 			*out = URPC_TRANSPORT_VERBS;
 			if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
@@ -84,8 +86,8 @@ static int resolve_default(const char *device, enum urpc_transport_kind *out)
 					  port.dev, port.port);
 			return 0;
 		}
-		if (device && *device)
-			return ret; /* logged with the devices there are */
+		if ((device && *device) || ret == -EINVAL)
+			return ret; /* a named device or a bad hint: logged */
 		why = "no active RDMA port";
 	}
 	*out = URPC_TRANSPORT_UDP;
@@ -101,7 +103,7 @@ int urpc__tp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	int ret;
 
 	if (c.kind == URPC_TRANSPORT_DEFAULT) {
-		ret = resolve_default(c.device, &c.kind);
+		ret = resolve_default(&c, &c.kind);
 		if (ret)
 			return ret;
 	}

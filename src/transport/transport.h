@@ -57,6 +57,8 @@ struct urpc_tp_cfg {
 	const char *host;	       /* udp: local IPv4 address to bind; default 127.0.0.1 */
 	uint16_t port;		       /* udp: local port; 0 picks a free one */
 	const char *device;	       /* verbs: device name; NULL picks one */
+	const char *near_pci;	       /* verbs: prefer the port nearest this PCI device */
+	int numa_node;		       /* verbs: ... or on this NUMA node; -1: none */
 	uint64_t seed;		       /* loop: seed of the fault switches */
 	long id;		       /* id used in log lines; -1 for none */
 	unsigned hp_flags;	       /* URPC_HP_* flags for the receive ring's memory */

@@ -101,7 +101,7 @@ static int open_device(struct verbs_tp *v, const struct urpc_tp_cfg *cfg)
 	struct ibv_device_attr da;
 	int i, n, ret;
 
-	ret = urpc__verbs_pick_port(cfg->device, &port);
+	ret = urpc__verbs_pick_port_near(cfg->device, cfg->near_pci, cfg->numa_node, &port);
 	if (ret)
 		return ret; /* logged with the devices there are */
 	devs = ibv_get_device_list(&n);

@@ -12,10 +12,12 @@
 #include <errno.h>
 #include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/compiler.h"
 #include "../util/log.h"
 
 bool urpc__verbs_built(void)
@@ -101,6 +103,54 @@ static void read_gids(struct ibv_context *ctx, struct urpc_verbs_port *p, int tb
 	}
 }
 
+/* The device's sysfs node, resolved ("" for software devices such as rxe). */
+static void read_sysfs(const char *dev, char *out, size_t len)
+{
+	char link[160], full[PATH_MAX];
+
+	out[0] = 0;
+	snprintf(link, sizeof(link), "/sys/class/infiniband/%s/device", dev);
+	if (realpath(link, full) && strlen(full) < len)
+		memcpy(out, full, strlen(full) + 1);
+}
+
+/* What mlx5 direct verbs offer on this device, for urpc-info. */
+static void read_mlx5_caps(struct ibv_context *ctx, char *out, size_t len)
+{
+	static const struct {
+		uint64_t flag;
+		const char *name;
+	} caps[] = {
+		{MLX5DV_CONTEXT_FLAGS_CQE_V1, "cqe-v1"},
+		{MLX5DV_CONTEXT_FLAGS_MPW_ALLOWED, "mpw"},
+		{MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW, "enhanced-mpw"},
+		{MLX5DV_CONTEXT_FLAGS_CQE_128B_COMP, "cqe-128b-comp"},
+		{MLX5DV_CONTEXT_FLAGS_CQE_128B_PAD, "cqe-128b-pad"},
+		{MLX5DV_CONTEXT_FLAGS_PACKET_BASED_CREDIT_MODE, "packet-credit"},
+	};
+	struct mlx5dv_context dv;
+	size_t used = 0;
+	unsigned i;
+
+	out[0] = 0;
+	memset(&dv, 0, sizeof(dv));
+	dv.comp_mask = MLX5DV_CONTEXT_MASK_STRIDING_RQ;
+	if (mlx5dv_query_device(ctx, &dv))
+		return;
+	for (i = 0; i < URPC_ARRAY_SIZE(caps); i++) {
+		int w;
+
+		if (!(dv.flags & caps[i].flag))
+			continue;
+		w = snprintf(out + used, len - used, "%s%s", used ? " " : "", caps[i].name);
+		if (w < 0 || (size_t)w >= len - used)
+			return;
+		used += (size_t)w;
+	}
+	if ((dv.comp_mask & MLX5DV_CONTEXT_MASK_STRIDING_RQ) && dv.striding_rq_caps.supported_qpts)
+		snprintf(out + used, len - used, "%sstriding-rq", used ? " " : "");
+}
+
 static int read_numa(const char *dev)
 {
 	char path[160];
@@ -160,6 +210,9 @@ int urpc__verbs_list_ports(struct urpc_verbs_port *out, int max)
 			p->lid = pa.lid;
 			p->mlx5 = mlx5;
 			p->numa_node = read_numa(p->dev);
+			read_sysfs(p->dev, p->sysfs, sizeof(p->sysfs));
+			if (mlx5)
+				read_mlx5_caps(ctx, p->mlx5_caps, sizeof(p->mlx5_caps));
 			read_gids(ctx, p, pa.gid_tbl_len);
 		}
 		ibv_close_device(ctx);
@@ -170,8 +223,15 @@ int urpc__verbs_list_ports(struct urpc_verbs_port *out, int max)
 
 int urpc__verbs_pick_port(const char *name, struct urpc_verbs_port *out)
 {
+	return urpc__verbs_pick_port_near(name, NULL, -1, out);
+}
+
+int urpc__verbs_pick_port_near(const char *name, const char *near_pci, int near_numa,
+			       struct urpc_verbs_port *out)
+{
 	struct urpc_verbs_port ports[32];
 	char want[URPC_VERBS_NAME_MAX], names[256] = "";
+	char near_path[PATH_MAX];
 	long want_port = 0;
 	char *colon;
 	int n, i;
@@ -198,6 +258,34 @@ int urpc__verbs_pick_port(const char *name, struct urpc_verbs_port *out)
 			*colon = 0;
 			want_port = strtol(colon + 1, NULL, 10);
 		}
+	}
+	if (!(name && *name)) {
+		const char *np = NULL;
+		int pci_numa = -1;
+
+		if (near_pci && *near_pci) {
+			i = urpc__verbs_pci_lookup(near_pci, near_path, sizeof(near_path),
+						   &pci_numa);
+			if (i < 0) {
+				URPC_ERR(-1, "cannot place an RDMA port near PCI device '%s': %s",
+					 near_pci,
+					 i == -EINVAL ? "not a PCI address" : "no such device");
+				return -EINVAL;
+			}
+			np = near_path;
+			if (near_numa < 0)
+				near_numa = pci_numa;
+		}
+		i = urpc__verbs_rank_ports(ports, n, np, near_numa);
+		if (i >= 0) {
+			if (np || near_numa >= 0)
+				URPC_INFO(-1, "RDMA port %s:%u chosen near %s%s (NUMA node %d)",
+					  ports[i].dev, ports[i].port, np ? "PCI device " : "",
+					  np ? near_pci : "", ports[i].numa_node);
+			*out = ports[i];
+			return 0;
+		}
+		/* Nothing active with a GID: say why below. */
 	}
 	for (i = 0; i < n; i++) {
 		struct urpc_verbs_port *p = &ports[i];

@@ -10,6 +10,7 @@
 #define URPC_TRANSPORT_VERBS_DEV_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -34,9 +35,11 @@ struct urpc_verbs_port {
 	const char *link_layer; /* "InfiniBand" or "Ethernet" */
 	uint32_t active_mtu;	/* bytes */
 	uint16_t lid;
-	bool mlx5;     /* mlx5dv_is_supported() */
-	int numa_node; /* -1 when unknown */
-	int gid_index; /* the GID urpc would use: RoCE v2 IPv4-mapped first; -1 none */
+	bool mlx5;	     /* mlx5dv_is_supported() */
+	char mlx5_caps[160]; /* mlx5dv_query_device() flags, space-separated; "" if not mlx5 */
+	int numa_node;	     /* -1 when unknown */
+	char sysfs[192];     /* the device's sysfs node (PCI path); "" for software devices */
+	int gid_index;	     /* the GID urpc would use: RoCE v2 IPv4-mapped first; -1 none */
 	unsigned ngids;
 	struct urpc_verbs_gid gids[URPC_VERBS_MAX_GIDS];
 };
@@ -57,6 +60,40 @@ int urpc__verbs_list_ports(struct urpc_verbs_port *out, int max);
  * that names the devices there are; -ENOENT when the port has no usable GID.
  */
 int urpc__verbs_pick_port(const char *name, struct urpc_verbs_port *out);
+
+/*
+ * Choose a port near something: @name first (as urpc__verbs_pick_port()),
+ * then URPC_DEVICE; else the active port nearest, in the sysfs PCI tree, to
+ * the PCI device @near_pci (a GPU's address, e.g. "0000:3b:00.0" or CUDA's
+ * "00000000:3B:00.0"; NULL for none), ties broken by NUMA node @near_numa
+ * (or that of @near_pci; -1 for none); else the first active port. An
+ * @near_pci that does not exist is -EINVAL, logged.
+ */
+int urpc__verbs_pick_port_near(const char *name, const char *near_pci, int near_numa,
+			       struct urpc_verbs_port *out);
+
+/* ---- topology helpers (verbs_topo.c; no verbs needed) ---- */
+
+/*
+ * How near two sysfs device paths are: the number of leading path
+ * components they share (devices under one PCIe switch share more than
+ * devices under different root complexes). 0 when either is not absolute.
+ */
+unsigned urpc__verbs_path_affinity(const char *a, const char *b);
+
+/*
+ * Index of the port to use among @ports[0..n): active with a usable GID,
+ * sharing the most path components with @near_path (may be NULL), then on
+ * NUMA node @near_numa (-1: any), then the first. -1 when none qualifies.
+ */
+int urpc__verbs_rank_ports(const struct urpc_verbs_port *ports, int n, const char *near_path,
+			   int near_numa);
+
+/*
+ * Resolve a PCI address to its sysfs path and NUMA node (-1 unknown).
+ * 0, -EINVAL (not an address), -ENOENT (no such device here).
+ */
+int urpc__verbs_pci_lookup(const char *pci, char *path, size_t len, int *numa);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,12 @@ int urpc__verbs_pick_port(const char *name, struct urpc_verbs_port *out)
 	return -ENODEV;
 }
 
+int urpc__verbs_pick_port_near(const char *name, const char *near_pci, int near_numa,
+			       struct urpc_verbs_port *out)
+{
+	return -ENODEV;
+}
+
 const struct urpc_tp_ops *urpc__tp_verbs_ops(void)
 {
 	return NULL;
