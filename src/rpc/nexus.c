@@ -161,7 +161,10 @@ static void reply_no_rpc(struct urpc_nexus *nx, const struct urpc_sm_pkt *req)
 /*
  * Hand a decoded packet to the Rpc it is for: requests to server_rpc_id,
  * responses and RESET to client_rpc_id. SM thread only; takes nx->lock
- * around the lookup and the push so that detach can wait the push out.
+ * around the lookup and the push so that detach can wait the push out. The
+ * push also wakes an Rpc that sleeps in its idle event loop (it writes the
+ * Rpc's eventfd, see sm.h); inside the lock, so the Rpc may close that fd
+ * as soon as detach returns.
  */
 static void route(struct urpc_nexus *nx, const struct urpc_sm_pkt *p)
 {

@@ -28,6 +28,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #define URPC_SM_MAGIC 0x4d53u /* "SM" once written little-endian */
 #define URPC_SM_VERSION 1u
@@ -200,11 +201,36 @@ void urpc__sm_queue_init(struct urpc_sm_queue *q)
 {
 	atomic_init(&q->head, 0);
 	atomic_init(&q->tail, 0);
+	atomic_init(&q->sleeping, false);
+	q->wake_fd = -1;
+}
+
+/* Before the attach, which publishes it. The consumer owns @fd. */
+void urpc__sm_queue_set_wake_fd(struct urpc_sm_queue *q, int fd)
+{
+	q->wake_fd = fd;
+}
+
+/* Wake the sleeping consumer. Producer only; one write(2), never blocks. */
+static void sm_queue_signal(struct urpc_sm_queue *q)
+{
+	const uint64_t one = 1;
+	ssize_t n;
+
+	if (q->wake_fd < 0)
+		return;
+	/*
+	 * The eventfd is non-blocking; the only failure, EAGAIN, means its
+	 * count is already at the maximum, i.e. readable: nothing is lost.
+	 */
+	n = write(q->wake_fd, &one, sizeof(one));
+	(void)n;
 }
 
 /*
  * Copy @p into the next free slot. 0, or -EAGAIN when full (nothing queued).
- * Producer only (the Nexus's SM thread); takes no lock, makes no syscall.
+ * Producer only (the Nexus's SM thread); takes no lock, and makes a syscall
+ * (one eventfd write) only while the consumer has announced a sleep.
  * The indices run free and wrap at 2^32; head - tail is the fill level.
  */
 int urpc__sm_queue_push(struct urpc_sm_queue *q, const struct urpc_sm_pkt *p)
@@ -226,6 +252,25 @@ int urpc__sm_queue_push(struct urpc_sm_queue *q, const struct urpc_sm_pkt *p)
 	 * the slot written above is visible before the new head.
 	 */
 	atomic_store_explicit(&q->head, head + 1, memory_order_release);
+	/*
+	 * The lost wake-up: the consumer announces a sleep and then looks at
+	 * head; we publish head and then look at sleeping. Each side stores
+	 * one variable and loads the other (Dekker), which release/acquire
+	 * does not order: both could read the old value, the consumer sleep
+	 * with our packet queued, and the packet wait for its timeout. This
+	 * seq_cst fence pairs with the one in urpc__sm_queue_sleep_begin();
+	 * the two are totally ordered:
+	 *  - theirs first: the load below sees sleeping == true (or a later
+	 *    false, written once the consumer is awake again, which pops
+	 *    before it sleeps another time) and we write the eventfd. Its
+	 *    count persists, so a poll() that has not started yet returns
+	 *    at once;
+	 *  - ours first: the consumer's pop after its fence sees the new
+	 *    head, and it does not sleep.
+	 */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (unlikely(atomic_load_explicit(&q->sleeping, memory_order_relaxed)))
+		sm_queue_signal(q);
 	return 0;
 }
 
@@ -252,4 +297,40 @@ int urpc__sm_queue_pop(struct urpc_sm_queue *q, struct urpc_sm_pkt *p)
 	 */
 	atomic_store_explicit(&q->tail, tail + 1, memory_order_release);
 	return 1;
+}
+
+/* Consumer only: the announcement, then the fence that push() pairs with. */
+void urpc__sm_queue_sleep_begin(struct urpc_sm_queue *q)
+{
+	atomic_store_explicit(&q->sleeping, true, memory_order_relaxed);
+	/*
+	 * Pairs with the seq_cst fence in urpc__sm_queue_push(): orders the
+	 * store above before the caller's next load of head (see there).
+	 */
+	atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* Consumer only. */
+void urpc__sm_queue_sleep_end(struct urpc_sm_queue *q, bool signalled)
+{
+	uint64_t count;
+	ssize_t n;
+
+	/*
+	 * Relaxed: a push that still sees true costs one spurious signal,
+	 * consumed by the next sleep; the consumer pops before it sleeps
+	 * again, so nothing waits on this store becoming visible.
+	 */
+	atomic_store_explicit(&q->sleeping, false, memory_order_relaxed);
+	if (!signalled || q->wake_fd < 0)
+		return;
+	/* Non-blocking: EAGAIN (already read) is the only failure. */
+	n = read(q->wake_fd, &count, sizeof(count));
+	(void)n;
+}
+
+/* Thread: any. */
+bool urpc__sm_queue_is_sleeping(const struct urpc_sm_queue *q)
+{
+	return atomic_load_explicit(&q->sleeping, memory_order_relaxed);
 }

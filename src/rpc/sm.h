@@ -14,6 +14,7 @@
 
 #include <netinet/in.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -81,6 +82,13 @@ int urpc__sm_decode(const uint8_t *buf, size_t len, struct urpc_sm_pkt *p);
  * Single-producer single-consumer queue of SM packets: the Nexus's SM thread
  * pushes, the owning Rpc pops in its event loop. Lock-free; the indices live
  * on separate cache lines.
+ *
+ * Idle waiting: a consumer that wants to sleep announces it with
+ * urpc__sm_queue_sleep_begin(), pops once more, and only if that found
+ * nothing sleeps in poll() on its wake_fd (an eventfd) with POLLIN; then it
+ * calls urpc__sm_queue_sleep_end(). A push signals wake_fd only while a
+ * sleep is announced, so a consumer that never sleeps costs the producer no
+ * syscall. No wake-up is lost: see urpc__sm_queue_push() in sm.c.
  */
 #define URPC_SM_QUEUE_SIZE 256 /* power of two */
 static_assert(URPC_IS_POW2(URPC_SM_QUEUE_SIZE), "SM queue size must be a power of two");
@@ -88,16 +96,46 @@ static_assert(URPC_IS_POW2(URPC_SM_QUEUE_SIZE), "SM queue size must be a power o
 struct urpc_sm_queue {
 	_Atomic uint32_t head URPC_CACHE_ALIGNED; /* next slot to push; written by the producer */
 	_Atomic uint32_t tail URPC_CACHE_ALIGNED; /* next slot to pop; written by the consumer */
+	atomic_bool sleeping; /* a sleep is announced; written by the consumer */
+	int wake_fd;	      /* eventfd a push signals while @sleeping; -1: none */
 	struct urpc_sm_pkt ring[URPC_SM_QUEUE_SIZE] URPC_CACHE_ALIGNED;
 };
 
+/* Make @q empty, without a wake_fd. Thread: any, while neither side uses @q. */
 void urpc__sm_queue_init(struct urpc_sm_queue *q);
 
-/* Producer only. 0, or -EAGAIN when full (the packet is dropped; its sender retries). */
+/*
+ * Give @q the eventfd @fd (owned by the consumer; -1 for none) that push()
+ * signals while the consumer sleeps. Before @q is attached to the Nexus:
+ * the attach publishes it to the producer.
+ */
+void urpc__sm_queue_set_wake_fd(struct urpc_sm_queue *q, int fd);
+
+/*
+ * Producer only. 0, or -EAGAIN when full (the packet is dropped; its sender
+ * retries). Writes wake_fd when the consumer has announced a sleep.
+ */
 int urpc__sm_queue_push(struct urpc_sm_queue *q, const struct urpc_sm_pkt *p);
 
 /* Consumer only. 1 and *p filled, or 0 when empty. */
 int urpc__sm_queue_pop(struct urpc_sm_queue *q, struct urpc_sm_pkt *p);
+
+/*
+ * Consumer only, with a wake_fd set: announce a sleep. The consumer must
+ * pop (or look at the queue) after this call and before it sleeps.
+ */
+void urpc__sm_queue_sleep_begin(struct urpc_sm_queue *q);
+
+/*
+ * Consumer only: the sleep (or the attempt) is over; pushes stop signalling.
+ * @signalled: poll() reported wake_fd readable, so its count is read back to
+ * zero here. A signal that comes after this call is consumed by the next
+ * sleep, which it ends at once (a spurious wake-up, never a lost one).
+ */
+void urpc__sm_queue_sleep_end(struct urpc_sm_queue *q, bool signalled);
+
+/* Has the consumer announced a sleep? Thread: any (tests and diagnostics). */
+bool urpc__sm_queue_is_sleeping(const struct urpc_sm_queue *q);
 
 #ifdef __cplusplus
 }
