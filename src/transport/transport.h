@@ -244,7 +244,17 @@ struct urpc_tp_ops {
 	 * or -errno. Work that arrived before the call does not wake it: after
 	 * arming, the caller polls rx_burst()/poll_completions() once more and
 	 * sleeps only if that found nothing. wait_ack() consumes the wake-up
-	 * after poll() returned (readable or not); it never blocks.
+	 * after poll() returned (readable or not); it never blocks. An arm
+	 * that the caller abandons without poll() needs no wait_ack(): at
+	 * worst the next poll() returns at once (a spurious wake-up).
+	 * -EBUSY: the endpoint is not idle although no datagram is waiting:
+	 * it has timers of its own that only its ops run (udp: emulated
+	 * one-sided operations outstanding or not reaped, whose
+	 * retransmissions and timeouts live in rx_burst()/poll_completions()).
+	 * The caller must keep polling and not sleep; it may try again later.
+	 * Other errors: the endpoint cannot wait now; the caller busy-polls.
+	 * udp returns its socket, which needs no arming; verbs its completion
+	 * channel's fd.
 	 * Not the datapath: an idle event loop calls them before sleeping.
 	 */
 	int (*wait_arm)(struct urpc_tp *tp);

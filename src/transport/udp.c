@@ -1120,6 +1120,29 @@ static int udp_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comps, 
 	return (int)cnt;
 }
 
+/*
+ * Idle waiting. The socket is the wake-up: poll() reports it readable while
+ * any datagram is queued (level-triggered), so nothing needs arming and
+ * wait_ack() has nothing to consume; rx_burst() reads the datagrams.
+ * -EBUSY while one-sided operations are outstanding (or their completions
+ * not reaped): their retransmissions and timeouts run only inside
+ * rx_burst()/poll_completions(), which must keep being called. Also while
+ * received datagrams wait in the pending FIFO, which no poll() sees.
+ */
+static int udp_wait_arm(struct urpc_tp *tp)
+{
+	struct udp_tp *u = to_udp(tp);
+
+	if (u->nops || u->pend_cnt)
+		return -EBUSY;
+	return u->fd;
+}
+
+static void udp_wait_ack(struct urpc_tp *tp)
+{
+	/* Nothing to consume: see udp_wait_arm(). */
+}
+
 int urpc__udp_set_drop(struct urpc_tp *tp, double p, uint64_t seed)
 {
 	struct udp_tp *u;
@@ -1148,4 +1171,6 @@ const struct urpc_tp_ops urpc__tp_udp_ops = {
 	.rx_burst = udp_rx_burst,
 	.rx_release = udp_rx_release,
 	.poll_completions = udp_poll_completions,
+	.wait_arm = udp_wait_arm,
+	.wait_ack = udp_wait_ack,
 };
