@@ -245,6 +245,19 @@ struct urpc_rpc_opts {
 	uint64_t seed;		     /* loop transport fault switches and tokens; 0: random */
 	const char *device;	     /* verbs: RDMA device ("mlx5_0" or "rxe0:1"); NULL: URPC_DEVICE
 					env, else the first active port */
+	/*
+	 * Idle blocking, in microseconds: once urpc_rpc_run_event_loop() has
+	 * found no work for this long and the Rpc has nothing in flight (no
+	 * client request in a slot or queued, no deferred response pending),
+	 * the owner thread sleeps in poll() until a datagram, a
+	 * session-management packet, the Rpc's next timer or the end of the
+	 * call, so an idle Rpc does not burn a core. The first request after a
+	 * sleep pays the kernel's wake-up latency. Default 100; 0: never sleep,
+	 * busy-poll (what a zero-initialised struct gives). udp and verbs only:
+	 * the loop transport cannot block and always busy-polls. An Rpc with it
+	 * set holds one eventfd. urpc_rpc_run_event_loop_once() never blocks.
+	 */
+	uint32_t idle_block_us;
 };
 
 /** urpc_rpc_opts_init() - Fill @o with the defaults. Thread: any. */
@@ -282,6 +295,11 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc);
 
 /**
  * urpc_rpc_run_event_loop() - Run the event loop for about @ms milliseconds.
+ *
+ * It busy-polls while there is work. With opts.idle_block_us set (the
+ * default) and a transport that can block (udp, verbs), an Rpc that stays
+ * idle that long sleeps in poll() instead of spinning, and wakes for
+ * traffic, session management, its timers, or the end of @ms.
  * @return 0, or -EPERM (not the owner, or called from a callback).
  */
 URPC_API int urpc_rpc_run_event_loop(struct urpc_rpc *rpc, unsigned ms);
@@ -320,7 +338,10 @@ struct urpc_rpc_stats {
 	uint64_t sessions;	   /* sessions currently open */
 	uint64_t sm_pkts_tx;
 	uint64_t sm_pkts_rx;
-	uint64_t resets; /* sessions reset (peer failure or explicit) */
+	uint64_t resets;	  /* sessions reset (peer failure or explicit) */
+	uint64_t idle_sleeps;	  /* run_event_loop() slept for want of work */
+	uint64_t idle_wakeups;	  /* ... and was woken by traffic (else by a timer or its end) */
+	uint64_t idle_sm_wakeups; /* ... of which by a session-management packet */
 };
 
 /** urpc_rpc_get_stats() - Copy the counters. @return 0 or -EPERM. */

@@ -3,17 +3,27 @@
  * The Rpc object: creation and teardown, message buffers, the event loop and
  * the TX batch. Sessions live in session.c, the datapath in datapath.c.
  */
+#define _GNU_SOURCE /* ppoll */
 #define URPC_LOG_MODULE "rpc"
 #include "rpc.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../util/log.h"
 
 #define SCAN_INTERVAL_NS 1000000ull /* timers are looked at once a millisecond */
+/*
+ * Longest idle sleep, whatever the timers say: a backstop, so that a timer
+ * idle_wake_time() does not know about is late by a second at most.
+ */
+#define IDLE_MAX_SLEEP_NS 1000000000ull
 
 URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o)
 {
@@ -25,6 +35,7 @@ URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o)
 	o->peer_timeout_ms = 500;
 	o->connect_timeout_ms = 2000;
 	o->max_sessions = 1024;
+	o->idle_block_us = 100;
 }
 
 static uint64_t default_clock(void *arg)
@@ -70,6 +81,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	rpc->id = rpc_id;
 	rpc->o = *o;
 	rpc->clock = default_clock;
+	rpc->wake_fd = -1;
 	rpc->tx_epoch = 1; /* server slots start at 0: nothing of theirs is queued */
 	rpc->rto_ns = (uint64_t)o->rto_us * 1000;
 	rpc->rto_max_ns = (uint64_t)o->rto_max_us * 1000;
@@ -104,6 +116,19 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	}
 	rpc->max_msg = rpc->tp->mtu - (uint32_t)sizeof(struct urpc_pkthdr);
 
+	/* Idle blocking needs a transport that can wait (loop cannot). */
+	if (o->idle_block_us && rpc->tp->ops->wait_arm && rpc->tp->ops->wait_ack) {
+		rpc->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (rpc->wake_fd < 0) {
+			ret = -errno;
+			URPC_ERR(rpc_id, "cannot create the idle wake-up eventfd: %s",
+				 urpc_strerror(ret));
+			goto out_tp;
+		}
+		rpc->idle_ns = (uint64_t)o->idle_block_us * 1000;
+		urpc__sm_queue_set_wake_fd(rpc->smq, rpc->wake_fd);
+	}
+
 	urpc__pool_opts_init(&rpc->pool_opts);
 	rpc->pool_opts.headroom = URPC_ALIGN_UP(sizeof(struct urpc_pkthdr), 64);
 	rpc->pool_opts.reg = urpc__tp_pool_reg;
@@ -111,7 +136,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	rpc->pool_opts.reg_ctx = rpc->tp;
 	ret = urpc__pool_create(&rpc->pool_opts, &rpc->pool);
 	if (ret)
-		goto out_tp;
+		goto out_close_wake;
 
 	ret = urpc__nexus_attach_rpc(nx, rpc_id, rpc->smq);
 	if (ret) {
@@ -125,6 +150,9 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 
 out_pool:
 	urpc__pool_destroy(rpc->pool);
+out_close_wake:
+	if (rpc->wake_fd >= 0)
+		close(rpc->wake_fd);
 out_tp:
 	rpc->tp->ops->destroy(rpc->tp);
 out_free:
@@ -197,6 +225,9 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 	rpc->tp->ops->tx_flush(rpc->tp);
 
 	urpc__nexus_detach_rpc(rpc->nx, rpc->id);
+	/* The SM thread signals it only while the queue is attached. */
+	if (rpc->wake_fd >= 0)
+		close(rpc->wake_fd);
 	urpc__pool_get_stats(rpc->pool, &ps);
 	if (ps.bufs_out)
 		URPC_WARN(rpc->id,
@@ -323,10 +354,15 @@ static void scan_timers(struct urpc_rpc *rpc)
 	}
 }
 
-static void loop_once(struct urpc_rpc *rpc)
+/*
+ * One pass. Returns how much it did (SM packets, datagrams received, pending
+ * events raised, a TX batch sent): 0 means an idle pass. Owner thread only.
+ */
+static unsigned loop_once(struct urpc_rpc *rpc)
 {
 	struct urpc_tp_rx rx[URPC_RX_BATCH];
 	struct urpc_sm_pkt pkt;
+	unsigned work = 0;
 	int n, i;
 
 	rpc->now = rpc->clock(rpc->clock_arg);
@@ -334,12 +370,14 @@ static void loop_once(struct urpc_rpc *rpc)
 
 	while (urpc__sm_queue_pop(rpc->smq, &pkt)) {
 		rpc->st.sm_pkts_rx++;
+		work++;
 		urpc__session_handle_sm(rpc, &pkt);
 	}
 
 	n = rpc->tp->ops->rx_burst(rpc->tp, rx, URPC_RX_BATCH);
 	if (n > 0) {
 		rpc->st.pkts_rx += (uint64_t)n;
+		work += (unsigned)n;
 		for (i = 0; i < n; i++)
 			urpc__dp_rx(rpc, rx[i].buf, rx[i].len);
 		rpc->tp->ops->rx_release(rpc->tp, rx, (unsigned)n);
@@ -349,11 +387,16 @@ static void loop_once(struct urpc_rpc *rpc)
 		rpc->next_scan_ns = rpc->now + SCAN_INTERVAL_NS;
 		scan_timers(rpc);
 	}
-	if (unlikely(rpc->have_pending))
+	if (unlikely(rpc->have_pending)) {
+		work++;
 		urpc__session_run_pending(rpc);
-	if (rpc->ntx)
+	}
+	if (rpc->ntx) {
+		work++;
 		urpc__rpc_tx_flush(rpc);
+	}
 	rpc->in_loop = false;
+	return work;
 }
 
 URPC_API int urpc_rpc_run_event_loop_once(struct urpc_rpc *rpc)
@@ -364,16 +407,148 @@ URPC_API int urpc_rpc_run_event_loop_once(struct urpc_rpc *rpc)
 	return 0;
 }
 
+/* ---- idle waiting ---- */
+
+/*
+ * May the Rpc sleep, and until when? False while something needs polling
+ * rather than a timer: a client request in a slot or waiting for one (its
+ * response, retransmission and deadline), a server slot whose handler has
+ * not answered yet (a deferred response comes from this thread), an SM
+ * event to raise, datagrams the transport has not taken. Otherwise true,
+ * with *wake_ns (Rpc clock) the earliest timer urpc__session_timers() has:
+ * SM retries and deadlines, pings, peer timeouts; never before the next
+ * timer scan, which is when a due timer is acted on. With no session it is
+ * UINT64_MAX: only traffic or the caller's end wakes the Rpc.
+ * Must stay in step with urpc__session_timers() and urpc__dp_timers().
+ * Cold path: runs only once the loop has been idle for idle_ns.
+ * Owner thread only.
+ */
+static bool idle_wake_time(const struct urpc_rpc *rpc, uint64_t *wake_ns)
+{
+	const uint32_t all_free = (1u << URPC_SESSION_SLOTS) - 1;
+	uint64_t t = UINT64_MAX;
+	uint32_t i;
+
+	if (rpc->have_pending || rpc->ntx)
+		return false;
+	for (i = 0; i < rpc->hi_session; i++) {
+		const struct urpc_session *s = rpc->sessions[i];
+
+		if (!s)
+			continue;
+		if (s->role == URPC_ROLE_SERVER) {
+			if (s->deferred)
+				return false;
+			if (s->state == URPC_SESS_CONNECTED)
+				t = URPC_MIN(t, s->last_heard_ns + rpc->peer_timeout_ns + 1);
+			continue;
+		}
+		if (s->free_mask != all_free || s->wq_head != s->wq_tail)
+			return false;
+		switch (s->state) {
+		case URPC_SESS_CONNECTING:
+		case URPC_SESS_DISCONNECTING:
+			t = URPC_MIN(t, URPC_MIN(s->sm_deadline_ns, s->sm_next_retry_ns));
+			break;
+		case URPC_SESS_CONNECTED:
+			t = URPC_MIN(t, s->next_ping_ns);
+			t = URPC_MIN(t, s->last_heard_ns + rpc->peer_timeout_ns + 1);
+			break;
+		case URPC_SESS_DISCONNECTED:
+		case URPC_SESS_RESET:
+			break;
+		}
+	}
+	*wake_ns = URPC_MAX(t, rpc->next_scan_ns);
+	return true;
+}
+
+/*
+ * Sleep until a datagram or completion, an SM packet, the next timer or
+ * @end_ns (urpc__now_ns() time), whichever comes first; or return at once
+ * when there is work after all. run_event_loop() calls it after idle_ns
+ * without work. Owner thread only, never inside a callback.
+ *
+ * Order matters twice. The sleep is announced on the SM queue before the
+ * last look at it (urpc__sm_queue_sleep_begin(), ordering explained in
+ * sm.c), and the transport is armed before the last look at it (work that
+ * came before wait_arm() wakes nothing): the extra pass after both sees
+ * anything that arrived earlier, and anything later makes a descriptor
+ * readable.
+ */
+static void idle_wait(struct urpc_rpc *rpc, uint64_t end_ns)
+{
+	struct pollfd pfd[2];
+	struct timespec ts;
+	uint64_t wake, sleep_ns, t;
+	bool signalled = false;
+	int fd, ret;
+
+	if (!idle_wake_time(rpc, &wake))
+		return;
+	urpc__sm_queue_sleep_begin(rpc->smq);
+	fd = rpc->tp->ops->wait_arm(rpc->tp);
+	if (fd < 0) {
+		/* -EBUSY: the transport has work of its own that needs polling. */
+		if (fd != -EBUSY)
+			URPC_WARN_RATELIMIT(rpc->id, "wait_arm failed, busy-polling: %s",
+					    urpc_strerror(fd));
+		goto out_end;
+	}
+	/* The last look; its clock read (rpc->now) also times the sleep. */
+	if (loop_once(rpc) || !idle_wake_time(rpc, &wake))
+		goto out_end;
+	sleep_ns = wake > rpc->now ? wake - rpc->now : 0;
+	t = urpc__now_ns();
+	sleep_ns = URPC_MIN(sleep_ns, end_ns > t ? end_ns - t : 0);
+	sleep_ns = URPC_MIN(sleep_ns, IDLE_MAX_SLEEP_NS);
+	if (!sleep_ns)
+		goto out_end;
+
+	pfd[0] = (struct pollfd){.fd = fd, .events = POLLIN};
+	pfd[1] = (struct pollfd){.fd = rpc->wake_fd, .events = POLLIN};
+	ts.tv_sec = (time_t)(sleep_ns / 1000000000u);
+	ts.tv_nsec = (long)(sleep_ns % 1000000000u);
+	rpc->st.idle_sleeps++;
+	ret = ppoll(pfd, URPC_ARRAY_SIZE(pfd), &ts, NULL);
+	if (ret > 0) {
+		signalled = pfd[1].revents != 0;
+		rpc->st.idle_wakeups++;
+		rpc->st.idle_sm_wakeups += signalled;
+	} else if (ret < 0 && errno != EINTR) {
+		URPC_WARN_RATELIMIT(rpc->id, "ppoll: %s", urpc_strerror(-errno));
+	}
+	rpc->tp->ops->wait_ack(rpc->tp);
+out_end:
+	urpc__sm_queue_sleep_end(rpc->smq, signalled);
+}
+
 URPC_API int urpc_rpc_run_event_loop(struct urpc_rpc *rpc, unsigned ms)
 {
-	uint64_t end;
+	uint64_t t, end, idle_from;
 
 	if (unlikely(!urpc__rpc_is_owner(rpc) || rpc->in_cb))
 		return -EPERM;
-	end = urpc__now_ns() + (uint64_t)ms * 1000000;
-	do
-		loop_once(rpc);
-	while (urpc__now_ns() < end);
+	t = urpc__now_ns();
+	end = t + (uint64_t)ms * 1000000;
+	idle_from = t;
+	do {
+		unsigned work = loop_once(rpc);
+
+		t = urpc__now_ns();
+		if (work) {
+			idle_from = t;
+		} else if (unlikely(rpc->idle_ns && t - idle_from >= rpc->idle_ns && t < end)) {
+			/*
+			 * Idle long enough: sleep. Whether it slept or found
+			 * the Rpc busy, spin another idle_ns before the next
+			 * try, so a busy Rpc scans its sessions rarely.
+			 */
+			idle_wait(rpc, end);
+			t = urpc__now_ns();
+			idle_from = t;
+		}
+	} while (t < end);
 	return 0;
 }
 
@@ -390,6 +565,11 @@ void urpc__rpc_set_clock(struct urpc_rpc *rpc, urpc_clock_fn fn, void *arg)
 struct urpc_tp *urpc__rpc_transport(struct urpc_rpc *rpc)
 {
 	return rpc->tp;
+}
+
+bool urpc__rpc_is_sleeping(const struct urpc_rpc *rpc)
+{
+	return urpc__sm_queue_is_sleeping(rpc->smq);
 }
 
 int urpc__rpc_session_info(struct urpc_rpc *rpc, int session, struct urpc_session_info *info)

@@ -146,6 +146,8 @@ struct urpc_rpc {
 	uint32_t max_msg;
 	uint32_t internal_bufs; /* pool buffers held by server slots */
 	struct urpc_sm_queue *smq;
+	int wake_fd;	  /* eventfd the SM thread signals while we sleep; -1: never sleeps */
+	uint64_t idle_ns; /* sleep after this long without work; 0: never */
 	struct urpc_session **sessions;
 	uint32_t max_sessions;
 	uint32_t hi_session; /* one past the highest session number in use */
@@ -237,6 +239,11 @@ void urpc__dp_kick(struct urpc_rpc *rpc, struct urpc_session *s);
 /* ---- test hooks ---- */
 void urpc__rpc_set_clock(struct urpc_rpc *rpc, urpc_clock_fn fn, void *arg);
 struct urpc_tp *urpc__rpc_transport(struct urpc_rpc *rpc);
+/*
+ * True from the moment the Rpc announces an idle sleep until it is awake
+ * again (it may still be on its last pass before poll()). Thread: any.
+ */
+bool urpc__rpc_is_sleeping(const struct urpc_rpc *rpc);
 
 struct urpc_session_info {
 	enum urpc_session_role role;
