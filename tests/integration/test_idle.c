@@ -1,0 +1,798 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Idle blocking of urpc_rpc_run_event_loop(): an idle Rpc sleeps instead of
+ * spinning (and spins when the option says so), wakes for datagrams and for
+ * session-management packets, and never blocks on the loop transport. Also
+ * the pieces underneath: udp's wait_arm() and the SM queue's sleep protocol.
+ *
+ * The servers run in threads of their own, since a sleeping Rpc is the
+ * point; the test thread drives the client with run_event_loop_once(),
+ * which never blocks. Waits are bounded by wall time and poll conditions:
+ * "the server sleeps" is its announced sleep plus its thread state 'S'.
+ * Criterion forks per test, so the file-scope state is fresh in each test.
+ */
+#define _GNU_SOURCE /* gettid */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <urpc/urpc.h>
+
+#include "rpc/rpc.h" /* urpc__rpc_is_sleeping() */
+#include "rpc/sm.h"
+#include "transport/transport.h"
+
+#define SRV 1
+#define CLI 2
+#define REQ_ECHO 1
+#define MSG_LEN 256
+#define WAIT_MS 5000	    /* bound of every wait for a condition */
+#define TEST_TIMEOUT_S 120. /* Criterion kills a test that runs longer */
+#define MS 1000000ull
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* CPU time of the calling thread. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Time the calling thread spent runnable but waiting for a CPU (field 2 of
+ * schedstat), or -1 when the kernel does not report it. A spinning thread on
+ * a loaded machine gets less CPU than wall time, but it is never asleep:
+ * CPU time plus this wait stays close to the wall time.
+ */
+static int64_t thread_runq_ns(void)
+{
+	unsigned long long run, wait;
+	FILE *f = fopen("/proc/thread-self/schedstat", "r");
+	int n;
+
+	if (!f)
+		return -1;
+	n = fscanf(f, "%llu %llu", &run, &wait);
+	fclose(f);
+	return n == 2 ? (int64_t)wait : -1;
+}
+
+/* The scheduler state letter of thread @tid of this process, or '?'. */
+static char thread_state(int tid)
+{
+	char path[64], buf[512], *p;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return '?';
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* "tid (comm) S ...": comm may hold spaces and parentheses. */
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : '?';
+}
+
+/* Give the CPU away briefly while polling a condition. */
+static void nap(void)
+{
+	const struct timespec ts = {.tv_sec = 0, .tv_nsec = 100000};
+
+	nanosleep(&ts, NULL);
+}
+
+/* ---- the server thread ------------------------------------------------------ */
+
+struct server {
+	struct urpc_nexus *nx;
+	struct urpc_rpc_opts o;
+	unsigned chunk_ms;   /* serve: run_event_loop(chunk_ms) until stop */
+	unsigned measure_ms; /* nonzero: one measured run_event_loop(measure_ms), then exit */
+	atomic_int state;    /* 0 starting, 1 running, 2 create failed */
+	atomic_bool stop;
+	atomic_int tid;
+	atomic_uint handled;
+	atomic_uint handler_errors;
+	struct urpc_rpc *rpc; /* published by state = 1 */
+	int create_ret, loop_ret, stats_ret, destroy_ret;
+	/* measure mode */
+	uint64_t wall_ns, cpu_ns;
+	int64_t runq_ns; /* -1: not reported */
+	struct urpc_rpc_stats st;
+};
+
+static void echo_handler(struct urpc_req_handle *h, void *arg)
+{
+	struct server *sv = arg;
+	struct urpc_msgbuf *resp = urpc_req_resp_msgbuf(h);
+	const uint8_t *d;
+	size_t len, i;
+
+	d = urpc_req_data(h, &len);
+	if (!d || !resp || len > resp->max_data_size) {
+		atomic_fetch_add(&sv->handler_errors, 1);
+		return;
+	}
+	for (i = 0; i < len; i++)
+		resp->buf[i] = (uint8_t)~d[i];
+	if (urpc_msgbuf_resize(resp, len) || urpc_resp_enqueue(h, resp))
+		atomic_fetch_add(&sv->handler_errors, 1);
+	atomic_fetch_add(&sv->handled, 1);
+}
+
+static void *server_main(void *arg)
+{
+	struct server *sv = arg;
+	struct urpc_rpc *rpc;
+
+	atomic_store(&sv->tid, (int)gettid());
+	sv->create_ret = urpc_rpc_create(sv->nx, SRV, &sv->o, &rpc);
+	if (sv->create_ret) {
+		atomic_store(&sv->state, 2);
+		return NULL;
+	}
+	sv->rpc = rpc;
+	atomic_store(&sv->state, 1);
+	if (sv->measure_ms) {
+		uint64_t t0 = now_ns(), c0 = thread_cpu_ns();
+		int64_t q0 = thread_runq_ns(), q1;
+
+		sv->loop_ret = urpc_rpc_run_event_loop(rpc, sv->measure_ms);
+		sv->cpu_ns = thread_cpu_ns() - c0;
+		sv->wall_ns = now_ns() - t0;
+		q1 = thread_runq_ns();
+		sv->runq_ns = (q0 < 0 || q1 < 0) ? -1 : q1 - q0;
+	} else {
+		while (!atomic_load(&sv->stop) && !sv->loop_ret)
+			sv->loop_ret = urpc_rpc_run_event_loop(rpc, sv->chunk_ms);
+	}
+	sv->stats_ret = urpc_rpc_get_stats(rpc, &sv->st);
+	sv->destroy_ret = urpc_rpc_destroy(rpc);
+	return NULL;
+}
+
+static struct urpc_nexus *nexus_up(void)
+{
+	struct urpc_nexus_opts no;
+	struct urpc_nexus *nx;
+
+	urpc_nexus_opts_init(&no);
+	no.host = "127.0.0.1";
+	no.port = 0;
+	cr_assert_eq(urpc_nexus_create(&no, &nx), 0);
+	return nx;
+}
+
+/* Default options on @kind; the caller adjusts them. */
+static void opts(struct urpc_rpc_opts *o, enum urpc_transport_kind kind)
+{
+	urpc_rpc_opts_init(o);
+	o->transport = kind;
+	o->max_sessions = 16;
+}
+
+static void server_start(struct server *sv, pthread_t *th)
+{
+	uint64_t deadline = now_ns() + WAIT_MS * MS;
+
+	cr_assert_eq(pthread_create(th, NULL, server_main, sv), 0);
+	while (atomic_load(&sv->state) == 0 && now_ns() < deadline)
+		nap();
+	cr_assert_eq(atomic_load(&sv->state), 1, "server Rpc not created: %s",
+		     urpc_strerror(sv->create_ret));
+}
+
+static void server_join(struct server *sv, pthread_t th)
+{
+	atomic_store(&sv->stop, true);
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	cr_assert_eq(sv->loop_ret, 0, "server loop: %s", urpc_strerror(sv->loop_ret));
+	cr_assert_eq(sv->stats_ret, 0);
+	cr_assert_eq(sv->destroy_ret, 0, "server destroy: %s", urpc_strerror(sv->destroy_ret));
+	cr_assert_eq(atomic_load(&sv->handler_errors), 0);
+}
+
+/* Wait until the server thread is asleep in its idle poll(). */
+static void wait_server_sleeps(struct server *sv)
+{
+	uint64_t deadline = now_ns() + WAIT_MS * MS;
+	int tid = atomic_load(&sv->tid);
+
+	while (now_ns() < deadline) {
+		if (urpc__rpc_is_sleeping(sv->rpc) && thread_state(tid) == 'S')
+			return;
+		nap();
+	}
+	cr_assert_fail("the idle server did not go to sleep within %d ms", WAIT_MS);
+}
+
+/* ---- the client (test thread) --------------------------------------------------- */
+
+struct client {
+	struct urpc_rpc *rpc;
+	int session;
+	unsigned connected, failed, disconnected, reset;
+	int status;
+};
+
+struct creq {
+	struct urpc_msgbuf req;
+	struct urpc_msgbuf resp;
+	bool busy;
+	int status;
+	unsigned bad; /* continuations that saw a wrong response */
+};
+
+static void client_sm(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int status,
+		      void *arg)
+{
+	struct client *c = arg;
+
+	c->status = status;
+	switch (ev) {
+	case URPC_SM_CONNECTED:
+		c->connected++;
+		break;
+	case URPC_SM_CONNECT_FAILED:
+		c->failed++;
+		break;
+	case URPC_SM_DISCONNECTED:
+		c->disconnected++;
+		break;
+	case URPC_SM_RESET:
+		c->reset++;
+		break;
+	}
+}
+
+static void client_up(struct client *c, struct urpc_nexus *nx, struct urpc_rpc_opts *o)
+{
+	memset(c, 0, sizeof(*c));
+	o->sm_handler = client_sm;
+	o->sm_arg = c;
+	cr_assert_eq(urpc_rpc_create(nx, CLI, o, &c->rpc), 0);
+}
+
+static void client_pass(struct client *c)
+{
+	cr_assert_eq(urpc_rpc_run_event_loop_once(c->rpc), 0);
+}
+
+/* Start connecting to the server of @nx; returns when it is connected. */
+static void client_connect(struct client *c, struct urpc_nexus *nx)
+{
+	uint64_t deadline = now_ns() + WAIT_MS * MS;
+	char hp[32];
+
+	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(nx));
+	cr_assert_eq(urpc_session_connect(c->rpc, hp, SRV, &c->session), 0);
+	while (!c->connected && !c->failed && now_ns() < deadline)
+		client_pass(c);
+	cr_assert_eq(c->failed, 0, "connect failed: %s", urpc_strerror(c->status));
+	cr_assert_eq(c->connected, 1, "no CONNECTED within %d ms", WAIT_MS);
+}
+
+static void client_disconnect(struct client *c)
+{
+	uint64_t deadline = now_ns() + WAIT_MS * MS;
+
+	cr_assert_eq(urpc_session_disconnect(c->rpc, c->session), 0);
+	while (!c->disconnected && now_ns() < deadline)
+		client_pass(c);
+	cr_assert_eq(c->disconnected, 1, "no DISCONNECTED within %d ms", WAIT_MS);
+	cr_assert_eq(c->reset, 0);
+}
+
+static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
+{
+	struct creq *r = tag;
+	size_t i;
+
+	r->busy = false;
+	r->status = status;
+	if (status)
+		return;
+	if (resp != &r->resp || resp->data_size != r->req.data_size) {
+		r->bad++;
+		return;
+	}
+	for (i = 0; i < resp->data_size; i++) {
+		uint8_t want = (uint8_t)~r->req.buf[i];
+
+		if (resp->buf[i] != want) {
+			r->bad++;
+			return;
+		}
+	}
+}
+
+static void creq_alloc(struct client *c, struct creq *r)
+{
+	memset(r, 0, sizeof(*r));
+	cr_assert_eq(urpc_msgbuf_alloc(c->rpc, MSG_LEN, &r->req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(c->rpc, MSG_LEN, &r->resp), 0);
+}
+
+static void creq_free(struct client *c, struct creq *r)
+{
+	cr_assert_not(r->busy);
+	cr_assert_eq(urpc_msgbuf_free(c->rpc, &r->req), 0);
+	cr_assert_eq(urpc_msgbuf_free(c->rpc, &r->resp), 0);
+}
+
+/* Enqueue one echo request with payload seed @id. */
+static void creq_send(struct client *c, struct creq *r, unsigned id)
+{
+	size_t i;
+
+	for (i = 0; i < MSG_LEN; i++)
+		r->req.buf[i] = (uint8_t)(id * 31u + i);
+	r->busy = true;
+	cr_assert_eq(urpc_req_enqueue(c->rpc, c->session, REQ_ECHO, &r->req, &r->resp, cont, r, 0),
+		     0);
+}
+
+/* Drive the client until @r completed; assert it succeeded. */
+static void creq_wait(struct client *c, struct creq *r)
+{
+	uint64_t deadline = now_ns() + WAIT_MS * MS;
+
+	while (r->busy && now_ns() < deadline)
+		client_pass(c);
+	cr_assert_not(r->busy, "no response within %d ms", WAIT_MS);
+	cr_assert_eq(r->status, 0, "request failed: %s", urpc_strerror(r->status));
+	cr_assert_eq(r->bad, 0, "wrong response bytes");
+}
+
+/* ---- (a) an idle server sleeps; with the option off it spins --------------------- */
+
+/* One measured run_event_loop(400) of an idle udp server with @idle_block_us. */
+static void measure_idle(struct server *sv, uint32_t idle_block_us)
+{
+	pthread_t th;
+
+	memset(sv, 0, sizeof(*sv));
+	sv->nx = nexus_up();
+	opts(&sv->o, URPC_TRANSPORT_UDP);
+	sv->o.idle_block_us = idle_block_us;
+	sv->measure_ms = 400;
+	server_start(sv, &th);
+	server_join(sv, th);
+	cr_assert_eq(urpc_nexus_destroy(sv->nx), 0);
+	cr_assert_geq(sv->wall_ns, 400 * MS, "run_event_loop(400) returned early");
+	cr_log_info("idle_block_us %u: wall %.1f ms, cpu %.2f ms (%.1f%%), cpu + run-queue wait "
+		    "%.1f%%, %llu sleeps",
+		    idle_block_us, sv->wall_ns / 1e6, sv->cpu_ns / 1e6,
+		    100.0 * (double)sv->cpu_ns / (double)sv->wall_ns,
+		    sv->runq_ns < 0 ? -1.0
+				    : 100.0 * (double)(sv->cpu_ns + (uint64_t)sv->runq_ns) /
+					      (double)sv->wall_ns,
+		    (unsigned long long)sv->st.idle_sleeps);
+}
+
+Test(idle, idle_server_sleeps_instead_of_spinning, .timeout = TEST_TIMEOUT_S)
+{
+	struct server sv;
+	struct urpc_rpc_opts d;
+
+	urpc_rpc_opts_init(&d);
+	cr_assert_gt(d.idle_block_us, 0, "idle blocking is on by default");
+	measure_idle(&sv, d.idle_block_us);
+	cr_assert_lt((double)sv.cpu_ns, 0.25 * (double)sv.wall_ns,
+		     "an idle server used %.1f ms of CPU in %.1f ms", sv.cpu_ns / 1e6,
+		     sv.wall_ns / 1e6);
+	cr_assert_geq(sv.st.idle_sleeps, 1);
+}
+
+Test(idle, idle_server_spins_with_blocking_off, .timeout = TEST_TIMEOUT_S)
+{
+	struct server sv;
+	double busy;
+
+	measure_idle(&sv, 0);
+	/*
+	 * On a loaded machine a spinning thread may get less CPU than wall
+	 * time; the time it waited for a CPU counts too: it was not asleep.
+	 */
+	busy = (double)sv.cpu_ns + (sv.runq_ns > 0 ? (double)sv.runq_ns : 0.0);
+	cr_assert_gt(busy, 0.5 * (double)sv.wall_ns,
+		     "a spinning server was busy for only %.1f ms of %.1f ms", busy / 1e6,
+		     sv.wall_ns / 1e6);
+	cr_assert_eq(sv.st.idle_sleeps, 0);
+}
+
+/* ---- (b) requests wake a sleeping server ------------------------------------------ */
+
+Test(idle, requests_wake_a_sleeping_server, .timeout = TEST_TIMEOUT_S)
+{
+	const unsigned nseq = 20, nwin = 2000, window = 8;
+	struct urpc_rpc_opts co;
+	struct urpc_rpc_stats cs;
+	struct creq r[8];
+	struct server sv;
+	struct client c;
+	uint64_t max_lat = 0, deadline;
+	unsigned i, sent = 0, done = 0;
+	pthread_t th;
+
+	memset(&sv, 0, sizeof(sv));
+	sv.nx = nexus_up();
+	cr_assert_eq(urpc_nexus_register_handler(sv.nx, REQ_ECHO, echo_handler, &sv), 0);
+	/*
+	 * Rare pings and a long peer timeout: without a wake-up by the
+	 * datagram, the server would sleep through a request until its chunk
+	 * ends (1 s), far past the client's 200 ms RTO.
+	 */
+	opts(&sv.o, URPC_TRANSPORT_UDP);
+	sv.o.ping_interval_ms = 2000;
+	sv.o.peer_timeout_ms = 10000;
+	sv.chunk_ms = 1000;
+	server_start(&sv, &th);
+
+	opts(&co, URPC_TRANSPORT_UDP);
+	co.rto_us = 200000;
+	co.rto_max_us = 400000;
+	co.ping_interval_ms = 2000;
+	co.peer_timeout_ms = 10000;
+	client_up(&c, sv.nx, &co);
+	client_connect(&c, sv.nx);
+
+	/* One request at a time, each sent to a server that sleeps. */
+	creq_alloc(&c, &r[0]);
+	for (i = 0; i < nseq; i++) {
+		uint64_t t0;
+
+		wait_server_sleeps(&sv);
+		t0 = now_ns();
+		creq_send(&c, &r[0], i);
+		creq_wait(&c, &r[0]);
+		max_lat = URPC_MAX(max_lat, now_ns() - t0);
+	}
+	creq_free(&c, &r[0]);
+	cr_assert_lt(max_lat, 100 * MS,
+		     "a request to a sleeping server took %.1f ms (RTO 200 ms): the datagram did "
+		     "not wake it",
+		     max_lat / 1e6);
+
+	/* Then a window of requests: every one answered, correctly. */
+	for (i = 0; i < window; i++)
+		creq_alloc(&c, &r[i]);
+	deadline = now_ns() + 60000 * MS;
+	while (done < nwin) {
+		for (i = 0; i < window && sent < nwin; i++)
+			if (!r[i].busy)
+				creq_send(&c, &r[i], nseq + sent++);
+		client_pass(&c);
+		for (i = 0, done = sent; i < window; i++) {
+			done -= r[i].busy;
+			cr_assert_eq(r[i].status, 0, "%s", urpc_strerror(r[i].status));
+			cr_assert_eq(r[i].bad, 0, "wrong response bytes");
+		}
+		cr_assert_lt(now_ns(), deadline, "%u of %u requests done in 60 s", done, nwin);
+	}
+	for (i = 0; i < window; i++)
+		creq_free(&c, &r[i]);
+	cr_assert_eq(urpc_rpc_get_stats(c.rpc, &cs), 0);
+	cr_assert_eq(cs.retransmits, 0, "%llu retransmissions: a request waited for an RTO",
+		     (unsigned long long)cs.retransmits);
+	cr_assert_eq(cs.resps_rx, nseq + nwin);
+
+	client_disconnect(&c);
+	cr_assert_eq(urpc_rpc_destroy(c.rpc), 0);
+	server_join(&sv, th);
+	cr_assert_eq(urpc_nexus_destroy(sv.nx), 0);
+	cr_assert_eq(atomic_load(&sv.handled), nseq + nwin, "every request handled once");
+	cr_log_info("sequential requests to a sleeping server: worst %.3f ms; server slept %llu "
+		    "times, woken by traffic %llu times",
+		    max_lat / 1e6, (unsigned long long)sv.st.idle_sleeps,
+		    (unsigned long long)sv.st.idle_wakeups);
+	/* Each sequential request found it asleep (a few may race a timeout). */
+	cr_assert_geq(sv.st.idle_wakeups, nseq / 2);
+}
+
+/* ---- (c) a connect wakes a sleeping server through the SM queue ------------------- */
+
+Test(idle, connect_wakes_a_sleeping_server, .timeout = TEST_TIMEOUT_S)
+{
+	struct urpc_rpc_opts co;
+	struct server sv;
+	struct client c;
+	struct creq r;
+	uint64_t t0, lat;
+	pthread_t th;
+
+	memset(&sv, 0, sizeof(sv));
+	sv.nx = nexus_up();
+	cr_assert_eq(urpc_nexus_register_handler(sv.nx, REQ_ECHO, echo_handler, &sv), 0);
+	/* Without sessions the server sleeps whole chunks: only the SM eventfd wakes it. */
+	opts(&sv.o, URPC_TRANSPORT_UDP);
+	sv.chunk_ms = 1500;
+	server_start(&sv, &th);
+
+	opts(&co, URPC_TRANSPORT_UDP);
+	client_up(&c, sv.nx, &co);
+	wait_server_sleeps(&sv);
+	t0 = now_ns();
+	client_connect(&c, sv.nx);
+	lat = now_ns() - t0;
+	cr_assert_lt(lat, 1000 * MS, "connecting to a sleeping server took %.1f ms", lat / 1e6);
+
+	creq_alloc(&c, &r);
+	creq_send(&c, &r, 7);
+	creq_wait(&c, &r);
+	creq_free(&c, &r);
+
+	wait_server_sleeps(&sv);
+	client_disconnect(&c);
+	cr_assert_eq(urpc_rpc_destroy(c.rpc), 0);
+	server_join(&sv, th);
+	cr_assert_eq(urpc_nexus_destroy(sv.nx), 0);
+	cr_log_info("connect to a sleeping server: %.3f ms; server woken %llu times by SM packets",
+		    lat / 1e6, (unsigned long long)sv.st.idle_sm_wakeups);
+	cr_assert_geq(sv.st.idle_sm_wakeups, 1, "no SM packet woke the server");
+}
+
+/* ---- (d) the loop transport never blocks ------------------------------------------- */
+
+Test(idle, loop_transport_never_blocks, .timeout = TEST_TIMEOUT_S)
+{
+	const unsigned n = 200, window = 8;
+	struct urpc_rpc_opts so, co;
+	struct urpc_rpc_stats ss, cs;
+	struct urpc_nexus *nx;
+	struct urpc_rpc *srv;
+	struct server sv;
+	struct creq r[8];
+	struct client c;
+	uint64_t t0, c0, wall, cpu, deadline;
+	int64_t q0, q1;
+	double busy;
+	unsigned i, sent = 0, done = 0;
+
+	cr_assert_null(urpc__tp_loop_ops.wait_arm, "loop cannot block");
+	cr_assert_null(urpc__tp_loop_ops.wait_ack);
+
+	memset(&sv, 0, sizeof(sv));
+	nx = nexus_up();
+	cr_assert_eq(urpc_nexus_register_handler(nx, REQ_ECHO, echo_handler, &sv), 0);
+	opts(&so, URPC_TRANSPORT_LOOP);
+	cr_assert_gt(so.idle_block_us, 0, "blocking is asked for, the transport cannot");
+	cr_assert_eq(urpc_rpc_create(nx, SRV, &so, &srv), 0);
+
+	/* Idle: the loop spins for the whole call. */
+	t0 = now_ns();
+	c0 = thread_cpu_ns();
+	q0 = thread_runq_ns();
+	cr_assert_eq(urpc_rpc_run_event_loop(srv, 200), 0);
+	cpu = thread_cpu_ns() - c0;
+	wall = now_ns() - t0;
+	q1 = thread_runq_ns();
+	busy = (double)cpu + (q0 >= 0 && q1 >= q0 ? (double)(q1 - q0) : 0.0);
+	cr_assert_gt(busy, 0.5 * (double)wall, "busy %.1f ms of %.1f ms", busy / 1e6, wall / 1e6);
+
+	/* Both Rpcs in this thread: a sleep in either would stall the other. */
+	opts(&co, URPC_TRANSPORT_LOOP);
+	client_up(&c, nx, &co);
+	{
+		char hp[32];
+
+		snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(nx));
+		cr_assert_eq(urpc_session_connect(c.rpc, hp, SRV, &c.session), 0);
+	}
+	deadline = now_ns() + WAIT_MS * MS;
+	while (!c.connected && !c.failed && now_ns() < deadline) {
+		cr_assert_eq(urpc_rpc_run_event_loop(c.rpc, 1), 0);
+		cr_assert_eq(urpc_rpc_run_event_loop(srv, 1), 0);
+	}
+	cr_assert_eq(c.connected, 1, "no CONNECTED within %d ms", WAIT_MS);
+	for (i = 0; i < window; i++)
+		creq_alloc(&c, &r[i]);
+	deadline = now_ns() + WAIT_MS * MS;
+	while (done < n) {
+		for (i = 0; i < window && sent < n; i++)
+			if (!r[i].busy)
+				creq_send(&c, &r[i], sent++);
+		cr_assert_eq(urpc_rpc_run_event_loop(c.rpc, 1), 0);
+		cr_assert_eq(urpc_rpc_run_event_loop(srv, 1), 0);
+		for (i = 0, done = sent; i < window; i++) {
+			done -= r[i].busy;
+			cr_assert_eq(r[i].status, 0, "%s", urpc_strerror(r[i].status));
+			cr_assert_eq(r[i].bad, 0, "wrong response bytes");
+		}
+		cr_assert_lt(now_ns(), deadline, "%u of %u requests done in %d ms", done, n,
+			     WAIT_MS);
+	}
+	for (i = 0; i < window; i++)
+		creq_free(&c, &r[i]);
+	cr_assert_eq(urpc_rpc_get_stats(c.rpc, &cs), 0);
+	cr_assert_eq(urpc_rpc_get_stats(srv, &ss), 0);
+	cr_assert_eq(cs.resps_rx, n);
+	cr_assert_eq(cs.idle_sleeps, 0);
+	cr_assert_eq(ss.idle_sleeps, 0);
+	cr_assert_eq(atomic_load(&sv.handled), n);
+	cr_assert_eq(urpc_rpc_destroy(c.rpc), 0);
+	cr_assert_eq(urpc_rpc_destroy(srv), 0);
+	cr_assert_eq(urpc_nexus_destroy(nx), 0);
+}
+
+/* ---- udp's wait_arm(): the socket, busy while one-sided operations run ------------ */
+
+static bool readable(int fd, int timeout_ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
+}
+
+Test(idle, udp_wait_arm, .timeout = TEST_TIMEOUT_S)
+{
+	const struct urpc_tp_ops *ops = &urpc__tp_udp_ops;
+	struct urpc_tp *a, *b;
+	struct urpc_tp_cfg cfg;
+	struct urpc_tp_peer *pa, *pb;
+	struct urpc_tp_mr ma, mb;
+	struct urpc_tp_comp comp;
+	struct urpc_tp_rx rx[4];
+	struct urpc_tp_tx tx = {0};
+	uint8_t ep[URPC_TP_EP_MAX], la[4096], rb[4096], hdr[32] = {1, 2, 3};
+	uint64_t deadline;
+	size_t len;
+	int fd, n;
+
+	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_UDP);
+	cr_assert_eq(ops->create(&cfg, &a), 0);
+	cr_assert_eq(ops->create(&cfg, &b), 0);
+	len = ops->get_endpoint(b, ep);
+	cr_assert_eq(ops->resolve_peer(a, ep, len, &pb), 0);
+	len = ops->get_endpoint(a, ep);
+	cr_assert_eq(ops->resolve_peer(b, ep, len, &pa), 0);
+
+	/* Idle: the socket, not readable. */
+	fd = ops->wait_arm(a);
+	cr_assert_geq(fd, 0, "wait_arm: %s", urpc_strerror(fd));
+	cr_assert_not(readable(fd, 0));
+
+	/* A datagram makes it readable, and it stays so until rx_burst() takes it. */
+	tx.peer = pa;
+	tx.hdr = hdr;
+	tx.hdr_len = sizeof(hdr);
+	cr_assert_eq(ops->tx_burst(b, &tx, 1), 1);
+	cr_assert(readable(fd, WAIT_MS), "a datagram did not wake the poll");
+	ops->wait_ack(a);
+	cr_assert(readable(fd, 0), "wait_ack() does not eat datagrams");
+	cr_assert_eq(ops->rx_burst(a, rx, 4), 1);
+	ops->rx_release(a, rx, 1);
+	cr_assert_not(readable(fd, 0));
+	cr_assert_eq(ops->wait_arm(a), fd);
+
+	/* A one-sided operation in flight: its timers need polling, no sleep. */
+	memset(rb, 0x5a, sizeof(rb));
+	cr_assert_eq(ops->reg_mem(a, la, sizeof(la), 0, &ma), 0);
+	cr_assert_eq(ops->reg_mem(b, rb, sizeof(rb), URPC_TP_ACCESS_REMOTE_READ, &mb), 0);
+	cr_assert_eq(ops->post_read(a, pb, la, &ma, (uintptr_t)rb, mb.rkey, sizeof(la), 9), 0);
+	cr_assert_eq(ops->wait_arm(a), -EBUSY);
+	/* The peer serves it inside its rx_burst(): its socket wakes it too. */
+	cr_assert(readable(ops->wait_arm(b), WAIT_MS));
+	deadline = now_ns() + WAIT_MS * MS;
+	do {
+		n = ops->rx_burst(b, rx, 4);
+		if (n > 0)
+			ops->rx_release(b, rx, (unsigned)n);
+		cr_assert_eq(ops->wait_arm(a), -EBUSY, "busy until the completion is reaped");
+		n = ops->poll_completions(a, &comp, 1);
+	} while (n == 0 && now_ns() < deadline);
+	cr_assert_eq(n, 1, "no completion within %d ms", WAIT_MS);
+	cr_assert_eq(comp.status, 0);
+	cr_assert_eq(memcmp(la, rb, sizeof(la)), 0);
+	cr_assert_eq(ops->wait_arm(a), fd, "idle again once reaped");
+
+	ops->dereg_mem(a, &ma);
+	ops->dereg_mem(b, &mb);
+	ops->release_peer(a, pb);
+	ops->release_peer(b, pa);
+	cr_assert_eq(ops->destroy(a), 0);
+	cr_assert_eq(ops->destroy(b), 0);
+}
+
+/* ---- the SM queue's sleep protocol loses no wake-up --------------------------------- */
+
+struct producer {
+	struct urpc_sm_queue *q;
+	unsigned n;
+	atomic_uint consumed;
+	atomic_bool abort;
+};
+
+/* Push packet i once packet i - 1 was consumed: the consumer sleeps in between. */
+static void *producer_main(void *arg)
+{
+	struct producer *p = arg;
+	struct urpc_sm_pkt pkt;
+	unsigned i, spin;
+
+	memset(&pkt, 0, sizeof(pkt));
+	pkt.type = URPC_SM_PKT_PING_REQ;
+	for (i = 0; i < p->n; i++) {
+		while (atomic_load(&p->consumed) < i)
+			if (atomic_load(&p->abort))
+				return NULL;
+		/* Vary where the push lands in the consumer's way to sleep. */
+		for (spin = 0; spin < (i * 7919u) % 2000u; spin++)
+			atomic_signal_fence(memory_order_seq_cst);
+		pkt.seq = i;
+		if (urpc__sm_queue_push(p->q, &pkt))
+			return NULL;
+	}
+	return NULL;
+}
+
+Test(idle, sm_queue_sleep_loses_no_wakeup, .timeout = TEST_TIMEOUT_S)
+{
+	struct urpc_sm_queue *q = aligned_alloc(64, sizeof(*q));
+	struct producer p = {.n = 20000};
+	struct urpc_sm_pkt pkt;
+	unsigned got = 0, sleeps = 0;
+	pthread_t th;
+	int evfd;
+
+	cr_assert_not_null(q);
+	urpc__sm_queue_init(q);
+	evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	cr_assert_geq(evfd, 0);
+	urpc__sm_queue_set_wake_fd(q, evfd);
+	p.q = q;
+	cr_assert_eq(pthread_create(&th, NULL, producer_main, &p), 0);
+	while (got < p.n) {
+		struct pollfd pfd = {.fd = evfd, .events = POLLIN};
+		int ret;
+
+		if (urpc__sm_queue_pop(q, &pkt)) {
+			cr_assert_eq(pkt.seq, got);
+			atomic_store(&p.consumed, ++got);
+			continue;
+		}
+		urpc__sm_queue_sleep_begin(q);
+		cr_assert(urpc__sm_queue_is_sleeping(q));
+		if (urpc__sm_queue_pop(q, &pkt)) {
+			urpc__sm_queue_sleep_end(q, false);
+			cr_assert_eq(pkt.seq, got);
+			atomic_store(&p.consumed, ++got);
+			continue;
+		}
+		sleeps++;
+		/* A lost wake-up shows as this timeout: the producer waits for us. */
+		ret = poll(&pfd, 1, 10000);
+		if (ret != 1)
+			atomic_store(&p.abort, true);
+		cr_assert_eq(ret, 1, "packet %u: no wake-up within 10 s", got);
+		urpc__sm_queue_sleep_end(q, true);
+		cr_assert_not(urpc__sm_queue_is_sleeping(q));
+	}
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	cr_assert_eq(urpc__sm_queue_pop(q, &pkt), 0);
+	cr_log_info("%u packets, %u sleeps", p.n, sleeps);
+	close(evfd);
+	free(q);
+}
