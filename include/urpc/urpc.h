@@ -258,6 +258,15 @@ struct urpc_rpc_opts {
 	 * set holds one eventfd. urpc_rpc_run_event_loop_once() never blocks.
 	 */
 	uint32_t idle_block_us;
+	/*
+	 * verbs, when @device and URPC_DEVICE name none: prefer the active
+	 * port nearest, in the PCI tree, to this PCI device (a GPU's address
+	 * as CUDA or nvidia-smi print it, "00000000:3B:00.0"); default NULL.
+	 * An address that does not exist here makes urpc_rpc_create() fail
+	 * with -EINVAL.
+	 */
+	const char *near_pci;
+	int numa_node; /* verbs: ... then a port on this NUMA node; default -1 (none) */
 };
 
 /** urpc_rpc_opts_init() - Fill @o with the defaults. Thread: any. */

@@ -35,6 +35,7 @@ URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o)
 	o->peer_timeout_ms = 500;
 	o->connect_timeout_ms = 2000;
 	o->max_sessions = 1024;
+	o->numa_node = -1;
 	o->idle_block_us = 100;
 }
 
@@ -106,6 +107,8 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	cfg.host = urpc__nexus_host(nx);
 	cfg.seed = seed;
 	cfg.device = o->device;
+	cfg.near_pci = o->near_pci;
+	cfg.numa_node = o->numa_node;
 	cfg.id = rpc_id;
 	ret = urpc__tp_create(&cfg, &rpc->tp);
 	if (ret)

@@ -18,6 +18,7 @@
 
 #include "rpc/nexus.h"
 #include "rpc/sm.h"
+#include "transport/verbs_dev.h"
 #include "util/log.h"
 
 #define WAIT_MS 2000u
@@ -214,6 +215,33 @@ Test(nexus, destroy_while_attached_is_ebusy)
 	cr_assert_eq(urpc_nexus_destroy(nx), 0);
 	free(q1);
 	free(q2);
+}
+
+/*
+ * The default transport considers verbs in a verbs build: a placement hint
+ * naming no PCI device is refused then, not silently ignored. An explicit
+ * udp transport needs no hint and ignores it.
+ */
+Test(nexus, rpc_with_a_bad_near_pci_hint)
+{
+	struct urpc_nexus *nx = nexus_new();
+	struct urpc_rpc_opts o;
+	struct urpc_rpc *rpc;
+
+	if (!urpc__verbs_built())
+		cr_skip_test("this build has no verbs transport: the hint is never read");
+	unsetenv("URPC_TRANSPORT");
+	unsetenv("URPC_DEVICE");
+	urpc_rpc_opts_init(&o);
+	cr_assert_eq(o.numa_node, -1, "no NUMA preference by default");
+	o.near_pci = "not-a-pci-address";
+	cr_assert_eq(urpc_rpc_create(nx, 1, &o, &rpc), -EINVAL);
+	o.near_pci = "0000:ff:1f.7"; /* well formed, not on this machine */
+	cr_assert_eq(urpc_rpc_create(nx, 1, &o, &rpc), -EINVAL);
+	o.transport = URPC_TRANSPORT_UDP;
+	cr_assert_eq(urpc_rpc_create(nx, 1, &o, &rpc), 0);
+	cr_assert_eq(urpc_rpc_destroy(rpc), 0);
+	cr_assert_eq(urpc_nexus_destroy(nx), 0);
 }
 
 /* ---- routing ------------------------------------------------------------- */
