@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <hugetlbfs.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,10 +74,46 @@ static void quiet_libhugetlbfs(void)
 		setenv("HUGETLB_VERBOSE", "0", 0);
 }
 
+/*
+ * Free hugepages of @hps bytes right now, or -1 when unknown. libhugetlbfs
+ * reads its verbosity before we can quiet it and warns on every failed
+ * mapping, so a request that cannot fit is not made at all.
+ */
+static long free_hugepages(long hps)
+{
+	char path[96];
+	long n = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/kernel/mm/hugepages/hugepages-%ldkB/free_hugepages",
+		 hps / 1024);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &n) != 1)
+		n = -1;
+	fclose(f);
+	return n;
+}
+
+/* Surplus hugepages the kernel may create on demand (0 when none). */
+static bool overcommit_hugepages(void)
+{
+	FILE *f = fopen("/proc/sys/vm/nr_overcommit_hugepages", "re");
+	long n = 0;
+
+	if (!f)
+		return false;
+	if (fscanf(f, "%ld", &n) != 1)
+		n = 0;
+	fclose(f);
+	return n > 0;
+}
+
 /* libhugetlbfs only when a hugetlbfs is mounted: it otherwise warns and fails. */
 static int try_libhugetlbfs(size_t len, struct urpc_hp_region *out)
 {
-	long hps;
+	long hps, nfree;
 	size_t rounded;
 	void *p;
 
@@ -87,6 +124,9 @@ static int try_libhugetlbfs(size_t len, struct urpc_hp_region *out)
 	if (hps <= 0)
 		return -ENOENT;
 	rounded = URPC_ALIGN_UP(len, (size_t)hps);
+	nfree = free_hugepages(hps);
+	if (nfree >= 0 && (size_t)nfree < rounded / (size_t)hps && !overcommit_hugepages())
+		return -ENOMEM;
 	p = get_huge_pages(rounded, GHP_DEFAULT);
 	if (!p)
 		return -ENOMEM;
