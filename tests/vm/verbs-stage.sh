@@ -31,7 +31,8 @@ DESCRIPTION
     once per run below. In the guest the client side of every test uses rxe1
     (10.0.0.2) and the server side rxe0 (10.0.0.1), so the datapath crosses
     the veth pair (URPC_TEST_DEVICE_A=rxe1, URPC_TEST_DEVICE_B=rxe0), and the
-    Criterion binaries run with --jobs 1.
+    Criterion binaries run with --jobs 1, with 256 2 MiB hugepages reserved
+    in the guest.
 
         RUN            MTU   NETEM     BINARY                 RoCE MTU
         contract-1500  1500  -         test_contract_verbs    1024
@@ -127,7 +128,7 @@ case "$logs" in /*) ;; *) logs=$root/$logs ;; esac
 #
 # Every suite runs at both MTUs: 1500 (RoCE MTU 1024: messages up to 984
 # bytes) and 9000 (RoCE MTU 4096: up to 4056 bytes). The whole stage, 8
-# boots, took 88 s on the idle 2-core machine (each run 8-17 s, ~4 s of it
+# boots, took 88-104 s on the idle 2-core machine (each run 8-17 s, ~4 s of it
 # the boot) and 3-6 min with other builds beside it (tests/vm/README.md), so
 # nothing is left out; the timeouts leave room for a much slower host.
 # The loss runs use 20000 RPCs (some 2000 retransmissions at 5% each way).
@@ -178,6 +179,11 @@ done
 mkdir -p "$logs"
 
 # ---- runs --------------------------------------------------------------------
+# 2 MiB pages reserved in the guest (2 GiB of memory), so that buffers and
+# their registrations take the hugepage path they take in production; each
+# test process frees its own before the next starts (--jobs 1).
+hugepages=256
+
 # Guest output lines worth showing live: verdicts, assertion and log lines of
 # the tests, Criterion's synthesis, the harness's own lines.
 show='^\[(PASS|FAIL|SKIP|----|====)\]|^rxe-vm:|^SKIPPED:|^urpc ERR|Timed out|Sanitizer|runtime error:'
@@ -209,8 +215,11 @@ for r in "${runs[@]}"; do
 	fi
 	start=$SECONDS
 	set +e
-	"$here/rxe-vm.sh" "${vm_args[@]}" -- env "${genv[@]}" "$build/tests/$bin" \
-		--jobs 1 --verbose --color=never 2>&1 |
+	# shellcheck disable=SC2016 # $1 and $@ belong to the guest's sh
+	"$here/rxe-vm.sh" "${vm_args[@]}" -- sh -c \
+		'echo "$1" >/proc/sys/vm/nr_hugepages || echo "could not reserve hugepages" >&2
+		shift; exec "$@"' sh "$hugepages" \
+		env "${genv[@]}" "$build/tests/$bin" --jobs 1 --verbose --color=never 2>&1 |
 		tee "$log" | grep --line-buffered -E "$show" | sed -u 's/^/    /'
 	rc=${PIPESTATUS[0]}
 	set -e
