@@ -281,8 +281,8 @@ static int verbs_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	v->done_head = v->done_tail = VERBS_NIL;
 
 	v->base.ops = &verbs_ops;
-	URPC_INFO(cfg->id, "verbs on %s:%u (GID %d, MTU %u, UD QPN %u, inline %u)", v->port.dev,
-		  v->port.num, v->port.gid_index, v->base.mtu, v->qp->qp_num, v->base.max_inline);
+	URPC_DBG(cfg->id, "verbs on %s:%u (GID %d, MTU %u, UD QPN %u, inline %u)", v->port.dev,
+		 v->port.num, v->port.gid_index, v->base.mtu, v->qp->qp_num, v->base.max_inline);
 	*out = &v->base;
 	return 0;
 
