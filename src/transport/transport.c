@@ -3,10 +3,12 @@
 #define URPC_LOG_MODULE "transport"
 #include "transport.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../mem/regcache.h"
 #include "../util/log.h"
 #include "verbs_dev.h"
 
@@ -148,4 +150,35 @@ void urpc__tp_pool_dereg(void *ctx, struct urpc_mem_reg *reg)
 	tp->ops->dereg_mem(tp, mr);
 	free(mr);
 	reg->handle = NULL;
+}
+
+static_assert(URPC_REGCACHE_ACCESS_REMOTE_READ == URPC_TP_ACCESS_REMOTE_READ &&
+		      URPC_REGCACHE_ACCESS_REMOTE_WRITE == URPC_TP_ACCESS_REMOTE_WRITE,
+	      "the cache passes its access bits to reg_mem unchanged");
+
+int urpc__tp_regcache_reg(void *ctx, void *addr, size_t len, unsigned access,
+			  struct urpc_mem_reg *out)
+{
+	struct urpc_tp *tp = ctx;
+	struct urpc_tp_mr *mr;
+	int ret;
+
+	/* Not the datapath: the cache calls this on a miss. */
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return -ENOMEM;
+	ret = tp->ops->reg_mem(tp, addr, len, access, mr);
+	if (ret) {
+		free(mr);
+		return ret;
+	}
+	out->lkey = mr->lkey;
+	out->rkey = mr->rkey;
+	out->handle = mr;
+	return 0;
+}
+
+void urpc__tp_regcache_dereg(void *ctx, struct urpc_mem_reg *reg)
+{
+	urpc__tp_pool_dereg(ctx, reg); /* the same undo: dereg_mem, then free the mr */
 }

@@ -273,6 +273,14 @@ int urpc__tp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out);
 /* Registration hooks with the pool's signature (ctx = the struct urpc_tp). */
 int urpc__tp_pool_reg(void *ctx, void *addr, size_t len, struct urpc_mem_reg *out);
 void urpc__tp_pool_dereg(void *ctx, struct urpc_mem_reg *reg);
+/*
+ * Registration hooks with the registration cache's signature (ctx = the
+ * struct urpc_tp): @access (URPC_TP_ACCESS_*) is passed through unchanged.
+ * out->handle is a struct urpc_tp_mr (the @mr of post_read/post_write).
+ */
+int urpc__tp_regcache_reg(void *ctx, void *addr, size_t len, unsigned access,
+			  struct urpc_mem_reg *out);
+void urpc__tp_regcache_dereg(void *ctx, struct urpc_mem_reg *reg);
 
 extern const struct urpc_tp_ops urpc__tp_loop_ops;
 extern const struct urpc_tp_ops urpc__tp_udp_ops;
