@@ -323,10 +323,18 @@ URPC_API int urpc_rpc_run_event_loop_once(struct urpc_rpc *rpc);
 /** urpc_rpc_id() - The Rpc's id. Thread: any. */
 URPC_API uint8_t urpc_rpc_id(const struct urpc_rpc *rpc);
 
+/*
+ * Largest request or response, in bytes. Messages above
+ * urpc_rpc_max_msg_size() are large: a descriptor travels in a datagram and
+ * the receiver READs the payload from the sender's registered buffer (by
+ * RDMA on verbs; emulated on udp and loop).
+ */
+#define URPC_MAX_MSG_SIZE (64u << 20)
+
 /**
  * urpc_rpc_max_msg_size() - Largest request or response data size, in
- * bytes, that this Rpc carries (one datagram until large messages land).
- * Thread: any.
+ * bytes, that rides one datagram on this Rpc's transport; larger ones, up
+ * to URPC_MAX_MSG_SIZE, move by one-sided READ. Thread: any.
  */
 URPC_API size_t urpc_rpc_max_msg_size(const struct urpc_rpc *rpc);
 
@@ -420,7 +428,9 @@ URPC_API int urpc_msgbuf_free(struct urpc_rpc *rpc, struct urpc_msgbuf *mb);
  * @param status 0 with the response in @resp (resp->data_size set), or
  *               -ECONNRESET (session reset or disconnected), -ETIMEDOUT
  *               (deadline passed), -ENOENT (no handler for the request type on
- *               the server), -EMSGSIZE (response larger than @resp).
+ *               the server), -EMSGSIZE (response larger than @resp), or for
+ *               a large message -EIO/-EACCES (the payload could not be read),
+ *               -ENOMEM (the server had no buffer for a large request).
  * @param resp   the response buffer given to urpc_req_enqueue().
  *
  * Callback: runs exactly once, on the owner thread inside the event loop (or
@@ -432,14 +442,16 @@ typedef void (*urpc_cont_fn)(struct urpc_rpc *rpc, void *tag, int status, struct
 /**
  * urpc_req_enqueue() - Send a request on a session.
  *
- * @param req  the request (data_size bytes); lent to the engine until the
- *             continuation runs.
+ * @param req  the request (data_size bytes, up to URPC_MAX_MSG_SIZE; above
+ *             urpc_rpc_max_msg_size() the server READs it from this buffer,
+ *             which must come from urpc_msgbuf_alloc()); lent to the engine
+ *             until the continuation runs.
  * @param resp where the response goes (capacity max_data_size); lent likewise.
  * @param timeout_ms deadline for the whole request, 0 for none; past it the
  *             continuation runs with -ETIMEDOUT.
  * @return 0: @cont runs exactly once, later. <0 (it never runs): -EINVAL (bad
  *         session or buffers), -EMSGSIZE (request above
- *         urpc_rpc_max_msg_size()), -ECONNRESET (session failed or
+ *         URPC_MAX_MSG_SIZE), -ECONNRESET (session failed or
  *         disconnected), -ENOMEM (request queue full), -EPERM.
  */
 URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_type,
@@ -468,10 +480,14 @@ URPC_API struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h);
 /**
  * urpc_resp_enqueue() - Answer a request, inside its handler or later.
  *
- * @param resp the buffer from urpc_req_resp_msgbuf(@h).
- * @return 0 (the handle is then invalid), -EINVAL (not that buffer, or size
- *         above capacity), -EPERM. If the session was reset meanwhile, the
- *         response is dropped silently and 0 returned.
+ * @param resp the buffer from urpc_req_resp_msgbuf(@h), or for a response
+ *             above urpc_rpc_max_msg_size() (up to URPC_MAX_MSG_SIZE) one
+ *             from urpc_msgbuf_alloc(): the library owns it from this call
+ *             on (the caller's struct is zeroed) and frees it once the
+ *             client has read it.
+ * @return 0 (the handle is then invalid), -EINVAL (neither kind of buffer,
+ *         or size above capacity), -EPERM. If the session was reset
+ *         meanwhile, the response is dropped silently and 0 returned.
  */
 URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *resp);
 

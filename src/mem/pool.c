@@ -290,3 +290,10 @@ void urpc__pool_get_stats(const struct urpc_pool *p, struct urpc_pool_stats *s)
 {
 	*s = p->st;
 }
+
+void *urpc__pool_reg_handle(const struct urpc_msgbuf *mb)
+{
+	const struct chunk *c = mb->priv_class;
+
+	return c && c->registered ? c->reg.handle : NULL;
+}

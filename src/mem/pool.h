@@ -102,6 +102,13 @@ static inline uint8_t *urpc__pool_headroom(const struct urpc_pool_opts *o,
 
 void urpc__pool_get_stats(const struct urpc_pool *p, struct urpc_pool_stats *s);
 
+/*
+ * The registration hook's handle for the chunk an allocated buffer lies in
+ * (what the registration hook returned in urpc_mem_reg.handle), or NULL
+ * when the pool registers nothing or @mb is not one of its buffers' views.
+ */
+void *urpc__pool_reg_handle(const struct urpc_msgbuf *mb);
+
 #ifdef __cplusplus
 }
 #endif

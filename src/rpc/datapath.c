@@ -32,8 +32,54 @@ static inline void send_req(struct urpc_rpc *rpc, struct urpc_session *s, struct
 {
 	struct urpc_msgbuf *req = sl->req;
 
-	urpc__rpc_tx_push(rpc, s->peer, hdr_of(req), (uint32_t)req->data_size, req->priv_lkey);
+	if (unlikely(sl->large_req))
+		urpc__rpc_tx_push(rpc, s->peer, &sl->lpkt.h, sizeof(sl->lpkt.d), 0);
+	else
+		urpc__rpc_tx_push(rpc, s->peer, hdr_of(req), (uint32_t)req->data_size,
+				  req->priv_lkey);
 	sl->tx_ns = rpc->in_loop ? rpc->now : 0; /* 0: stamped by the next scan */
+}
+
+/* The datagram header a slot's request or stored response leaves from. */
+static inline const void *req_pkt_of(struct urpc_sslot *sl)
+{
+	return sl->large_req ? (const void *)&sl->lpkt.h : (const void *)hdr_of(sl->req);
+}
+
+/* Describe @mb (registered, @len bytes) for the peer to READ, in @sl's lpkt. */
+static void large_pkt_fill(struct urpc_sslot *sl, enum urpc_pkt_type type, uint8_t req_type,
+			   const struct urpc_msgbuf *mb, uint32_t dest, uint64_t req_num,
+			   uint64_t token)
+{
+	urpc__pkthdr_fill(&sl->lpkt.h, type, req_type, 0, sizeof(sl->lpkt.d), dest, req_num, token);
+	sl->lpkt.h.flags = URPC_PKT_F_LARGE;
+	sl->lpkt.d.addr = htole64((uint64_t)(uintptr_t)mb->buf);
+	sl->lpkt.d.len = htole64(mb->data_size);
+	sl->lpkt.d.rkey = htole32(mb->priv_rkey);
+	sl->lpkt.d.reserved = 0;
+}
+
+/* ---- one-sided operations of large messages ---- */
+
+static inline uint16_t os_get(struct urpc_rpc *rpc)
+{
+	uint16_t i = rpc->os_free;
+
+	if (unlikely(i == URPC_OS_NIL))
+		return i;
+	rpc->os_free = rpc->os[i].next_free;
+	rpc->os[i].busy = true;
+	rpc->os[i].orphan = false;
+	rpc->os_busy++;
+	return i;
+}
+
+static inline void os_put(struct urpc_rpc *rpc, uint16_t i)
+{
+	rpc->os[i].busy = false;
+	rpc->os[i].next_free = rpc->os_free;
+	rpc->os_free = i;
+	rpc->os_busy--;
 }
 
 /* Put a request into free slot @i and send it. */
@@ -54,8 +100,14 @@ static inline void start_req(struct urpc_rpc *rpc, struct urpc_session *s, unsig
 	sl->deadline_ns = deadline_ns;
 	sl->retries = 0;
 	sl->rto_ns = rpc->rto_ns;
-	urpc__pkthdr_fill(hdr_of(req), URPC_PKT_REQ, req_type, 0, (uint32_t)req->data_size,
-			  s->remote_num, sl->cur_req_num, s->token);
+	sl->late_status = 0;
+	sl->large_req = req->data_size > rpc->max_msg;
+	if (unlikely(sl->large_req))
+		large_pkt_fill(sl, URPC_PKT_REQ, req_type, req, s->remote_num, sl->cur_req_num,
+			       s->token);
+	else
+		urpc__pkthdr_fill(hdr_of(req), URPC_PKT_REQ, req_type, 0, (uint32_t)req->data_size,
+				  s->remote_num, sl->cur_req_num, s->token);
 	send_req(rpc, s, sl);
 	rpc->st.reqs_sent++;
 }
@@ -84,8 +136,13 @@ URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_typ
 	if (unlikely(!s || s->role != URPC_ROLE_CLIENT || !req || !req->buf || !resp ||
 		     !resp->buf || !cont))
 		return -EINVAL;
-	if (unlikely(req->data_size > rpc->max_msg))
-		return -EMSGSIZE;
+	if (unlikely(req->data_size > rpc->max_msg)) {
+		/* A large request: the server READs it from this registered buffer. */
+		if (req->data_size > URPC_MAX_MSG_SIZE)
+			return -EMSGSIZE;
+		if (!urpc__pool_reg_handle(req))
+			return -EINVAL;
+	}
 	if (unlikely(s->state != URPC_SESS_CONNECTED && s->state != URPC_SESS_CONNECTING))
 		return -ECONNRESET;
 	/*
@@ -128,6 +185,28 @@ static inline void run_cont(struct urpc_rpc *rpc, urpc_cont_fn cont, void *tag, 
 }
 
 /*
+ * Client slot @sl reads a large response: hand its continuation to the
+ * operation, to run with @status once the transport is done with the
+ * buffers; the slot is free from now on. Cold path.
+ */
+static void orphan_client_op(struct urpc_rpc *rpc, struct urpc_sslot *sl, int status)
+{
+	struct urpc_os_op *op = &rpc->os[sl->os_idx];
+
+	op->orphan = true;
+	op->cont = sl->cont;
+	op->tag = sl->tag;
+	op->req = sl->req;
+	op->resp = sl->resp;
+	op->status = status;
+	rpc->os_lent += 1 + (sl->resp != sl->req);
+	sl->reading = false;
+	sl->busy = false;
+	sl->req = NULL;
+	sl->resp = NULL;
+}
+
+/*
  * Free client slot @sl and run its continuation. Waiting requests move into
  * the slot first, so the continuation's own new requests queue behind them.
  * @s may be freed by the continuation: callers must not touch it after.
@@ -147,7 +226,7 @@ static void complete(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_s
 		 * deadline passed) or at the NIC: the buffer goes back to the
 		 * application now.
 		 */
-		urpc__rpc_tx_forget(rpc, hdr_of(sl->req), NULL);
+		urpc__rpc_tx_forget(rpc, req_pkt_of(sl), NULL);
 		rpc->tp->ops->tx_flush(rpc->tp);
 	}
 	sl->busy = false;
@@ -170,7 +249,7 @@ void urpc__dp_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status)
 	/* The buffers go back to the application: no copy may be sent later. */
 	for (i = 0; i < URPC_SESSION_SLOTS; i++)
 		if (s->slots[i].busy)
-			urpc__rpc_tx_forget(rpc, hdr_of(s->slots[i].req), NULL);
+			urpc__rpc_tx_forget(rpc, req_pkt_of(&s->slots[i]), NULL);
 	rpc->tp->ops->tx_flush(rpc->tp);
 	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
 		struct urpc_sslot *sl = &s->slots[i];
@@ -179,6 +258,16 @@ void urpc__dp_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status)
 
 		if (!sl->busy)
 			continue;
+		if (unlikely(sl->reading)) {
+			/*
+			 * The transport may still write into @resp: the operation
+			 * runs the continuation once it has completed.
+			 */
+			orphan_client_op(rpc, sl, status);
+			s->free_mask |= 1u << i;
+			s->credits++;
+			continue;
+		}
 		sl->busy = false;
 		sl->req = NULL;
 		sl->resp = NULL;
@@ -232,6 +321,12 @@ void urpc__dp_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 
 		if (!sl->busy)
 			continue;
+		if (unlikely(sl->reading)) {
+			/* No retransmission; a deadline waits for the READ to finish. */
+			if (sl->deadline_ns && rpc->now >= sl->deadline_ns && !sl->late_status)
+				sl->late_status = -ETIMEDOUT;
+			continue;
+		}
 		if (sl->deadline_ns && rpc->now >= sl->deadline_ns) {
 			complete(rpc, s, sl, -ETIMEDOUT);
 			if (rpc->sessions[num] != s || s->state != URPC_SESS_CONNECTED)
@@ -257,21 +352,128 @@ void urpc__dp_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 
 static void server_send_resp(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl)
 {
-	urpc__rpc_tx_push(rpc, s->peer, hdr_of(&sl->resp_mb), (uint32_t)sl->resp_mb.data_size,
-			  sl->resp_mb.priv_lkey);
+	if (unlikely(sl->large_resp.buf))
+		urpc__rpc_tx_push(rpc, s->peer, &sl->lpkt.h, sizeof(sl->lpkt.d), 0);
+	else
+		urpc__rpc_tx_push(rpc, s->peer, hdr_of(&sl->resp_mb),
+				  (uint32_t)sl->resp_mb.data_size, sl->resp_mb.priv_lkey);
 	sl->resp_epoch = rpc->tx_epoch;
+}
+
+/* Answer the request in server slot @sl with error @err (a positive errno). */
+static void server_error_resp(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
+			      uint8_t req_type, int err)
+{
+	urpc__pkthdr_fill(hdr_of(&sl->resp_mb), URPC_PKT_RESP, req_type, (uint16_t)err, 0,
+			  s->remote_num, sl->cur_req_num, s->token);
+	sl->resp_mb.data_size = 0;
+	sl->srv_state = URPC_SRV_RESPONDED;
+	server_send_resp(rpc, s, sl);
 }
 
 /*
  * Server slot @sl is about to take a new request: its stored response must
- * not be rewritten while a copy of it may still be read for sending.
+ * not be rewritten while a copy of it may still be read for sending, and a
+ * large one is freed: the client has read it (it sends a new request on a
+ * slot only after its previous one completed).
  */
 static void server_retire_resp(struct urpc_rpc *rpc, struct urpc_sslot *sl)
 {
 	urpc__rpc_tx_forget(rpc, hdr_of(&sl->resp_mb), NULL);
+	urpc__rpc_tx_forget(rpc, &sl->lpkt.h, NULL);
 	if (sl->resent)
 		rpc->tp->ops->tx_flush(rpc->tp);
 	sl->resent = false;
+	if (sl->large_resp.buf) {
+		urpc__pool_free(rpc->pool, &sl->large_resp);
+		rpc->internal_bufs--;
+	}
+}
+
+/* Run the handler of the request in server slot @sl over @data. */
+static void server_run_handler(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
+			       const struct urpc_handler *hd, uint8_t req_type, const uint8_t *data,
+			       size_t len)
+{
+	sl->srv_state = URPC_SRV_IN_HANDLER;
+	sl->resp_mb.data_size = 0;
+	sl->h.rpc = rpc;
+	sl->h.sess = s;
+	sl->h.data = data;
+	sl->h.len = len;
+	sl->h.req_type = req_type;
+	s->deferred++;
+	rpc->st.reqs_handled++;
+	rpc->in_cb++;
+	hd->fn(&sl->h, hd->arg);
+	rpc->in_cb--;
+	/* The request bytes live in the RX ring or a read buffer: gone after this. */
+	sl->h.data = NULL;
+	sl->h.len = 0;
+}
+
+/*
+ * A large request's descriptor: READ the payload into a buffer of ours; the
+ * handler runs when it has arrived. False: dropped without taking the slot
+ * (no operation or buffer free now; the client's retransmission brings it
+ * again).
+ */
+static bool server_read_req(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
+			    const struct urpc_pkthdr *h, const uint8_t *data, uint32_t len)
+{
+	uint64_t prev = sl->cur_req_num, total;
+	struct urpc_large_desc d;
+	struct urpc_os_op *op;
+	uint16_t i;
+	int ret;
+
+	if (unlikely(len != sizeof(d))) {
+		rpc->st.drop_bad_hdr++;
+		return false;
+	}
+	memcpy(&d, data, sizeof(d));
+	total = le64toh(d.len);
+	sl->cur_req_num = le64toh(h->req_num);
+	if (unlikely(!total || total > URPC_MAX_MSG_SIZE)) {
+		server_error_resp(rpc, s, sl, h->req_type, EMSGSIZE);
+		return true;
+	}
+	i = os_get(rpc);
+	if (unlikely(i == URPC_OS_NIL))
+		goto out_drop;
+	op = &rpc->os[i];
+	ret = urpc__pool_alloc(rpc->pool, (size_t)total, &op->buf);
+	if (unlikely(ret)) {
+		os_put(rpc, i);
+		URPC_WARN_RATELIMIT(rpc->id, "no buffer for a %llu-byte request: %s",
+				    (unsigned long long)total, urpc_strerror(ret));
+		server_error_resp(rpc, s, sl, h->req_type, ENOMEM);
+		return true;
+	}
+	ret = rpc->tp->ops->post_read(rpc->tp, s->peer, op->buf.buf,
+				      urpc__pool_reg_handle(&op->buf), le64toh(d.addr),
+				      le32toh(d.rkey), (size_t)total, i);
+	if (unlikely(ret)) {
+		urpc__pool_free(rpc->pool, &op->buf);
+		os_put(rpc, i);
+		if (ret == -EAGAIN)
+			goto out_drop;
+		server_error_resp(rpc, s, sl, h->req_type, -ret);
+		return true;
+	}
+	op->kind = URPC_OS_SRV_REQ;
+	op->sess_num = s->local_num;
+	op->slot = sl->idx;
+	op->req_num = sl->cur_req_num;
+	op->len = (size_t)total;
+	op->req_type = h->req_type;
+	rpc->internal_bufs++;
+	sl->srv_state = URPC_SRV_READING;
+	return true;
+
+out_drop:
+	sl->cur_req_num = prev; /* not taken: its retransmission is new again */
+	return false;
 }
 
 static void server_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_pkthdr *h,
@@ -294,7 +496,7 @@ static void server_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct
 		}
 		return;
 	}
-	if (unlikely(sl->srv_state == URPC_SRV_IN_HANDLER)) {
+	if (unlikely(sl->srv_state == URPC_SRV_IN_HANDLER || sl->srv_state == URPC_SRV_READING)) {
 		/*
 		 * The client gave up on the slot's previous request (deadline)
 		 * while its handler has not answered yet. The handle the
@@ -305,34 +507,72 @@ static void server_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct
 		rpc->st.drop_stale++;
 		return;
 	}
-	if (unlikely(sl->resp_epoch == rpc->tx_epoch || sl->resent))
+	if (unlikely(sl->resp_epoch == rpc->tx_epoch || sl->resent || sl->large_resp.buf))
 		server_retire_resp(rpc, sl);
 
-	sl->cur_req_num = req_num;
-	sl->srv_state = URPC_SRV_IN_HANDLER;
-	sl->resp_mb.data_size = 0;
 	hd = &rpc->handlers[h->req_type];
 	if (unlikely(!hd->fn)) {
 		rpc->st.unknown_req_type++;
-		urpc__pkthdr_fill(hdr_of(&sl->resp_mb), URPC_PKT_RESP, h->req_type, ENOENT, 0,
-				  s->remote_num, req_num, s->token);
-		sl->srv_state = URPC_SRV_RESPONDED;
-		server_send_resp(rpc, s, sl);
+		sl->cur_req_num = req_num;
+		server_error_resp(rpc, s, sl, h->req_type, ENOENT);
 		return;
 	}
-	sl->h.rpc = rpc;
-	sl->h.sess = s;
-	sl->h.data = data;
-	sl->h.len = len;
-	sl->h.req_type = h->req_type;
-	s->deferred++;
-	rpc->st.reqs_handled++;
-	rpc->in_cb++;
-	hd->fn(&sl->h, hd->arg);
-	rpc->in_cb--;
-	/* The request bytes live in the RX ring: gone after this pass. */
-	sl->h.data = NULL;
-	sl->h.len = 0;
+	if (unlikely(h->flags & URPC_PKT_F_LARGE)) {
+		server_read_req(rpc, s, sl, h, data, len);
+		return;
+	}
+	sl->cur_req_num = req_num;
+	server_run_handler(rpc, s, sl, hd, h->req_type, data, len);
+}
+
+/*
+ * A large response's descriptor arrived in client slot @sl: start reading
+ * it into the slot's response buffer. Returns false when the READ is under
+ * way or the descriptor was dropped (the retransmitted request brings it
+ * again), true with *@st set when the request completes now with an error.
+ */
+static bool client_read_resp(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
+			     const uint8_t *data, uint32_t len, int *st)
+{
+	struct urpc_large_desc d;
+	const void *mr;
+	uint16_t i;
+	int ret;
+
+	if (unlikely(len != sizeof(d))) {
+		rpc->st.drop_bad_hdr++;
+		return false;
+	}
+	memcpy(&d, data, sizeof(d));
+	if (le64toh(d.len) > sl->resp->max_data_size || le64toh(d.len) > URPC_MAX_MSG_SIZE) {
+		*st = -EMSGSIZE;
+		return true;
+	}
+	mr = urpc__pool_reg_handle(sl->resp);
+	if (unlikely(!mr)) {
+		*st = -EINVAL;
+		return true;
+	}
+	i = os_get(rpc);
+	if (unlikely(i == URPC_OS_NIL))
+		return false;
+	ret = rpc->tp->ops->post_read(rpc->tp, s->peer, sl->resp->buf, mr, le64toh(d.addr),
+				      le32toh(d.rkey), (size_t)le64toh(d.len), i);
+	if (unlikely(ret)) {
+		os_put(rpc, i);
+		if (ret == -EAGAIN)
+			return false;
+		*st = ret;
+		return true;
+	}
+	rpc->os[i].kind = URPC_OS_CLI_RESP;
+	rpc->os[i].sess_num = s->local_num;
+	rpc->os[i].slot = sl->idx;
+	rpc->os[i].req_num = sl->cur_req_num;
+	rpc->os[i].len = (size_t)le64toh(d.len);
+	sl->reading = true;
+	sl->os_idx = i;
+	return false;
 }
 
 static void client_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_pkthdr *h,
@@ -351,8 +591,15 @@ static void client_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct
 			rpc->st.drop_stale++;
 		return;
 	}
+	if (unlikely(sl->reading)) {
+		rpc->st.dup_resps++; /* a resent descriptor while we read */
+		return;
+	}
 	if (unlikely(status)) {
 		st = -(int)status;
+	} else if (unlikely(h->flags & URPC_PKT_F_LARGE)) {
+		if (!client_read_resp(rpc, s, sl, data, len, &st))
+			return;
 	} else if (unlikely(len > sl->resp->max_data_size)) {
 		st = -EMSGSIZE;
 	} else {
@@ -439,20 +686,160 @@ URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *re
 
 	if (unlikely(!urpc__rpc_is_owner(rpc)))
 		return -EPERM;
-	if (unlikely(resp != &sl->resp_mb || sl->srv_state != URPC_SRV_IN_HANDLER ||
-		     resp->data_size > rpc->max_msg))
+	if (unlikely(sl->srv_state != URPC_SRV_IN_HANDLER))
 		return -EINVAL;
+	if (unlikely(resp != &sl->resp_mb)) {
+		/* The application's own buffer: large, or copied into the slot's. */
+		if (!resp->buf || !urpc__pool_reg_handle(resp) ||
+		    resp->data_size > URPC_MAX_MSG_SIZE)
+			return -EINVAL;
+		if (resp->data_size <= rpc->max_msg) {
+			memcpy(sl->resp_mb.buf, resp->buf, resp->data_size);
+			sl->resp_mb.data_size = resp->data_size;
+			urpc__pool_free(rpc->pool, resp);
+		} else {
+			sl->large_resp = *resp;
+			memset(resp, 0, sizeof(*resp)); /* the library's now */
+			rpc->internal_bufs++;
+		}
+	} else if (unlikely(resp->data_size > rpc->max_msg)) {
+		return -EINVAL;
+	}
 	s->deferred--;
 	if (unlikely(s->state != URPC_SESS_CONNECTED)) {
 		/* Reset while the response was deferred: drop it, free at the last one. */
 		sl->srv_state = URPC_SRV_IDLE;
+		if (sl->large_resp.buf) {
+			urpc__pool_free(rpc->pool, &sl->large_resp);
+			rpc->internal_bufs--;
+		}
 		if (!s->deferred)
 			urpc__session_free(rpc, s);
 		return 0;
 	}
-	urpc__pkthdr_fill(hdr_of(resp), URPC_PKT_RESP, h->req_type, 0, (uint32_t)resp->data_size,
-			  s->remote_num, sl->cur_req_num, s->token);
+	if (unlikely(sl->large_resp.buf))
+		large_pkt_fill(sl, URPC_PKT_RESP, h->req_type, &sl->large_resp, s->remote_num,
+			       sl->cur_req_num, s->token);
+	else
+		urpc__pkthdr_fill(hdr_of(&sl->resp_mb), URPC_PKT_RESP, h->req_type, 0,
+				  (uint32_t)sl->resp_mb.data_size, s->remote_num, sl->cur_req_num,
+				  s->token);
 	sl->srv_state = URPC_SRV_RESPONDED;
 	server_send_resp(rpc, s, sl);
 	return 0;
+}
+
+/* ---- completions of large messages ---- */
+
+/* The READ of a large request finished: run its handler, or answer the error. */
+static void srv_req_done(struct urpc_rpc *rpc, struct urpc_os_op *op, int status)
+{
+	struct urpc_session *s = rpc->sessions[op->sess_num];
+	struct urpc_sslot *sl = &s->slots[op->slot];
+
+	if (unlikely(status)) {
+		URPC_WARN_RATELIMIT(rpc->id, "reading a %zu-byte request failed: %s", op->len,
+				    urpc_strerror(status));
+		server_error_resp(rpc, s, sl, op->req_type, status == -EACCES ? EACCES : EIO);
+		return;
+	}
+	server_run_handler(rpc, s, sl, &rpc->handlers[op->req_type], op->req_type, op->buf.buf,
+			   op->len);
+}
+
+/* The READ of a large response finished: complete the request. */
+static void cli_resp_done(struct urpc_rpc *rpc, struct urpc_os_op *op, int status)
+{
+	struct urpc_session *s = rpc->sessions[op->sess_num];
+	struct urpc_sslot *sl = &s->slots[op->slot];
+
+	sl->reading = false;
+	if (!status)
+		status = sl->late_status;
+	if (!status)
+		sl->resp->data_size = op->len;
+	rpc->st.resps_rx++;
+	complete(rpc, s, sl, status);
+}
+
+void urpc__dp_poll_os(struct urpc_rpc *rpc)
+{
+	struct urpc_tp_comp c[16];
+	int n, k;
+
+	n = rpc->tp->ops->poll_completions(rpc->tp, c, 16);
+	for (k = 0; k < n; k++) {
+		uint16_t i = (uint16_t)c[k].wr_id;
+		struct urpc_os_op *op = &rpc->os[i];
+		struct urpc_msgbuf buf = op->buf;
+
+		if (unlikely(c[k].wr_id >= URPC_OS_OPS || !op->busy))
+			continue;
+		/* Free the entry first: what runs below may start new operations. */
+		memset(&op->buf, 0, sizeof(op->buf));
+		if (op->kind == URPC_OS_SRV_REQ) {
+			if (!op->orphan) {
+				op->buf = buf; /* the handler's view, freed right after */
+				srv_req_done(rpc, op, c[k].status);
+			}
+			urpc__pool_free(rpc->pool, &buf);
+			rpc->internal_bufs--;
+			os_put(rpc, i);
+		} else if (op->orphan) {
+			os_put(rpc, i);
+			rpc->os_lent -= 1 + (op->resp != op->req);
+			run_cont(rpc, op->cont, op->tag, op->status, op->resp);
+		} else {
+			struct urpc_os_op copy = *op;
+
+			os_put(rpc, i);
+			cli_resp_done(rpc, &copy, c[k].status);
+		}
+	}
+}
+
+void urpc__dp_session_gone(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	unsigned i;
+
+	for (i = 0; i < URPC_OS_OPS; i++) {
+		struct urpc_os_op *op = &rpc->os[i];
+
+		if (!op->busy || op->orphan || op->sess_num != s->local_num)
+			continue;
+		if (op->kind == URPC_OS_CLI_RESP) {
+			struct urpc_sslot *sl = &s->slots[op->slot];
+
+			/* Not failed before (fail_all orphans what it finds). */
+			orphan_client_op(rpc, sl, -ECONNRESET);
+		} else {
+			op->orphan = true;
+		}
+	}
+	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+		struct urpc_sslot *sl = &s->slots[i];
+
+		if (sl->large_resp.buf) {
+			urpc__rpc_tx_forget(rpc, &sl->lpkt.h, NULL);
+			urpc__pool_free(rpc->pool, &sl->large_resp);
+			rpc->internal_bufs--;
+		}
+	}
+}
+
+void urpc__dp_drain_os(struct urpc_rpc *rpc)
+{
+	uint64_t end = urpc__now_ns() + 5000000000ull;
+	struct urpc_tp_rx rx[URPC_RX_BATCH];
+	int n;
+
+	while (rpc->os_busy && urpc__now_ns() < end) {
+		/* loop and udp serve peers' operations inside rx_burst() */
+		n = rpc->tp->ops->rx_burst(rpc->tp, rx, URPC_RX_BATCH);
+		if (n > 0)
+			rpc->tp->ops->rx_release(rpc->tp, rx, (unsigned)n);
+		urpc__dp_poll_os(rpc);
+	}
+	if (rpc->os_busy)
+		URPC_ERR(rpc->id, "%u one-sided operations never completed", rpc->os_busy);
 }

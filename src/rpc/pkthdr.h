@@ -24,6 +24,12 @@ extern "C" {
 #define URPC_PKT_VERSION 1
 
 /* Wire-visible: explicit values. */
+/*
+ * A large message: the payload after the header is a struct
+ * urpc_large_desc (rpc.h) naming where the receiver READs the message.
+ */
+#define URPC_PKT_F_LARGE 0x1u
+
 enum urpc_pkt_type {
 	URPC_PKT_REQ = 1,
 	URPC_PKT_RESP = 2,
@@ -34,7 +40,7 @@ struct urpc_pkthdr {
 	uint8_t version;
 	uint8_t pkt_type;
 	uint8_t req_type;
-	uint8_t reserved0;
+	uint8_t flags;	 /* URPC_PKT_F_* */
 	uint16_t status; /* RESP: 0, or a positive errno code */
 	uint32_t msg_size;
 	uint32_t dest_session; /* the receiver's session number */
@@ -60,7 +66,7 @@ static inline void urpc__pkthdr_fill(struct urpc_pkthdr *h, enum urpc_pkt_type t
 	h->version = URPC_PKT_VERSION;
 	h->pkt_type = (uint8_t)type;
 	h->req_type = req_type;
-	h->reserved0 = 0;
+	h->flags = 0;
 	h->status = htole16(status);
 	h->msg_size = htole32(msg_size);
 	h->dest_session = htole32(dest_session);

@@ -60,6 +60,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	struct urpc_tp_cfg cfg;
 	struct urpc_rpc *rpc;
 	uint64_t seed;
+	unsigned i;
 	int ret;
 
 	if (!nx || !out)
@@ -118,6 +119,9 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 		goto out_tp;
 	}
 	rpc->max_msg = rpc->tp->mtu - (uint32_t)sizeof(struct urpc_pkthdr);
+	for (i = 0; i < URPC_OS_OPS; i++)
+		rpc->os[i].next_free = (uint16_t)(i + 1 < URPC_OS_OPS ? i + 1 : URPC_OS_NIL);
+	rpc->os_free = 0;
 
 	/* Idle blocking needs a transport that can wait (loop cannot). */
 	if (o->idle_block_us && rpc->tp->ops->wait_arm && rpc->tp->ops->wait_ack) {
@@ -206,7 +210,7 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 	 * pending requests come back through their continuations below.
 	 */
 	urpc__pool_get_stats(rpc->pool, &ps);
-	owned = ps.bufs_out - rpc->internal_bufs - lent_bufs(rpc);
+	owned = ps.bufs_out - rpc->internal_bufs - lent_bufs(rpc) - rpc->os_lent;
 	if (owned) {
 		URPC_ERR(rpc->id, "%zu message buffers are still allocated: free them first",
 			 owned);
@@ -224,6 +228,8 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 	for (i = 0; i < rpc->hi_session; i++)
 		if (rpc->sessions[i])
 			urpc__session_free(rpc, rpc->sessions[i]);
+	/* Their peers released, the transport completes what they had in flight. */
+	urpc__dp_drain_os(rpc);
 	urpc__rpc_tx_flush(rpc);
 	rpc->tp->ops->tx_flush(rpc->tp);
 
@@ -385,6 +391,10 @@ static unsigned loop_once(struct urpc_rpc *rpc)
 			urpc__dp_rx(rpc, rx[i].buf, rx[i].len);
 		rpc->tp->ops->rx_release(rpc->tp, rx, (unsigned)n);
 	}
+	if (unlikely(rpc->os_busy)) {
+		work++; /* polling is the work: never sleep with operations in flight */
+		urpc__dp_poll_os(rpc);
+	}
 
 	if (unlikely(rpc->now >= rpc->next_scan_ns)) {
 		rpc->next_scan_ns = rpc->now + SCAN_INTERVAL_NS;
@@ -432,7 +442,7 @@ static bool idle_wake_time(const struct urpc_rpc *rpc, uint64_t *wake_ns)
 	uint64_t t = UINT64_MAX;
 	uint32_t i;
 
-	if (rpc->have_pending || rpc->ntx)
+	if (rpc->have_pending || rpc->ntx || rpc->os_busy)
 		return false;
 	for (i = 0; i < rpc->hi_session; i++) {
 		const struct urpc_session *s = rpc->sessions[i];

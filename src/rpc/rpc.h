@@ -29,6 +29,7 @@ extern "C" {
 #define URPC_SESSION_WAITQ 64 /* requests waiting for a slot per session */
 #define URPC_TX_BATCH 64      /* datagrams collected before one tx_burst */
 #define URPC_RX_BATCH 32      /* datagrams taken per rx_burst */
+#define URPC_OS_OPS 64	      /* one-sided operations of large messages in flight per Rpc */
 static_assert(URPC_IS_POW2(URPC_SESSION_SLOTS), "slot count must be a power of two");
 static_assert(URPC_IS_POW2(URPC_SESSION_WAITQ), "wait queue size must be a power of two");
 
@@ -60,6 +61,55 @@ enum urpc_srv_slot_state {
 	URPC_SRV_IDLE = 0,
 	URPC_SRV_IN_HANDLER = 1, /* handler ran, response not enqueued yet (deferred) */
 	URPC_SRV_RESPONDED = 2,	 /* the stored response answers duplicates */
+	URPC_SRV_READING = 3,	 /* a large request's payload is being read from the client */
+};
+
+/*
+ * The datagram of a large message: the header, then where the payload lies
+ * at the sender (little-endian), for the receiver to READ it.
+ */
+struct urpc_large_desc {
+	uint64_t addr;
+	uint64_t len;
+	uint32_t rkey;
+	uint32_t reserved;
+};
+static_assert(sizeof(struct urpc_large_desc) == 24, "large descriptor is 24 bytes on the wire");
+
+struct urpc_large_pkt {
+	struct urpc_pkthdr h;
+	struct urpc_large_desc d;
+};
+
+enum urpc_os_kind {
+	URPC_OS_SRV_REQ = 1,  /* server reads a large request's payload */
+	URPC_OS_CLI_RESP = 2, /* client reads a large response into its buffer */
+};
+
+/*
+ * A one-sided operation of a large message, indexed by the wr_id given to
+ * the transport. While @orphan is false its session and slot are alive and
+ * wait for it; an orphan's session is gone: it only cleans up (frees the
+ * server's buffer, or runs the client's continuation with @status once the
+ * transport no longer writes into the response buffer).
+ */
+struct urpc_os_op {
+	enum urpc_os_kind kind;
+	bool busy;
+	bool orphan;
+	uint32_t sess_num;
+	uint32_t slot;
+	uint64_t req_num;
+	size_t len;		/* bytes read */
+	uint8_t req_type;	/* SRV_REQ */
+	struct urpc_msgbuf buf; /* SRV_REQ: the server's copy of the request */
+	/* orphan CLI_RESP: what the continuation gets */
+	urpc_cont_fn cont;
+	void *tag;
+	struct urpc_msgbuf *req;
+	struct urpc_msgbuf *resp;
+	int status;
+	uint16_t next_free;
 };
 
 /* What the server hands a handler; embedded in the server slot. */
@@ -85,12 +135,18 @@ struct urpc_sslot {
 	uint32_t retries;
 	uint32_t idx; /* this slot's index in its session */
 	bool busy;
+	bool large_req;	 /* the request travels as a descriptor (lpkt) */
+	bool reading;	 /* a large response is being read into @resp (op @os_idx) */
+	int late_status; /* reading when the deadline passed: complete with it afterwards */
+	uint16_t os_idx;
 	/* server side */
 	enum urpc_srv_slot_state srv_state;
 	bool resent;	     /* the stored response was sent again (may still be in flight) */
 	uint64_t resp_epoch; /* rpc->tx_epoch when the stored response was last queued */
-	struct urpc_msgbuf resp_mb; /* preallocated; holds the stored response */
+	struct urpc_msgbuf resp_mb;    /* preallocated; holds the stored response */
+	struct urpc_msgbuf large_resp; /* a large stored response (the client reads it) */
 	struct urpc_req_handle h;
+	struct urpc_large_pkt lpkt; /* client: large request; server: large response */
 };
 
 /* A request waiting for a free slot (client). */
@@ -162,6 +218,10 @@ struct urpc_rpc {
 	struct urpc_rand rng;
 	unsigned ntx;
 	uint64_t tx_epoch; /* advances each time the TX batch empties */
+	struct urpc_os_op os[URPC_OS_OPS];
+	uint16_t os_free; /* free list of os[], URPC_OS_NIL at the end */
+	uint32_t os_busy; /* entries in use */
+	uint32_t os_lent; /* application buffers held by orphaned client operations */
 	struct urpc_tp_tx tx[URPC_TX_BATCH];
 	struct urpc_rpc_stats st;
 };
@@ -171,6 +231,8 @@ static inline bool urpc__rpc_is_owner(const struct urpc_rpc *rpc)
 {
 	return pthread_equal(pthread_self(), rpc->owner);
 }
+
+#define URPC_OS_NIL 0xffffu
 
 /* ---- rpc.c ---- */
 void urpc__rpc_tx_flush(struct urpc_rpc *rpc);
@@ -235,6 +297,16 @@ void urpc__dp_timers(struct urpc_rpc *rpc, struct urpc_session *s);
 void urpc__dp_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status);
 /* Move waiting requests into free slots and transmit them. */
 void urpc__dp_kick(struct urpc_rpc *rpc, struct urpc_session *s);
+/* Reap one-sided completions of large messages. */
+void urpc__dp_poll_os(struct urpc_rpc *rpc);
+/*
+ * Session @s goes away: its one-sided operations become orphans (they clean
+ * up when they complete) and a server's large stored responses are freed.
+ * Call before releasing its peer (which makes the transport complete them).
+ */
+void urpc__dp_session_gone(struct urpc_rpc *rpc, struct urpc_session *s);
+/* Wait (bounded) until every one-sided operation has completed: destroy. */
+void urpc__dp_drain_os(struct urpc_rpc *rpc);
 
 /* ---- test hooks ---- */
 void urpc__rpc_set_clock(struct urpc_rpc *rpc, urpc_clock_fn fn, void *arg);

@@ -63,6 +63,8 @@ void urpc__session_free(struct urpc_rpc *rpc, struct urpc_session *s)
 {
 	uint32_t i;
 
+	/* Before the peer goes: the transport then completes what used it. */
+	urpc__dp_session_gone(rpc, s);
 	if (s->peer) {
 		/*
 		 * Datagrams to this peer (stored responses among them) may still

@@ -73,6 +73,7 @@ struct rx_entry {
 struct os_op {
 	enum urpc_tp_op op;
 	bool active;
+	const struct urpc_tp_peer *peer; /* released: the operation completes -ECONNRESET */
 	uint32_t seq; /* bumped when the slot is finished; stale queue entries skip it */
 	uint32_t lkey;
 	void *local;
@@ -362,9 +363,14 @@ static int loop_resolve_peer(struct urpc_tp *tp, const uint8_t *buf, size_t len,
 static void loop_release_peer(struct urpc_tp *tp, struct urpc_tp_peer *peer)
 {
 	struct loop_ep *self = to_ep(tp);
+	uint32_t slot;
 
 	if (!peer)
 		return;
+	/* Our operations on it end now; the target skips their queued requests. */
+	for (slot = 0; slot < LOOP_MAX_OPS; slot++)
+		if (self->ops[slot].active && self->ops[slot].peer == peer)
+			op_finish(self, slot, -ECONNRESET);
 	if (peer->prev)
 		peer->prev->next = peer->next;
 	else
@@ -676,6 +682,7 @@ static int post(struct urpc_tp *tp, struct urpc_tp_peer *peer, enum urpc_tp_op o
 	o = &ep->ops[slot];
 	o->op = op;
 	o->active = true;
+	o->peer = peer;
 	o->lkey = mr->lkey;
 	o->local = local;
 	o->raddr = raddr;

@@ -176,6 +176,10 @@ struct urpc_tp_ops {
 	 * or another transport's bytes), -ENOENT (loop: no such endpoint),
 	 * -ENOMEM. The peer belongs to @tp until release_peer() or destroy().
 	 * Not for the datapath (verbs creates an address handle here).
+	 * release_peer() completes the one-sided operations still using the
+	 * peer (-ECONNRESET, or their own status if they finished meanwhile;
+	 * reaped by the next poll_completions()); once it returns the transport
+	 * no longer touches their local memory.
 	 */
 	int (*resolve_peer)(struct urpc_tp *tp, const uint8_t *ep, size_t len,
 			    struct urpc_tp_peer **out);

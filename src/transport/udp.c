@@ -456,13 +456,22 @@ static int udp_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
 	return 0;
 }
 
-/* The caller must not release a peer that outstanding operations use. */
+static void udp_op_finish(struct udp_tp *u, struct udp_op *op, int status);
+
+/*
+ * Operations still using @peer complete with -ECONNRESET: from here on
+ * their replies are stale (the op is no longer active) and are ignored.
+ */
 static void udp_release_peer(struct urpc_tp *tp, struct urpc_tp_peer *peer)
 {
 	struct udp_tp *u = to_udp(tp);
+	unsigned i;
 
 	if (!peer)
 		return;
+	for (i = 0; i < UDP_OS_OPS; i++)
+		if (u->ops[i].state == UDP_OP_ACTIVE && u->ops[i].peer == peer)
+			udp_op_finish(u, &u->ops[i], -ECONNRESET);
 	if (peer->prev)
 		peer->prev->next = peer->next;
 	else

@@ -311,17 +311,20 @@ Test(protocol, unknown_request_type_gets_an_error)
 	env_down(&e);
 }
 
-Test(protocol, oversized_request_is_refused)
+Test(protocol, request_above_the_largest_message_is_refused)
 {
 	struct urpc_msgbuf req, resp;
 	struct env e;
 	struct call c = {0};
 
 	env_up(&e);
+	/* Above one datagram is a large message; above URPC_MAX_MSG_SIZE nothing. */
 	cr_assert_eq(urpc_msgbuf_alloc(e.cli, urpc_rpc_max_msg_size(e.cli) + 1, &req), 0);
 	cr_assert_eq(urpc_msgbuf_alloc(e.cli, 64, &resp), 0);
+	req.data_size = (size_t)URPC_MAX_MSG_SIZE + 1; /* past what any buffer holds */
 	cr_assert_eq(urpc_req_enqueue(e.cli, e.sess, T_ECHO, &req, &resp, cont_cb, &c, 0),
 		     -EMSGSIZE);
+	req.data_size = 1;
 	pump_n(&e, 10);
 	cr_assert_eq(c.runs, 0, "a refused request never runs its continuation");
 	urpc_msgbuf_free(e.cli, &req);

@@ -463,3 +463,56 @@ Test(CONTRACT_NAME, garbage_endpoints_are_refused)
 	cr_assert_eq(tp->ops->resolve_peer(tp, ep, n - 1, &peer), -EINVAL, "truncated bytes");
 	cr_assert_eq(tp->ops->destroy(tp), 0);
 }
+
+Test(CONTRACT_NAME, release_peer_ends_its_operations)
+{
+	const size_t len = 4 << 20;
+	struct region local, remote;
+	struct urpc_tp_comp c = {0};
+	uint64_t end = urpc__now_ns() + WAIT_NS;
+	uint8_t *snap;
+	struct pair p;
+	int k = 0, i;
+
+	pair_open(&p, 0);
+	region_open(p.a, &local, len, 0, 0);
+	region_open(p.b, &remote, len, URPC_TP_ACCESS_REMOTE_READ, 0xab);
+	/* B does not serve: on loop and udp the READ cannot progress. */
+	cr_assert_eq(p.a->ops->post_read(p.a, p.a2b, local.mem, &local.mr,
+					 (uint64_t)(uintptr_t)remote.mem, remote.mr.rkey, len, 77),
+		     0);
+	p.a->ops->release_peer(p.a, p.a2b);
+	while (k == 0) {
+		cr_assert_lt(urpc__now_ns(), end, "the released peer's READ never completed");
+		k = p.a->ops->poll_completions(p.a, &c, 1);
+	}
+	cr_assert_eq(k, 1);
+	cr_assert_eq(c.wr_id, 77);
+	cr_assert(c.status == -ECONNRESET || c.status == 0, "status %s", urpc_strerror(c.status));
+	/* From now on nothing writes into the local buffer. */
+	snap = malloc(len);
+	cr_assert_not_null(snap);
+	memcpy(snap, local.mem, len);
+	for (i = 0; i < 300; i++) {
+		serve(p.b);
+		serve(p.a);
+		cr_assert_eq(p.a->ops->poll_completions(p.a, &c, 1), 0, "a second completion");
+	}
+	cr_assert(memcmp(snap, local.mem, len) == 0, "the buffer changed after the completion");
+	free(snap);
+	/* Resolved again, the peer works. */
+	{
+		uint8_t ep[URPC_TP_EP_MAX];
+		size_t n = p.b->ops->get_endpoint(p.b, ep);
+
+		cr_assert_eq(p.a->ops->resolve_peer(p.a, ep, n, &p.a2b), 0);
+	}
+	cr_assert_eq(p.a->ops->post_read(p.a, p.a2b, local.mem, &local.mr,
+					 (uint64_t)(uintptr_t)remote.mem, remote.mr.rkey, 4096, 78),
+		     0);
+	cr_assert_eq(wait_comp(&p, 78), 0);
+	cr_assert_eq(local.mem[4095], 0xab);
+	region_close(p.a, &local);
+	region_close(p.b, &remote);
+	pair_close(&p);
+}

@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Large messages end to end, through the public API: requests and
+ * responses above one datagram move by one-sided READ against the sender's
+ * buffer. Built once per transport (LARGE_KIND / LARGE_NAME from CMake):
+ * loop and udp here, verbs on Soft-RoCE in tests/vm (client on
+ * URPC_TEST_DEVICE_A, server on URPC_TEST_DEVICE_B).
+ *
+ * The echo handler answers byte ^ 0x5a for every request byte, from the
+ * slot's buffer when the answer fits a datagram and from a buffer of its
+ * own (handed to the library) when it does not. Every request carries its
+ * id in its first 8 bytes; the handler counts its runs per id.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <urpc/urpc.h>
+
+#include "rpc/rpc.h"
+#include "transport/transport.h"
+#include "transport/udp.h"
+#include "transport/verbs_dev.h"
+#include "util/log.h"
+
+#ifndef LARGE_KIND
+#error "build with -DLARGE_KIND=URPC_TRANSPORT_<KIND> -DLARGE_NAME=<suite>"
+#endif
+
+#define T_ECHO 1
+#define MAX_IDS 4096
+#define WAIT_NS 60000000000ull
+
+struct call {
+	struct urpc_msgbuf req, resp;
+	uint64_t id;
+	size_t len;
+	int status;
+	unsigned runs;
+	bool busy;
+	bool realloc_in_cont; /* free both buffers in the continuation and make new ones */
+};
+
+struct world {
+	struct urpc_nexus *nx;
+	struct urpc_rpc *srv, *cli;
+	int sess;
+	unsigned handler_runs[MAX_IDS];
+	unsigned handler_errors;
+	unsigned cont_runs;
+};
+
+static struct world W;
+
+static void skip_without_device(void)
+{
+	struct urpc_verbs_port port;
+
+	if (LARGE_KIND != URPC_TRANSPORT_VERBS)
+		return;
+	if (!urpc__verbs_built())
+		cr_skip_test("this build has no verbs transport (libibverbs not found)");
+	if (urpc__verbs_pick_port(getenv("URPC_TEST_DEVICE_A"), &port) < 0)
+		cr_skip_test("no active RDMA port (run it in tests/vm/rxe-vm.sh for Soft-RoCE)");
+}
+
+static uint8_t pat(uint64_t id, size_t i)
+{
+	return (uint8_t)((i * 2654435761u + id * 40503u) >> 11);
+}
+
+static void echo_handler(struct urpc_req_handle *h, void *arg)
+{
+	struct world *w = arg;
+	struct urpc_rpc *rpc = urpc_req_rpc(h);
+	struct urpc_msgbuf own, *resp;
+	const uint8_t *d;
+	uint64_t id = 0;
+	size_t len, i;
+
+	d = urpc_req_data(h, &len);
+	if (len >= 8)
+		memcpy(&id, d, 8);
+	if (id < MAX_IDS)
+		w->handler_runs[id]++;
+	else
+		w->handler_errors++;
+	for (i = 8; i < len; i++)
+		if (d[i] != pat(id, i)) {
+			w->handler_errors++;
+			break;
+		}
+	if (len <= urpc_rpc_max_msg_size(rpc)) {
+		resp = urpc_req_resp_msgbuf(h);
+	} else {
+		if (urpc_msgbuf_alloc(rpc, len, &own)) {
+			w->handler_errors++;
+			return;
+		}
+		resp = &own;
+	}
+	for (i = 0; i < len; i++)
+		resp->buf[i] = d[i] ^ 0x5a;
+	urpc_msgbuf_resize(resp, len);
+	if (urpc_resp_enqueue(h, resp))
+		w->handler_errors++;
+	if (resp == &own && own.buf)
+		w->handler_errors++; /* the library must have taken it */
+}
+
+static void start(struct call *c);
+
+static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
+{
+	struct call *c = tag;
+
+	c->status = status;
+	c->runs++;
+	c->busy = false;
+	W.cont_runs++;
+	if (c->realloc_in_cont && !status) {
+		/* Buffers are the application's again: free, allocate, resend. */
+		c->realloc_in_cont = false;
+		cr_assert_eq(urpc_msgbuf_free(rpc, &c->req), 0);
+		cr_assert_eq(urpc_msgbuf_free(rpc, &c->resp), 0);
+		c->id += MAX_IDS / 2;
+		start(c);
+	}
+}
+
+static void opts_for(struct urpc_rpc_opts *o, const char *device_env)
+{
+	urpc_rpc_opts_init(o);
+	o->transport = LARGE_KIND;
+	o->device = getenv(device_env);
+	o->rto_us = 20000; /* a large READ takes a while on an emulated NIC */
+	o->peer_timeout_ms = 5000;
+	o->ping_interval_ms = 200;
+}
+
+static void pump(void)
+{
+	cr_assert_eq(urpc_rpc_run_event_loop_once(W.srv), 0);
+	cr_assert_eq(urpc_rpc_run_event_loop_once(W.cli), 0);
+}
+
+static void world_up(void)
+{
+	struct urpc_nexus_opts no;
+	struct urpc_rpc_opts o;
+	char hp[64];
+	uint64_t end;
+	int st = 1;
+
+	skip_without_device();
+	memset(&W, 0, sizeof(W));
+	urpc_nexus_opts_init(&no);
+	no.host = "127.0.0.1";
+	cr_assert_eq(urpc_nexus_create(&no, &W.nx), 0);
+	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_ECHO, echo_handler, &W), 0);
+	opts_for(&o, "URPC_TEST_DEVICE_B");
+	cr_assert_eq(urpc_rpc_create(W.nx, 1, &o, &W.srv), 0);
+	opts_for(&o, "URPC_TEST_DEVICE_A");
+	cr_assert_eq(urpc_rpc_create(W.nx, 2, &o, &W.cli), 0);
+	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(W.nx));
+	cr_assert_eq(urpc_session_connect(W.cli, hp, 1, &W.sess), 0);
+	/* Connected once a tiny request comes back. */
+	{
+		struct call c = {.id = MAX_IDS - 1, .len = 16};
+
+		start(&c);
+		end = urpc__now_ns() + WAIT_NS;
+		while (c.busy && urpc__now_ns() < end)
+			pump();
+		st = c.status;
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c.req), 0);
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c.resp), 0);
+	}
+	cr_assert_eq(st, 0, "first request: %s", urpc_strerror(st));
+}
+
+static void world_down(void)
+{
+	if (W.cli)
+		cr_assert_eq(urpc_rpc_destroy(W.cli), 0);
+	if (W.srv)
+		cr_assert_eq(urpc_rpc_destroy(W.srv), 0);
+	cr_assert_eq(urpc_nexus_destroy(W.nx), 0);
+	cr_assert_eq(W.handler_errors, 0, "the handler saw %u bad requests", W.handler_errors);
+}
+
+static void start(struct call *c)
+{
+	size_t i;
+	int ret;
+
+	cr_assert_eq(urpc_msgbuf_alloc(W.cli, c->len < 8 ? 8 : c->len, &c->req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(W.cli, c->len < 8 ? 8 : c->len, &c->resp), 0);
+	urpc_msgbuf_resize(&c->req, c->len);
+	memcpy(c->req.buf, &c->id, c->len < 8 ? c->len : 8);
+	for (i = 8; i < c->len; i++)
+		c->req.buf[i] = pat(c->id, i);
+	c->busy = true;
+	c->status = 1;
+	c->runs = 0;
+	ret = urpc_req_enqueue(W.cli, W.sess, T_ECHO, &c->req, &c->resp, cont, c, 0);
+	cr_assert_eq(ret, 0, "enqueue of %zu bytes: %s", c->len, urpc_strerror(ret));
+}
+
+/* The echo of @c's request, byte for byte. */
+static void check(const struct call *c)
+{
+	size_t i;
+
+	cr_assert_eq(c->status, 0, "request %lu (%zu bytes): %s", (unsigned long)c->id, c->len,
+		     urpc_strerror(c->status));
+	cr_assert_eq(c->runs, 1, "continuation of %lu ran %u times", (unsigned long)c->id, c->runs);
+	cr_assert_eq(c->resp.data_size, c->len, "response of %lu: %zu bytes, want %zu",
+		     (unsigned long)c->id, c->resp.data_size, c->len);
+	for (i = 0; i < c->len; i++)
+		cr_assert_eq(c->resp.buf[i], (uint8_t)(c->req.buf[i] ^ 0x5a),
+			     "request %lu (%zu bytes): byte %zu corrupted", (unsigned long)c->id,
+			     c->len, i);
+}
+
+static void run_calls(struct call *calls, unsigned n)
+{
+	uint64_t end = urpc__now_ns() + WAIT_NS;
+	unsigned i, busy;
+
+	for (i = 0; i < n; i++)
+		start(&calls[i]);
+	do {
+		cr_assert_lt(urpc__now_ns(), end, "large requests did not complete");
+		pump();
+		for (busy = 0, i = 0; i < n; i++)
+			busy += calls[i].busy;
+	} while (busy);
+	for (i = 0; i < n; i++) {
+		check(&calls[i]);
+		cr_assert_eq(W.handler_runs[calls[i].id], 1, "handler of %lu ran %u times",
+			     (unsigned long)calls[i].id, W.handler_runs[calls[i].id]);
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &calls[i].req), 0);
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &calls[i].resp), 0);
+	}
+}
+
+Test(LARGE_NAME, sizes_across_the_threshold, .timeout = 240)
+{
+	struct call c[8];
+	size_t m;
+	unsigned i;
+
+	world_up();
+	m = urpc_rpc_max_msg_size(W.cli);
+	{
+		const size_t sizes[8] = {m - 1,	   m,	    m + 1,   2 * m + 3,
+					 64 << 10, 1 << 20, 3 << 20, (1 << 20) + 12345};
+
+		for (i = 0; i < 8; i++)
+			c[i] = (struct call){.id = i, .len = sizes[i]};
+	}
+	run_calls(c, 8); /* all in flight at once, on one session */
+	world_down();
+}
+
+Test(LARGE_NAME, the_largest_message, .timeout = 300)
+{
+	struct call c = {.id = 1, .len = URPC_MAX_MSG_SIZE};
+
+	if (LARGE_KIND == URPC_TRANSPORT_VERBS)
+		cr_skip_test("64 MiB over an emulated NIC takes minutes; 3 MiB runs on verbs");
+	world_up();
+	run_calls(&c, 1);
+	world_down();
+}
+
+Test(LARGE_NAME, random_sizes_and_reuse_in_continuations, .timeout = 240)
+{
+	enum { N = 24 };
+	struct call c[N];
+	uint64_t end;
+	unsigned i, busy;
+	size_t m;
+
+	world_up();
+	m = urpc_rpc_max_msg_size(W.cli);
+	srand(7);
+	for (i = 0; i < N; i++)
+		c[i] = (struct call){.id = i,
+				     .len = 1 + (size_t)rand() % (4 * m + (i % 3 ? 0 : 300000)),
+				     .realloc_in_cont = i % 2};
+	for (i = 0; i < N; i++)
+		start(&c[i]);
+	end = urpc__now_ns() + WAIT_NS;
+	do {
+		cr_assert_lt(urpc__now_ns(), end, "requests did not complete");
+		pump();
+		for (busy = 0, i = 0; i < N; i++)
+			busy += c[i].busy;
+	} while (busy);
+	for (i = 0; i < N; i++) {
+		check(&c[i]);
+		cr_assert_eq(W.handler_runs[c[i].id], 1);
+		if (i % 2) {
+			/* The second round ran from the continuation. */
+			cr_assert_eq(W.handler_runs[c[i].id - MAX_IDS / 2], 1);
+		}
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c[i].req), 0);
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c[i].resp), 0);
+	}
+	world_down();
+}
+
+/* A lossy wire: descriptors are lost and resent; each handler still runs once. */
+Test(LARGE_NAME, loss_keeps_exactly_once, .timeout = 240)
+{
+	enum { N = 40 };
+	struct call c[N];
+	struct urpc_rpc_stats st;
+	unsigned i;
+	size_t m;
+
+	if (LARGE_KIND == URPC_TRANSPORT_VERBS)
+		cr_skip_test("verbs loses packets under netem in the loss run, not by a switch");
+	world_up();
+	if (LARGE_KIND == URPC_TRANSPORT_LOOP) {
+		struct urpc_loop_faults f = {.drop = 0.05, .dup = 0.02};
+
+		cr_assert_eq(urpc__loop_set_faults(urpc__rpc_transport(W.cli), &f), 0);
+		cr_assert_eq(urpc__loop_set_faults(urpc__rpc_transport(W.srv), &f), 0);
+	} else {
+		cr_assert_eq(urpc__udp_set_drop(urpc__rpc_transport(W.cli), 0.05, 11), 0);
+		cr_assert_eq(urpc__udp_set_drop(urpc__rpc_transport(W.srv), 0.05, 12), 0);
+	}
+	m = urpc_rpc_max_msg_size(W.cli);
+	for (i = 0; i < N; i++)
+		c[i] = (struct call){.id = i, .len = i % 4 ? 3 * m + i : 200000 + i};
+	run_calls(c, 8);
+	run_calls(c + 8, 8);
+	run_calls(c + 16, 8);
+	run_calls(c + 24, 8);
+	run_calls(c + 32, 8);
+	cr_assert_eq(urpc_rpc_get_stats(W.cli, &st), 0);
+	cr_assert_gt(st.retransmits, 0, "the loss switch lost nothing");
+	world_down();
+}
+
+Test(LARGE_NAME, several_sessions_many_in_flight, .timeout = 240)
+{
+	enum { S = 3, PER = 12 };
+	struct call c[S * PER];
+	int sess[S];
+	char hp[64];
+	unsigned i, busy;
+	uint64_t end;
+
+	world_up();
+	sess[0] = W.sess;
+	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(W.nx));
+	for (i = 1; i < S; i++)
+		cr_assert_eq(urpc_session_connect(W.cli, hp, 1, &sess[i]), 0);
+	for (i = 0; i < S * PER; i++) {
+		c[i] = (struct call){.id = i, .len = (i % 2 ? 256 << 10 : 3000) + i};
+		W.sess = sess[i % S]; /* queued until connected, then 8 at a time */
+		start(&c[i]);
+	}
+	end = urpc__now_ns() + WAIT_NS;
+	do {
+		cr_assert_lt(urpc__now_ns(), end, "requests did not complete");
+		pump();
+		for (busy = 0, i = 0; i < S * PER; i++)
+			busy += c[i].busy;
+	} while (busy);
+	for (i = 0; i < S * PER; i++) {
+		check(&c[i]);
+		cr_assert_eq(W.handler_runs[c[i].id], 1);
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c[i].req), 0);
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c[i].resp), 0);
+	}
+	world_down();
+}
+
+/*
+ * The server goes away while large transfers are under way: every
+ * continuation runs exactly once with an error, and the client can destroy
+ * cleanly (nothing still reads or writes its buffers).
+ */
+Test(LARGE_NAME, server_destroyed_during_transfers, .timeout = 240)
+{
+	enum { N = 8 };
+	struct call c[N];
+	uint64_t end;
+	unsigned i, busy, k;
+
+	world_up();
+	for (i = 0; i < N; i++) {
+		c[i] = (struct call){.id = i, .len = (1 << 20) + i};
+		start(&c[i]);
+	}
+	/* A few passes: some transfers start, none can finish yet. */
+	for (k = 0; k < 3; k++)
+		pump();
+	cr_assert_eq(urpc_rpc_destroy(W.srv), 0);
+	W.srv = NULL;
+	end = urpc__now_ns() + WAIT_NS;
+	do {
+		cr_assert_lt(urpc__now_ns(), end, "continuations did not all run");
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.cli), 0);
+		for (busy = 0, i = 0; i < N; i++)
+			busy += c[i].busy;
+	} while (busy);
+	for (i = 0; i < N; i++) {
+		cr_assert_eq(c[i].runs, 1, "continuation %u ran %u times", i, c[i].runs);
+		if (c[i].status == 0)
+			check(&c[i]);
+		else
+			cr_assert(c[i].status == -ECONNRESET || c[i].status == -EIO ||
+					  c[i].status == -ETIMEDOUT,
+				  "request %u: %s", i, urpc_strerror(c[i].status));
+	}
+	for (i = 0; i < N; i++) {
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c[i].req), 0);
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c[i].resp), 0);
+	}
+	world_down();
+}
+
+/* The client goes away with large responses being read: destroy completes them. */
+Test(LARGE_NAME, client_destroyed_during_transfers, .timeout = 240)
+{
+	enum { N = 8 };
+	struct call c[N];
+	unsigned i, k;
+
+	world_up();
+	for (i = 0; i < N; i++) {
+		c[i] = (struct call){.id = i, .len = (2 << 20) + i};
+		start(&c[i]);
+	}
+	for (k = 0; k < 40; k++)
+		pump();
+	/* Destroy wants back what the application holds: the finished ones. */
+	for (i = 0; i < N; i++) {
+		if (c[i].busy)
+			continue;
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c[i].req), 0);
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c[i].resp), 0);
+	}
+	cr_assert_eq(urpc_rpc_destroy(W.cli), 0);
+	W.cli = NULL;
+	for (i = 0; i < N; i++) {
+		cr_assert_eq(c[i].runs, 1, "continuation %u ran %u times", i, c[i].runs);
+		cr_assert(c[i].status == 0 || c[i].status == -ECONNRESET, "request %u: %s", i,
+			  urpc_strerror(c[i].status));
+	}
+	/* The server keeps running alone and lets go of everything. */
+	for (k = 0; k < 100; k++)
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.srv), 0);
+	world_down();
+}
+
+Test(LARGE_NAME, response_larger_than_the_buffer)
+{
+	struct call c = {.id = 5};
+	size_t m;
+	uint64_t end;
+
+	world_up();
+	m = urpc_rpc_max_msg_size(W.cli);
+	c.len = 4 * m;
+	cr_assert_eq(urpc_msgbuf_alloc(W.cli, c.len, &c.req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(W.cli, m, &c.resp), 0);
+	memcpy(c.req.buf, &c.id, 8);
+	for (size_t i = 8; i < c.len; i++)
+		c.req.buf[i] = pat(c.id, i);
+	c.busy = true;
+	cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, T_ECHO, &c.req, &c.resp, cont, &c, 0), 0);
+	end = urpc__now_ns() + WAIT_NS;
+	while (c.busy) {
+		cr_assert_lt(urpc__now_ns(), end);
+		pump();
+	}
+	cr_assert_eq(c.status, -EMSGSIZE, "status %s", urpc_strerror(c.status));
+	cr_assert_eq(urpc_msgbuf_free(W.cli, &c.req), 0);
+	cr_assert_eq(urpc_msgbuf_free(W.cli, &c.resp), 0);
+	world_down();
+}
