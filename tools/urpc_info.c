@@ -4,7 +4,6 @@
  * hugepages, the CUDA driver, and the transport the default would pick.
  * A diagnostic tool: it reads the library's internal device layer.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -13,6 +12,7 @@
 
 #include <urpc/urpc.h>
 
+#include "mem/cuda.h"
 #include "mem/hugepage.h"
 #include "transport/verbs_dev.h"
 
@@ -95,14 +95,27 @@ static void print_hugepages(void)
 
 static void print_cuda(void)
 {
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	char bus[URPC_CUDA_PCI_BUS_ID_LEN];
+	int n, i;
 
-	if (h) {
-		printf("CUDA driver: libcuda.so.1 loads\n");
-		dlclose(h);
-	} else {
+	if (urpc__cuda_load()) {
 		printf("CUDA driver: not available (%s); GPU payloads are not possible here\n",
-		       dlerror());
+		       urpc__cuda_why());
+		return;
+	}
+	n = urpc__cuda_device_count();
+	if (n < 0) {
+		printf("CUDA driver: loads, but counting its devices failed: %s\n",
+		       urpc_strerror(n));
+		return;
+	}
+	printf("CUDA driver: loads, %d device%s\n", n, n == 1 ? "" : "s");
+	for (i = 0; i < n; i++) {
+		if (urpc__cuda_pci_bus_id(i, bus, sizeof(bus)))
+			snprintf(bus, sizeof(bus), "unknown");
+		printf("  GPU %d: PCI %s, dma-buf %s\n", i, bus,
+		       urpc__cuda_has_dmabuf(i) ? "yes"
+						: "no (staging through pinned host memory)");
 	}
 }
 
