@@ -329,28 +329,32 @@ static size_t verbs_get_endpoint(struct urpc_tp *tp, uint8_t *buf)
 	return VERBS_EP_LEN;
 }
 
-static int verbs_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
-			      struct urpc_tp_peer **out)
+/* The connection to the endpoint @ep describes, shared or new (one reference). */
+static int conn_get(struct verbs_tp *v, const uint8_t *ep, struct verbs_conn **out)
 {
-	struct verbs_tp *v = to_verbs(tp);
-	struct urpc_tp_peer *p;
-	uint32_t qpn, mtu;
+	struct verbs_conn *p;
+	uint32_t qpn, mtu, nonce;
 	uint16_t lid;
 
-	if (!ep || len != VERBS_EP_LEN || ep[0] != (uint8_t)URPC_TRANSPORT_VERBS ||
-	    ep[1] != VERBS_EP_VERSION || ep[2] != (v->port.roce ? 1 : 0) || ep[3] != 0)
-		return -EINVAL;
 	memcpy(&qpn, ep + 4, 4);
 	memcpy(&lid, ep + 8, 2);
 	memcpy(&mtu, ep + 12, 4);
+	memcpy(&nonce, ep + 16, 4);
 	if (!qpn || qpn > 0xffffff || !URPC_IS_POW2(mtu) || mtu < 256 || mtu > 4096)
 		return -EINVAL;
+	for (p = v->conns; p; p = p->next)
+		if (p->qpn == qpn && p->nonce == nonce && !memcmp(p->gid, ep + 20, 16)) {
+			p->refs++;
+			*out = p;
+			return 0;
+		}
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
+	p->refs = 1;
 	p->qpn = qpn;
 	p->mtu = mtu;
-	memcpy(&p->nonce, ep + 16, 4);
+	p->nonce = nonce;
 	memcpy(p->gid, ep + 20, 16);
 	p->ah_attr.port_num = v->port.num;
 	p->ah_attr.dlid = lid;
@@ -370,16 +374,46 @@ static int verbs_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
 		return ret;
 	}
 	p->wait_head = p->wait_tail = VERBS_NIL;
-	p->next = v->peers;
-	if (v->peers)
-		v->peers->prev = p;
-	v->peers = p;
+	p->next = v->conns;
+	if (v->conns)
+		v->conns->prev = p;
+	v->conns = p;
 	*out = p;
 	return 0;
 }
 
+static int verbs_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
+			      struct urpc_tp_peer **out)
+{
+	struct verbs_tp *v = to_verbs(tp);
+	struct urpc_tp_peer *h;
+	struct verbs_conn *c;
+	int ret;
+
+	if (!ep || len != VERBS_EP_LEN || ep[0] != (uint8_t)URPC_TRANSPORT_VERBS ||
+	    ep[1] != VERBS_EP_VERSION || ep[2] != (v->port.roce ? 1 : 0) || ep[3] != 0)
+		return -EINVAL;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	ret = conn_get(v, ep, &c);
+	if (ret) {
+		free(h);
+		return ret;
+	}
+	h->conn = c;
+	h->ah = c->ah;
+	h->qpn = c->qpn;
+	h->next = v->peers;
+	if (v->peers)
+		v->peers->prev = h;
+	v->peers = h;
+	*out = h;
+	return 0;
+}
+
 /* Synchronously reap @p's posted operations (its QP is in the error state). */
-static void rc_drain(struct verbs_tp *v, struct urpc_tp_peer *p)
+static void rc_drain(struct verbs_tp *v, struct verbs_conn *p)
 {
 	uint64_t end = urpc__now_ns() + VERBS_DRAIN_NS;
 	uint32_t i;
@@ -392,8 +426,9 @@ static void rc_drain(struct verbs_tp *v, struct urpc_tp_peer *p)
 	URPC_ERR(v->base.id, "RC QP %u: %u operations never completed after a flush",
 		 p->rc_qp->qp_num, p->rc_posted);
 	for (i = 0; i < VERBS_OS_OPS; i++)
-		if (v->ops[i].state == VERBS_OP_POSTED && v->ops[i].peer == p) {
+		if (v->ops[i].state == VERBS_OP_POSTED && v->ops[i].conn == p) {
 			v->nposted--;
+			v->ops[i].peer->posted--;
 			urpc__verbs_op_done(v, (uint16_t)i, -EIO);
 		}
 	p->rc_posted = 0;
@@ -404,7 +439,7 @@ static void rc_drain(struct verbs_tp *v, struct urpc_tp_peer *p)
  * (their status the recorded cause, else @err), waiting ones fail with @err,
  * the QP is destroyed.
  */
-static void rc_teardown(struct verbs_tp *v, struct urpc_tp_peer *p, int err)
+static void rc_teardown(struct verbs_tp *v, struct verbs_conn *p, int err)
 {
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 	uint16_t i;
@@ -432,13 +467,15 @@ static void rc_teardown(struct verbs_tp *v, struct urpc_tp_peer *p, int err)
 	p->hs_logged = false;
 }
 
-static void peer_free(struct verbs_tp *v, struct urpc_tp_peer *p)
+static void conn_put(struct verbs_tp *v, struct verbs_conn *p)
 {
+	if (--p->refs)
+		return;
 	rc_teardown(v, p, -ECONNRESET);
 	if (p->prev)
 		p->prev->next = p->next;
 	else
-		v->peers = p->next;
+		v->conns = p->next;
 	if (p->next)
 		p->next->prev = p->prev;
 	ibv_destroy_ah(p->ah);
@@ -446,8 +483,52 @@ static void peer_free(struct verbs_tp *v, struct urpc_tp_peer *p)
 }
 
 /*
- * Operations still using @peer complete with -ECONNRESET (flushed and
- * reaped here; the NIC no longer touches their memory when this returns).
+ * Release handle @h. Its operations end first: waiting ones fail with
+ * -ECONNRESET; posted ones are flushed with the connection when this was
+ * its last handle, else waited for (bounded; past the bound the connection
+ * fails, which flushes them).
+ */
+static void peer_free(struct verbs_tp *v, struct urpc_tp_peer *h)
+{
+	struct verbs_conn *c = h->conn;
+	uint16_t *link = &c->wait_head, prev = VERBS_NIL;
+	uint64_t end;
+
+	while (*link != VERBS_NIL) {
+		uint16_t k = *link;
+
+		if (v->ops[k].peer == h) {
+			*link = v->ops[k].next;
+			urpc__verbs_op_done(v, k, -ECONNRESET);
+		} else {
+			prev = k;
+			link = &v->ops[k].next;
+		}
+	}
+	c->wait_tail = prev;
+	if (h->posted && c->refs > 1) {
+		end = urpc__now_ns() + VERBS_DRAIN_NS;
+		while (h->posted && urpc__now_ns() < end)
+			urpc__verbs_rc_reap(v);
+		if (h->posted) {
+			urpc__verbs_rc_fail(v, c, -ETIMEDOUT,
+					    "operations of a released peer did not complete");
+			rc_drain(v, c);
+		}
+	}
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		v->peers = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	conn_put(v, c);
+	free(h);
+}
+
+/*
+ * Operations still using @peer complete with -ECONNRESET (or their own
+ * status); the NIC no longer touches their memory when this returns.
  */
 static void verbs_release_peer(struct urpc_tp *tp, struct urpc_tp_peer *peer)
 {
@@ -497,12 +578,12 @@ static int verbs_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned ac
 static void verbs_dereg_mem(struct urpc_tp *tp, struct urpc_tp_mr *mr)
 {
 	struct verbs_tp *v = to_verbs(tp);
-	struct urpc_tp_peer *p;
+	struct verbs_conn *p;
 	uint32_t i;
 
 	if (!mr || !mr->handle)
 		return;
-	for (p = v->peers; p; p = p->next) {
+	for (p = v->conns; p; p = p->next) {
 		uint16_t *link = &p->wait_head, prev = VERBS_NIL;
 
 		while (*link != VERBS_NIL) {
@@ -523,8 +604,8 @@ static void verbs_dereg_mem(struct urpc_tp *tp, struct urpc_tp_mr *mr)
 
 		if (op->state != VERBS_OP_POSTED || op->mr_handle != mr->handle)
 			continue;
-		urpc__verbs_rc_fail(v, op->peer, -EIO, "its memory was deregistered");
-		rc_drain(v, op->peer);
+		urpc__verbs_rc_fail(v, op->conn, -EIO, "its memory was deregistered");
+		rc_drain(v, op->conn);
 	}
 	ibv_dereg_mr(mr->handle);
 	mr->handle = NULL;
@@ -533,7 +614,7 @@ static void verbs_dereg_mem(struct urpc_tp *tp, struct urpc_tp_mr *mr)
 
 /* ---- the RC life cycle ------------------------------------------------------ */
 
-static int rc_qp_create(struct verbs_tp *v, struct urpc_tp_peer *p)
+static int rc_qp_create(struct verbs_tp *v, struct verbs_conn *p)
 {
 	struct ibv_qp_init_attr ia;
 	struct ibv_qp_attr a;
@@ -568,7 +649,7 @@ static int rc_qp_create(struct verbs_tp *v, struct urpc_tp_peer *p)
 }
 
 /* INIT -> RTR -> RTS against the peer's QP @rqpn starting at @rpsn. */
-static int rc_qp_connect(struct verbs_tp *v, struct urpc_tp_peer *p, uint32_t rqpn, uint32_t rpsn)
+static int rc_qp_connect(struct verbs_tp *v, struct verbs_conn *p, uint32_t rqpn, uint32_t rpsn)
 {
 	enum ibv_mtu peer_mtu = mtu_enum(p->mtu);
 	struct ibv_qp_attr a;
@@ -600,7 +681,7 @@ static int rc_qp_connect(struct verbs_tp *v, struct urpc_tp_peer *p, uint32_t rq
 	return 0;
 }
 
-int urpc__verbs_rc_start(struct verbs_tp *v, struct urpc_tp_peer *p)
+int urpc__verbs_rc_start(struct verbs_tp *v, struct verbs_conn *p)
 {
 	uint64_t now = urpc__now_ns();
 	int ret;
@@ -623,7 +704,7 @@ int urpc__verbs_rc_start(struct verbs_tp *v, struct urpc_tp_peer *p)
 	return 0;
 }
 
-void urpc__verbs_rc_fail(struct verbs_tp *v, struct urpc_tp_peer *p, int err, const char *why)
+void urpc__verbs_rc_fail(struct verbs_tp *v, struct verbs_conn *p, int err, const char *why)
 {
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 	uint16_t i;
@@ -648,7 +729,7 @@ void urpc__verbs_rc_fail(struct verbs_tp *v, struct urpc_tp_peer *p, int err, co
 		ibv_modify_qp(p->rc_qp, &a, IBV_QP_STATE);
 }
 
-void urpc__verbs_rc_kick(struct verbs_tp *v, struct urpc_tp_peer *p)
+void urpc__verbs_rc_kick(struct verbs_tp *v, struct verbs_conn *p)
 {
 	uint16_t i;
 
@@ -661,18 +742,18 @@ void urpc__verbs_rc_kick(struct verbs_tp *v, struct urpc_tp_peer *p)
 	}
 }
 
-static struct urpc_tp_peer *peer_of_ctl(struct verbs_tp *v, const struct verbs_ctl *c)
+static struct verbs_conn *peer_of_ctl(struct verbs_tp *v, const struct verbs_ctl *c)
 {
-	struct urpc_tp_peer *p;
+	struct verbs_conn *p;
 
-	for (p = v->peers; p; p = p->next)
+	for (p = v->conns; p; p = p->next)
 		if (p->qpn == c->ud_qpn && p->nonce == c->nonce && !memcmp(p->gid, c->gid, 16))
 			return p;
 	return NULL;
 }
 
 /* Connect @p's QP (PENDING, or fresh for a REQ) to the sender's and go READY. */
-static void rc_accept(struct verbs_tp *v, struct urpc_tp_peer *p, const struct verbs_ctl *c)
+static void rc_accept(struct verbs_tp *v, struct verbs_conn *p, const struct verbs_ctl *c)
 {
 	int ret;
 
@@ -706,7 +787,7 @@ static void rc_accept(struct verbs_tp *v, struct urpc_tp_peer *p, const struct v
 
 void urpc__verbs_ctl_rx(struct verbs_tp *v, uint32_t imm, const uint8_t *buf, uint32_t len)
 {
-	struct urpc_tp_peer *p;
+	struct verbs_conn *p;
 	struct verbs_ctl c;
 
 	if (len < sizeof(c) || (imm != VERBS_CTL_RC_REQ && imm != VERBS_CTL_RC_ACK)) {
@@ -756,9 +837,9 @@ void urpc__verbs_ctl_rx(struct verbs_tp *v, uint32_t imm, const uint8_t *buf, ui
 
 void urpc__verbs_hs_timers(struct verbs_tp *v, uint64_t now)
 {
-	struct urpc_tp_peer *p;
+	struct verbs_conn *p;
 
-	for (p = v->peers; p && v->npending; p = p->next) {
+	for (p = v->conns; p && v->npending; p = p->next) {
 		if (p->rc_state != VERBS_RC_PENDING)
 			continue;
 		if (now >= p->hs_deadline_ns) {

@@ -91,7 +91,14 @@ const char *urpc__verbs_rc_state_str(enum verbs_rc_state s);
 
 #define VERBS_NIL 0xffffu /* end of an op list */
 
-struct urpc_tp_peer {
+/*
+ * The connection to one remote endpoint: its address handle and its RC
+ * side. Peer handles resolved for the same endpoint (several sessions
+ * between the same two Rpcs) share it, so the two endpoints have one RC
+ * connection between them whatever the number of sessions.
+ */
+struct verbs_conn {
+	unsigned refs; /* peer handles */
 	struct ibv_ah *ah;
 	struct ibv_ah_attr ah_attr; /* also the RC QP's path */
 	uint32_t qpn;		    /* the peer's UD QP */
@@ -112,6 +119,16 @@ struct urpc_tp_peer {
 	uint64_t hs_rto_ns;
 	bool hs_logged;
 
+	struct verbs_conn *next; /* the endpoint's list of connections */
+	struct verbs_conn *prev;
+};
+
+/* A resolved peer: a handle on a connection. */
+struct urpc_tp_peer {
+	struct ibv_ah *ah; /* the connection's, copied for the datapath */
+	uint32_t qpn;
+	uint32_t posted; /* its operations at the NIC */
+	struct verbs_conn *conn;
 	struct urpc_tp_peer *next; /* the endpoint's list of peers */
 	struct urpc_tp_peer *prev;
 };
@@ -128,7 +145,8 @@ struct verbs_op {
 	enum urpc_tp_op kind;
 	enum verbs_op_state state;
 	int status;
-	struct urpc_tp_peer *peer;
+	struct urpc_tp_peer *peer; /* the handle it was posted on */
+	struct verbs_conn *conn;
 	void *local;
 	void *mr_handle; /* the local struct ibv_mr */
 	uint32_t lkey;
@@ -197,6 +215,7 @@ struct verbs_tp {
 
 	uint32_t nregs; /* user registrations alive */
 	struct urpc_tp_peer *peers;
+	struct verbs_conn *conns;
 };
 
 static inline struct verbs_tp *to_verbs(struct urpc_tp *tp)
@@ -212,25 +231,25 @@ void urpc__verbs_ctl_rx(struct verbs_tp *v, uint32_t imm, const uint8_t *buf, ui
 /* Resend REQs due and fail connections past their deadline. @now in ns. */
 void urpc__verbs_hs_timers(struct verbs_tp *v, uint64_t now);
 
-/* Start the RC side of @peer (state NONE): QP, REQ. 0 or -errno. */
-int urpc__verbs_rc_start(struct verbs_tp *v, struct urpc_tp_peer *peer);
+/* Start the RC side of @c (state NONE): QP, REQ. 0 or -errno. */
+int urpc__verbs_rc_start(struct verbs_tp *v, struct verbs_conn *c);
 
 /*
  * Move @peer to FAILED with @err (if not failed yet; logged once, with
  * @why or else @err) and flush its QP.
  */
-void urpc__verbs_rc_fail(struct verbs_tp *v, struct urpc_tp_peer *peer, int err, const char *why);
+void urpc__verbs_rc_fail(struct verbs_tp *v, struct verbs_conn *c, int err, const char *why);
 
-/* Post what waits on @peer's FIFO while its READY QP has room. */
-void urpc__verbs_rc_kick(struct verbs_tp *v, struct urpc_tp_peer *peer);
+/* Post what waits on @c's FIFO while its READY QP has room. */
+void urpc__verbs_rc_kick(struct verbs_tp *v, struct verbs_conn *c);
 
 /* Map a completion status to -errno. */
 int urpc__verbs_wc_errno(enum ibv_wc_status st);
 
 /* ---- verbs_datapath.c, for verbs.c ---- */
 
-/* Post one control message to @peer through the UD QP; 0 or -errno. */
-int urpc__verbs_ctl_send(struct verbs_tp *v, struct urpc_tp_peer *peer, enum verbs_ctl_type type);
+/* Post one control message to @c through the UD QP; 0 or -errno. */
+int urpc__verbs_ctl_send(struct verbs_tp *v, struct verbs_conn *c, enum verbs_ctl_type type);
 
 /* Post op @idx on its peer's (READY) RC QP; on failure it completes with the error. */
 void urpc__verbs_op_post(struct verbs_tp *v, uint16_t idx);

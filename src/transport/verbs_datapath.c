@@ -161,7 +161,7 @@ void urpc__verbs_tx_flush(struct urpc_tp *tp)
 	}
 }
 
-int urpc__verbs_ctl_send(struct verbs_tp *v, struct urpc_tp_peer *p, enum verbs_ctl_type type)
+int urpc__verbs_ctl_send(struct verbs_tp *v, struct verbs_conn *p, enum verbs_ctl_type type)
 {
 	struct ibv_send_wr *wr = &v->swr[0];
 	struct ibv_sge *sge = &v->ssge[0];
@@ -324,7 +324,7 @@ void urpc__verbs_op_done(struct verbs_tp *v, uint16_t idx, int status)
 void urpc__verbs_op_post(struct verbs_tp *v, uint16_t idx)
 {
 	struct verbs_op *op = &v->ops[idx];
-	struct urpc_tp_peer *p = op->peer;
+	struct verbs_conn *p = op->conn;
 	struct ibv_sge sge = {(uintptr_t)op->local, op->len, op->lkey};
 	struct ibv_send_wr wr, *bad = NULL;
 	int ret;
@@ -349,18 +349,20 @@ void urpc__verbs_op_post(struct verbs_tp *v, uint16_t idx)
 	op->deadline_ns =
 		urpc__now_ns() + v->op_timeout_ns + ((uint64_t)op->len >> 20) * VERBS_OP_NS_PER_MIB;
 	p->rc_posted++;
+	op->peer->posted++;
 	v->nposted++;
 }
 
-static int post_op(struct verbs_tp *v, enum urpc_tp_op kind, struct urpc_tp_peer *p, void *local,
+static int post_op(struct verbs_tp *v, enum urpc_tp_op kind, struct urpc_tp_peer *h, void *local,
 		   const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
 		   uint64_t wr_id)
 {
 	uintptr_t lo = (uintptr_t)local, base;
+	struct verbs_conn *p;
 	struct verbs_op *op;
 	uint16_t idx;
 
-	if (unlikely(!p || !mr || !mr->handle || !len || len > v->max_msg))
+	if (unlikely(!h || !mr || !mr->handle || !len || len > v->max_msg))
 		return -EINVAL;
 	base = (uintptr_t)mr->addr;
 	if (unlikely(lo < base || lo - base > mr->len || len > mr->len - (lo - base)))
@@ -371,9 +373,11 @@ static int post_op(struct verbs_tp *v, enum urpc_tp_op kind, struct urpc_tp_peer
 	op = &v->ops[idx];
 	v->free_head = op->next;
 	v->nops++;
+	p = h->conn;
 	op->wr_id = wr_id;
 	op->kind = kind;
-	op->peer = p;
+	op->peer = h;
+	op->conn = p;
 	op->local = local;
 	op->mr_handle = mr->handle;
 	op->lkey = mr->lkey;
@@ -438,7 +442,7 @@ int urpc__verbs_rc_reap(struct verbs_tp *v)
 	}
 	for (i = 0; i < k; i++) {
 		uint64_t idx = wc[i].wr_id;
-		struct urpc_tp_peer *p;
+		struct verbs_conn *p;
 		struct verbs_op *op;
 		int st;
 
@@ -447,8 +451,9 @@ int urpc__verbs_rc_reap(struct verbs_tp *v)
 		op = &v->ops[idx];
 		if (op->state != VERBS_OP_POSTED || op->qp_num != wc[i].qp_num)
 			continue; /* of a QP torn down without waiting for it */
-		p = op->peer;
+		p = op->conn;
 		p->rc_posted--;
+		op->peer->posted--;
 		v->nposted--;
 		if (likely(wc[i].status == IBV_WC_SUCCESS)) {
 			st = 0;
@@ -480,7 +485,7 @@ static void scan_deadlines(struct verbs_tp *v, uint64_t now)
 		struct verbs_op *op = &v->ops[i];
 
 		if (op->state == VERBS_OP_POSTED && now >= op->deadline_ns)
-			urpc__verbs_rc_fail(v, op->peer, -ETIMEDOUT,
+			urpc__verbs_rc_fail(v, op->conn, -ETIMEDOUT,
 					    "a one-sided operation ran past its deadline");
 	}
 }

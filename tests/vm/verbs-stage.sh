@@ -39,10 +39,12 @@ DESCRIPTION
         verbs-1500     1500  -         test_verbs             1024
         e2e-1500       1500  -         test_e2e_verbs         1024
         loss-1500      1500  loss 5%   test_loss_verbs        1024
+        large-1500     1500  -         test_large_verbs       1024
         contract-9000  9000  -         test_contract_verbs    4096
         verbs-9000     9000  -         test_verbs             4096
         e2e-9000       9000  -         test_e2e_verbs         4096
         loss-9000      9000  loss 5%   test_loss_verbs        4096
+        large-9000     9000  -         test_large_verbs       4096
 
     The loss runs apply netem to both veths (each direction of the wire),
     run 20000 RPCs and set URPC_TEST_EXPECT_LOSS=5: besides every RPC
@@ -138,10 +140,12 @@ runs=(
 	"verbs-1500 1500 - test_verbs - 300"
 	"e2e-1500 1500 - test_e2e_verbs - 600"
 	"loss-1500 1500 loss_5% test_loss_verbs $loss_env 300"
+	"large-1500 1500 - test_large_verbs - 600"
 	"contract-9000 9000 - test_contract_verbs - 300"
 	"verbs-9000 9000 - test_verbs - 300"
 	"e2e-9000 9000 - test_e2e_verbs - 600"
 	"loss-9000 9000 loss_5% test_loss_verbs $loss_env 300"
+	"large-9000 9000 - test_large_verbs - 600"
 )
 
 if [ -n "$only" ]; then

@@ -428,3 +428,34 @@ Test(verbs, idle_wait_wakes_on_a_datagram, .timeout = 60)
 	region_close(p.b, &remote);
 	pair_close(&p);
 }
+
+/* Two sessions between the same two endpoints: one RC connection, shared. */
+Test(verbs, peers_of_one_endpoint_share_a_connection, .timeout = 60)
+{
+	struct region local, remote;
+	struct urpc_tp_peer *second;
+	struct pair p;
+	int st;
+
+	pair_open(&p, 0, 0);
+	region_open(p.a, &local, 4096, 0);
+	region_open(p.b, &remote, 4096, 0x3c);
+	resolve(p.a, p.b, &second);
+	cr_assert_eq(read_one(&p, &local, &remote, true), 0);
+	/* The second handle uses the connection the first one made. */
+	cr_assert_eq(p.a->ops->post_read(p.a, second, local.mem + 64, &local.mr,
+					 (uint64_t)(uintptr_t)remote.mem, remote.mr.rkey, 64, 0),
+		     0);
+	reap(&p, 1, &st, true);
+	cr_assert_eq(st, 0);
+	cr_assert_eq(local.mem[64], 0x3c);
+	/* Releasing the first leaves the second working. */
+	p.a->ops->release_peer(p.a, p.a2b);
+	p.a2b = second;
+	local.mem[0] = 0;
+	cr_assert_eq(read_one(&p, &local, &remote, true), 0);
+	cr_assert_eq(local.mem[0], 0x3c);
+	region_close(p.a, &local);
+	region_close(p.b, &remote);
+	pair_close(&p);
+}
