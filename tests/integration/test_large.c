@@ -344,7 +344,15 @@ Test(LARGE_NAME, loss_keeps_exactly_once, .timeout = 240)
 	run_calls(c + 24, 8);
 	run_calls(c + 32, 8);
 	cr_assert_eq(urpc_rpc_get_stats(W.cli, &st), 0);
-	cr_assert_gt(st.retransmits, 0, "the loss switch lost nothing");
+	if (LARGE_KIND == URPC_TRANSPORT_LOOP) {
+		/* loop loses datagrams: descriptors and small answers are resent */
+		cr_assert_gt(st.retransmits, 0, "the loss switch lost nothing");
+	} else {
+		/* udp's switch loses one-sided chunks: the transport resends them */
+		cr_assert_gt(urpc__rpc_transport(W.cli)->stats.os_retries +
+				     urpc__rpc_transport(W.srv)->stats.os_retries,
+			     0, "the loss switch lost nothing");
+	}
 	world_down();
 }
 
