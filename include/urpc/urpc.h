@@ -414,9 +414,52 @@ URPC_API int urpc_msgbuf_resize(struct urpc_msgbuf *mb, size_t size);
 
 /**
  * urpc_msgbuf_free() - Give a buffer back. It must not be lent to the engine.
- * @return 0, -EPERM.
+ * @return 0, -EPERM, -EINVAL (a view from urpc_msgbuf_register(): use
+ *         urpc_msgbuf_unregister()).
  */
 URPC_API int urpc_msgbuf_free(struct urpc_rpc *rpc, struct urpc_msgbuf *mb);
+
+/* urpc_msgbuf_register() flags. */
+#define URPC_MEM_PEER_READS 0x1u /* the peer reads it: a request or response payload */
+
+/**
+ * urpc_msgbuf_register() - Use the application's own memory [@addr, @addr +
+ * @len) as a message buffer (a large existing array, say), without a copy.
+ *
+ * The memory is registered through the Rpc's registration cache (another
+ * view of memory a cached registration covers with the access needed is a
+ * hit: no new registration) for exactly these bytes and the least access:
+ * remote read with URPC_MEM_PEER_READS, none otherwise (a response buffer
+ * the library reads into). A view has no header room, so it always travels
+ * as a large message, whatever its size: the peer READs it.
+ *
+ * @param mb receives the view: buf = @addr, data_size = max_data_size = @len.
+ * @return 0, -EINVAL (NULL, len 0, len above URPC_MAX_MSG_SIZE, unknown flags),
+ *         -EAGAIN (the cache is full of views in use), -ENOMEM, the
+ *         transport's error (logged), -EPERM.
+ * Ownership: the memory stays the application's; while a view is lent to the
+ * engine (a request until its continuation; a response handed to
+ * urpc_resp_enqueue() until the library lets go of it: the client's next
+ * request on that slot, or the session's end) its bytes must not change.
+ */
+URPC_API int urpc_msgbuf_register(struct urpc_rpc *rpc, void *addr, size_t len, unsigned flags,
+				  struct urpc_msgbuf *mb);
+
+/**
+ * urpc_msgbuf_unregister() - Drop a view. Its registration stays cached for
+ * the next view of the same memory, until the cache needs the room or
+ * urpc_mem_forget() is called. @mb is zeroed.
+ * @return 0, -EINVAL (not a view), -EPERM.
+ */
+URPC_API int urpc_msgbuf_unregister(struct urpc_rpc *rpc, struct urpc_msgbuf *mb);
+
+/**
+ * urpc_mem_forget() - The application is about to free or unmap [@addr,
+ * @addr + @len): deregister cached registrations that overlap it (those
+ * still in use, at their last release).
+ * @return 0, -EINVAL, -EPERM.
+ */
+URPC_API int urpc_mem_forget(struct urpc_rpc *rpc, void *addr, size_t len);
 
 /* ------------------------------------------------------------------------
  * Requests (client) and responses (server).

@@ -227,6 +227,24 @@ int urpc__regcache_destroy(struct urpc_regcache *rc)
 	return 0;
 }
 
+void urpc__regcache_destroy_all(struct urpc_regcache *rc)
+{
+	uint32_t i;
+
+	if (!rc)
+		return;
+	for (i = 0; i < rc->n; i++) {
+		struct urpc_regcache_ent *e = rc->ents[i];
+
+		if (!e->refs)
+			lru_del(e);
+		release(rc, e);
+	}
+	/* Held entries invalidated earlier are in no table: their holders keep them. */
+	free(rc->ents);
+	free(rc);
+}
+
 /* The miss path: register [start, end) rounded out to o.align. */
 static int get_miss(struct urpc_regcache *rc, uintptr_t start, uintptr_t end, unsigned access,
 		    struct urpc_regcache_ent **out)

@@ -124,6 +124,13 @@ int urpc__regcache_create(const struct urpc_regcache_opts *o, struct urpc_regcac
 int urpc__regcache_destroy(struct urpc_regcache *rc);
 
 /*
+ * Destroy even though entries are held (their owner is going away): every
+ * entry the cache can still find is deregistered and freed; the holders'
+ * pointers become invalid.
+ */
+void urpc__regcache_destroy_all(struct urpc_regcache *rc);
+
+/*
  * Get an entry covering [addr, addr+len) with at least @access and take a
  * reference on it. 0 and *out set, or:
  *   -EINVAL  NULL @addr or @out, len 0, addr+len overflows, unknown access bits;

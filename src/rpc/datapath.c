@@ -101,7 +101,7 @@ static inline void start_req(struct urpc_rpc *rpc, struct urpc_session *s, unsig
 	sl->retries = 0;
 	sl->rto_ns = rpc->rto_ns;
 	sl->late_status = 0;
-	sl->large_req = req->data_size > rpc->max_msg;
+	sl->large_req = req->data_size > rpc->max_msg || urpc__mb_is_view(req);
 	if (unlikely(sl->large_req))
 		large_pkt_fill(sl, URPC_PKT_REQ, req_type, req, s->remote_num, sl->cur_req_num,
 			       s->token);
@@ -136,11 +136,11 @@ URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_typ
 	if (unlikely(!s || s->role != URPC_ROLE_CLIENT || !req || !req->buf || !resp ||
 		     !resp->buf || !cont))
 		return -EINVAL;
-	if (unlikely(req->data_size > rpc->max_msg)) {
+	if (unlikely(req->data_size > rpc->max_msg || urpc__mb_is_view(req))) {
 		/* A large request: the server READs it from this registered buffer. */
 		if (req->data_size > URPC_MAX_MSG_SIZE)
 			return -EMSGSIZE;
-		if (!urpc__pool_reg_handle(req))
+		if (!urpc__mb_peer_readable(req) || !req->data_size)
 			return -EINVAL;
 	}
 	if (unlikely(s->state != URPC_SESS_CONNECTED && s->state != URPC_SESS_CONNECTING))
@@ -184,6 +184,22 @@ static inline void run_cont(struct urpc_rpc *rpc, urpc_cont_fn cont, void *tag, 
 	rpc->in_cb--;
 }
 
+/* Count (@sign 1) or uncount (-1) the application's buffers an orphan holds. */
+static void os_lend(struct urpc_rpc *rpc, const struct urpc_os_op *op, int sign)
+{
+	const struct urpc_msgbuf *b[2] = {op->req, op->resp != op->req ? op->resp : NULL};
+	unsigned k;
+
+	for (k = 0; k < 2; k++) {
+		if (!b[k])
+			continue;
+		if (urpc__mb_is_view(b[k]))
+			rpc->os_lent_views += (uint32_t)sign;
+		else
+			rpc->os_lent += (uint32_t)sign;
+	}
+}
+
 /*
  * Client slot @sl reads a large response: hand its continuation to the
  * operation, to run with @status once the transport is done with the
@@ -199,7 +215,7 @@ static void orphan_client_op(struct urpc_rpc *rpc, struct urpc_sslot *sl, int st
 	op->req = sl->req;
 	op->resp = sl->resp;
 	op->status = status;
-	rpc->os_lent += 1 + (sl->resp != sl->req);
+	os_lend(rpc, op, 1);
 	sl->reading = false;
 	sl->busy = false;
 	sl->req = NULL;
@@ -384,10 +400,8 @@ static void server_retire_resp(struct urpc_rpc *rpc, struct urpc_sslot *sl)
 	if (sl->resent)
 		rpc->tp->ops->tx_flush(rpc->tp);
 	sl->resent = false;
-	if (sl->large_resp.buf) {
-		urpc__pool_free(rpc->pool, &sl->large_resp);
-		rpc->internal_bufs--;
-	}
+	if (sl->large_resp.buf)
+		urpc__rpc_buf_release(rpc, &sl->large_resp);
 }
 
 /* Run the handler of the request in server slot @sl over @data. */
@@ -548,7 +562,7 @@ static bool client_read_resp(struct urpc_rpc *rpc, struct urpc_session *s, struc
 		*st = -EMSGSIZE;
 		return true;
 	}
-	mr = urpc__pool_reg_handle(sl->resp);
+	mr = urpc__mb_mr(sl->resp);
 	if (unlikely(!mr)) {
 		*st = -EINVAL;
 		return true;
@@ -689,18 +703,19 @@ URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *re
 	if (unlikely(sl->srv_state != URPC_SRV_IN_HANDLER))
 		return -EINVAL;
 	if (unlikely(resp != &sl->resp_mb)) {
-		/* The application's own buffer: large, or copied into the slot's. */
-		if (!resp->buf || !urpc__pool_reg_handle(resp) ||
+		/* The application's own buffer or view: large, or copied into the slot's. */
+		if (!resp->buf || !urpc__mb_peer_readable(resp) ||
 		    resp->data_size > URPC_MAX_MSG_SIZE)
 			return -EINVAL;
+		if (!urpc__mb_is_view(resp))
+			rpc->internal_bufs++; /* the library's now */
 		if (resp->data_size <= rpc->max_msg) {
 			memcpy(sl->resp_mb.buf, resp->buf, resp->data_size);
 			sl->resp_mb.data_size = resp->data_size;
-			urpc__pool_free(rpc->pool, resp);
+			urpc__rpc_buf_release(rpc, resp);
 		} else {
 			sl->large_resp = *resp;
-			memset(resp, 0, sizeof(*resp)); /* the library's now */
-			rpc->internal_bufs++;
+			memset(resp, 0, sizeof(*resp));
 		}
 	} else if (unlikely(resp->data_size > rpc->max_msg)) {
 		return -EINVAL;
@@ -709,10 +724,8 @@ URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *re
 	if (unlikely(s->state != URPC_SESS_CONNECTED)) {
 		/* Reset while the response was deferred: drop it, free at the last one. */
 		sl->srv_state = URPC_SRV_IDLE;
-		if (sl->large_resp.buf) {
-			urpc__pool_free(rpc->pool, &sl->large_resp);
-			rpc->internal_bufs--;
-		}
+		if (sl->large_resp.buf)
+			urpc__rpc_buf_release(rpc, &sl->large_resp);
 		if (!s->deferred)
 			urpc__session_free(rpc, s);
 		return 0;
@@ -787,7 +800,7 @@ void urpc__dp_poll_os(struct urpc_rpc *rpc)
 			os_put(rpc, i);
 		} else if (op->orphan) {
 			os_put(rpc, i);
-			rpc->os_lent -= 1 + (op->resp != op->req);
+			os_lend(rpc, op, -1);
 			run_cont(rpc, op->cont, op->tag, op->status, op->resp);
 		} else {
 			struct urpc_os_op copy = *op;
@@ -821,8 +834,7 @@ void urpc__dp_session_gone(struct urpc_rpc *rpc, struct urpc_session *s)
 
 		if (sl->large_resp.buf) {
 			urpc__rpc_tx_forget(rpc, &sl->lpkt.h, NULL);
-			urpc__pool_free(rpc->pool, &sl->large_resp);
-			rpc->internal_bufs--;
+			urpc__rpc_buf_release(rpc, &sl->large_resp);
 		}
 	}
 }

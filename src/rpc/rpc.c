@@ -144,17 +144,31 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	ret = urpc__pool_create(&rpc->pool_opts, &rpc->pool);
 	if (ret)
 		goto out_close_wake;
+	{
+		struct urpc_regcache_opts ro;
+
+		urpc__regcache_opts_init(&ro);
+		ro.reg = urpc__tp_regcache_reg;
+		ro.dereg = urpc__tp_regcache_dereg;
+		ro.ctx = rpc->tp;
+		ro.align = 1; /* exactly the application's bytes, never its neighbours */
+		ret = urpc__regcache_create(&ro, &rpc->regcache);
+		if (ret)
+			goto out_pool;
+	}
 
 	ret = urpc__nexus_attach_rpc(nx, rpc_id, rpc->smq);
 	if (ret) {
 		URPC_ERR(rpc_id, "Rpc id %u is already in use on this Nexus", rpc_id);
-		goto out_pool;
+		goto out_regcache;
 	}
 	rpc->handlers = urpc__nexus_handlers(nx);
 	rpc->now = rpc->clock(rpc->clock_arg);
 	*out = rpc;
 	return 0;
 
+out_regcache:
+	urpc__regcache_destroy(rpc->regcache);
 out_pool:
 	urpc__pool_destroy(rpc->pool);
 out_close_wake:
@@ -169,8 +183,51 @@ out_free:
 	return ret;
 }
 
-/* Message buffers lent to the engine by pending client requests. */
-static size_t lent_bufs(const struct urpc_rpc *rpc)
+/* Buffers of the application lent to pending client requests: views in *views. */
+static size_t lent_bufs(const struct urpc_rpc *rpc, size_t *views)
+{
+	size_t n = 0;
+	uint32_t i, j;
+
+	*views = 0;
+	for (i = 0; i < rpc->hi_session; i++) {
+		const struct urpc_session *s = rpc->sessions[i];
+
+		if (!s || s->role != URPC_ROLE_CLIENT)
+			continue;
+		for (j = 0; j < URPC_SESSION_SLOTS + URPC_SESSION_WAITQ; j++) {
+			const struct urpc_msgbuf *req, *resp;
+
+			if (j < URPC_SESSION_SLOTS) {
+				if (!s->slots[j].busy)
+					continue;
+				req = s->slots[j].req;
+				resp = s->slots[j].resp;
+			} else {
+				uint32_t k = s->wq_head + (j - URPC_SESSION_SLOTS);
+
+				if (k - s->wq_head >= s->wq_tail - s->wq_head)
+					continue;
+				req = s->waitq[k % URPC_SESSION_WAITQ].req;
+				resp = s->waitq[k % URPC_SESSION_WAITQ].resp;
+			}
+			if (urpc__mb_is_view(req))
+				++*views;
+			else
+				n++;
+			if (resp == req)
+				continue;
+			if (urpc__mb_is_view(resp))
+				++*views;
+			else
+				n++;
+		}
+	}
+	return n;
+}
+
+/* Views the library holds as large stored responses of server slots. */
+static size_t server_views(const struct urpc_rpc *rpc)
 {
 	size_t n = 0;
 	uint32_t i, j;
@@ -178,16 +235,11 @@ static size_t lent_bufs(const struct urpc_rpc *rpc)
 	for (i = 0; i < rpc->hi_session; i++) {
 		const struct urpc_session *s = rpc->sessions[i];
 
-		if (!s || s->role != URPC_ROLE_CLIENT)
+		if (!s || s->role != URPC_ROLE_SERVER)
 			continue;
 		for (j = 0; j < URPC_SESSION_SLOTS; j++)
-			if (s->slots[j].busy)
-				n += 1 + (s->slots[j].resp != s->slots[j].req);
-		for (j = s->wq_head; j != s->wq_tail; j++) {
-			const struct urpc_waiting_req *w = &s->waitq[j % URPC_SESSION_WAITQ];
-
-			n += 1 + (w->resp != w->req);
-		}
+			n += s->slots[j].large_resp.buf &&
+			     urpc__mb_is_view(&s->slots[j].large_resp);
 	}
 	return n;
 }
@@ -195,7 +247,7 @@ static size_t lent_bufs(const struct urpc_rpc *rpc)
 URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 {
 	struct urpc_pool_stats ps;
-	size_t owned;
+	size_t owned, views;
 	uint32_t i;
 	int ret;
 
@@ -210,10 +262,16 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 	 * pending requests come back through their continuations below.
 	 */
 	urpc__pool_get_stats(rpc->pool, &ps);
-	owned = ps.bufs_out - rpc->internal_bufs - lent_bufs(rpc) - rpc->os_lent;
+	owned = ps.bufs_out - rpc->internal_bufs - lent_bufs(rpc, &views) - rpc->os_lent;
 	if (owned) {
 		URPC_ERR(rpc->id, "%zu message buffers are still allocated: free them first",
 			 owned);
+		return -EBUSY;
+	}
+	views = rpc->views - views - rpc->os_lent_views - server_views(rpc);
+	if (views) {
+		URPC_ERR(rpc->id, "%zu registered views are still held: unregister them first",
+			 views);
 		return -EBUSY;
 	}
 
@@ -244,6 +302,12 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 			  "they are released with the Rpc",
 			  ps.bufs_out);
 	urpc__pool_destroy_all(rpc->pool);
+	if (rpc->views)
+		URPC_WARN(rpc->id,
+			  "%u registered views were not unregistered by their continuations; "
+			  "they are released with the Rpc",
+			  rpc->views);
+	urpc__regcache_destroy_all(rpc->regcache);
 	ret = rpc->tp->ops->destroy(rpc->tp);
 	if (ret)
 		URPC_ERR(rpc->id, "transport destroy failed: %s", urpc_strerror(ret));
@@ -291,10 +355,67 @@ URPC_API int urpc_msgbuf_free(struct urpc_rpc *rpc, struct urpc_msgbuf *mb)
 {
 	if (unlikely(!urpc__rpc_is_owner(rpc)))
 		return -EPERM;
-	if (!mb || !mb->buf)
+	if (!mb || !mb->buf || urpc__mb_is_view(mb))
 		return -EINVAL;
 	urpc__pool_free(rpc->pool, mb);
 	return 0;
+}
+
+URPC_API int urpc_msgbuf_register(struct urpc_rpc *rpc, void *addr, size_t len, unsigned flags,
+				  struct urpc_msgbuf *mb)
+{
+	struct urpc_regcache_ent *ent;
+	int ret;
+
+	if (unlikely(!urpc__rpc_is_owner(rpc)))
+		return -EPERM;
+	if (!addr || !mb || !len || len > URPC_MAX_MSG_SIZE || (flags & ~URPC_MEM_PEER_READS))
+		return -EINVAL;
+	ret = urpc__regcache_get(
+		rpc->regcache, addr, len,
+		(flags & URPC_MEM_PEER_READS) ? URPC_REGCACHE_ACCESS_REMOTE_READ : 0, &ent);
+	if (ret)
+		return ret;
+	memset(mb, 0, sizeof(*mb));
+	mb->buf = addr;
+	mb->data_size = len;
+	mb->max_data_size = len;
+	mb->priv_class = (void *)((uintptr_t)ent | 1u);
+	mb->priv_lkey = ent->reg.lkey;
+	mb->priv_rkey = ent->reg.rkey;
+	rpc->views++;
+	return 0;
+}
+
+URPC_API int urpc_msgbuf_unregister(struct urpc_rpc *rpc, struct urpc_msgbuf *mb)
+{
+	if (unlikely(!urpc__rpc_is_owner(rpc)))
+		return -EPERM;
+	if (!mb || !mb->buf || !urpc__mb_is_view(mb))
+		return -EINVAL;
+	urpc__regcache_put(rpc->regcache, urpc__mb_view_ent(mb));
+	memset(mb, 0, sizeof(*mb));
+	rpc->views--;
+	return 0;
+}
+
+URPC_API int urpc_mem_forget(struct urpc_rpc *rpc, void *addr, size_t len)
+{
+	if (unlikely(!urpc__rpc_is_owner(rpc)))
+		return -EPERM;
+	return urpc__regcache_invalidate(rpc->regcache, addr, len);
+}
+
+void urpc__rpc_buf_release(struct urpc_rpc *rpc, struct urpc_msgbuf *mb)
+{
+	if (urpc__mb_is_view(mb)) {
+		urpc__regcache_put(rpc->regcache, urpc__mb_view_ent(mb));
+		memset(mb, 0, sizeof(*mb));
+		rpc->views--;
+	} else {
+		urpc__pool_free(rpc->pool, mb);
+		rpc->internal_bufs--;
+	}
 }
 
 /* ---- TX batch ---- */

@@ -14,6 +14,7 @@
 #include <urpc/urpc.h>
 
 #include "../mem/pool.h"
+#include "../mem/regcache.h"
 #include "../transport/transport.h"
 #include "../util/compiler.h"
 #include "../util/rand.h"
@@ -199,6 +200,8 @@ struct urpc_rpc {
 	struct urpc_tp *tp;
 	struct urpc_pool *pool;
 	struct urpc_pool_opts pool_opts;
+	struct urpc_regcache *regcache; /* the application's memory (views) */
+	uint32_t views;			/* views registered and not unregistered */
 	uint32_t max_msg;
 	uint32_t internal_bufs; /* pool buffers held by server slots */
 	struct urpc_sm_queue *smq;
@@ -219,12 +222,43 @@ struct urpc_rpc {
 	unsigned ntx;
 	uint64_t tx_epoch; /* advances each time the TX batch empties */
 	struct urpc_os_op os[URPC_OS_OPS];
-	uint16_t os_free; /* free list of os[], URPC_OS_NIL at the end */
-	uint32_t os_busy; /* entries in use */
-	uint32_t os_lent; /* application buffers held by orphaned client operations */
+	uint16_t os_free;	/* free list of os[], URPC_OS_NIL at the end */
+	uint32_t os_busy;	/* entries in use */
+	uint32_t os_lent;	/* application pool buffers held by orphaned client operations */
+	uint32_t os_lent_views; /* ... and views */
 	struct urpc_tp_tx tx[URPC_TX_BATCH];
 	struct urpc_rpc_stats st;
 };
+
+/*
+ * A view (urpc_msgbuf_register) carries its cache entry in priv_class with
+ * bit 0 set; a pool buffer carries its chunk (aligned: bit 0 clear).
+ */
+static inline bool urpc__mb_is_view(const struct urpc_msgbuf *mb)
+{
+	return ((uintptr_t)mb->priv_class & 1u) != 0;
+}
+
+static inline struct urpc_regcache_ent *urpc__mb_view_ent(const struct urpc_msgbuf *mb)
+{
+	return (struct urpc_regcache_ent *)((uintptr_t)mb->priv_class & ~(uintptr_t)1);
+}
+
+/* The transport registration (struct urpc_tp_mr *) covering @mb, or NULL. */
+static inline const struct urpc_tp_mr *urpc__mb_mr(const struct urpc_msgbuf *mb)
+{
+	if (urpc__mb_is_view(mb))
+		return urpc__mb_view_ent(mb)->reg.handle;
+	return urpc__pool_reg_handle(mb);
+}
+
+/* May the peer READ @mb? Pool buffers: always; views: with URPC_MEM_PEER_READS. */
+static inline bool urpc__mb_peer_readable(const struct urpc_msgbuf *mb)
+{
+	if (urpc__mb_is_view(mb))
+		return (urpc__mb_view_ent(mb)->access & URPC_REGCACHE_ACCESS_REMOTE_READ) != 0;
+	return urpc__pool_reg_handle(mb) != NULL;
+}
 
 /* Owner-thread check used by every public entry point. */
 static inline bool urpc__rpc_is_owner(const struct urpc_rpc *rpc)
@@ -236,6 +270,9 @@ static inline bool urpc__rpc_is_owner(const struct urpc_rpc *rpc)
 
 /* ---- rpc.c ---- */
 void urpc__rpc_tx_flush(struct urpc_rpc *rpc);
+
+/* Give back a buffer the library owns: a pool buffer is freed, a view released. */
+void urpc__rpc_buf_release(struct urpc_rpc *rpc, struct urpc_msgbuf *mb);
 
 /*
  * Take out of the TX batch every datagram whose header is @hdr or, with @hdr

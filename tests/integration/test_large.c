@@ -30,6 +30,8 @@
 #endif
 
 #define T_ECHO 1
+#define T_VIEW 2 /* answers with a view of the server's own array */
+#define VIEW_LEN (1u << 20)
 #define MAX_IDS 4096
 #define WAIT_NS 60000000000ull
 
@@ -110,6 +112,20 @@ static void echo_handler(struct urpc_req_handle *h, void *arg)
 		w->handler_errors++; /* the library must have taken it */
 }
 
+/* The server's array that T_VIEW answers with, zero-copy. */
+static uint8_t *srv_array;
+
+static void view_handler(struct urpc_req_handle *h, void *arg)
+{
+	struct world *w = arg;
+	struct urpc_msgbuf view;
+
+	if (urpc_msgbuf_register(urpc_req_rpc(h), srv_array, VIEW_LEN, URPC_MEM_PEER_READS,
+				 &view) ||
+	    urpc_resp_enqueue(h, &view) || view.buf)
+		w->handler_errors++;
+}
+
 static void start(struct call *c);
 
 static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
@@ -160,6 +176,7 @@ static void world_up(void)
 	no.host = "127.0.0.1";
 	cr_assert_eq(urpc_nexus_create(&no, &W.nx), 0);
 	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_ECHO, echo_handler, &W), 0);
+	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_VIEW, view_handler, &W), 0);
 	opts_for(&o, "URPC_TEST_DEVICE_B");
 	cr_assert_eq(urpc_rpc_create(W.nx, 1, &o, &W.srv), 0);
 	opts_for(&o, "URPC_TEST_DEVICE_A");
@@ -495,4 +512,116 @@ Test(LARGE_NAME, response_larger_than_the_buffer)
 	cr_assert_eq(urpc_msgbuf_free(W.cli, &c.req), 0);
 	cr_assert_eq(urpc_msgbuf_free(W.cli, &c.resp), 0);
 	world_down();
+}
+
+/* Wait for @c, enqueued by the caller. */
+static void wait_call(struct call *c)
+{
+	uint64_t end = urpc__now_ns() + WAIT_NS;
+
+	while (c->busy) {
+		cr_assert_lt(urpc__now_ns(), end, "request %lu did not complete",
+			     (unsigned long)c->id);
+		pump();
+	}
+}
+
+/* The application's own memory, sent and received without a copy. */
+Test(LARGE_NAME, views_of_application_memory, .timeout = 240)
+{
+	const size_t len = (3u << 20) + 7;
+	struct urpc_regcache_stats rs;
+	uint8_t *in = malloc(len), *out = malloc(len);
+	struct call c = {.id = 9, .len = len};
+	uint64_t regs;
+	size_t i;
+
+	cr_assert(in && out);
+	world_up();
+	memcpy(in, &c.id, 8);
+	for (i = 8; i < len; i++)
+		in[i] = pat(c.id, i);
+	memset(out, 0, len);
+	cr_assert_eq(urpc_msgbuf_register(W.cli, in, len, URPC_MEM_PEER_READS, &c.req), 0);
+	cr_assert_eq(urpc_msgbuf_register(W.cli, out, len, 0, &c.resp), 0);
+	cr_assert_eq(urpc_msgbuf_free(W.cli, &c.req), -EINVAL, "a view is unregistered, not freed");
+	c.busy = true;
+	cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, T_ECHO, &c.req, &c.resp, cont, &c, 0), 0);
+	wait_call(&c);
+	check(&c);
+	cr_assert(c.resp.buf == out, "the response landed in the application's array");
+
+	/* The same memory again: a cache hit, no new registration. */
+	urpc__regcache_get_stats(W.cli->regcache, &rs);
+	regs = rs.registrations;
+	cr_assert_eq(urpc_msgbuf_unregister(W.cli, &c.req), 0);
+	cr_assert_null(c.req.buf);
+	cr_assert_eq(urpc_msgbuf_register(W.cli, in, len, URPC_MEM_PEER_READS, &c.req), 0);
+	urpc__regcache_get_stats(W.cli->regcache, &rs);
+	cr_assert_eq(rs.registrations, regs, "a view of cached memory registered it again");
+	cr_assert_gt(rs.hits, 0);
+
+	/* A view the peer may not read cannot be a request. */
+	cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, T_ECHO, &c.resp, &c.req, cont, &c, 0),
+		     -EINVAL);
+
+	/* A small view travels as a large message too (no header room in front of it). */
+	cr_assert_eq(urpc_msgbuf_unregister(W.cli, &c.req), 0);
+	c.len = 100;
+	c.id = 10;
+	memcpy(in, &c.id, 8);
+	for (i = 8; i < c.len; i++)
+		in[i] = pat(c.id, i);
+	cr_assert_eq(urpc_msgbuf_register(W.cli, in, c.len, URPC_MEM_PEER_READS, &c.req), 0);
+	c.busy = true;
+	c.runs = 0;
+	cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, T_ECHO, &c.req, &c.resp, cont, &c, 0), 0);
+	wait_call(&c);
+	check(&c);
+
+	/* Destroy refuses while the application holds views; forget deregisters. */
+	cr_assert_eq(urpc_rpc_destroy(W.cli), -EBUSY);
+	cr_assert_eq(urpc_msgbuf_unregister(W.cli, &c.req), 0);
+	cr_assert_eq(urpc_msgbuf_unregister(W.cli, &c.resp), 0);
+	urpc__regcache_get_stats(W.cli->regcache, &rs);
+	regs = rs.deregistrations;
+	cr_assert_eq(urpc_mem_forget(W.cli, in, len), 0);
+	cr_assert_eq(urpc_mem_forget(W.cli, out, len), 0);
+	urpc__regcache_get_stats(W.cli->regcache, &rs);
+	cr_assert_geq(rs.deregistrations, regs + 2, "forget left registrations behind");
+	world_down();
+	free(in);
+	free(out);
+}
+
+/* A handler answers with a view of its own array; the library lets go of it. */
+Test(LARGE_NAME, response_from_a_server_view, .timeout = 240)
+{
+	struct call c = {.id = 11, .len = 16};
+	size_t i;
+	int round;
+
+	srv_array = malloc(VIEW_LEN);
+	cr_assert_not_null(srv_array);
+	for (i = 0; i < VIEW_LEN; i++)
+		srv_array[i] = (uint8_t)(i * 13 + 1);
+	world_up();
+	for (round = 0; round < 3; round++) {
+		cr_assert_eq(urpc_msgbuf_alloc(W.cli, 16, &c.req), 0);
+		cr_assert_eq(urpc_msgbuf_alloc(W.cli, VIEW_LEN, &c.resp), 0);
+		c.busy = true;
+		c.runs = 0;
+		cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, T_VIEW, &c.req, &c.resp, cont, &c, 0),
+			     0);
+		wait_call(&c);
+		cr_assert_eq(c.status, 0, "%s", urpc_strerror(c.status));
+		cr_assert_eq(c.resp.data_size, VIEW_LEN);
+		cr_assert(memcmp(c.resp.buf, srv_array, VIEW_LEN) == 0, "the view's bytes differ");
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c.req), 0);
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c.resp), 0);
+	}
+	/* The views still held as stored responses go with the session: destroy succeeds. */
+	world_down();
+	free(srv_array);
+	srv_array = NULL;
 }
