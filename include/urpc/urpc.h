@@ -433,6 +433,13 @@ URPC_API int urpc_msgbuf_free(struct urpc_rpc *rpc, struct urpc_msgbuf *mb);
  * the library reads into). A view has no header room, so it always travels
  * as a large message, whatever its size: the peer READs it.
  *
+ * GPU memory (a CUDA device pointer, detected through the driver loaded at
+ * run time) is registered through dma-buf where the transport and the
+ * driver can (verbs: the NIC reads and writes the GPU directly); otherwise
+ * through a pinned host copy that the library fills from the GPU at enqueue
+ * and copies back to the GPU before the continuation runs (logged once).
+ * GPU views are not cached: each one registers anew.
+ *
  * @param mb receives the view: buf = @addr, data_size = max_data_size = @len.
  * @return 0, -EINVAL (NULL, len 0, len above URPC_MAX_MSG_SIZE, unknown flags),
  *         -EAGAIN (the cache is full of views in use), -ENOMEM, the
@@ -506,6 +513,15 @@ URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_typ
  * point into the receive ring): copy what a deferred response needs.
  */
 URPC_API const uint8_t *urpc_req_data(const struct urpc_req_handle *h, size_t *len);
+
+/**
+ * urpc_req_copy_data() - Copy the request's bytes to @dst, which may be GPU
+ * memory (detected; copied by the CUDA driver), inside the handler.
+ * @return the number of bytes copied (the request's length), -EMSGSIZE
+ *         (@len smaller than the request), -EINVAL (@dst NULL, or outside
+ *         the handler), -EIO (the GPU copy failed), -EPERM.
+ */
+URPC_API int urpc_req_copy_data(const struct urpc_req_handle *h, void *dst, size_t len);
 
 /** urpc_req_type() - The request's type. */
 URPC_API uint8_t urpc_req_type(const struct urpc_req_handle *h);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../mem/cuda.h"
 #include "../util/log.h"
 #include "rpc.h"
 
@@ -53,7 +54,7 @@ static void large_pkt_fill(struct urpc_sslot *sl, enum urpc_pkt_type type, uint8
 {
 	urpc__pkthdr_fill(&sl->lpkt.h, type, req_type, 0, sizeof(sl->lpkt.d), dest, req_num, token);
 	sl->lpkt.h.flags = URPC_PKT_F_LARGE;
-	sl->lpkt.d.addr = htole64((uint64_t)(uintptr_t)mb->buf);
+	sl->lpkt.d.addr = htole64((uint64_t)(uintptr_t)urpc__mb_dma(mb));
 	sl->lpkt.d.len = htole64(mb->data_size);
 	sl->lpkt.d.rkey = htole32(mb->priv_rkey);
 	sl->lpkt.d.reserved = 0;
@@ -142,6 +143,9 @@ URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_typ
 			return -EMSGSIZE;
 		if (!urpc__mb_peer_readable(req) || !req->data_size)
 			return -EINVAL;
+		if (urpc__mb_gpu(req) && urpc__mb_gpu(req)->host &&
+		    urpc__cuda_copy_to_host(urpc__mb_gpu(req)->host, req->buf, req->data_size))
+			return -EIO; /* staging out of GPU memory failed */
 	}
 	if (unlikely(s->state != URPC_SESS_CONNECTED && s->state != URPC_SESS_CONNECTING))
 		return -ECONNRESET;
@@ -570,7 +574,7 @@ static bool client_read_resp(struct urpc_rpc *rpc, struct urpc_session *s, struc
 	i = os_get(rpc);
 	if (unlikely(i == URPC_OS_NIL))
 		return false;
-	ret = rpc->tp->ops->post_read(rpc->tp, s->peer, sl->resp->buf, mr, le64toh(d.addr),
+	ret = rpc->tp->ops->post_read(rpc->tp, s->peer, urpc__mb_dma(sl->resp), mr, le64toh(d.addr),
 				      le32toh(d.rkey), (size_t)le64toh(d.len), i);
 	if (unlikely(ret)) {
 		os_put(rpc, i);
@@ -616,6 +620,9 @@ static void client_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct
 			return;
 	} else if (unlikely(len > sl->resp->max_data_size)) {
 		st = -EMSGSIZE;
+	} else if (unlikely(urpc__mb_gpu(sl->resp))) {
+		st = urpc__cuda_copy_to_device(sl->resp->buf, data, len) ? -EIO : 0;
+		sl->resp->data_size = len;
 	} else {
 		memcpy(sl->resp->buf, data, len);
 		sl->resp->data_size = len;
@@ -675,6 +682,20 @@ URPC_API const uint8_t *urpc_req_data(const struct urpc_req_handle *h, size_t *l
 	return h->data;
 }
 
+URPC_API int urpc_req_copy_data(const struct urpc_req_handle *h, void *dst, size_t len)
+{
+	if (unlikely(!urpc__rpc_is_owner(h->rpc)))
+		return -EPERM;
+	if (!dst || !h->data)
+		return -EINVAL;
+	if (len < h->len)
+		return -EMSGSIZE;
+	if (urpc__cuda_is_loaded() && urpc__cuda_is_device_ptr(dst))
+		return urpc__cuda_copy_to_device(dst, h->data, h->len) ? -EIO : (int)h->len;
+	memcpy(dst, h->data, h->len);
+	return (int)h->len;
+}
+
 URPC_API uint8_t urpc_req_type(const struct urpc_req_handle *h)
 {
 	return h->req_type;
@@ -710,10 +731,17 @@ URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *re
 		if (!urpc__mb_is_view(resp))
 			rpc->internal_bufs++; /* the library's now */
 		if (resp->data_size <= rpc->max_msg) {
-			memcpy(sl->resp_mb.buf, resp->buf, resp->data_size);
+			if (urpc__mb_gpu(resp))
+				urpc__cuda_copy_to_host(sl->resp_mb.buf, resp->buf,
+							resp->data_size);
+			else
+				memcpy(sl->resp_mb.buf, resp->buf, resp->data_size);
 			sl->resp_mb.data_size = resp->data_size;
 			urpc__rpc_buf_release(rpc, resp);
 		} else {
+			if (urpc__mb_gpu(resp) && urpc__mb_gpu(resp)->host)
+				urpc__cuda_copy_to_host(urpc__mb_gpu(resp)->host, resp->buf,
+							resp->data_size);
 			sl->large_resp = *resp;
 			memset(resp, 0, sizeof(*resp));
 		}
@@ -769,6 +797,9 @@ static void cli_resp_done(struct urpc_rpc *rpc, struct urpc_os_op *op, int statu
 	sl->reading = false;
 	if (!status)
 		status = sl->late_status;
+	if (!status && urpc__mb_gpu(sl->resp) && urpc__mb_gpu(sl->resp)->host &&
+	    urpc__cuda_copy_to_device(sl->resp->buf, urpc__mb_gpu(sl->resp)->host, op->len))
+		status = -EIO; /* staging into GPU memory failed */
 	if (!status)
 		sl->resp->data_size = op->len;
 	rpc->st.resps_rx++;

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -16,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../mem/cuda.h"
 #include "../util/log.h"
 
 #define SCAN_INTERVAL_NS 1000000ull /* timers are looked at once a millisecond */
@@ -361,16 +363,86 @@ URPC_API int urpc_msgbuf_free(struct urpc_rpc *rpc, struct urpc_msgbuf *mb)
 	return 0;
 }
 
+static void gpu_view_free(struct urpc_rpc *rpc, struct urpc_gpu_view *g)
+{
+	rpc->tp->ops->dereg_mem(rpc->tp, &g->mr);
+	urpc__cuda_host_free(g->host);
+	free(g);
+}
+
+/*
+ * A view of device memory: dma-buf where the transport and the driver can
+ * (the NIC moves the bytes to and from the GPU), else a pinned staging copy
+ * (logged once). Not the datapath.
+ */
+static int gpu_view_new(struct urpc_rpc *rpc, void *dev, size_t len, unsigned access,
+			struct urpc_gpu_view **out)
+{
+	static atomic_flag logged = ATOMIC_FLAG_INIT;
+	struct urpc_gpu_view *g = calloc(1, sizeof(*g));
+	uint64_t off;
+	int fd, ret = -ENOTSUP;
+
+	if (!g)
+		return -ENOMEM;
+	g->dev = dev;
+	g->len = len;
+	if (rpc->tp->ops->reg_dmabuf) {
+		ret = urpc__cuda_dmabuf_fd(dev, len, &fd, &off);
+		if (!ret) {
+			ret = rpc->tp->ops->reg_dmabuf(rpc->tp, fd, off, len,
+						       (uint64_t)(uintptr_t)dev, access, &g->mr);
+			close(fd);
+			if (ret && !atomic_flag_test_and_set(&logged))
+				URPC_WARN(rpc->id,
+					  "registering GPU memory through dma-buf failed (%s): "
+					  "staging through pinned host memory",
+					  urpc_strerror(ret));
+		}
+	}
+	if (ret) {
+		/* Staging: the transport sees a pinned host copy. */
+		ret = urpc__cuda_host_alloc(len, &g->host);
+		if (!ret) {
+			ret = rpc->tp->ops->reg_mem(rpc->tp, g->host, len, access, &g->mr);
+			if (ret)
+				urpc__cuda_host_free(g->host);
+		}
+	}
+	if (ret) {
+		free(g);
+		return ret;
+	}
+	*out = g;
+	return 0;
+}
+
 URPC_API int urpc_msgbuf_register(struct urpc_rpc *rpc, void *addr, size_t len, unsigned flags,
 				  struct urpc_msgbuf *mb)
 {
+	unsigned access = (flags & URPC_MEM_PEER_READS) ? URPC_TP_ACCESS_REMOTE_READ : 0;
 	struct urpc_regcache_ent *ent;
+	struct urpc_gpu_view *g;
 	int ret;
 
 	if (unlikely(!urpc__rpc_is_owner(rpc)))
 		return -EPERM;
 	if (!addr || !mb || !len || len > URPC_MAX_MSG_SIZE || (flags & ~URPC_MEM_PEER_READS))
 		return -EINVAL;
+	if (urpc__cuda_load() == 0 && urpc__cuda_is_device_ptr(addr)) {
+		ret = gpu_view_new(rpc, addr, len, access, &g);
+		if (ret)
+			return ret;
+		memset(mb, 0, sizeof(*mb));
+		mb->buf = addr;
+		mb->data_size = len;
+		mb->max_data_size = len;
+		mb->priv_class = (void *)((uintptr_t)g | URPC_MB_GPU_VIEW);
+		mb->priv_lkey = g->mr.lkey;
+		mb->priv_rkey = g->mr.rkey;
+		rpc->views++;
+		return 0;
+	}
 	ret = urpc__regcache_get(
 		rpc->regcache, addr, len,
 		(flags & URPC_MEM_PEER_READS) ? URPC_REGCACHE_ACCESS_REMOTE_READ : 0, &ent);
@@ -380,7 +452,7 @@ URPC_API int urpc_msgbuf_register(struct urpc_rpc *rpc, void *addr, size_t len, 
 	mb->buf = addr;
 	mb->data_size = len;
 	mb->max_data_size = len;
-	mb->priv_class = (void *)((uintptr_t)ent | 1u);
+	mb->priv_class = (void *)((uintptr_t)ent | URPC_MB_HOST_VIEW);
 	mb->priv_lkey = ent->reg.lkey;
 	mb->priv_rkey = ent->reg.rkey;
 	rpc->views++;
@@ -393,9 +465,7 @@ URPC_API int urpc_msgbuf_unregister(struct urpc_rpc *rpc, struct urpc_msgbuf *mb
 		return -EPERM;
 	if (!mb || !mb->buf || !urpc__mb_is_view(mb))
 		return -EINVAL;
-	urpc__regcache_put(rpc->regcache, urpc__mb_view_ent(mb));
-	memset(mb, 0, sizeof(*mb));
-	rpc->views--;
+	urpc__rpc_buf_release(rpc, mb);
 	return 0;
 }
 
@@ -408,7 +478,11 @@ URPC_API int urpc_mem_forget(struct urpc_rpc *rpc, void *addr, size_t len)
 
 void urpc__rpc_buf_release(struct urpc_rpc *rpc, struct urpc_msgbuf *mb)
 {
-	if (urpc__mb_is_view(mb)) {
+	if (urpc__mb_gpu(mb)) {
+		gpu_view_free(rpc, urpc__mb_gpu(mb));
+		memset(mb, 0, sizeof(*mb));
+		rpc->views--;
+	} else if (urpc__mb_is_view(mb)) {
 		urpc__regcache_put(rpc->regcache, urpc__mb_view_ent(mb));
 		memset(mb, 0, sizeof(*mb));
 		rpc->views--;

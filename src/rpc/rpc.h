@@ -231,22 +231,51 @@ struct urpc_rpc {
 };
 
 /*
- * A view (urpc_msgbuf_register) carries its cache entry in priv_class with
- * bit 0 set; a pool buffer carries its chunk (aligned: bit 0 clear).
+ * A view of GPU memory: registered through dma-buf (the NIC reads and writes
+ * the device memory itself) or, where that cannot be, staged through a
+ * pinned host copy (@host) that the engine fills before sending and copies
+ * back after receiving. Not cached: one registration per view.
  */
+struct urpc_gpu_view {
+	void *dev;
+	size_t len;
+	void *host; /* staging copy; NULL with dma-buf */
+	struct urpc_tp_mr mr;
+};
+
+/*
+ * A view (urpc_msgbuf_register) carries in priv_class its cache entry with
+ * bit 0 set (host memory), or its struct urpc_gpu_view with bit 1 set; a
+ * pool buffer carries its chunk (aligned: both bits clear).
+ */
+#define URPC_MB_HOST_VIEW 1u
+#define URPC_MB_GPU_VIEW 2u
+
 static inline bool urpc__mb_is_view(const struct urpc_msgbuf *mb)
 {
-	return ((uintptr_t)mb->priv_class & 1u) != 0;
+	return ((uintptr_t)mb->priv_class & 3u) != 0;
 }
 
 static inline struct urpc_regcache_ent *urpc__mb_view_ent(const struct urpc_msgbuf *mb)
 {
-	return (struct urpc_regcache_ent *)((uintptr_t)mb->priv_class & ~(uintptr_t)1);
+	return (struct urpc_regcache_ent *)((uintptr_t)mb->priv_class & ~(uintptr_t)3);
+}
+
+/* The GPU view behind @mb, or NULL. */
+static inline struct urpc_gpu_view *urpc__mb_gpu(const struct urpc_msgbuf *mb)
+{
+	if (!((uintptr_t)mb->priv_class & URPC_MB_GPU_VIEW))
+		return NULL;
+	return (struct urpc_gpu_view *)((uintptr_t)mb->priv_class & ~(uintptr_t)3);
 }
 
 /* The transport registration (struct urpc_tp_mr *) covering @mb, or NULL. */
 static inline const struct urpc_tp_mr *urpc__mb_mr(const struct urpc_msgbuf *mb)
 {
+	struct urpc_gpu_view *g = urpc__mb_gpu(mb);
+
+	if (g)
+		return &g->mr;
 	if (urpc__mb_is_view(mb))
 		return urpc__mb_view_ent(mb)->reg.handle;
 	return urpc__pool_reg_handle(mb);
@@ -255,9 +284,17 @@ static inline const struct urpc_tp_mr *urpc__mb_mr(const struct urpc_msgbuf *mb)
 /* May the peer READ @mb? Pool buffers: always; views: with URPC_MEM_PEER_READS. */
 static inline bool urpc__mb_peer_readable(const struct urpc_msgbuf *mb)
 {
-	if (urpc__mb_is_view(mb))
-		return (urpc__mb_view_ent(mb)->access & URPC_REGCACHE_ACCESS_REMOTE_READ) != 0;
-	return urpc__pool_reg_handle(mb) != NULL;
+	const struct urpc_tp_mr *mr = urpc__mb_mr(mb);
+
+	return mr && (mr->access & URPC_TP_ACCESS_REMOTE_READ);
+}
+
+/* Where the transport reads or writes @mb's bytes: the staging copy of a GPU view. */
+static inline void *urpc__mb_dma(const struct urpc_msgbuf *mb)
+{
+	struct urpc_gpu_view *g = urpc__mb_gpu(mb);
+
+	return g && g->host ? g->host : mb->buf;
 }
 
 /* Owner-thread check used by every public entry point. */

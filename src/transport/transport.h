@@ -263,6 +263,16 @@ struct urpc_tp_ops {
 	 */
 	int (*wait_arm)(struct urpc_tp *tp);
 	void (*wait_ack)(struct urpc_tp *tp);
+
+	/*
+	 * Register device memory exported as a dma-buf (GPU memory): @len
+	 * bytes at @offset into the dma-buf @fd, addressed by peers as @iova.
+	 * As reg_mem() otherwise (dereg_mem() undoes it). NULL where the
+	 * transport cannot (loop, udp: they stage through host memory).
+	 * The caller may close @fd afterwards.
+	 */
+	int (*reg_dmabuf)(struct urpc_tp *tp, int fd, uint64_t offset, size_t len, uint64_t iova,
+			  unsigned access, struct urpc_tp_mr *mr);
 };
 
 /* Fill @cfg with defaults for @kind. */

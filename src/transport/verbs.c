@@ -570,6 +570,33 @@ static int verbs_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned ac
 	return 0;
 }
 
+static int verbs_reg_dmabuf(struct urpc_tp *tp, int fd, uint64_t offset, size_t len, uint64_t iova,
+			    unsigned access, struct urpc_tp_mr *mr)
+{
+	struct verbs_tp *v = to_verbs(tp);
+	int flags = IBV_ACCESS_LOCAL_WRITE;
+	struct ibv_mr *m;
+
+	if (fd < 0 || !len || !mr ||
+	    (access & ~(URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE)))
+		return -EINVAL;
+	if (access & URPC_TP_ACCESS_REMOTE_READ)
+		flags |= IBV_ACCESS_REMOTE_READ;
+	if (access & URPC_TP_ACCESS_REMOTE_WRITE)
+		flags |= IBV_ACCESS_REMOTE_WRITE;
+	m = ibv_reg_dmabuf_mr(v->pd, offset, len, iova, fd, flags);
+	if (!m)
+		return -errno ? -errno : -EOPNOTSUPP; /* the caller logs and stages */
+	mr->addr = (void *)(uintptr_t)iova;
+	mr->len = len;
+	mr->lkey = m->lkey;
+	mr->rkey = m->rkey;
+	mr->access = access;
+	mr->handle = m;
+	v->nregs++;
+	return 0;
+}
+
 /*
  * Operations on @mr fail: waiting ones with -EIO at once; posted ones by
  * flushing their peer's QP (its RC side becomes a tombstone with -EIO) and
@@ -922,6 +949,7 @@ static const struct urpc_tp_ops verbs_ops = {
 	.poll_completions = urpc__verbs_poll_completions,
 	.wait_arm = verbs_wait_arm,
 	.wait_ack = verbs_wait_ack,
+	.reg_dmabuf = verbs_reg_dmabuf,
 };
 
 const struct urpc_tp_ops *urpc__tp_verbs_ops(void)
