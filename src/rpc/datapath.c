@@ -60,6 +60,18 @@ static void large_pkt_fill(struct urpc_sslot *sl, enum urpc_pkt_type type, uint8
 	sl->lpkt.d.reserved = 0;
 }
 
+/* The descriptor of a large message, or false (dropped and counted). */
+static bool desc_parse(struct urpc_rpc *rpc, const uint8_t *data, uint32_t len,
+		       struct urpc_large_desc *d)
+{
+	if (unlikely(len != sizeof(*d))) {
+		rpc->st.drop_bad_hdr++;
+		return false;
+	}
+	memcpy(d, data, sizeof(*d));
+	return true;
+}
+
 /* ---- one-sided operations of large messages ---- */
 
 static inline uint16_t os_get(struct urpc_rpc *rpc)
@@ -445,11 +457,8 @@ static bool server_read_req(struct urpc_rpc *rpc, struct urpc_session *s, struct
 	uint16_t i;
 	int ret;
 
-	if (unlikely(len != sizeof(d))) {
-		rpc->st.drop_bad_hdr++;
+	if (unlikely(!desc_parse(rpc, data, len, &d)))
 		return false;
-	}
-	memcpy(&d, data, sizeof(d));
 	total = le64toh(d.len);
 	sl->cur_req_num = le64toh(h->req_num);
 	if (unlikely(!total || total > URPC_MAX_MSG_SIZE)) {
@@ -557,11 +566,8 @@ static bool client_read_resp(struct urpc_rpc *rpc, struct urpc_session *s, struc
 	uint16_t i;
 	int ret;
 
-	if (unlikely(len != sizeof(d))) {
-		rpc->st.drop_bad_hdr++;
+	if (unlikely(!desc_parse(rpc, data, len, &d)))
 		return false;
-	}
-	memcpy(&d, data, sizeof(d));
 	if (le64toh(d.len) > sl->resp->max_data_size || le64toh(d.len) > URPC_MAX_MSG_SIZE) {
 		*st = -EMSGSIZE;
 		return true;

@@ -417,6 +417,20 @@ static int gpu_view_new(struct urpc_rpc *rpc, void *dev, size_t len, unsigned ac
 	return 0;
 }
 
+/* Describe a view in @mb; @tagged is its backing with its URPC_MB_* bit. */
+static void view_fill(struct urpc_rpc *rpc, struct urpc_msgbuf *mb, void *addr, size_t len,
+		      uintptr_t tagged, uint32_t lkey, uint32_t rkey)
+{
+	memset(mb, 0, sizeof(*mb));
+	mb->buf = addr;
+	mb->data_size = len;
+	mb->max_data_size = len;
+	mb->priv_class = (void *)tagged;
+	mb->priv_lkey = lkey;
+	mb->priv_rkey = rkey;
+	rpc->views++;
+}
+
 URPC_API int urpc_msgbuf_register(struct urpc_rpc *rpc, void *addr, size_t len, unsigned flags,
 				  struct urpc_msgbuf *mb)
 {
@@ -433,29 +447,15 @@ URPC_API int urpc_msgbuf_register(struct urpc_rpc *rpc, void *addr, size_t len, 
 		ret = gpu_view_new(rpc, addr, len, access, &g);
 		if (ret)
 			return ret;
-		memset(mb, 0, sizeof(*mb));
-		mb->buf = addr;
-		mb->data_size = len;
-		mb->max_data_size = len;
-		mb->priv_class = (void *)((uintptr_t)g | URPC_MB_GPU_VIEW);
-		mb->priv_lkey = g->mr.lkey;
-		mb->priv_rkey = g->mr.rkey;
-		rpc->views++;
+		view_fill(rpc, mb, addr, len, (uintptr_t)g | URPC_MB_GPU_VIEW, g->mr.lkey,
+			  g->mr.rkey);
 		return 0;
 	}
-	ret = urpc__regcache_get(
-		rpc->regcache, addr, len,
-		(flags & URPC_MEM_PEER_READS) ? URPC_REGCACHE_ACCESS_REMOTE_READ : 0, &ent);
+	ret = urpc__regcache_get(rpc->regcache, addr, len, access, &ent);
 	if (ret)
 		return ret;
-	memset(mb, 0, sizeof(*mb));
-	mb->buf = addr;
-	mb->data_size = len;
-	mb->max_data_size = len;
-	mb->priv_class = (void *)((uintptr_t)ent | URPC_MB_HOST_VIEW);
-	mb->priv_lkey = ent->reg.lkey;
-	mb->priv_rkey = ent->reg.rkey;
-	rpc->views++;
+	view_fill(rpc, mb, addr, len, (uintptr_t)ent | URPC_MB_HOST_VIEW, ent->reg.lkey,
+		  ent->reg.rkey);
 	return 0;
 }
 

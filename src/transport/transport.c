@@ -120,24 +120,9 @@ int urpc__tp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 
 int urpc__tp_pool_reg(void *ctx, void *addr, size_t len, struct urpc_mem_reg *out)
 {
-	struct urpc_tp *tp = ctx;
-	struct urpc_tp_mr *mr;
-	int ret;
-
 	/* Not the datapath: the pool calls this once per chunk. */
-	mr = calloc(1, sizeof(*mr));
-	if (!mr)
-		return -ENOMEM;
-	ret = tp->ops->reg_mem(tp, addr, len,
-			       URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE, mr);
-	if (ret) {
-		free(mr);
-		return ret;
-	}
-	out->lkey = mr->lkey;
-	out->rkey = mr->rkey;
-	out->handle = mr;
-	return 0;
+	return urpc__tp_regcache_reg(ctx, addr, len,
+				     URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE, out);
 }
 
 void urpc__tp_pool_dereg(void *ctx, struct urpc_mem_reg *reg)
@@ -163,7 +148,7 @@ int urpc__tp_regcache_reg(void *ctx, void *addr, size_t len, unsigned access,
 	struct urpc_tp_mr *mr;
 	int ret;
 
-	/* Not the datapath: the cache calls this on a miss. */
+	/* Not the datapath: the cache calls this on a miss, the pool per chunk. */
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -ENOMEM;

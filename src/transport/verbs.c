@@ -538,28 +538,23 @@ static void verbs_release_peer(struct urpc_tp *tp, struct urpc_tp_peer *peer)
 
 /* ---- memory ---------------------------------------------------------------- */
 
-static int verbs_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned access,
-			 struct urpc_tp_mr *mr)
-{
-	struct verbs_tp *v = to_verbs(tp);
-	int flags = IBV_ACCESS_LOCAL_WRITE;
-	struct ibv_mr *m;
+#define VERBS_ACCESS_ALL (URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE)
 
-	if (!addr || !len || !mr ||
-	    (access & ~(URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE)))
-		return -EINVAL;
+/* Verbs access flags for URPC_TP_ACCESS_* bits (local write always). */
+static int ibv_access(unsigned access)
+{
+	int flags = IBV_ACCESS_LOCAL_WRITE;
+
 	if (access & URPC_TP_ACCESS_REMOTE_READ)
 		flags |= IBV_ACCESS_REMOTE_READ;
 	if (access & URPC_TP_ACCESS_REMOTE_WRITE)
 		flags |= IBV_ACCESS_REMOTE_WRITE;
-	m = ibv_reg_mr(v->pd, addr, len, flags);
-	if (!m) {
-		int ret = -errno ? -errno : -ENOMEM;
+	return flags;
+}
 
-		URPC_ERR(v->base.id, "ibv_reg_mr(%p, %zu) failed: %s (RLIMIT_MEMLOCK?)", addr, len,
-			 strerror(-ret));
-		return ret;
-	}
+static void mr_fill(struct verbs_tp *v, struct urpc_tp_mr *mr, struct ibv_mr *m, void *addr,
+		    size_t len, unsigned access)
+{
 	mr->addr = addr;
 	mr->len = len;
 	mr->lkey = m->lkey;
@@ -567,6 +562,25 @@ static int verbs_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned ac
 	mr->access = access;
 	mr->handle = m;
 	v->nregs++;
+}
+
+static int verbs_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned access,
+			 struct urpc_tp_mr *mr)
+{
+	struct verbs_tp *v = to_verbs(tp);
+	struct ibv_mr *m;
+
+	if (!addr || !len || !mr || (access & ~VERBS_ACCESS_ALL))
+		return -EINVAL;
+	m = ibv_reg_mr(v->pd, addr, len, ibv_access(access));
+	if (!m) {
+		int ret = -errno ? -errno : -ENOMEM;
+
+		URPC_ERR(v->base.id, "ibv_reg_mr(%p, %zu) failed: %s (RLIMIT_MEMLOCK?)", addr, len,
+			 strerror(-ret));
+		return ret;
+	}
+	mr_fill(v, mr, m, addr, len, access);
 	return 0;
 }
 
@@ -574,26 +588,14 @@ static int verbs_reg_dmabuf(struct urpc_tp *tp, int fd, uint64_t offset, size_t 
 			    unsigned access, struct urpc_tp_mr *mr)
 {
 	struct verbs_tp *v = to_verbs(tp);
-	int flags = IBV_ACCESS_LOCAL_WRITE;
 	struct ibv_mr *m;
 
-	if (fd < 0 || !len || !mr ||
-	    (access & ~(URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE)))
+	if (fd < 0 || !len || !mr || (access & ~VERBS_ACCESS_ALL))
 		return -EINVAL;
-	if (access & URPC_TP_ACCESS_REMOTE_READ)
-		flags |= IBV_ACCESS_REMOTE_READ;
-	if (access & URPC_TP_ACCESS_REMOTE_WRITE)
-		flags |= IBV_ACCESS_REMOTE_WRITE;
-	m = ibv_reg_dmabuf_mr(v->pd, offset, len, iova, fd, flags);
+	m = ibv_reg_dmabuf_mr(v->pd, offset, len, iova, fd, ibv_access(access));
 	if (!m)
 		return -errno ? -errno : -EOPNOTSUPP; /* the caller logs and stages */
-	mr->addr = (void *)(uintptr_t)iova;
-	mr->len = len;
-	mr->lkey = m->lkey;
-	mr->rkey = m->rkey;
-	mr->access = access;
-	mr->handle = m;
-	v->nregs++;
+	mr_fill(v, mr, m, (void *)(uintptr_t)iova, len, access);
 	return 0;
 }
 
