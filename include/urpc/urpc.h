@@ -267,6 +267,13 @@ struct urpc_rpc_opts {
 	 */
 	const char *near_pci;
 	int numa_node; /* verbs: ... then a port on this NUMA node; default -1 (none) */
+	/*
+	 * verbs, without @near_pci: prefer the port nearest CUDA device number
+	 * @cuda_device (its PCI address read through the CUDA driver, loaded at
+	 * run time); default -1 (none). A device the driver does not have makes
+	 * urpc_rpc_create() fail with -EINVAL.
+	 */
+	int cuda_device;
 };
 
 /** urpc_rpc_opts_init() - Fill @o with the defaults. Thread: any. */

@@ -38,6 +38,7 @@ URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o)
 	o->connect_timeout_ms = 2000;
 	o->max_sessions = 1024;
 	o->numa_node = -1;
+	o->cuda_device = -1;
 	o->idle_block_us = 100;
 }
 
@@ -61,6 +62,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	struct urpc_rpc_opts def;
 	struct urpc_tp_cfg cfg;
 	struct urpc_rpc *rpc;
+	char gpu_pci[32];
 	uint64_t seed;
 	unsigned i;
 	int ret;
@@ -111,6 +113,20 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	cfg.seed = seed;
 	cfg.device = o->device;
 	cfg.near_pci = o->near_pci;
+	if (!cfg.near_pci && o->cuda_device >= 0 &&
+	    (o->transport == URPC_TRANSPORT_DEFAULT || o->transport == URPC_TRANSPORT_VERBS)) {
+		ret = urpc__cuda_load();
+		if (!ret)
+			ret = urpc__cuda_pci_bus_id(o->cuda_device, gpu_pci, sizeof(gpu_pci));
+		if (ret) {
+			URPC_ERR(rpc_id, "cannot place the RDMA port near CUDA device %d: %s",
+				 o->cuda_device,
+				 urpc__cuda_is_loaded() ? urpc_strerror(ret) : urpc__cuda_why());
+			ret = -EINVAL;
+			goto out_free;
+		}
+		cfg.near_pci = gpu_pci;
+	}
 	cfg.numa_node = o->numa_node;
 	cfg.id = rpc_id;
 	ret = urpc__tp_create(&cfg, &rpc->tp);

@@ -273,3 +273,42 @@ Test(GPU_NAME, handler_receives_into_gpu_memory, .timeout = 240)
 	dev_free(G.sink);
 	free(back);
 }
+
+/* opts.cuda_device: the GPU's PCI address, read through the driver, places the port. */
+Test(GPU_NAME, cuda_device_names_the_port_to_be_near)
+{
+	struct urpc_nexus_opts no;
+	struct urpc_rpc_opts o;
+	struct urpc_rpc *rpc;
+	char pci[32], path[4096];
+	int numa;
+
+	if (GPU_KIND != URPC_TRANSPORT_LOOP)
+		cr_skip_test("transport-independent: runs once, in gpu_loop");
+	if (!urpc__verbs_built())
+		cr_skip_test("this build has no verbs transport: the hint is never read");
+	driver_up();
+	unsetenv("URPC_TRANSPORT");
+	unsetenv("URPC_DEVICE");
+	urpc_nexus_opts_init(&no);
+	no.host = "127.0.0.1";
+	cr_assert_eq(urpc_nexus_create(&no, &G.nx), 0);
+	urpc_rpc_opts_init(&o);
+	cr_assert_eq(o.cuda_device, -1, "no GPU preference by default");
+	o.cuda_device = 1000; /* no such GPU */
+	cr_assert_eq(urpc_rpc_create(G.nx, 1, &o, &rpc), -EINVAL);
+	o.cuda_device = 0;
+	cr_assert_eq(urpc__cuda_pci_bus_id(0, pci, sizeof(pci)), 0);
+	if (urpc__verbs_pci_lookup(pci, path, sizeof(path), &numa) == 0) {
+		cr_log_info("GPU 0 at %s exists here: the port choice ranks by it", pci);
+		cr_assert_eq(urpc_rpc_create(G.nx, 1, &o, &rpc), 0);
+		cr_assert_eq(urpc_rpc_destroy(rpc), 0);
+	} else {
+		/* The fake GPU's address is no device on this machine: refused, not ignored. */
+		cr_assert_eq(urpc_rpc_create(G.nx, 1, &o, &rpc), -EINVAL);
+	}
+	o.transport = URPC_TRANSPORT_UDP; /* no RDMA port to place: the hint is not used */
+	cr_assert_eq(urpc_rpc_create(G.nx, 1, &o, &rpc), 0);
+	cr_assert_eq(urpc_rpc_destroy(rpc), 0);
+	cr_assert_eq(urpc_nexus_destroy(G.nx), 0);
+}
