@@ -48,9 +48,9 @@ static inline const void *req_pkt_of(struct urpc_sslot *sl)
 }
 
 /* Describe @mb (registered, @len bytes) for the peer to READ, in @sl's lpkt. */
-static void large_pkt_fill(struct urpc_sslot *sl, enum urpc_pkt_type type, uint8_t req_type,
-			   const struct urpc_msgbuf *mb, uint32_t dest, uint64_t req_num,
-			   uint64_t token)
+static URPC_COLD void large_pkt_fill(struct urpc_sslot *sl, enum urpc_pkt_type type,
+				     uint8_t req_type, const struct urpc_msgbuf *mb, uint32_t dest,
+				     uint64_t req_num, uint64_t token)
 {
 	urpc__pkthdr_fill(&sl->lpkt.h, type, req_type, 0, sizeof(sl->lpkt.d), dest, req_num, token);
 	sl->lpkt.h.flags = URPC_PKT_F_LARGE;

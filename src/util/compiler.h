@@ -16,6 +16,8 @@ extern "C" {
 #define URPC_CACHELINE 64
 #define URPC_CACHE_ALIGNED __attribute__((aligned(URPC_CACHELINE)))
 #define URPC_FALLTHROUGH __attribute__((fallthrough))
+/* A rare path kept out of line, so that its caller stays small enough to inline. */
+#define URPC_COLD __attribute__((cold, noinline))
 #define URPC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #ifndef container_of
