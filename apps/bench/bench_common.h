@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Helpers shared by the small-message benchmarks (urpc-latency,
+ * urpc-small-tput, urpc-sessions): clocks, option values, percentiles, a
+ * server Rpc on a thread of its own, the client's session set-up and
+ * perftest runs for the verbs baselines. Header-only, static functions; uses
+ * <urpc/urpc.h> and libc alone.
+ */
+#ifndef URPC_APPS_BENCH_COMMON_H
+#define URPC_APPS_BENCH_COMMON_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <urpc/urpc.h>
+
+#define BENCH_REQ_TYPE 1
+#define BENCH_SRV_ID 1
+#define BENCH_CLI_ID 2
+#define BENCH_SETUP_S 30.0 /* server start, connect, disconnect; the VM is slow */
+
+static inline double bench_now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static inline uint64_t bench_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A decimal number of seconds in [@min, @max] for option @what; 0 or -EINVAL reported. */
+static inline int bench_parse_seconds(const char *prog, const char *s, const char *what, double min,
+				      double max, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= min && v <= max)) {
+		fprintf(stderr, "%s: %s must be a number of seconds from %g to %g, got '%s'\n",
+			prog, what, min, max, s);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+/* --transport: loop, udp or verbs; 0 or -EINVAL reported. */
+static inline int bench_parse_transport(const char *prog, const char *s,
+					enum urpc_transport_kind *out)
+{
+	if (urpc_transport_parse(s, out) || *out == URPC_TRANSPORT_DEFAULT) {
+		fprintf(stderr, "%s: --transport must be loop, udp or verbs, got '%s'\n", prog, s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * A comma-separated list of integers in [@min, @max], at most @cap of them,
+ * into @out; the count, or -EINVAL reported.
+ */
+static inline int bench_parse_list(const char *prog, const char *s, const char *what,
+				   unsigned long min, unsigned long max, unsigned long *out,
+				   unsigned cap)
+{
+	const char *p = s;
+	unsigned n = 0;
+
+	for (;;) {
+		unsigned long v;
+		char *end;
+
+		errno = 0;
+		v = strtoul(p, &end, 10);
+		if (errno || end == p || (*end && *end != ',') || p[0] < '0' || p[0] > '9' ||
+		    v < min || v > max || n == cap) {
+			fprintf(stderr,
+				"%s: %s must be a comma-separated list of at most %u integers from "
+				"%lu to %lu, got '%s'\n",
+				prog, what, cap, min, max, s);
+			return -EINVAL;
+		}
+		out[n++] = v;
+		if (!*end)
+			return (int)n;
+		p = end + 1;
+	}
+}
+
+/* Sort helper and the @q quantile (0..1, nearest rank) of @n sorted samples. */
+static inline int bench_cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static inline uint64_t bench_quantile(const uint64_t *sorted, size_t n, double q)
+{
+	size_t i;
+
+	if (!n)
+		return 0;
+	i = (size_t)(q * (double)n);
+	if (i >= n)
+		i = n - 1;
+	return sorted[i];
+}
+
+/* Resident set size of this process in bytes, from /proc/self/statm; 0 if unknown. */
+static inline size_t bench_rss_bytes(void)
+{
+	unsigned long size, rss = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu %lu", &size, &rss) != 2)
+		rss = 0;
+	fclose(f);
+	return (size_t)rss * 4096u;
+}
+
+/* ---- a server Rpc -------------------------------------------------------------- */
+
+/*
+ * The server side: an Rpc created on its own thread (udp, verbs), running
+ * its event loop until told to stop, or on the caller's thread (loop, whose
+ * endpoints must share one thread), driven by the caller.
+ */
+struct bench_server {
+	struct urpc_nexus *nx;
+	struct urpc_rpc_opts ro;
+	bool threaded;
+	struct urpc_rpc *rpc;
+	pthread_t th;
+	atomic_int state; /* 0 starting, 1 serving, 2 create failed */
+	atomic_bool stop;
+	int create_ret;
+	int loop_ret;
+	int destroy_ret;
+	struct urpc_rpc_stats st; /* its counters once stopped */
+};
+
+static inline void *bench_server_main(void *arg)
+{
+	struct bench_server *sv = arg;
+
+	sv->create_ret = urpc_rpc_create(sv->nx, BENCH_SRV_ID, &sv->ro, &sv->rpc);
+	if (sv->create_ret) {
+		atomic_store(&sv->state, 2);
+		return NULL;
+	}
+	atomic_store(&sv->state, 1);
+	while (!atomic_load_explicit(&sv->stop, memory_order_relaxed) && !sv->loop_ret)
+		sv->loop_ret = urpc_rpc_run_event_loop(sv->rpc, 5);
+	urpc_rpc_get_stats(sv->rpc, &sv->st);
+	sv->destroy_ret = urpc_rpc_destroy(sv->rpc);
+	sv->rpc = NULL;
+	return NULL;
+}
+
+/* Create the server Rpc (on a thread when @sv->threaded); 0 or -errno. */
+static inline int bench_server_start(struct bench_server *sv)
+{
+	double deadline;
+	int ret;
+
+	if (!sv->threaded)
+		return urpc_rpc_create(sv->nx, BENCH_SRV_ID, &sv->ro, &sv->rpc);
+	ret = pthread_create(&sv->th, NULL, bench_server_main, sv);
+	if (ret)
+		return -ret;
+	deadline = bench_now_s() + BENCH_SETUP_S;
+	while (atomic_load(&sv->state) == 0 && bench_now_s() < deadline)
+		sched_yield();
+	if (atomic_load(&sv->state) == 1)
+		return 0;
+	if (atomic_load(&sv->state) == 0)
+		sv->create_ret = -ETIMEDOUT;
+	atomic_store(&sv->stop, true);
+	pthread_join(sv->th, NULL);
+	return sv->create_ret;
+}
+
+/* Stop and destroy the server Rpc; 0, or 1 when it failed (reported). */
+static inline int bench_server_stop(const char *prog, struct bench_server *sv)
+{
+	if (!sv->threaded) {
+		urpc_rpc_get_stats(sv->rpc, &sv->st);
+		sv->destroy_ret = urpc_rpc_destroy(sv->rpc);
+	} else {
+		atomic_store(&sv->stop, true);
+		pthread_join(sv->th, NULL);
+	}
+	if (sv->loop_ret)
+		fprintf(stderr, "%s: server event loop: %s\n", prog, urpc_strerror(sv->loop_ret));
+	if (sv->destroy_ret)
+		fprintf(stderr, "%s: cannot destroy the server Rpc: %s\n", prog,
+			urpc_strerror(sv->destroy_ret));
+	return sv->loop_ret || sv->destroy_ret;
+}
+
+/* ---- perftest (the verbs baselines) --------------------------------------------- */
+
+/* A device name as perftest takes it: letters, digits, '_' and '-' (no shell quoting). */
+static inline bool bench_name_is_plain(const char *s)
+{
+	if (!s || !*s)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '_' || *s == '-' || *s == '.'))
+			return false;
+	return true;
+}
+
+/*
+ * Run a perftest pair: "TOOL ARGS -d SERVER_DEV" in the background, then
+ * "TOOL ARGS -d CLIENT_DEV SERVER_IP", retried while the server is not
+ * listening yet (processes start slowly under TCG). The client's result row
+ * (the first line whose first field is @size) is split into @vals (up to
+ * @nvals numbers); the count of numbers, or -errno (reported). The GID index
+ * comes from URPC_RXE_GID_INDEX when set (the Soft-RoCE VM), else perftest's
+ * default. @port must differ between calls.
+ */
+static inline int bench_perftest(const char *prog, const char *tool, const char *args,
+				 const char *server_dev, const char *client_dev,
+				 const char *server_ip, size_t size, unsigned port, double *vals,
+				 int nvals)
+{
+	const char *gid = getenv("URPC_RXE_GID_INDEX");
+	char gidarg[32] = "", cmd[1024], line[512];
+	int n = -EIO, try;
+	FILE *p;
+
+	if (!bench_name_is_plain(server_dev) || !bench_name_is_plain(client_dev) ||
+	    !bench_name_is_plain(server_ip) || (gid && !bench_name_is_plain(gid))) {
+		fprintf(stderr, "%s: perftest needs plain device names and a server address\n",
+			prog);
+		return -EINVAL;
+	}
+	if (gid)
+		snprintf(gidarg, sizeof(gidarg), "-x %s", gid);
+	for (try = 0; try < 10 && n == -EIO; try++) {
+		snprintf(cmd, sizeof(cmd),
+			 "%s %s %s -s %zu -p %u -d %s >/dev/null 2>&1 & spid=$!; sleep 1; "
+			 "%s %s %s -s %zu -p %u -d %s %s 2>&1; kill $spid 2>/dev/null; wait",
+			 tool, args, gidarg, size, port + (unsigned)try, server_dev, tool, args,
+			 gidarg, size, port + (unsigned)try, client_dev, server_ip);
+		fprintf(stderr, "%s: running %s -s %zu (try %d)\n", prog, tool, size, try + 1);
+		p = popen(cmd, "r");
+		if (!p) {
+			fprintf(stderr, "%s: cannot run %s: %s\n", prog, tool, strerror(errno));
+			return -errno;
+		}
+		while (fgets(line, sizeof(line), p)) {
+			char *s = line, *end;
+			int k = 0;
+
+			if (n != -EIO)
+				continue;
+			errno = 0;
+			if (strtoull(s, &end, 10) != size || end == s ||
+			    (*end != ' ' && *end != '\t'))
+				continue;
+			for (s = end; k < nvals; s = end) {
+				double v = strtod(s, &end);
+
+				if (end == s)
+					break;
+				vals[k++] = v;
+			}
+			n = k;
+		}
+		pclose(p);
+	}
+	if (n < 0)
+		fprintf(stderr, "%s: %s -s %zu printed no result (is perftest installed?)\n", prog,
+			tool, size);
+	return n;
+}
+
+#endif /* URPC_APPS_BENCH_COMMON_H */

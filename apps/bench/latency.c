@@ -1,0 +1,739 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * urpc-latency: round-trip latency of small RPCs (p50, p99, p99.9) against
+ * message size, next to a baseline measured in the same run: a raw UDP
+ * ping-pong, busy-polled, on udp; perftest's ib_send_lat (UD and RC) on
+ * verbs. See usage() for the method. Uses only <urpc/urpc.h>.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <urpc/urpc.h>
+
+#include "../common/cli.h"
+#include "bench_common.h"
+
+#define PROG "urpc-latency"
+#define MAX_SIZES 16
+#define MIN_SIZE 8 /* the request carries its number */
+#define MAX_SIZE 4096
+#define DEFAULT_SIZES "32,256,1024"
+#define WARMUP 200
+
+struct opts {
+	enum urpc_transport_kind transport;
+	const char *device;
+	const char *server_device;
+	const char *perftest_ip;
+	unsigned long sizes[MAX_SIZES];
+	unsigned nsizes;
+	double duration;
+	bool baseline;
+	const char *csv;
+};
+
+/* Latency samples of one measurement, in nanoseconds. */
+struct samples {
+	uint64_t *v;
+	size_t n;
+	size_t cap;
+};
+
+struct stat3 {
+	double p50, p99, p999; /* microseconds */
+	size_t n;
+};
+
+struct client {
+	const struct opts *o;
+	struct bench_server *sv;
+	struct urpc_rpc *rpc;
+	int session;
+	bool connected;
+	bool disconnected;
+	bool sm_failed;
+	int sm_status;
+	struct urpc_msgbuf req;
+	struct urpc_msgbuf resp;
+	bool busy;
+	int status;
+	uint64_t seq;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"NAME\n"
+		"    urpc-latency - round-trip latency of small urpc RPCs next to a raw baseline\n"
+		"\n"
+		"SYNOPSIS\n"
+		"    urpc-latency [--transport loop|udp|verbs] [--sizes LIST] [--duration SEC]\n"
+		"                 [--device DEV] [--server-device DEV] [--perftest-server IP]\n"
+		"                 [--no-baseline] [--csv FILE]\n"
+		"    urpc-latency --help\n"
+		"\n"
+		"DESCRIPTION\n"
+		"    Runs a server Rpc and a client Rpc in this process, connected by one\n"
+		"    session over the chosen transport. For each size the client sends one\n"
+		"    request of SIZE bytes at a time (window 1), the server echoes it, and the\n"
+		"    time from urpc_req_enqueue() to the continuation is recorded for every\n"
+		"    RPC during SEC seconds, after %d warm-up RPCs. Both sides busy-poll\n"
+		"    (idle_block_us 0): on udp and verbs the server Rpc runs its event loop\n"
+		"    on a second thread, on loop both Rpcs share the main thread.\n"
+		"\n"
+		"    The baseline is measured in the same run, with the same size:\n"
+		"      udp    a raw UDP ping-pong over 127.0.0.1 between two threads of\n"
+		"             this process, both busy-polling non-blocking sockets; the\n"
+		"             round trip of each exchange is recorded like the RPC's.\n"
+		"      verbs  perftest's ib_send_lat -c UD and -c RC, server on the server\n"
+		"             device, client on the client device. perftest reports half\n"
+		"             the round trip: the table shows twice its t_typical, 99%% and\n"
+		"             99.9%% figures, to compare with the RPC's full round trip.\n"
+		"             The GID index comes from URPC_RXE_GID_INDEX when set.\n"
+		"      loop   none (in-process rings have no raw counterpart).\n"
+		"\n"
+		"OPTIONS\n"
+		"    -t, --transport loop|udp|verbs\n"
+		"        Transport of both Rpcs (default udp).\n"
+		"    -s, --sizes LIST\n"
+		"        Comma-separated request and response sizes in bytes, %d to %d and at\n"
+		"        most urpc_rpc_max_msg_size() (default " DEFAULT_SIZES ").\n"
+		"    -d, --duration SEC\n"
+		"        Seconds measured per size and per measurement, 0.01 to 3600\n"
+		"        (default 2).\n"
+		"    --device DEV\n"
+		"        verbs: the client's RDMA device (\"rxe1\"); default URPC_DEVICE, else\n"
+		"        the first active port. Also perftest's client device.\n"
+		"    --server-device DEV\n"
+		"        verbs: the server's RDMA device; default as --device.\n"
+		"    --perftest-server IP\n"
+		"        verbs: the address perftest's client connects to (default\n"
+		"        URPC_RXE_SERVER_IP, else 127.0.0.1).\n"
+		"    --no-baseline\n"
+		"        Measure urpc alone.\n"
+		"    --csv FILE\n"
+		"        Also write one row per size and baseline to FILE (overwritten).\n"
+		"    -h, --help\n"
+		"        Show this help.\n"
+		"\n"
+		"OUTPUT\n"
+		"    A line naming the run, then a markdown table on stdout, one row per size\n"
+		"    and baseline: size, RPCs measured, urpc p50/p99/p99.9 in microseconds,\n"
+		"    the baseline's name and p50/p99/p99.9, and urpc p50 / baseline p50.\n"
+		"    Progress goes to stderr. CSV columns: transport, size, rpcs, urpc_p50_us,\n"
+		"    urpc_p99_us, urpc_p999_us, baseline, base_p50_us, base_p99_us,\n"
+		"    base_p999_us, ratio_p50. plot.sh draws it.\n"
+		"\n"
+		"EXIT STATUS\n"
+		"    0 on success; 1 when a setup step, an RPC or a baseline fails; 2 on bad\n"
+		"    usage.\n"
+		"\n"
+		"EXAMPLES\n"
+		"    urpc-latency --transport udp --sizes 32,1024 --duration 1\n"
+		"    urpc-latency --transport verbs --device rxe1 --server-device rxe0\n",
+		WARMUP, MIN_SIZE, MAX_SIZE);
+}
+
+/* 0: run; 1: --help printed; 2: bad usage (reported). */
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	enum { OPT_DEVICE = 256, OPT_SERVER_DEVICE, OPT_PERFTEST, OPT_NO_BASE, OPT_CSV };
+	static const struct option lopts[] = {
+		{"transport", required_argument, NULL, 't'},
+		{"sizes", required_argument, NULL, 's'},
+		{"duration", required_argument, NULL, 'd'},
+		{"device", required_argument, NULL, OPT_DEVICE},
+		{"server-device", required_argument, NULL, OPT_SERVER_DEVICE},
+		{"perftest-server", required_argument, NULL, OPT_PERFTEST},
+		{"no-baseline", no_argument, NULL, OPT_NO_BASE},
+		{"csv", required_argument, NULL, OPT_CSV},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c, n;
+
+	memset(o, 0, sizeof(*o));
+	o->transport = URPC_TRANSPORT_UDP;
+	o->duration = 2.0;
+	o->baseline = true;
+	n = bench_parse_list(PROG, DEFAULT_SIZES, "--sizes", MIN_SIZE, MAX_SIZE, o->sizes,
+			     MAX_SIZES);
+	o->nsizes = (unsigned)n;
+	opterr = 0; /* reported below, with the option's name */
+	while ((c = getopt_long(argc, argv, ":t:s:d:h", lopts, NULL)) != -1) {
+		switch (c) {
+		case 't':
+			if (bench_parse_transport(PROG, optarg, &o->transport))
+				return 2;
+			break;
+		case 's':
+			n = bench_parse_list(PROG, optarg, "--sizes", MIN_SIZE, MAX_SIZE, o->sizes,
+					     MAX_SIZES);
+			if (n < 0)
+				return 2;
+			o->nsizes = (unsigned)n;
+			break;
+		case 'd':
+			if (bench_parse_seconds(PROG, optarg, "--duration", 0.01, 3600,
+						&o->duration))
+				return 2;
+			break;
+		case OPT_DEVICE:
+			o->device = optarg;
+			break;
+		case OPT_SERVER_DEVICE:
+			o->server_device = optarg;
+			break;
+		case OPT_PERFTEST:
+			o->perftest_ip = optarg;
+			break;
+		case OPT_NO_BASE:
+			o->baseline = false;
+			break;
+		case OPT_CSV:
+			o->csv = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		case ':':
+			fprintf(stderr, PROG ": option '%s' needs a value (see --help)\n",
+				argv[optind - 1]);
+			return 2;
+		default:
+			fprintf(stderr, PROG ": unknown option '%s' (see --help)\n",
+				argv[optind - 1]);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", argv[optind]);
+		return 2;
+	}
+	if (!o->server_device)
+		o->server_device = o->device;
+	if (!o->perftest_ip)
+		o->perftest_ip = getenv("URPC_RXE_SERVER_IP");
+	if (!o->perftest_ip)
+		o->perftest_ip = "127.0.0.1";
+	return 0;
+}
+
+/* ---- samples ------------------------------------------------------------------ */
+
+static int samples_add(struct samples *s, uint64_t ns)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 1u << 16;
+		uint64_t *v = realloc(s->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n++] = ns;
+	return 0;
+}
+
+static struct stat3 samples_stat(struct samples *s)
+{
+	struct stat3 r;
+
+	qsort(s->v, s->n, sizeof(*s->v), bench_cmp_u64);
+	r.n = s->n;
+	r.p50 = (double)bench_quantile(s->v, s->n, 0.5) / 1e3;
+	r.p99 = (double)bench_quantile(s->v, s->n, 0.99) / 1e3;
+	r.p999 = (double)bench_quantile(s->v, s->n, 0.999) / 1e3;
+	return r;
+}
+
+/* ---- urpc ------------------------------------------------------------------------ */
+
+/* Echo the request. */
+static void handler(struct urpc_req_handle *h, void *arg)
+{
+	struct urpc_msgbuf *resp = urpc_req_resp_msgbuf(h);
+	const uint8_t *d;
+	size_t len;
+
+	d = urpc_req_data(h, &len);
+	memcpy(resp->buf, d, len);
+	urpc_msgbuf_resize(resp, len);
+	urpc_resp_enqueue(h, resp);
+}
+
+static void sm_event(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int status,
+		     void *arg)
+{
+	struct client *c = arg;
+
+	if (ev == URPC_SM_CONNECTED) {
+		c->connected = true;
+	} else if (ev == URPC_SM_DISCONNECTED) {
+		c->disconnected = true;
+	} else {
+		c->sm_failed = true;
+		c->sm_status = status ? status : -ECONNRESET;
+	}
+}
+
+static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
+{
+	struct client *c = tag;
+
+	c->busy = false;
+	if (!status &&
+	    (resp->data_size != c->req.data_size || memcmp(resp->buf, c->req.buf, sizeof(c->seq))))
+		status = -EBADMSG;
+	c->status = status;
+}
+
+static int run_once(struct client *c)
+{
+	int ret = urpc_rpc_run_event_loop_once(c->rpc);
+
+	if (!ret && !c->sv->threaded)
+		ret = urpc_rpc_run_event_loop_once(c->sv->rpc);
+	if (ret)
+		fprintf(stderr, PROG ": event loop: %s\n", urpc_strerror(ret));
+	return ret;
+}
+
+static int connect_session(struct urpc_nexus *nx, struct client *c)
+{
+	double deadline = bench_now_s() + BENCH_SETUP_S;
+	char hp[32];
+	int ret;
+
+	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(nx));
+	ret = urpc_session_connect(c->rpc, hp, BENCH_SRV_ID, &c->session);
+	if (ret)
+		return ret;
+	while (!c->connected && !c->sm_failed && bench_now_s() < deadline) {
+		ret = run_once(c);
+		if (ret)
+			return ret;
+	}
+	if (c->sm_failed)
+		return c->sm_status;
+	return c->connected ? 0 : -ETIMEDOUT;
+}
+
+static void disconnect_session(struct client *c)
+{
+	double deadline = bench_now_s() + BENCH_SETUP_S;
+
+	if (urpc_session_disconnect(c->rpc, c->session))
+		return;
+	while ((c->busy || !c->disconnected) && bench_now_s() < deadline)
+		if (run_once(c))
+			return;
+}
+
+/* One RPC of the current size, waited for; its round trip in ns, or -errno. */
+static int64_t one_rpc(struct client *c)
+{
+	uint64_t t0;
+	int ret;
+
+	c->seq++;
+	memcpy(c->req.buf, &c->seq, sizeof(c->seq));
+	c->busy = true;
+	t0 = bench_now_ns();
+	ret = urpc_req_enqueue(c->rpc, c->session, BENCH_REQ_TYPE, &c->req, &c->resp, cont, c,
+			       (uint32_t)(BENCH_SETUP_S * 1000));
+	if (ret) {
+		c->busy = false;
+		fprintf(stderr, PROG ": enqueue: %s\n", urpc_strerror(ret));
+		return ret;
+	}
+	while (c->busy) {
+		ret = run_once(c);
+		if (ret)
+			return ret;
+	}
+	if (c->status) {
+		fprintf(stderr, PROG ": RPC of %zu B failed: %s\n", c->req.data_size,
+			urpc_strerror(c->status));
+		return c->status;
+	}
+	return (int64_t)(bench_now_ns() - t0);
+}
+
+static int measure_urpc(struct client *c, size_t size, struct samples *s)
+{
+	double t_end;
+	int64_t ns;
+	int i, ret;
+
+	ret = urpc_msgbuf_resize(&c->req, size);
+	if (ret)
+		return ret;
+	memset(c->req.buf, 0xa5, size);
+	for (i = 0; i < WARMUP; i++) {
+		ns = one_rpc(c);
+		if (ns < 0)
+			return (int)ns;
+	}
+	s->n = 0;
+	t_end = bench_now_s() + c->o->duration;
+	do {
+		ns = one_rpc(c);
+		if (ns < 0)
+			return (int)ns;
+		if (samples_add(s, (uint64_t)ns))
+			return -ENOMEM;
+	} while ((s->n & 63) || bench_now_s() < t_end);
+	return 0;
+}
+
+/* ---- the raw UDP ping-pong ------------------------------------------------------- */
+
+struct echo {
+	int fd;
+	atomic_bool stop;
+	atomic_ulong echoed;
+};
+
+/* Busy-poll the socket; send every datagram back where it came from. */
+static void *echo_main(void *arg)
+{
+	struct echo *e = arg;
+	uint8_t buf[MAX_SIZE];
+	struct sockaddr_in from;
+	socklen_t flen;
+	ssize_t n;
+
+	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
+		flen = sizeof(from);
+		n = recvfrom(e->fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from,
+			     &flen);
+		if (n < 0)
+			continue;
+		if (sendto(e->fd, buf, (size_t)n, 0, (struct sockaddr *)&from, flen) == n)
+			atomic_fetch_add_explicit(&e->echoed, 1, memory_order_relaxed);
+	}
+	return NULL;
+}
+
+/* A UDP socket bound to 127.0.0.1, any port; the fd or -errno. */
+static int udp_socket(struct sockaddr_in *addr)
+{
+	socklen_t len = sizeof(*addr);
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	if (fd < 0)
+		return -errno;
+	memset(addr, 0, sizeof(*addr));
+	addr->sin_family = AF_INET;
+	addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)addr, sizeof(*addr)) ||
+	    getsockname(fd, (struct sockaddr *)addr, &len)) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+/* One exchange of @size bytes; the round trip in ns, or -errno (reported). */
+static int64_t one_ping(int fd, uint8_t *buf, size_t size, uint64_t seq)
+{
+	double deadline = 0;
+	uint64_t t0, got;
+	ssize_t n;
+
+	memcpy(buf, &seq, sizeof(seq));
+	t0 = bench_now_ns();
+	if (send(fd, buf, size, 0) != (ssize_t)size) {
+		fprintf(stderr, PROG ": raw UDP send: %s\n", strerror(errno));
+		return -EIO;
+	}
+	for (;;) {
+		n = recv(fd, buf, MAX_SIZE, MSG_DONTWAIT);
+		if (n == (ssize_t)size) {
+			memcpy(&got, buf, sizeof(got));
+			if (got == seq)
+				return (int64_t)(bench_now_ns() - t0);
+			continue; /* a late answer to an earlier ping */
+		}
+		if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+			fprintf(stderr, PROG ": raw UDP: bad answer\n");
+			return -EIO;
+		}
+		if (!deadline)
+			deadline = bench_now_s() + 1.0;
+		else if (bench_now_s() > deadline)
+			return 0; /* lost on loopback (rare): resent by the caller */
+	}
+}
+
+static int measure_udp(const struct opts *o, size_t size, struct samples *s)
+{
+	struct sockaddr_in srv, cli;
+	uint8_t buf[MAX_SIZE];
+	struct echo e = {0};
+	pthread_t th;
+	uint64_t seq = 0;
+	double t_end;
+	int64_t ns;
+	int fd, ret = 0, i;
+
+	e.fd = udp_socket(&srv);
+	if (e.fd < 0)
+		return e.fd;
+	fd = udp_socket(&cli);
+	if (fd < 0) {
+		close(e.fd);
+		return fd;
+	}
+	if (connect(fd, (struct sockaddr *)&srv, sizeof(srv))) {
+		ret = -errno;
+		goto out;
+	}
+	ret = -pthread_create(&th, NULL, echo_main, &e);
+	if (ret)
+		goto out;
+	memset(buf, 0xa5, sizeof(buf));
+	s->n = 0;
+	for (i = 0; i < WARMUP + 1 && ret >= 0; i++) {
+		ns = one_ping(fd, buf, size, ++seq);
+		if (ns < 0)
+			ret = (int)ns;
+	}
+	t_end = bench_now_s() + o->duration;
+	while (!ret && ((s->n & 63) || bench_now_s() < t_end)) {
+		ns = one_ping(fd, buf, size, ++seq);
+		if (ns < 0)
+			ret = (int)ns;
+		else if (ns && samples_add(s, (uint64_t)ns))
+			ret = -ENOMEM;
+	}
+	atomic_store(&e.stop, true);
+	pthread_join(th, NULL);
+out:
+	close(fd);
+	close(e.fd);
+	return ret;
+}
+
+/* ---- output ---------------------------------------------------------------------- */
+
+static void print_row(const struct opts *o, FILE *csv, size_t size, const struct stat3 *u,
+		      const char *base, const struct stat3 *b)
+{
+	double ratio = b && b->p50 > 0 ? u->p50 / b->p50 : 0;
+
+	printf("| %zu | %zu | %.2f | %.2f | %.2f | %s |", size, u->n, u->p50, u->p99, u->p999,
+	       base);
+	if (b)
+		printf(" %.2f | %.2f | %.2f | %.2f |\n", b->p50, b->p99, b->p999, ratio);
+	else
+		printf(" - | - | - | - |\n");
+	fflush(stdout);
+	if (csv) {
+		fprintf(csv, "%s,%zu,%zu,%.3f,%.3f,%.3f,%s,%.3f,%.3f,%.3f,%.4f\n",
+			urpc_transport_str(o->transport), size, u->n, u->p50, u->p99, u->p999, base,
+			b ? b->p50 : 0, b ? b->p99 : 0, b ? b->p999 : 0, ratio);
+		fflush(csv);
+	}
+	if (b)
+		fprintf(stderr, PROG ": %zu B: urpc p50 %.2f us, %s p50 %.2f us\n", size, u->p50,
+			base, b->p50);
+}
+
+/* ib_send_lat -c @conn for @size: twice its half round trips; 0 or -errno. */
+static int perftest_lat(const struct opts *o, const char *conn, size_t size, unsigned port,
+			struct stat3 *b)
+{
+	char args[64];
+	double v[8];
+	int n;
+
+	snprintf(args, sizeof(args), "-c %s -n 20000 -F", conn);
+	n = bench_perftest(PROG, "ib_send_lat", args, o->server_device ? o->server_device : "rxe0",
+			   o->device ? o->device : "rxe0", o->perftest_ip, size, port, v, 8);
+	if (n < 8)
+		return n < 0 ? n : -EIO;
+	/* iterations, t_min, t_max, t_typical, t_avg, t_stdev, 99%, 99.9% */
+	b->n = (size_t)v[0];
+	b->p50 = 2 * v[3];
+	b->p99 = 2 * v[6];
+	b->p999 = 2 * v[7];
+	return 0;
+}
+
+static int run_sizes(struct client *c, FILE *csv)
+{
+	const struct opts *o = c->o;
+	struct samples us = {0}, bs = {0};
+	struct stat3 u, b;
+	unsigned i;
+	int ret = 0;
+
+	for (i = 0; i < o->nsizes && !ret; i++) {
+		size_t size = o->sizes[i];
+
+		if (size > c->req.max_data_size) {
+			fprintf(stderr, PROG ": size %zu is above this transport's limit %zu\n",
+				size, c->req.max_data_size);
+			ret = -EMSGSIZE;
+			break;
+		}
+		fprintf(stderr, PROG ": %zu B: measuring urpc for %g s\n", size, o->duration);
+		ret = measure_urpc(c, size, &us);
+		if (ret)
+			break;
+		u = samples_stat(&us);
+		if (!o->baseline || o->transport == URPC_TRANSPORT_LOOP) {
+			print_row(o, csv, size, &u, "none", NULL);
+		} else if (o->transport == URPC_TRANSPORT_UDP) {
+			fprintf(stderr, PROG ": %zu B: measuring the raw UDP ping-pong\n", size);
+			ret = measure_udp(o, size, &bs);
+			if (ret) {
+				fprintf(stderr, PROG ": raw UDP ping-pong: %s\n", strerror(-ret));
+				break;
+			}
+			b = samples_stat(&bs);
+			print_row(o, csv, size, &u, "raw UDP ping-pong", &b);
+		} else {
+			ret = perftest_lat(o, "UD", size, 18700 + 40 * i, &b);
+			if (!ret)
+				print_row(o, csv, size, &u, "2x ib_send_lat UD", &b);
+			if (!ret)
+				ret = perftest_lat(o, "RC", size, 18720 + 40 * i, &b);
+			if (!ret)
+				print_row(o, csv, size, &u, "2x ib_send_lat RC", &b);
+		}
+	}
+	free(us.v);
+	free(bs.v);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_server sv;
+	struct urpc_rpc_opts ro;
+	struct urpc_nexus *nx;
+	struct client c;
+	FILE *csv = NULL;
+	struct opts o;
+	int ret, status = 1;
+
+	ret = parse_opts(argc, argv, &o);
+	if (ret)
+		return ret == 1 ? 0 : 2;
+	if (o.csv) {
+		csv = fopen(o.csv, "w");
+		if (!csv) {
+			fprintf(stderr, PROG ": cannot write --csv '%s': %s\n", o.csv,
+				strerror(errno));
+			return 1;
+		}
+		fprintf(csv, "transport,size,rpcs,urpc_p50_us,urpc_p99_us,urpc_p999_us,baseline,"
+			     "base_p50_us,base_p99_us,base_p999_us,ratio_p50\n");
+	}
+	memset(&sv, 0, sizeof(sv));
+	memset(&c, 0, sizeof(c));
+	c.o = &o;
+	c.sv = &sv;
+	ret = urpc_nexus_create(NULL, &nx);
+	if (ret) {
+		fprintf(stderr, PROG ": cannot create the Nexus: %s\n", urpc_strerror(ret));
+		goto out_csv;
+	}
+	ret = urpc_nexus_register_handler(nx, BENCH_REQ_TYPE, handler, NULL);
+	if (ret) {
+		fprintf(stderr, PROG ": cannot register the handler: %s\n", urpc_strerror(ret));
+		goto out_nexus;
+	}
+
+	/* Busy-poll on both sides; keep failure detectors away from VM stalls. */
+	urpc_rpc_opts_init(&ro);
+	ro.transport = o.transport;
+	ro.idle_block_us = 0;
+	ro.peer_timeout_ms = 10000;
+	ro.connect_timeout_ms = (uint32_t)(BENCH_SETUP_S * 1000);
+	sv.nx = nx;
+	sv.ro = ro;
+	sv.ro.device = o.server_device;
+	sv.threaded = o.transport != URPC_TRANSPORT_LOOP;
+	ret = bench_server_start(&sv);
+	if (ret) {
+		fprintf(stderr, PROG ": cannot create the server Rpc (%s): %s\n",
+			urpc_transport_str(o.transport), urpc_strerror(ret));
+		goto out_nexus;
+	}
+	ro.device = o.device;
+	ro.sm_handler = sm_event;
+	ro.sm_arg = &c;
+	ret = urpc_rpc_create(nx, BENCH_CLI_ID, &ro, &c.rpc);
+	if (ret) {
+		fprintf(stderr, PROG ": cannot create the client Rpc (%s): %s\n",
+			urpc_transport_str(o.transport), urpc_strerror(ret));
+		goto out_srv;
+	}
+	ret = urpc_msgbuf_alloc(c.rpc, urpc_rpc_max_msg_size(c.rpc), &c.req);
+	if (!ret) {
+		ret = urpc_msgbuf_alloc(c.rpc, urpc_rpc_max_msg_size(c.rpc), &c.resp);
+		if (ret)
+			urpc_msgbuf_free(c.rpc, &c.req);
+	}
+	if (ret) {
+		fprintf(stderr, PROG ": cannot allocate buffers: %s\n", urpc_strerror(ret));
+		goto out_cli;
+	}
+	ret = connect_session(nx, &c);
+	if (ret) {
+		fprintf(stderr, PROG ": cannot connect the client to the server: %s\n",
+			urpc_strerror(ret));
+		goto out_bufs;
+	}
+
+	printf("%s: transport %s, window 1, %g s per size, both sides busy-polling; "
+	       "latencies are full round trips in us\n\n",
+	       PROG, urpc_transport_str(o.transport), o.duration);
+	printf("| size B | RPCs | urpc p50 | urpc p99 | urpc p99.9 | baseline | base p50 "
+	       "| base p99 | base p99.9 | urpc/base p50 |\n");
+	printf("|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n");
+	fflush(stdout);
+	if (!run_sizes(&c, csv))
+		status = 0;
+	disconnect_session(&c);
+out_bufs:
+	if (!c.busy) {
+		urpc_msgbuf_free(c.rpc, &c.req);
+		urpc_msgbuf_free(c.rpc, &c.resp);
+	}
+out_cli:
+	if (urpc_rpc_destroy(c.rpc)) {
+		fprintf(stderr, PROG ": cannot destroy the client Rpc\n");
+		status = 1;
+	}
+out_srv:
+	if (bench_server_stop(PROG, &sv))
+		status = 1;
+out_nexus:
+	if (urpc_nexus_destroy(nx))
+		status = 1;
+out_csv:
+	if (csv && fclose(csv)) {
+		fprintf(stderr, PROG ": cannot write --csv '%s': %s\n", o.csv, strerror(errno));
+		status = 1;
+	}
+	return status;
+}
