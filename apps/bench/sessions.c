@@ -1,0 +1,625 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * urpc-sessions: one server Rpc holding N client sessions. Memory per
+ * session and the RPC rate with every session active, for N up to 20,000
+ * and beyond. See usage() for the method. Uses only <urpc/urpc.h>.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <urpc/urpc.h>
+
+#include "../common/cli.h"
+#include "bench_common.h"
+
+#define PROG "urpc-sessions"
+#define MAX_COUNTS 16
+#define MAX_SESSIONS 1000000ul
+#define MSG_SIZE 32
+#define DEFAULT_COUNTS "1,1000,20000"
+#define STALL_S 30.0
+
+struct opts {
+	enum urpc_transport_kind transport;
+	const char *device;
+	const char *server_device;
+	unsigned long counts[MAX_COUNTS];
+	unsigned ncounts;
+	unsigned long connect_batch;
+	unsigned long window;  /* requests outstanding over all sessions */
+	unsigned long ping_ms; /* 0: the library's default */
+	double duration;
+	const char *csv;
+};
+
+struct client;
+
+/* One client session and its one request. */
+struct sess {
+	struct urpc_msgbuf req;
+	struct urpc_msgbuf resp;
+	struct client *c;
+	int num;
+	bool busy;
+	bool used; /* completed an RPC in the measured span */
+	bool have_bufs;
+};
+
+struct client {
+	const struct opts *o;
+	struct bench_server *sv;
+	struct urpc_rpc *rpc;
+	struct sess *s;
+	unsigned long n;
+	unsigned long started; /* sessions with a connect issued */
+	unsigned long connected;
+	unsigned long disconnected;
+	unsigned long failed;
+	int fail_status;
+	unsigned long completed;
+	unsigned long errors;
+	int first_error;
+	bool measuring;
+};
+
+struct result {
+	unsigned long sessions;
+	double connect_s;
+	size_t rss_before;
+	size_t rss_after;
+	double bytes_per_session;
+	unsigned long rpcs;
+	double rate;
+	unsigned long active;
+	uint64_t retransmits;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"NAME\n"
+		"    urpc-sessions - memory per session and the RPC rate with N sessions active\n"
+		"\n"
+		"SYNOPSIS\n"
+		"    urpc-sessions [--transport loop|udp|verbs] [--sessions LIST] [--duration SEC]\n"
+		"                  [--window W] [--connect-batch K] [--ping-ms MS] [--device DEV]\n"
+		"                  [--server-device DEV] [--csv FILE]\n"
+		"    urpc-sessions --help\n"
+		"\n"
+		"DESCRIPTION\n"
+		"    For each N: creates a server Rpc and a client Rpc in this process, both\n"
+		"    with opts.max_sessions = N, and connects N client sessions to the one\n"
+		"    server Rpc (at most K connecting at a time). Then the client sends\n"
+		"    %d-byte requests, which the server echoes, round robin over all N\n"
+		"    sessions with W outstanding in all (at most one per session), for SEC\n"
+		"    seconds: the rate is RPCs completed per second, and the active column\n"
+		"    counts the sessions that completed at least one RPC in that span (N\n"
+		"    when all of them are active). Finally the sessions are disconnected and\n"
+		"    both Rpcs destroyed. (One request outstanding on every session at once\n"
+		"    would overrun the server's receive ring at large N: the low-numbered\n"
+		"    sessions refill it first and the others retransmit, starved.)\n"
+		"\n"
+		"    Memory per session is the growth of this process's resident set\n"
+		"    (/proc/self/statm) from just after both Rpcs are created to the end of\n"
+		"    the measured traffic, divided by N: the client's and the server's\n"
+		"    share together (session state, the server's preallocated response\n"
+		"    buffers, the client's request and response buffers).\n"
+		"\n"
+		"    On udp and verbs the server Rpc runs on a second thread, on loop both\n"
+		"    share the main thread; both busy-poll. Sessions send heartbeats over\n"
+		"    session management (kernel UDP) every ping interval, which with many\n"
+		"    sessions is traffic of its own.\n"
+		"\n"
+		"    There is no baseline program: the row for a small N is the reference\n"
+		"    for the larger ones (the ratio column).\n"
+		"\n"
+		"OPTIONS\n"
+		"    -t, --transport loop|udp|verbs\n"
+		"        Transport of both Rpcs (default udp).\n"
+		"    -n, --sessions LIST\n"
+		"        Comma-separated session counts, 1 to %lu each (default " DEFAULT_COUNTS
+		").\n"
+		"    -d, --duration SEC\n"
+		"        Seconds of traffic measured per count, 0.01 to 3600 (default 2).\n"
+		"    -w, --window W\n"
+		"        Requests outstanding over all sessions, 1 to 65536 (default 64).\n"
+		"    --connect-batch K\n"
+		"        Sessions connecting at once at most, 1 to 65536 (default 256).\n"
+		"    --ping-ms MS\n"
+		"        opts.ping_interval_ms of both Rpcs, 1 to 60000 (default: the\n"
+		"        library's, 100); the peer timeout is kept at 100 times it.\n"
+		"    --device DEV, --server-device DEV\n"
+		"        verbs: the client's and the server's RDMA devices.\n"
+		"    --csv FILE\n"
+		"        Also write one row per count to FILE (overwritten).\n"
+		"    -h, --help\n"
+		"        Show this help.\n"
+		"\n"
+		"OUTPUT\n"
+		"    A line naming the run, then a markdown table on stdout, one row per\n"
+		"    count: sessions, seconds to connect them all, resident MB before and\n"
+		"    after, bytes per session, RPCs/s with all active, active sessions, the\n"
+		"    client's retransmissions, and the rate relative to the first row.\n"
+		"    Progress goes to stderr. CSV columns: transport, sessions, connect_s,\n"
+		"    rss_before, rss_after, bytes_per_session, rpcs, rate, active,\n"
+		"    retransmits, ratio_first.\n"
+		"\n"
+		"EXIT STATUS\n"
+		"    0 on success; 1 when a setup step fails (including a count the engine\n"
+		"    refuses), an RPC fails, or not every session stays active; 2 on bad\n"
+		"    usage.\n"
+		"\n"
+		"EXAMPLES\n"
+		"    urpc-sessions --transport loop --sessions 20000 --duration 1\n"
+		"    urpc-sessions --transport udp --sessions 100,5000,20000\n",
+		MSG_SIZE, MAX_SESSIONS);
+}
+
+/* 0: run; 1: --help printed; 2: bad usage (reported). */
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	enum { OPT_DEVICE = 256, OPT_SERVER_DEVICE, OPT_BATCH, OPT_PING, OPT_CSV };
+	static const struct option lopts[] = {
+		{"transport", required_argument, NULL, 't'},
+		{"sessions", required_argument, NULL, 'n'},
+		{"duration", required_argument, NULL, 'd'},
+		{"connect-batch", required_argument, NULL, OPT_BATCH},
+		{"window", required_argument, NULL, 'w'},
+		{"ping-ms", required_argument, NULL, OPT_PING},
+		{"device", required_argument, NULL, OPT_DEVICE},
+		{"server-device", required_argument, NULL, OPT_SERVER_DEVICE},
+		{"csv", required_argument, NULL, OPT_CSV},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c, n;
+
+	memset(o, 0, sizeof(*o));
+	o->transport = URPC_TRANSPORT_UDP;
+	o->duration = 2.0;
+	o->connect_batch = 256;
+	o->window = 64;
+	n = bench_parse_list(PROG, DEFAULT_COUNTS, "--sessions", 1, MAX_SESSIONS, o->counts,
+			     MAX_COUNTS);
+	o->ncounts = (unsigned)n;
+	opterr = 0; /* reported below, with the option's name */
+	while ((c = getopt_long(argc, argv, ":t:n:d:w:h", lopts, NULL)) != -1) {
+		switch (c) {
+		case 't':
+			if (bench_parse_transport(PROG, optarg, &o->transport))
+				return 2;
+			break;
+		case 'n':
+			n = bench_parse_list(PROG, optarg, "--sessions", 1, MAX_SESSIONS, o->counts,
+					     MAX_COUNTS);
+			if (n < 0)
+				return 2;
+			o->ncounts = (unsigned)n;
+			break;
+		case 'd':
+			if (bench_parse_seconds(PROG, optarg, "--duration", 0.01, 3600,
+						&o->duration))
+				return 2;
+			break;
+		case 'w':
+			if (urpc_app_parse_ulong(PROG, optarg, "--window", 1, 65536, &o->window))
+				return 2;
+			break;
+		case OPT_BATCH:
+			if (urpc_app_parse_ulong(PROG, optarg, "--connect-batch", 1, 65536,
+						 &o->connect_batch))
+				return 2;
+			break;
+		case OPT_PING:
+			if (urpc_app_parse_ulong(PROG, optarg, "--ping-ms", 1, 60000, &o->ping_ms))
+				return 2;
+			break;
+		case OPT_DEVICE:
+			o->device = optarg;
+			break;
+		case OPT_SERVER_DEVICE:
+			o->server_device = optarg;
+			break;
+		case OPT_CSV:
+			o->csv = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		case ':':
+			fprintf(stderr, PROG ": option '%s' needs a value (see --help)\n",
+				argv[optind - 1]);
+			return 2;
+		default:
+			fprintf(stderr, PROG ": unknown option '%s' (see --help)\n",
+				argv[optind - 1]);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", argv[optind]);
+		return 2;
+	}
+	if (!o->server_device)
+		o->server_device = o->device;
+	return 0;
+}
+
+/* Echo the request. */
+static void handler(struct urpc_req_handle *h, void *arg)
+{
+	struct urpc_msgbuf *resp = urpc_req_resp_msgbuf(h);
+	const uint8_t *d;
+	size_t len;
+
+	d = urpc_req_data(h, &len);
+	memcpy(resp->buf, d, len);
+	urpc_msgbuf_resize(resp, len);
+	urpc_resp_enqueue(h, resp);
+}
+
+static void sm_event(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int status,
+		     void *arg)
+{
+	struct client *c = arg;
+
+	if (ev == URPC_SM_CONNECTED) {
+		c->connected++;
+	} else if (ev == URPC_SM_DISCONNECTED) {
+		c->disconnected++;
+	} else {
+		if (!c->failed)
+			c->fail_status = status ? status : -ECONNRESET;
+		c->failed++;
+	}
+}
+
+static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
+{
+	struct sess *s = tag;
+	struct client *c = s->c;
+
+	s->busy = false;
+	c->completed++;
+	if (c->measuring)
+		s->used = true;
+	if (!status && (resp->data_size != MSG_SIZE || resp->buf[0] != s->req.buf[0]))
+		status = -EBADMSG;
+	if (status) {
+		if (!c->errors)
+			c->first_error = status;
+		c->errors++;
+	}
+}
+
+static int run_once(struct client *c)
+{
+	int ret = urpc_rpc_run_event_loop_once(c->rpc);
+
+	if (!ret && !c->sv->threaded)
+		ret = urpc_rpc_run_event_loop_once(c->sv->rpc);
+	if (ret)
+		fprintf(stderr, PROG ": event loop: %s\n", urpc_strerror(ret));
+	return ret;
+}
+
+static bool any_busy(const struct client *c)
+{
+	unsigned long i;
+
+	for (i = 0; i < c->n; i++)
+		if (c->s[i].busy)
+			return true;
+	return false;
+}
+
+/* Connect c->n sessions, at most K at a time; 0 or -errno (reported). */
+static int connect_all(struct urpc_nexus *nx, struct client *c)
+{
+	double t_seen = bench_now_s();
+	unsigned long seen = 0;
+	char hp[32];
+	int ret;
+
+	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(nx));
+	while (c->connected < c->n) {
+		while (c->started < c->n && c->started - c->connected < c->o->connect_batch) {
+			ret = urpc_session_connect(c->rpc, hp, BENCH_SRV_ID, &c->s[c->started].num);
+			if (ret) {
+				fprintf(stderr, PROG ": connect of session %lu: %s\n",
+					c->started + 1, urpc_strerror(ret));
+				return ret;
+			}
+			c->started++;
+		}
+		ret = run_once(c);
+		if (ret)
+			return ret;
+		if (c->failed) {
+			fprintf(stderr, PROG ": %lu sessions failed to connect (first: %s)\n",
+				c->failed, urpc_strerror(c->fail_status));
+			return c->fail_status;
+		}
+		if (c->connected != seen) {
+			if (c->connected / 5000 != seen / 5000)
+				fprintf(stderr, PROG ": %lu of %lu sessions connected\n",
+					c->connected, c->n);
+			seen = c->connected;
+			t_seen = bench_now_s();
+		} else if (bench_now_s() - t_seen > STALL_S) {
+			fprintf(stderr, PROG ": no session connected for %.0f s (%lu of %lu)\n",
+				STALL_S, c->connected, c->n);
+			return -ETIMEDOUT;
+		}
+	}
+	return 0;
+}
+
+/* Disconnect every connected session and wait for the events. */
+static void disconnect_all(struct client *c)
+{
+	double deadline = bench_now_s() + BENCH_SETUP_S;
+	unsigned long i, n = 0;
+
+	c->disconnected = 0;
+	for (i = 0; i < c->started; i++)
+		if (!urpc_session_disconnect(c->rpc, c->s[i].num))
+			n++;
+	while ((any_busy(c) || c->disconnected < n) && bench_now_s() < deadline)
+		if (run_once(c))
+			break;
+}
+
+/* Every session keeps one request outstanding for the duration. */
+static int traffic(struct client *c, struct result *r)
+{
+	double t = bench_now_s(), t_start = t + 0.2, t0 = 0, t_seen = t;
+	unsigned long i, c0 = 0, seen = 0, issued = 0, next = 0, tries;
+	int ret;
+
+	c->completed = c->errors = 0;
+	for (;;) {
+		/* Round robin over all sessions, @window outstanding in all. */
+		for (tries = 0; issued - c->completed < c->o->window && tries < c->n; tries++) {
+			struct sess *s = &c->s[next];
+
+			next = next + 1 == c->n ? 0 : next + 1;
+			if (s->busy)
+				continue;
+			s->req.buf[0]++;
+			s->busy = true;
+			ret = urpc_req_enqueue(c->rpc, s->num, BENCH_REQ_TYPE, &s->req, &s->resp,
+					       cont, s, 0);
+			if (ret) {
+				s->busy = false;
+				fprintf(stderr, PROG ": enqueue on session %d: %s\n", s->num,
+					urpc_strerror(ret));
+				return ret;
+			}
+			issued++;
+		}
+		ret = run_once(c);
+		if (ret)
+			return ret;
+		if (c->errors) {
+			fprintf(stderr, PROG ": %lu RPCs failed or came back wrong (first: %s)\n",
+				c->errors, urpc_strerror(c->first_error));
+			return -EIO;
+		}
+		t = bench_now_s();
+		if (c->completed != seen) {
+			seen = c->completed;
+			t_seen = t;
+		} else if (t - t_seen > STALL_S) {
+			fprintf(stderr, PROG ": no RPC completed for %.0f s\n", STALL_S);
+			return -ETIMEDOUT;
+		}
+		if (!t0 && t >= t_start) {
+			t0 = t;
+			c0 = c->completed;
+			c->measuring = true;
+		} else if (t0 && t - t0 >= c->o->duration) {
+			c->measuring = false;
+			r->rpcs = c->completed - c0;
+			r->rate = (double)r->rpcs / (t - t0);
+			for (i = 0; i < c->n; i++)
+				r->active += c->s[i].used;
+			return 0;
+		}
+	}
+}
+
+/* One session count, from Rpc creation to destruction; 0 or 1. */
+static int run_count(struct urpc_nexus *nx, const struct opts *o, unsigned long n, struct result *r)
+{
+	struct urpc_rpc_stats before, after;
+	struct bench_server sv;
+	struct urpc_rpc_opts ro;
+	struct client c;
+	unsigned long i;
+	double t0;
+	int ret, status = 1;
+
+	memset(&sv, 0, sizeof(sv));
+	memset(&c, 0, sizeof(c));
+	memset(r, 0, sizeof(*r));
+	r->sessions = n;
+	c.o = o;
+	c.sv = &sv;
+	c.n = n;
+	urpc_rpc_opts_init(&ro);
+	ro.transport = o->transport;
+	ro.idle_block_us = 0;
+	ro.max_sessions = (uint32_t)n;
+	if (o->ping_ms)
+		ro.ping_interval_ms = (uint32_t)o->ping_ms;
+	ro.peer_timeout_ms = ro.ping_interval_ms * 100;
+	ro.connect_timeout_ms = (uint32_t)(BENCH_SETUP_S * 1000);
+	sv.nx = nx;
+	sv.ro = ro;
+	sv.ro.device = o->server_device;
+	sv.threaded = o->transport != URPC_TRANSPORT_LOOP;
+	r->rss_before = bench_rss_bytes();
+	ret = bench_server_start(&sv);
+	if (ret) {
+		fprintf(stderr, PROG ": cannot create the server Rpc (max_sessions %lu): %s\n", n,
+			urpc_strerror(ret));
+		return 1;
+	}
+	ro.device = o->device;
+	ro.sm_handler = sm_event;
+	ro.sm_arg = &c;
+	ret = urpc_rpc_create(nx, BENCH_CLI_ID, &ro, &c.rpc);
+	if (ret) {
+		fprintf(stderr, PROG ": cannot create the client Rpc (max_sessions %lu): %s\n", n,
+			urpc_strerror(ret));
+		goto out_srv;
+	}
+	c.s = calloc(n, sizeof(*c.s));
+	if (!c.s) {
+		fprintf(stderr, PROG ": out of memory\n");
+		goto out_cli;
+	}
+	r->rss_before = bench_rss_bytes();
+	fprintf(stderr, PROG ": %lu sessions: connecting\n", n);
+	t0 = bench_now_s();
+	ret = connect_all(nx, &c);
+	r->connect_s = bench_now_s() - t0;
+	if (ret)
+		goto out_sess;
+	for (i = 0; i < n; i++) {
+		struct sess *s = &c.s[i];
+
+		s->c = &c;
+		ret = urpc_msgbuf_alloc(c.rpc, MSG_SIZE, &s->req);
+		if (!ret) {
+			ret = urpc_msgbuf_alloc(c.rpc, MSG_SIZE, &s->resp);
+			if (ret)
+				urpc_msgbuf_free(c.rpc, &s->req);
+		}
+		if (ret) {
+			fprintf(stderr, PROG ": cannot allocate buffers for session %lu: %s\n",
+				i + 1, urpc_strerror(ret));
+			goto out_sess;
+		}
+		s->have_bufs = true;
+		memset(s->req.buf, 0xa5, MSG_SIZE);
+	}
+	fprintf(stderr, PROG ": %lu sessions connected in %.2f s; traffic for %g s\n", n,
+		r->connect_s, o->duration);
+	urpc_rpc_get_stats(c.rpc, &before);
+	ret = traffic(&c, r);
+	urpc_rpc_get_stats(c.rpc, &after);
+	r->rss_after = bench_rss_bytes();
+	r->bytes_per_session = r->rss_after > r->rss_before
+				       ? (double)(r->rss_after - r->rss_before) / (double)n
+				       : 0;
+	r->retransmits = after.retransmits - before.retransmits;
+	if (!ret && r->active == n)
+		status = 0;
+	else if (!ret)
+		fprintf(stderr, PROG ": only %lu of %lu sessions completed an RPC\n", r->active, n);
+out_sess:
+	disconnect_all(&c);
+	for (i = 0; i < n; i++) {
+		if (!c.s[i].have_bufs || c.s[i].busy)
+			continue;
+		urpc_msgbuf_free(c.rpc, &c.s[i].req);
+		urpc_msgbuf_free(c.rpc, &c.s[i].resp);
+	}
+	free(c.s);
+out_cli:
+	if (urpc_rpc_destroy(c.rpc)) {
+		fprintf(stderr, PROG ": cannot destroy the client Rpc\n");
+		status = 1;
+	}
+out_srv:
+	if (bench_server_stop(PROG, &sv))
+		status = 1;
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	struct urpc_nexus *nx;
+	struct result r;
+	double first = 0;
+	FILE *csv = NULL;
+	struct opts o;
+	unsigned i;
+	int ret, status = 0;
+
+	ret = parse_opts(argc, argv, &o);
+	if (ret)
+		return ret == 1 ? 0 : 2;
+	if (o.csv) {
+		csv = fopen(o.csv, "w");
+		if (!csv) {
+			fprintf(stderr, PROG ": cannot write --csv '%s': %s\n", o.csv,
+				strerror(errno));
+			return 1;
+		}
+		fprintf(csv, "transport,sessions,connect_s,rss_before,rss_after,bytes_per_session,"
+			     "rpcs,rate,active,retransmits,ratio_first\n");
+	}
+	ret = urpc_nexus_create(NULL, &nx);
+	if (ret) {
+		fprintf(stderr, PROG ": cannot create the Nexus: %s\n", urpc_strerror(ret));
+		status = 1;
+		goto out_csv;
+	}
+	ret = urpc_nexus_register_handler(nx, BENCH_REQ_TYPE, handler, NULL);
+	if (ret) {
+		fprintf(stderr, PROG ": cannot register the handler: %s\n", urpc_strerror(ret));
+		status = 1;
+		goto out_nexus;
+	}
+	printf("%s: transport %s, one server Rpc, %d B requests round robin over all sessions, "
+	       "%lu outstanding, %g s per count, ping interval %lu ms%s\n\n",
+	       PROG, urpc_transport_str(o.transport), MSG_SIZE, o.window, o.duration,
+	       o.ping_ms ? o.ping_ms : 100ul,
+	       o.transport == URPC_TRANSPORT_LOOP ? ", client and server on one thread"
+						  : ", server on a second thread");
+	printf("| sessions | connect s | RSS MB before | RSS MB after | bytes/session | RPCs/s "
+	       "| active | retx | rate/first |\n");
+	printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+	fflush(stdout);
+	for (i = 0; i < o.ncounts && !status; i++) {
+		double ratio;
+
+		status = run_count(nx, &o, o.counts[i], &r);
+		if (!r.rpcs)
+			break; /* nothing measured (reported) */
+		if (!i)
+			first = r.rate;
+		ratio = first > 0 ? r.rate / first : 0;
+		printf("| %lu | %.2f | %.1f | %.1f | %.0f | %.0f | %lu | %llu | %.2f |\n",
+		       r.sessions, r.connect_s, (double)r.rss_before / 1e6,
+		       (double)r.rss_after / 1e6, r.bytes_per_session, r.rate, r.active,
+		       (unsigned long long)r.retransmits, ratio);
+		fflush(stdout);
+		if (csv) {
+			fprintf(csv, "%s,%lu,%.3f,%zu,%zu,%.0f,%lu,%.1f,%lu,%llu,%.4f\n",
+				urpc_transport_str(o.transport), r.sessions, r.connect_s,
+				r.rss_before, r.rss_after, r.bytes_per_session, r.rpcs, r.rate,
+				r.active, (unsigned long long)r.retransmits, ratio);
+			fflush(csv);
+		}
+		fprintf(stderr, PROG ": %lu sessions: %.0f bytes each, %.0f RPCs/s\n", r.sessions,
+			r.bytes_per_session, r.rate);
+	}
+out_nexus:
+	if (urpc_nexus_destroy(nx))
+		status = 1;
+out_csv:
+	if (csv && fclose(csv)) {
+		fprintf(stderr, PROG ": cannot write --csv '%s': %s\n", o.csv, strerror(errno));
+		status = 1;
+	}
+	return status;
+}
