@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# CTest smoke test of the key-value demo, on udp:
+#   1. urpc-kv-server on 127.0.0.1 with a port it picks (printed), two threads;
+#   2. urpc-kv-client: a 2 s load run in --verify mode (zero mismatches),
+#      a multi-GET run, and put/get/del from the command line;
+#   3. bad flags (exit 2 with a message), an unreachable server (exit 1 with
+#      a message), a full server (exit 1, "server full").
+# Usage: kv_smoke.sh SERVER_BINARY CLIENT_BINARY
+set -uo pipefail
+server_bin=$1
+client_bin=$2
+tmp=$(mktemp -d)
+server=
+fail() {
+	echo "kv_smoke: FAIL: $*" >&2
+	for f in "$tmp"/*; do
+		echo "---- $f" >&2
+		cat "$f" >&2
+	done
+	exit 1
+}
+cleanup() {
+	if [ -n "$server" ]; then
+		kill "$server" 2>/dev/null
+		wait "$server" 2>/dev/null
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# Start a server with "$@"; sets $server and $addr once it prints its port.
+start_server() {
+	"$server_bin" --port 0 --transport udp "$@" >"$tmp/server.out" 2>"$tmp/server.err" &
+	server=$!
+	for _ in $(seq 100); do
+		port=$(sed -n 's/.*listening on [0-9.]*:\([0-9]*\),.*/\1/p' "$tmp/server.out")
+		[ -n "$port" ] && break
+		kill -0 "$server" 2>/dev/null || fail "the server did not start"
+		sleep 0.05
+	done
+	[ -n "$port" ] || fail "the server printed no port"
+	addr=127.0.0.1:$port
+}
+
+stop_server() {
+	kill -TERM "$server"
+	wait "$server"
+	rc=$?
+	server=
+	[ "$rc" = 0 ] || fail "the server exited with $rc on SIGTERM"
+}
+
+client() {
+	"$client_bin" --transport udp --server "$addr" "$@"
+}
+
+start_server --threads 2
+
+# 1. A verify run: every read checked against the acknowledged writes.
+client --verify --duration 2 --threads 2 --keys 2000 >"$tmp/verify.out" 2>"$tmp/verify.err" ||
+	fail "the verify run exited with $?"
+grep -q '^verify: [0-9]* reads checked, 0 mismatches' "$tmp/verify.out" ||
+	fail "no zero-mismatch line"
+grep -q '^result: [1-9][0-9]* ops' "$tmp/verify.out" || fail "no result line"
+grep -q 'latency (us): p50' "$tmp/verify.out" || fail "no latency line"
+
+# ... and with multi-GETs of four keys over Zipfian keys, workload B.
+client --verify --ops 3000 --keys 500 --zipf --workload B --mget 4 --no-preload \
+	>"$tmp/mget.out" 2>"$tmp/mget.err" || fail "the multi-GET run exited with $?"
+grep -q '^verify: [0-9]* reads checked, 0 mismatches' "$tmp/mget.out" ||
+	fail "no zero-mismatch line (multi-GET)"
+
+# 2. The interactive commands, from the command line and from stdin.
+[ "$(client put smoke-key hello kv)" = OK ] || fail "put"
+[ "$(client get smoke-key)" = "hello kv" ] || fail "get"
+printf 'del smoke-key\nget smoke-key\nstats\n' | client >"$tmp/shell.out" 2>&1 ||
+	fail "the shell exited with $?"
+grep -q '^(not found)' "$tmp/shell.out" || fail "get after del"
+grep -q '^total: ' "$tmp/shell.out" || fail "stats"
+kill -USR1 "$server"
+sleep 0.2
+grep -q '^stored: ' "$tmp/server.out" || fail "no statistics on SIGUSR1"
+stop_server
+
+# 3. Bad flags: exit 2 and a message naming the flag.
+"$client_bin" --threads 0 >/dev/null 2>"$tmp/bad.err"
+[ $? = 2 ] || fail "--threads 0 did not exit 2"
+grep -q -- '--threads must be' "$tmp/bad.err" || fail "no message for --threads 0"
+"$client_bin" --no-such-flag >/dev/null 2>"$tmp/bad2.err"
+[ $? = 2 ] || fail "an unknown flag did not exit 2"
+"$client_bin" --transport carrier-pigeon >/dev/null 2>"$tmp/bad3.err"
+[ $? = 2 ] || fail "a bad transport did not exit 2"
+grep -q -- '--transport must be' "$tmp/bad3.err" || fail "no message for a bad transport"
+"$server_bin" --memory lots >/dev/null 2>"$tmp/bad4.err"
+[ $? = 2 ] || fail "server: a bad --memory did not exit 2"
+grep -q -- '--memory must be' "$tmp/bad4.err" || fail "server: no message for --memory"
+rm -f "$tmp"/bad*.err
+
+# An unreachable server: exit 1 and "cannot reach".
+"$client_bin" --transport udp --server 127.0.0.1:1 --timeout 500 get x >/dev/null \
+	2>"$tmp/unreach.err"
+[ $? = 1 ] || fail "an unreachable server did not exit 1"
+grep -q 'cannot reach urpc-kv-server at 127.0.0.1:1' "$tmp/unreach.err" ||
+	fail "no message for an unreachable server"
+rm -f "$tmp/unreach.err"
+
+# A full server: 1 MiB of budget, 4000 keys of 1 KiB cannot fit.
+start_server --threads 1 --memory 1
+client --keys 4000 --value-size 1024 --duration 1 >"$tmp/full.out" 2>"$tmp/full.err"
+[ $? = 1 ] || fail "a full server did not make the client exit 1"
+grep -q 'server full' "$tmp/full.err" || fail "no 'server full' message"
+client fill big-key 200000 >"$tmp/fill.out" 2>&1
+[ $? = 1 ] || fail "a fill into a full server did not exit 1"
+grep -q '^error: server full' "$tmp/fill.out" || fail "no 'server full' from fill"
+stop_server
+echo "kv_smoke: PASS"
