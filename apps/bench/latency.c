@@ -30,6 +30,7 @@
 #define MAX_SIZE 4096
 #define DEFAULT_SIZES "32,256,1024"
 #define WARMUP 200
+#define CDF_POINTS 200
 
 struct opts {
 	enum urpc_transport_kind transport;
@@ -41,6 +42,7 @@ struct opts {
 	double duration;
 	bool baseline;
 	const char *csv;
+	const char *cdf;
 };
 
 /* Latency samples of one measurement, in nanoseconds. */
@@ -80,7 +82,7 @@ static void usage(FILE *f)
 		"SYNOPSIS\n"
 		"    urpc-latency [--transport loop|udp|verbs] [--sizes LIST] [--duration SEC]\n"
 		"                 [--device DEV] [--server-device DEV] [--perftest-server IP]\n"
-		"                 [--no-baseline] [--csv FILE]\n"
+		"                 [--no-baseline] [--csv FILE] [--cdf FILE]\n"
 		"    urpc-latency --help\n"
 		"\n"
 		"DESCRIPTION\n"
@@ -124,6 +126,11 @@ static void usage(FILE *f)
 		"        Measure urpc alone.\n"
 		"    --csv FILE\n"
 		"        Also write one row per size and baseline to FILE (overwritten).\n"
+		"    --cdf FILE\n"
+		"        Also write each measured distribution to FILE (overwritten), %d\n"
+		"        quantiles and the tail per series. Columns: transport, size, series\n"
+		"        (urpc or the baseline), latency_us, fraction. plot.sh draws it as a\n"
+		"        CDF. perftest prints percentiles only: verbs baselines have no CDF.\n"
 		"    -h, --help\n"
 		"        Show this help.\n"
 		"\n"
@@ -142,13 +149,13 @@ static void usage(FILE *f)
 		"EXAMPLES\n"
 		"    urpc-latency --transport udp --sizes 32,1024 --duration 1\n"
 		"    urpc-latency --transport verbs --device rxe1 --server-device rxe0\n",
-		WARMUP, MIN_SIZE, MAX_SIZE);
+		WARMUP, MIN_SIZE, MAX_SIZE, CDF_POINTS);
 }
 
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_DEVICE = 256, OPT_SERVER_DEVICE, OPT_PERFTEST, OPT_NO_BASE, OPT_CSV };
+	enum { OPT_DEVICE = 256, OPT_SERVER_DEVICE, OPT_PERFTEST, OPT_NO_BASE, OPT_CSV, OPT_CDF };
 	static const struct option lopts[] = {
 		{"transport", required_argument, NULL, 't'},
 		{"sizes", required_argument, NULL, 's'},
@@ -158,6 +165,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{"perftest-server", required_argument, NULL, OPT_PERFTEST},
 		{"no-baseline", no_argument, NULL, OPT_NO_BASE},
 		{"csv", required_argument, NULL, OPT_CSV},
+		{"cdf", required_argument, NULL, OPT_CDF},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -203,6 +211,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_CSV:
 			o->csv = optarg;
+			break;
+		case OPT_CDF:
+			o->cdf = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -257,6 +268,24 @@ static struct stat3 samples_stat(struct samples *s)
 	r.p99 = (double)bench_quantile(s->v, s->n, 0.99) / 1e3;
 	r.p999 = (double)bench_quantile(s->v, s->n, 0.999) / 1e3;
 	return r;
+}
+
+/* CDF_POINTS evenly spaced quantiles of the sorted samples, then 99%, 99.9% and the maximum. */
+static void write_cdf(FILE *f, const struct opts *o, size_t size, const char *series,
+		      const struct samples *s)
+{
+	static const double tail[] = {0.99, 0.999, 1.0};
+	unsigned k;
+
+	if (!f || !s->n)
+		return;
+	for (k = 0; k < CDF_POINTS + 3; k++) {
+		double q = k < CDF_POINTS ? (double)k / CDF_POINTS : tail[k - CDF_POINTS];
+
+		fprintf(f, "%s,%zu,%s,%.3f,%.4f\n", urpc_transport_str(o->transport), size, series,
+			(double)bench_quantile(s->v, s->n, q) / 1e3, q);
+	}
+	fflush(f);
 }
 
 /* ---- urpc ------------------------------------------------------------------------ */
@@ -576,7 +605,7 @@ static int perftest_lat(const struct opts *o, const char *conn, size_t size, uns
 	return 0;
 }
 
-static int run_sizes(struct client *c, FILE *csv)
+static int run_sizes(struct client *c, FILE *csv, FILE *cdf)
 {
 	const struct opts *o = c->o;
 	struct samples us = {0}, bs = {0};
@@ -598,6 +627,7 @@ static int run_sizes(struct client *c, FILE *csv)
 		if (ret)
 			break;
 		u = samples_stat(&us);
+		write_cdf(cdf, o, size, "urpc", &us);
 		if (!o->baseline || o->transport == URPC_TRANSPORT_LOOP) {
 			print_row(o, csv, size, &u, "none", NULL);
 		} else if (o->transport == URPC_TRANSPORT_UDP) {
@@ -608,6 +638,7 @@ static int run_sizes(struct client *c, FILE *csv)
 				break;
 			}
 			b = samples_stat(&bs);
+			write_cdf(cdf, o, size, "raw UDP ping-pong", &bs);
 			print_row(o, csv, size, &u, "raw UDP ping-pong", &b);
 		} else {
 			ret = perftest_lat(o, "UD", size, 18700 + 40 * i, &b);
@@ -630,7 +661,7 @@ int main(int argc, char **argv)
 	struct urpc_rpc_opts ro;
 	struct urpc_nexus *nx;
 	struct client c;
-	FILE *csv = NULL;
+	FILE *csv = NULL, *cdf = NULL;
 	struct opts o;
 	int ret, status = 1;
 
@@ -646,6 +677,15 @@ int main(int argc, char **argv)
 		}
 		fprintf(csv, "transport,size,rpcs,urpc_p50_us,urpc_p99_us,urpc_p999_us,baseline,"
 			     "base_p50_us,base_p99_us,base_p999_us,ratio_p50\n");
+	}
+	if (o.cdf) {
+		cdf = fopen(o.cdf, "w");
+		if (!cdf) {
+			fprintf(stderr, PROG ": cannot write --cdf '%s': %s\n", o.cdf,
+				strerror(errno));
+			goto out_csv;
+		}
+		fprintf(cdf, "transport,size,series,latency_us,fraction\n");
 	}
 	memset(&sv, 0, sizeof(sv));
 	memset(&c, 0, sizeof(c));
@@ -711,7 +751,7 @@ int main(int argc, char **argv)
 	       "| base p99 | base p99.9 | urpc/base p50 |\n");
 	printf("|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n");
 	fflush(stdout);
-	if (!run_sizes(&c, csv))
+	if (!run_sizes(&c, csv, cdf))
 		status = 0;
 	disconnect_session(&c);
 out_bufs:
@@ -731,6 +771,10 @@ out_nexus:
 	if (urpc_nexus_destroy(nx))
 		status = 1;
 out_csv:
+	if (cdf && fclose(cdf)) {
+		fprintf(stderr, PROG ": cannot write --cdf '%s': %s\n", o.cdf, strerror(errno));
+		status = 1;
+	}
 	if (csv && fclose(csv)) {
 		fprintf(stderr, PROG ": cannot write --csv '%s': %s\n", o.csv, strerror(errno));
 		status = 1;
