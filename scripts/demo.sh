@@ -5,6 +5,10 @@
 #      (Nexus, session, request, response) between two processes;
 #   2. urpc-demo: 100,000 datagram round trips and an 8 MiB one-sided
 #      READ/WRITE on the transport layer, verified byte by byte.
+#   3. urpc-kv-server and urpc-kv-client: the key-value demo, a 3-second
+#      YCSB-A load run (two client threads against two server threads) in
+#      --verify mode: every GET checked against the acknowledged writes,
+#      then the throughput and p50/p99/p99.9 latency.
 # Extra arguments go to urpc-demo (see `build/release/apps/demo/urpc-demo --help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,4 +27,20 @@ wait $server
 trap - EXIT
 
 echo "==== urpc-demo: the transport layer ===="
-exec "$bin/demo/urpc-demo" "$@"
+"$bin/demo/urpc-demo" "$@"
+
+echo "==== urpc-kv: a key-value store, a short verified load run ===="
+kvport=$((port + 1))
+"$bin/kv/urpc-kv-server" --port "$kvport" --threads 2 &
+server=$!
+trap 'kill $server 2>/dev/null || true' EXIT
+for _ in $(seq 50); do # until the server answers
+	"$bin/kv/urpc-kv-client" --server "127.0.0.1:$kvport" --timeout 200 stats \
+		>/dev/null 2>&1 && break
+	sleep 0.1
+done
+"$bin/kv/urpc-kv-client" --server "127.0.0.1:$kvport" --verify --workload A --threads 2 \
+	--keys 10000 --value-size 256 --duration 3
+kill -TERM $server
+wait $server
+trap - EXIT

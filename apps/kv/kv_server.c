@@ -757,6 +757,7 @@ int main(int argc, char **argv)
 				continue;
 			}
 			printf(PROG ": %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+			print_stats(&srv); /* before the tables are freed */
 			break;
 		}
 	}
@@ -766,8 +767,6 @@ int main(int argc, char **argv)
 		if (srv.th[i].err)
 			status = 1;
 	}
-	if (created)
-		print_stats(&srv);
 	free(srv.th);
 out_nexus:
 	ret = urpc_nexus_destroy(srv.nx);

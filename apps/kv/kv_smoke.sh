@@ -113,4 +113,8 @@ client fill big-key 200000 >"$tmp/fill.out" 2>&1
 [ $? = 1 ] || fail "a fill into a full server did not exit 1"
 grep -q '^error: server full' "$tmp/fill.out" || fail "no 'server full' from fill"
 stop_server
+# Sanitizer builds: a report in any captured output fails the test.
+if grep -lE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$tmp"/* >/dev/null 2>&1; then
+	fail "a sanitizer report (see below)"
+fi
 echo "kv_smoke: PASS"
