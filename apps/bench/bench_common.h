@@ -153,6 +153,8 @@ struct bench_server {
 	pthread_t th;
 	atomic_int state; /* 0 starting, 1 serving, 2 create failed */
 	atomic_bool stop;
+	atomic_bool pause;  /* asked: stop polling (a baseline is being measured) */
+	atomic_bool paused; /* ... and done: the thread sleeps */
 	int create_ret;
 	int loop_ret;
 	int destroy_ret;
@@ -169,8 +171,17 @@ static inline void *bench_server_main(void *arg)
 		return NULL;
 	}
 	atomic_store(&sv->state, 1);
-	while (!atomic_load_explicit(&sv->stop, memory_order_relaxed) && !sv->loop_ret)
+	while (!atomic_load_explicit(&sv->stop, memory_order_relaxed) && !sv->loop_ret) {
+		if (atomic_load(&sv->pause)) {
+			struct timespec ts = {0, 1000000};
+
+			atomic_store(&sv->paused, true);
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		atomic_store(&sv->paused, false);
 		sv->loop_ret = urpc_rpc_run_event_loop(sv->rpc, 5);
+	}
 	urpc_rpc_get_stats(sv->rpc, &sv->st);
 	sv->destroy_ret = urpc_rpc_destroy(sv->rpc);
 	sv->rpc = NULL;
@@ -198,6 +209,21 @@ static inline int bench_server_start(struct bench_server *sv)
 	atomic_store(&sv->stop, true);
 	pthread_join(sv->th, NULL);
 	return sv->create_ret;
+}
+
+/*
+ * Pause or resume a threaded server's polling, so that a baseline measured
+ * meanwhile has the cores to itself as urpc had (the server would otherwise
+ * busy-poll a core away from it). Returns once the thread has paused. The
+ * peers' timeouts must outlast the pause. No-op on the caller's thread.
+ */
+static inline void bench_server_pause(struct bench_server *sv, bool pause)
+{
+	if (!sv->threaded)
+		return;
+	atomic_store(&sv->pause, pause);
+	while (pause && !atomic_load(&sv->paused) && !atomic_load(&sv->stop) && !sv->loop_ret)
+		sched_yield();
 }
 
 /* Stop and destroy the server Rpc; 0, or 1 when it failed (reported). */
