@@ -1045,7 +1045,9 @@ struct worker {
 	unsigned *free_ops;
 	unsigned nfree, inflight;
 	uint64_t issued, quota;
-	uint64_t done; /* completed run-phase operations; read by main (atomic) */
+	uint64_t done;	/* completed run-phase operations; read by main (atomic) */
+	int finished;	/* the thread is done; read by main (atomic) */
+	uint64_t t_end; /* when its run phase ended */
 	bool preloading;
 	uint64_t preload_next; /* next owned key to preload */
 	struct hist hist;
@@ -1441,7 +1443,8 @@ static void run_phase(struct worker *w, bool preload)
 				  (preload && w->preload_next >= ld->o->keys) ||
 				  (!preload && w->quota && w->issued >= w->quota)))
 			stopping = true;
-		while (!stopping && w->nfree && issue(w))
+		while (!stopping && w->nfree && (preload || !w->quota || w->issued < w->quota) &&
+		       issue(w))
 			;
 		if (stopping && !w->inflight)
 			break;
@@ -1542,9 +1545,12 @@ static void *worker_main(void *arg)
 	pthread_mutex_unlock(&ld->mu);
 	if (!w->fail && !__atomic_load_n(&ld->stop, __ATOMIC_RELAXED)) {
 		w->st = (struct wstats){.errors = w->st.errors, .full = w->st.full};
+		w->issued = 0; /* the quota counts run-phase operations only */
 		run_phase(w, false);
+		w->t_end = now_ns();
 	}
 	worker_teardown(w);
+	__atomic_store_n(&w->finished, 1, __ATOMIC_RELEASE);
 	free(w->ops);
 	free(w->free_ops);
 	free(w->ver);
@@ -1578,6 +1584,16 @@ static int probe_server(struct load *ld)
 	return ret;
 }
 
+static bool all_finished(struct load *ld, unsigned n)
+{
+	unsigned i;
+
+	for (i = 0; i < n; i++)
+		if (!__atomic_load_n(&ld->w[i].finished, __ATOMIC_ACQUIRE))
+			return false;
+	return true;
+}
+
 static int run_load(struct urpc_nexus *nx, const struct opts *o)
 {
 	struct load ld = {.o = o, .nx = nx};
@@ -1595,9 +1611,9 @@ static int run_load(struct urpc_nexus *nx, const struct opts *o)
 	printf(PROG
 	       ": workload %c (%u%% reads%s, %u%% writes%s), %s keys, %lu keys, %lu-byte values, %lu threads x %lu in flight, %lu session(s) per server thread, %u server threads, %s\n",
 	       o->workload, o->read_pct, o->mget > 1 ? " as multi-GETs" : "", 100 - o->read_pct,
-	       o->verify ? ", one in ten a DEL" : "", o->zipf ? "zipfian (theta 0.99)" : "uniform",
-	       o->keys, o->value_size, o->threads, o->depth, o->sessions, ld.nsrv,
-	       o->verify ? "verifying" : "not verifying");
+	       o->verify && o->read_pct < 100 ? ", one in ten a DEL" : "",
+	       o->zipf ? "zipfian (theta 0.99)" : "uniform", o->keys, o->value_size, o->threads,
+	       o->depth, o->sessions, ld.nsrv, o->verify ? "verifying" : "not verifying");
 	fflush(stdout);
 	ld.w = calloc(o->threads, sizeof(*ld.w));
 	h = calloc(1, sizeof(*h));
@@ -1658,7 +1674,8 @@ static int run_load(struct urpc_nexus *nx, const struct opts *o)
 			bool all = true;
 
 			tick += 1000000000ull;
-			while ((left = tick - now_ns()) < (1ull << 62) && !interrupted) {
+			while ((left = tick - now_ns()) < (1ull << 62) && !interrupted &&
+			       !all_finished(&ld, started)) {
 				struct timespec ts = {0,
 						      (long)(left < 100000000 ? left : 100000000)};
 
@@ -1666,24 +1683,26 @@ static int run_load(struct urpc_nexus *nx, const struct opts *o)
 			}
 			for (i = 0; i < started; i++) {
 				sum_done += __atomic_load_n(&ld.w[i].done, __ATOMIC_RELAXED);
-				if (!ld.w[i].quota ||
-				    __atomic_load_n(&ld.w[i].done, __ATOMIC_RELAXED) <
-					    ld.w[i].quota)
+				if (!__atomic_load_n(&ld.w[i].finished, __ATOMIC_ACQUIRE))
 					all = false;
 			}
 			sec++;
 			printf("[%3u s] %10" PRIu64 " ops/s\n", sec, sum_done - prev);
 			fflush(stdout);
 			prev = sum_done;
-			if (interrupted || __atomic_load_n(&ld.stop, __ATOMIC_RELAXED) ||
-			    (o->ops && all) || (!o->ops && sec >= o->duration_s))
+			if (interrupted || __atomic_load_n(&ld.stop, __ATOMIC_RELAXED) || all ||
+			    (!o->ops && sec >= o->duration_s))
 				break;
 		}
 		__atomic_store_n(&ld.stop, 1, __ATOMIC_RELAXED);
 	}
 	for (i = 0; i < started; i++)
 		pthread_join(ld.w[i].tid, NULL);
-	el = (double)(now_ns() - t1) / 1e9;
+	t0 = t1;
+	for (i = 0; i < started; i++)
+		if (ld.w[i].t_end > t0)
+			t0 = ld.w[i].t_end;
+	el = (double)(t0 - t1) / 1e9;
 	for (i = 0; i < started; i++) {
 		struct worker *w = &ld.w[i];
 		unsigned j;

@@ -747,7 +747,7 @@ int main(int argc, char **argv)
 		       ": listening on %s:%u, %lu threads (rpc ids 0-%lu), memory budget %lu MiB, transport %s\n",
 		       srv.o.host, urpc_nexus_port(srv.nx), srv.o.threads, srv.o.threads - 1,
 		       srv.o.memory_mib,
-		       urpc_transport_str(srv.o.kind_set ? srv.o.kind : URPC_TRANSPORT_DEFAULT));
+		       srv.o.kind_set ? urpc_transport_str(srv.o.kind) : "default");
 		fflush(stdout);
 		for (;;) {
 			if (sigwait(&sigs, &sig))
