@@ -62,6 +62,7 @@ struct client {
 	unsigned long failed;
 	int fail_status;
 	unsigned long completed;
+	unsigned long outstanding; /* requests lent to the engine */
 	unsigned long errors;
 	int first_error;
 	bool measuring;
@@ -286,6 +287,7 @@ static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf
 
 	s->busy = false;
 	c->completed++;
+	c->outstanding--;
 	if (c->measuring)
 		s->used = true;
 	if (!status && (resp->data_size != MSG_SIZE || resp->buf[0] != s->req.buf[0]))
@@ -310,12 +312,7 @@ static int run_once(struct client *c)
 
 static bool any_busy(const struct client *c)
 {
-	unsigned long i;
-
-	for (i = 0; i < c->n; i++)
-		if (c->s[i].busy)
-			return true;
-	return false;
+	return c->outstanding > 0;
 }
 
 /* Connect c->n sessions, at most K at a time; 0 or -errno (reported). */
@@ -401,6 +398,7 @@ static int traffic(struct client *c, struct result *r)
 					urpc_strerror(ret));
 				return ret;
 			}
+			c->outstanding++;
 			issued++;
 		}
 		ret = run_once(c);
