@@ -56,7 +56,7 @@ DESCRIPTION
              ib_send_bw -c UD's message rate). Target: p50 round trip <=
              1.3x twice ib_send_lat -c UD's typical, in the same boot. Under
              TCG everything is emulated: only ratios within one boot mean
-             anything. About 2-3 minutes on an idle 2-core machine.
+             anything. About 75 s on the 2-core development machine.
 
     Busy-polling benchmarks need the machine to themselves: with other
     processes competing for the cores, urpc and its baseline both suffer,
