@@ -9,8 +9,11 @@
  * the caller's is overwritten.
  *
  * Small classes (stride <= chunk_size / 4) share chunks of chunk_size bytes.
- * A larger buffer gets a chunk of its own, which goes back to the system as
- * soon as the buffer is freed.
+ * A larger buffer gets a chunk of its own. When it is freed the chunk goes
+ * back to the system, unless it fits in keep_bytes: then it waits on its
+ * class's free list for the next buffer of that class (a server receiving
+ * 1 MiB requests would otherwise map, register, fault in and unmap a chunk
+ * per request), and goes first when the max_bytes cap needs room.
  */
 #define URPC_LOG_MODULE "mem"
 #include "pool.h"
@@ -48,6 +51,7 @@ struct size_class {
 
 struct urpc_pool {
 	struct urpc_pool_opts o;
+	size_t kept; /* bytes of freed own-chunk buffers waiting for reuse */
 	struct size_class classes[NUM_CLASSES];
 	unsigned nclasses;
 	struct chunk *chunks; /* every mapped chunk, doubly linked */
@@ -129,11 +133,33 @@ int urpc__pool_destroy(struct urpc_pool *p)
 }
 
 /* Map and register a chunk of at least @len bytes. Not the datapath. */
+/* Give the kept own-chunk buffers back to the system. */
+static void drop_kept(struct urpc_pool *p)
+{
+	unsigned ci;
+
+	for (ci = 0; ci < p->nclasses && p->kept; ci++) {
+		struct size_class *sc = &p->classes[ci];
+
+		if (sc->stride <= p->o.chunk_size / 4)
+			continue;
+		while (sc->free) {
+			struct free_hdr *h = sc->free;
+
+			sc->free = h->next;
+			p->kept -= sc->stride;
+			chunk_release(p, h->chunk);
+		}
+	}
+}
+
 static int chunk_add(struct urpc_pool *p, size_t len, bool dedicated, struct chunk **out)
 {
 	struct chunk *c;
 	int ret;
 
+	if (p->kept && (len > p->o.max_bytes || p->st.bytes_mapped > p->o.max_bytes - len))
+		drop_kept(p);
 	if (len > p->o.max_bytes || p->st.bytes_mapped > p->o.max_bytes - len)
 		return -ENOMEM;
 	c = calloc(1, sizeof(*c));
@@ -225,11 +251,19 @@ int urpc__pool_alloc(struct urpc_pool *p, size_t size, struct urpc_msgbuf *mb)
 	sc = &p->classes[ci];
 
 	if (unlikely(sc->stride > p->o.chunk_size / 4)) {
-		ret = chunk_add(p, sc->stride, true, &c);
-		if (ret)
-			goto fail;
-		h = buf_hdr(c->region.addr);
-		h->chunk = c;
+		if (sc->free) {
+			/* A kept own-chunk buffer of this class. */
+			h = sc->free;
+			sc->free = h->next;
+			c = h->chunk;
+			p->kept -= sc->stride;
+		} else {
+			ret = chunk_add(p, sc->stride, true, &c);
+			if (ret)
+				goto fail;
+			h = buf_hdr(c->region.addr);
+			h->chunk = c;
+		}
 	} else {
 		if (unlikely(!sc->free)) {
 			ret = class_grow(p, sc);
@@ -259,22 +293,27 @@ fail:
 void urpc__pool_free(struct urpc_pool *p, struct urpc_msgbuf *mb)
 {
 	struct chunk *c = mb->priv_class;
+	struct size_class *sc;
 	struct free_hdr *h;
 
 	if (!mb->buf)
 		return;
 	p->st.bufs_out--;
 	p->st.frees++;
-	if (unlikely(c->dedicated)) {
-		chunk_release(p, c);
-	} else {
-		struct size_class *sc = &p->classes[class_of(mb->max_data_size)];
+	sc = &p->classes[class_of(mb->max_data_size)];
 
-		h = buf_hdr(mb->buf - p->o.headroom);
-		h->chunk = c;
-		h->next = sc->free;
-		sc->free = h;
+	if (unlikely(c->dedicated)) {
+		if (p->kept + sc->stride > p->o.keep_bytes) {
+			chunk_release(p, c);
+			memset(mb, 0, sizeof(*mb));
+			return;
+		}
+		p->kept += sc->stride;
 	}
+	h = buf_hdr(mb->buf - p->o.headroom);
+	h->chunk = c;
+	h->next = sc->free;
+	sc->free = h;
 	memset(mb, 0, sizeof(*mb));
 }
 

@@ -43,6 +43,7 @@ struct urpc_pool_opts {
 	size_t chunk_size;	 /* bytes mapped at a time for small classes; default 2 MiB */
 	size_t max_bytes;	 /* cap on all memory mapped by the pool; default 1 GiB */
 	size_t max_buf;		 /* largest data size a buffer may have; default 64 MiB */
+	size_t keep_bytes;	 /* freed large (own-chunk) buffers kept for reuse; default 0 */
 	unsigned hp_flags;	 /* URPC_HP_* flags passed to urpc__hp_alloc() */
 	urpc_mem_reg_fn reg;	 /* may be NULL: no registration */
 	urpc_mem_dereg_fn dereg; /* may be NULL */

@@ -156,6 +156,8 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 
 	urpc__pool_opts_init(&rpc->pool_opts);
 	rpc->pool_opts.headroom = URPC_ALIGN_UP(sizeof(struct urpc_pkthdr), 64);
+	/* Large-message buffers are reused rather than mapped and registered anew. */
+	rpc->pool_opts.keep_bytes = (size_t)128 << 20;
 	rpc->pool_opts.reg = urpc__tp_pool_reg;
 	rpc->pool_opts.dereg = urpc__tp_pool_dereg;
 	rpc->pool_opts.reg_ctx = rpc->tp;

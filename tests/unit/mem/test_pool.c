@@ -220,3 +220,40 @@ Test(pool, bad_options)
 	o.reg = fake_reg_fn; /* reg without dereg */
 	cr_assert_eq(urpc__pool_create(&o, &p), -EINVAL);
 }
+
+Test(pool, kept_large_buffers_are_reused_and_capped)
+{
+	struct urpc_pool_opts o;
+	struct urpc_pool_stats st;
+	struct urpc_msgbuf a, b, c;
+	struct urpc_pool *p;
+	size_t mapped;
+	uint8_t *first;
+
+	urpc__pool_opts_init(&o);
+	o.hp_flags = URPC_HP_FORCE_4K;
+	o.keep_bytes = 3u << 20; /* room for one freed 2 MiB buffer, not two */
+	o.max_bytes = 7u << 20;
+	cr_assert_eq(urpc__pool_create(&o, &p), 0);
+	cr_assert_eq(urpc__pool_alloc(p, 2u << 20, &a), 0);
+	first = a.buf;
+	urpc__pool_free(p, &a);
+	urpc__pool_get_stats(p, &st);
+	mapped = st.bytes_mapped;
+	cr_assert_geq(mapped, 2u << 20, "the freed buffer is kept");
+	/* The next buffer of that class is the kept one: nothing new is mapped. */
+	cr_assert_eq(urpc__pool_alloc(p, (2u << 20) - 100, &a), 0);
+	cr_assert_eq(a.buf, first);
+	urpc__pool_get_stats(p, &st);
+	cr_assert_eq(st.bytes_mapped, mapped);
+	cr_assert_eq(urpc__pool_alloc(p, 2u << 20, &b), 0);
+	/* Two freed: only one fits keep_bytes, the other goes back. */
+	urpc__pool_free(p, &a);
+	urpc__pool_free(p, &b);
+	urpc__pool_get_stats(p, &st);
+	cr_assert_eq(st.bytes_mapped, mapped, "keep_bytes caps what is kept");
+	/* The cap needs room: kept buffers go first. 4 MiB + the kept one > 7 MiB. */
+	cr_assert_eq(urpc__pool_alloc(p, 4u << 20, &c), 0, "kept memory must make room");
+	urpc__pool_free(p, &c);
+	cr_assert_eq(urpc__pool_destroy(p), 0);
+}
