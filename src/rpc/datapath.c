@@ -115,10 +115,15 @@ static inline void start_req(struct urpc_rpc *rpc, struct urpc_session *s, unsig
 	sl->rto_ns = rpc->rto_ns;
 	sl->late_status = 0;
 	sl->large_req = req->data_size > rpc->max_msg || urpc__mb_is_view(req);
-	if (unlikely(sl->large_req))
+	if (unlikely(sl->large_req)) {
 		large_pkt_fill(sl, URPC_PKT_REQ, req_type, req, s->remote_num, sl->cur_req_num,
 			       s->token);
-	else
+		/*
+		 * The server answers once it has read the payload: allow for
+		 * that (3 ms per 64 KiB, ~20 MB/s at worst) before resending.
+		 */
+		sl->rto_ns += (req->data_size >> 16) * 3000000ull;
+	} else
 		urpc__pkthdr_fill(hdr_of(req), URPC_PKT_REQ, req_type, 0, (uint32_t)req->data_size,
 				  s->remote_num, sl->cur_req_num, s->token);
 	send_req(rpc, s, sl);

@@ -115,6 +115,7 @@ struct verbs_conn {
 	uint16_t wait_head; /* PENDING: operations waiting, FIFO */
 	uint16_t wait_tail;
 	uint64_t hs_deadline_ns; /* PENDING: fail after this */
+	uint64_t progress_ns;	 /* READY: the last completion (or first post) on rc_qp */
 	uint64_t hs_next_ns;	 /* PENDING: resend REQ then */
 	uint64_t hs_rto_ns;
 	bool hs_logged;
@@ -155,7 +156,13 @@ struct verbs_op {
 	uint32_t len;
 	uint32_t qp_num; /* POSTED: the RC QP it went to (stale completions are ignored) */
 	uint16_t next;	 /* peer's wait FIFO, then the done FIFO */
-	uint64_t deadline_ns;
+	/*
+	 * POSTED: its allowance: one_sided_timeout plus 50 ms per MiB, counted
+	 * from its post or from the connection's last completion, whichever is
+	 * later, so operations queued behind others are not failed for waiting.
+	 */
+	uint64_t posted_ns;
+	uint64_t allow_ns;
 };
 
 struct verbs_tp {

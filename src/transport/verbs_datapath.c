@@ -346,8 +346,10 @@ void urpc__verbs_op_post(struct verbs_tp *v, uint16_t idx)
 	}
 	op->state = VERBS_OP_POSTED;
 	op->qp_num = p->rc_qp->qp_num;
-	op->deadline_ns =
-		urpc__now_ns() + v->op_timeout_ns + ((uint64_t)op->len >> 20) * VERBS_OP_NS_PER_MIB;
+	op->posted_ns = urpc__now_ns();
+	op->allow_ns = v->op_timeout_ns + ((uint64_t)op->len >> 20) * VERBS_OP_NS_PER_MIB;
+	if (!p->rc_posted)
+		p->progress_ns = op->posted_ns; /* idle until now: progress starts here */
 	p->rc_posted++;
 	op->peer->posted++;
 	v->nposted++;
@@ -433,6 +435,7 @@ int urpc__verbs_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const 
 int urpc__verbs_rc_reap(struct verbs_tp *v)
 {
 	struct ibv_wc wc[VERBS_POLL_BATCH];
+	uint64_t now;
 	int k, i;
 
 	k = ibv_poll_cq(v->rc_cq, VERBS_POLL_BATCH, wc);
@@ -440,6 +443,7 @@ int urpc__verbs_rc_reap(struct verbs_tp *v)
 		URPC_ERR_RATELIMIT(v->base.id, "polling the RC CQ failed");
 		return 0;
 	}
+	now = k > 0 && v->nposted ? urpc__now_ns() : 0;
 	for (i = 0; i < k; i++) {
 		uint64_t idx = wc[i].wr_id;
 		struct verbs_conn *p;
@@ -452,6 +456,7 @@ int urpc__verbs_rc_reap(struct verbs_tp *v)
 		if (op->state != VERBS_OP_POSTED || op->qp_num != wc[i].qp_num)
 			continue; /* of a QP torn down without waiting for it */
 		p = op->conn;
+		p->progress_ns = now;
 		p->rc_posted--;
 		op->peer->posted--;
 		v->nposted--;
@@ -484,7 +489,8 @@ static void scan_deadlines(struct verbs_tp *v, uint64_t now)
 	for (i = 0; i < VERBS_OS_OPS; i++) {
 		struct verbs_op *op = &v->ops[i];
 
-		if (op->state == VERBS_OP_POSTED && now >= op->deadline_ns)
+		if (op->state == VERBS_OP_POSTED &&
+		    now >= URPC_MAX(op->posted_ns, op->conn->progress_ns) + op->allow_ns)
 			urpc__verbs_rc_fail(v, op->conn, -ETIMEDOUT,
 					    "a one-sided operation ran past its deadline");
 	}
