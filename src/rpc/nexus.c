@@ -169,7 +169,7 @@ static void reply_no_rpc(struct urpc_nexus *nx, const struct urpc_sm_pkt *req)
 static void route(struct urpc_nexus *nx, const struct urpc_sm_pkt *p)
 {
 	bool is_req = urpc__sm_pkt_is_req(p->type);
-	uint8_t id = is_req ? p->server_rpc_id : p->client_rpc_id;
+	uint8_t id = urpc__sm_pkt_to_server(p->type) ? p->server_rpc_id : p->client_rpc_id;
 	struct urpc_sm_queue *q;
 	int ret = 0;
 

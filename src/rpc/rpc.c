@@ -604,6 +604,8 @@ static unsigned loop_once(struct urpc_rpc *rpc)
 			urpc__dp_rx(rpc, rx[i].buf, rx[i].len);
 		rpc->tp->ops->rx_release(rpc->tp, rx, (unsigned)n);
 	}
+	if (unlikely(rpc->tp->ctl_pending))
+		urpc__session_tp_ctl(rpc);
 	if (unlikely(rpc->os_busy)) {
 		work++; /* polling is the work: never sleep with operations in flight */
 		urpc__dp_poll_os(rpc);

@@ -362,6 +362,8 @@ void urpc__session_run_pending(struct urpc_rpc *rpc);
 void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_session_ev ev,
 			      int status);
 void urpc__session_free(struct urpc_rpc *rpc, struct urpc_session *s);
+/* Send the transport's control messages over session management. */
+void urpc__session_tp_ctl(struct urpc_rpc *rpc);
 
 /* ---- datapath.c ---- */
 void urpc__dp_rx(struct urpc_rpc *rpc, const uint8_t *buf, uint32_t len);

@@ -479,6 +479,41 @@ void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		if (s)
 			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
 		return;
+	case URPC_SM_PKT_TP_CTL_C2S:
+	case URPC_SM_PKT_TP_CTL_S2C:
+		s = sm_lookup(rpc, p,
+			      p->type == URPC_SM_PKT_TP_CTL_C2S ? URPC_ROLE_SERVER
+								: URPC_ROLE_CLIENT);
+		if (s && s->peer && rpc->tp->ops->ctl_push)
+			rpc->tp->ops->ctl_push(rpc->tp, s->peer, p->ep, p->ep_len);
+		return;
+	}
+}
+
+void urpc__session_tp_ctl(struct urpc_rpc *rpc)
+{
+	struct urpc_tp_peer *peer;
+	struct urpc_sm_pkt p;
+	uint8_t buf[URPC_TP_EP_MAX];
+	uint32_t i;
+	int n;
+
+	while ((n = rpc->tp->ops->ctl_pop(rpc->tp, &peer, buf)) > 0) {
+		/* A session over that peer carries it (cold: the RC handshake). */
+		for (i = 0; i < rpc->hi_session; i++) {
+			struct urpc_session *s = rpc->sessions[i];
+
+			if (!s || s->peer != peer || s->state != URPC_SESS_CONNECTED)
+				continue;
+			sm_fill(rpc, s, &p,
+				s->role == URPC_ROLE_CLIENT ? URPC_SM_PKT_TP_CTL_C2S
+							    : URPC_SM_PKT_TP_CTL_S2C,
+				0);
+			p.ep_len = (uint16_t)n;
+			memcpy(p.ep, buf, (size_t)n);
+			sm_send(rpc, &s->peer_nexus, &p);
+			break;
+		}
 	}
 }
 

@@ -110,6 +110,10 @@ const char *urpc__sm_pkt_type_str(enum urpc_sm_pkt_type t)
 		return "PING_RESP";
 	case URPC_SM_PKT_RESET:
 		return "RESET";
+	case URPC_SM_PKT_TP_CTL_C2S:
+		return "TP_CTL_C2S";
+	case URPC_SM_PKT_TP_CTL_S2C:
+		return "TP_CTL_S2C";
 	}
 	return "?";
 }
@@ -162,7 +166,7 @@ int urpc__sm_decode(const uint8_t *buf, size_t len, struct urpc_sm_pkt *p)
 	if (get_le16(buf + SM_OFF_MAGIC) != URPC_SM_MAGIC || buf[SM_OFF_VERSION] != URPC_SM_VERSION)
 		return -EPROTO;
 	type = buf[SM_OFF_TYPE];
-	if (type < URPC_SM_PKT_CONNECT_REQ || type > URPC_SM_PKT_RESET)
+	if (type < URPC_SM_PKT_CONNECT_REQ || type > URPC_SM_PKT_TP_CTL_S2C)
 		return -EPROTO;
 	if (buf[SM_OFF_RESERVED] != 0)
 		return -EPROTO;

@@ -34,6 +34,13 @@ enum urpc_sm_pkt_type {
 	URPC_SM_PKT_PING_REQ = 5,
 	URPC_SM_PKT_PING_RESP = 6,
 	URPC_SM_PKT_RESET = 7, /* one-way: "this session is gone on my side" */
+	/*
+	 * One-way: the transport's own control bytes in ep[] (verbs: the RC
+	 * QP's number and PSN), client to server or server to client. The
+	 * transport retries what needs an answer.
+	 */
+	URPC_SM_PKT_TP_CTL_C2S = 8,
+	URPC_SM_PKT_TP_CTL_S2C = 9,
 };
 const char *urpc__sm_pkt_type_str(enum urpc_sm_pkt_type t);
 
@@ -50,6 +57,12 @@ static inline int urpc__sm_pkt_is_req(enum urpc_sm_pkt_type t)
  * token, chosen by the client at connect and carried by every datapath
  * packet of the session. @status is 0 or -errno (sent as a positive code).
  */
+/* Is @t addressed to the server's Rpc (else to the client's)? */
+static inline int urpc__sm_pkt_to_server(enum urpc_sm_pkt_type t)
+{
+	return urpc__sm_pkt_is_req(t) || t == URPC_SM_PKT_TP_CTL_C2S;
+}
+
 struct urpc_sm_pkt {
 	enum urpc_sm_pkt_type type;
 	int32_t status;

@@ -144,6 +144,7 @@ struct urpc_tp {
 	uint32_t max_inline;
 	unsigned caps; /* URPC_TP_CAP_* */
 	long id;
+	uint32_t ctl_pending; /* control messages for ctl_pop() */
 	struct urpc_tp_stats stats;
 };
 
@@ -273,6 +274,19 @@ struct urpc_tp_ops {
 	 */
 	int (*reg_dmabuf)(struct urpc_tp *tp, int fd, uint64_t offset, size_t len, uint64_t iova,
 			  unsigned access, struct urpc_tp_mr *mr);
+	/*
+	 * The transport's control messages to peers, carried by session
+	 * management (NULL where a transport has none: loop, udp). verbs
+	 * exchanges its RC QP's number and PSN this way. ctl_pop() hands out
+	 * the next message for a peer: writes at most URPC_TP_EP_MAX bytes to
+	 * @buf, sets *@peer (a handle resolved on this endpoint) and returns
+	 * the length, 0 when none is waiting (tp->ctl_pending counts them).
+	 * ctl_push() delivers a message that came from @peer's side. The
+	 * transport retries what needs an answer; a message may be lost.
+	 */
+	int (*ctl_pop)(struct urpc_tp *tp, struct urpc_tp_peer **peer, uint8_t *buf);
+	void (*ctl_push)(struct urpc_tp *tp, struct urpc_tp_peer *peer, const uint8_t *buf,
+			 size_t len);
 };
 
 /* Fill @cfg with defaults for @kind. */

@@ -295,6 +295,7 @@ out_free:
 }
 
 static void peer_free(struct verbs_tp *v, struct urpc_tp_peer *p);
+static void outbox_purge(struct verbs_tp *v, struct verbs_conn *c);
 
 static int verbs_destroy(struct urpc_tp *tp)
 {
@@ -472,6 +473,7 @@ static void conn_put(struct verbs_tp *v, struct verbs_conn *p)
 	if (--p->refs)
 		return;
 	rc_teardown(v, p, -ECONNRESET);
+	outbox_purge(v, p);
 	if (p->prev)
 		p->prev->next = p->next;
 	else
@@ -814,7 +816,8 @@ static void rc_accept(struct verbs_tp *v, struct verbs_conn *p, const struct ver
 	urpc__verbs_rc_kick(v, p);
 }
 
-void urpc__verbs_ctl_rx(struct verbs_tp *v, uint32_t imm, const uint8_t *buf, uint32_t len)
+void urpc__verbs_ctl_rx(struct verbs_tp *v, struct verbs_conn *via, uint32_t imm,
+			const uint8_t *buf, uint32_t len)
 {
 	struct verbs_conn *p;
 	struct verbs_ctl c;
@@ -825,7 +828,8 @@ void urpc__verbs_ctl_rx(struct verbs_tp *v, uint32_t imm, const uint8_t *buf, ui
 	}
 	memcpy(&c, buf, sizeof(c));
 	p = peer_of_ctl(v, &c);
-	if (!p || !c.rc_qpn || c.rc_qpn > 0xffffff) {
+	/* It must name the endpoint of the session that carried it. */
+	if (!p || p != via || !c.rc_qpn || c.rc_qpn > 0xffffff) {
 		/* Not resolved here (yet): the requester resends, then times out. */
 		v->base.stats.rx_drop_bad++;
 		return;
@@ -904,6 +908,79 @@ int urpc__verbs_wc_errno(enum ibv_wc_status st)
 	}
 }
 
+/* ---- control messages, carried by session management ---- */
+
+int urpc__verbs_ctl_send(struct verbs_tp *v, struct verbs_conn *c, enum verbs_ctl_type type)
+{
+	struct verbs_outmsg *m;
+
+	if (v->out_tail - v->out_head == VERBS_OUTBOX)
+		return -EAGAIN; /* a REQ is resent by its timer, an ACK on the next REQ */
+	m = &v->outbox[v->out_tail++ % VERBS_OUTBOX];
+	m->conn = c;
+	m->type = (uint8_t)type;
+	v->base.ctl_pending = v->out_tail - v->out_head;
+	return 0;
+}
+
+/* A connection goes away: its queued messages go with it. */
+static void outbox_purge(struct verbs_tp *v, struct verbs_conn *c)
+{
+	uint32_t i;
+
+	for (i = v->out_head; i != v->out_tail; i++)
+		if (v->outbox[i % VERBS_OUTBOX].conn == c)
+			v->outbox[i % VERBS_OUTBOX].conn = NULL;
+}
+
+/*
+ * Wire form: the type (1 byte), then struct verbs_ctl. The handle given
+ * out is any one resolved for the connection: the session that carries
+ * it reaches the same remote endpoint.
+ */
+static int verbs_ctl_pop(struct urpc_tp *tp, struct urpc_tp_peer **peer, uint8_t *buf)
+{
+	struct verbs_tp *v = to_verbs(tp);
+
+	while (v->out_head != v->out_tail) {
+		struct verbs_outmsg m = v->outbox[v->out_head++ % VERBS_OUTBOX];
+		struct urpc_tp_peer *h;
+		struct verbs_ctl c;
+
+		v->base.ctl_pending = v->out_tail - v->out_head;
+		if (!m.conn || !m.conn->rc_qp)
+			continue;
+		for (h = v->peers; h && h->conn != m.conn; h = h->next)
+			;
+		if (!h)
+			continue;
+		memset(&c, 0, sizeof(c));
+		c.ud_qpn = v->qp->qp_num;
+		c.nonce = v->nonce;
+		c.rc_qpn = m.conn->rc_qp->qp_num;
+		c.rc_psn = m.conn->rc_psn;
+		c.echo_qpn = m.type == VERBS_CTL_RC_ACK ? m.conn->rc_remote_qpn : 0;
+		memcpy(c.gid, v->gid.raw, 16);
+		buf[0] = m.type;
+		memcpy(buf + 1, &c, sizeof(c));
+		*peer = h;
+		return 1 + (int)sizeof(c);
+	}
+	return 0;
+}
+
+static void verbs_ctl_push(struct urpc_tp *tp, struct urpc_tp_peer *peer, const uint8_t *buf,
+			   size_t len)
+{
+	struct verbs_tp *v = to_verbs(tp);
+
+	if (!peer || len < 1 || len > URPC_TP_EP_MAX) {
+		v->base.stats.rx_drop_bad++;
+		return;
+	}
+	urpc__verbs_ctl_rx(v, peer->conn, buf[0], buf + 1, (uint32_t)len - 1);
+}
+
 /* ---- waiting ----------------------------------------------------------------- */
 
 /*
@@ -952,6 +1029,8 @@ static const struct urpc_tp_ops verbs_ops = {
 	.wait_arm = verbs_wait_arm,
 	.wait_ack = verbs_wait_ack,
 	.reg_dmabuf = verbs_reg_dmabuf,
+	.ctl_pop = verbs_ctl_pop,
+	.ctl_push = verbs_ctl_push,
 };
 
 const struct urpc_tp_ops *urpc__tp_verbs_ops(void)

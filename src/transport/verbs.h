@@ -11,11 +11,11 @@
  * unregistered memory is copied when it is too large to inline, and where
  * control messages are built.
  *
- * One-sided operations ride RC QPs, one per peer, created lazily by the
- * first READ or WRITE to that peer. The RC endpoint info (QPN, PSN) is
- * exchanged by two control messages over the UD QP (SEND with immediate
- * data, so they never reach the caller): REQ from the side that needs the
- * connection, ACK from the other. A peer's RC side is
+ * One-sided operations ride RC QPs, one per remote endpoint, created lazily
+ * by the first READ or WRITE to it. The RC endpoint info (QPN, PSN) is
+ * exchanged by two control messages that session management carries
+ * (ctl_pop/ctl_push, queued here in an outbox): REQ from the side that
+ * needs the connection, ACK from the other. A peer's RC side is
  *   NONE    no QP yet;
  *   PENDING QP created, REQ sent (and resent with back-off), operations
  *           wait in the peer's FIFO;
@@ -54,6 +54,7 @@
 #define VERBS_OP_NS_PER_MIB 50000000ull /* deadline allowance: 20 MB/s at worst */
 #define VERBS_DRAIN_NS 2000000000ull	/* bound of a synchronous drain */
 #define VERBS_MAX_DEPTH 32768u
+#define VERBS_OUTBOX 64u /* control messages waiting for session management */
 
 static_assert(URPC_IS_POW2(VERBS_OS_OPS), "op table size is a power of two");
 static_assert(VERBS_OS_OPS <= 65536, "op indices fit 16 bits");
@@ -220,6 +221,13 @@ struct verbs_tp {
 	uint32_t npending;     /* peers PENDING */
 	uint64_t next_scan_ns; /* next deadline scan of posted operations */
 
+	/* Control messages for ctl_pop(), FIFO; a NULL conn was purged. */
+	struct verbs_outmsg {
+		struct verbs_conn *conn;
+		uint8_t type;
+	} outbox[VERBS_OUTBOX];
+	uint32_t out_head, out_tail;
+
 	uint32_t nregs; /* user registrations alive */
 	struct urpc_tp_peer *peers;
 	struct verbs_conn *conns;
@@ -232,8 +240,9 @@ static inline struct verbs_tp *to_verbs(struct urpc_tp *tp)
 
 /* ---- verbs.c, for the datapath ---- */
 
-/* Handle a control message received on the UD QP. */
-void urpc__verbs_ctl_rx(struct verbs_tp *v, uint32_t imm, const uint8_t *buf, uint32_t len);
+/* Handle a control message a session over connection @via carried. */
+void urpc__verbs_ctl_rx(struct verbs_tp *v, struct verbs_conn *via, uint32_t imm,
+			const uint8_t *buf, uint32_t len);
 
 /* Resend REQs due and fail connections past their deadline. @now in ns. */
 void urpc__verbs_hs_timers(struct verbs_tp *v, uint64_t now);
@@ -253,10 +262,10 @@ void urpc__verbs_rc_kick(struct verbs_tp *v, struct verbs_conn *c);
 /* Map a completion status to -errno. */
 int urpc__verbs_wc_errno(enum ibv_wc_status st);
 
-/* ---- verbs_datapath.c, for verbs.c ---- */
-
-/* Post one control message to @c through the UD QP; 0 or -errno. */
+/* Queue a control message to @c for session management; 0 or -EAGAIN (full). */
 int urpc__verbs_ctl_send(struct verbs_tp *v, struct verbs_conn *c, enum verbs_ctl_type type);
+
+/* ---- verbs_datapath.c, for verbs.c ---- */
 
 /* Post op @idx on its peer's (READY) RC QP; on failure it completes with the error. */
 void urpc__verbs_op_post(struct verbs_tp *v, uint16_t idx);

@@ -14,8 +14,7 @@
  *
  * Receives: wr_id is the ring slot; the datagram lies VERBS_GRH bytes into
  * it. Slots come back through rx_release() and are reposted in chains of
- * repost_batch. A receive with immediate data is a control message of the
- * RC handshake: handled here and reposted, never returned.
+ * repost_batch. urpc sends no immediate data: such a receive is dropped.
  *
  * Nothing here allocates, locks, or makes a syscall beyond the provider's
  * own (rxe's post calls write to its device file; mlx5's ring a doorbell).
@@ -161,49 +160,6 @@ void urpc__verbs_tx_flush(struct urpc_tp *tp)
 	}
 }
 
-int urpc__verbs_ctl_send(struct verbs_tp *v, struct verbs_conn *p, enum verbs_ctl_type type)
-{
-	struct ibv_send_wr *wr = &v->swr[0];
-	struct ibv_sge *sge = &v->ssge[0];
-	struct verbs_ctl c;
-
-	if (!sq_room(v))
-		reap_send(v);
-	if (!sq_room(v))
-		return -EAGAIN; /* resent by the handshake timer */
-	memset(&c, 0, sizeof(c));
-	c.ud_qpn = v->qp->qp_num;
-	c.nonce = v->nonce;
-	c.rc_qpn = p->rc_qp->qp_num;
-	c.rc_psn = p->rc_psn;
-	c.echo_qpn = type == VERBS_CTL_RC_ACK ? p->rc_remote_qpn : 0;
-	memcpy(c.gid, v->gid.raw, 16);
-
-	memset(wr, 0, sizeof(*wr));
-	wr->opcode = IBV_WR_SEND_WITH_IMM;
-	wr->imm_data = htonl((uint32_t)type);
-	wr->send_flags = IBV_SEND_SIGNALED;
-	wr->wr_id = v->sq_posted + 1;
-	wr->sg_list = sge;
-	wr->num_sge = 1;
-	wr->wr.ud.ah = p->ah;
-	wr->wr.ud.remote_qpn = p->qpn;
-	wr->wr.ud.remote_qkey = VERBS_QKEY;
-	if (sizeof(c) <= v->base.max_inline) {
-		wr->send_flags |= IBV_SEND_INLINE;
-		*sge = (struct ibv_sge){(uintptr_t)&c, sizeof(c), 0};
-	} else {
-		uint8_t *slot = send_slot(v, v->sq_posted);
-
-		memcpy(slot, &c, sizeof(c));
-		*sge = (struct ibv_sge){(uintptr_t)slot, sizeof(c), v->ring_mr->lkey};
-	}
-	if (post_chain(v, 1) != 1)
-		return -EIO;
-	v->sq_last_signal = v->sq_posted;
-	return 0;
-}
-
 /* ---- UD receives ------------------------------------------------------------- */
 
 void urpc__verbs_repost(struct verbs_tp *v)
@@ -274,8 +230,8 @@ int urpc__verbs_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n
 				continue;
 			}
 			if (unlikely(wc[i].wc_flags & IBV_WC_WITH_IMM)) {
-				urpc__verbs_ctl_rx(v, ntohl(wc[i].imm_data), buf + VERBS_GRH,
-						   wc[i].byte_len - VERBS_GRH);
+				/* urpc sends none: not for us */
+				v->base.stats.rx_drop_bad++;
 				repost_later(v, idx);
 				continue;
 			}

@@ -310,6 +310,21 @@ Test(nexus, responses_and_reset_reach_the_client_rpc)
 	}
 	cr_assert_eq(urpc__sm_queue_pop(server, &got), 0, "responses never go to the server id");
 
+	/* Transport control bytes go by direction: S2C to the client, C2S to the server. */
+	make_req(&p, URPC_SM_PKT_TP_CTL_S2C, 5, 6);
+	p.ep_len = 3;
+	memcpy(p.ep, "abc", 3);
+	cr_assert_eq(urpc__nexus_sm_send(b, &to, &p), 0);
+	cr_assert_eq(wait_pop(client, &got, WAIT_MS), 1, "missing TP_CTL_S2C");
+	cr_assert_eq(got.type, URPC_SM_PKT_TP_CTL_S2C);
+	cr_assert_eq(got.ep_len, 3);
+	cr_assert(memcmp(got.ep, "abc", 3) == 0);
+	p.type = URPC_SM_PKT_TP_CTL_C2S;
+	cr_assert_eq(urpc__nexus_sm_send(b, &to, &p), 0);
+	cr_assert_eq(wait_pop(server, &got, WAIT_MS), 1, "missing TP_CTL_C2S");
+	cr_assert_eq(got.type, URPC_SM_PKT_TP_CTL_C2S);
+	cr_assert_eq(urpc__sm_queue_pop(client, &got), 0);
+
 	urpc__nexus_detach_rpc(a, 5);
 	urpc__nexus_detach_rpc(a, 6);
 	cr_assert_eq(urpc_nexus_destroy(a), 0);

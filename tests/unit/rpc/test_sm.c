@@ -17,7 +17,7 @@
 static const enum urpc_sm_pkt_type all_types[] = {
 	URPC_SM_PKT_CONNECT_REQ,     URPC_SM_PKT_CONNECT_RESP, URPC_SM_PKT_DISCONNECT_REQ,
 	URPC_SM_PKT_DISCONNECT_RESP, URPC_SM_PKT_PING_REQ,     URPC_SM_PKT_PING_RESP,
-	URPC_SM_PKT_RESET,
+	URPC_SM_PKT_RESET,	     URPC_SM_PKT_TP_CTL_C2S,   URPC_SM_PKT_TP_CTL_S2C,
 };
 
 /* A packet with every field set to a distinct, recognisable value. */
@@ -186,9 +186,9 @@ static void type_zero(uint8_t *b, size_t *len)
 	b[3] = 0;
 }
 
-static void type_eight(uint8_t *b, size_t *len)
+static void type_ten(uint8_t *b, size_t *len)
 {
-	b[3] = 8;
+	b[3] = 10;
 }
 
 static void type_max(uint8_t *b, size_t *len)
@@ -242,7 +242,7 @@ Test(sm, bad_fields_rejected)
 	expect_rejected(bad_magic_hi, "bad magic (high byte)");
 	expect_rejected(bad_version, "version 2");
 	expect_rejected(type_zero, "type 0");
-	expect_rejected(type_eight, "type 8");
+	expect_rejected(type_ten, "type 10");
 	expect_rejected(type_max, "type 255");
 	expect_rejected(status_too_big, "status code 4096");
 	expect_rejected(status_negative, "status code with the top bit set");
@@ -287,7 +287,7 @@ Test(sm, fuzzed_bytes_never_crash)
 			cr_assert_leq(out.ep_len, URPC_TP_EP_MAX);
 			cr_assert_eq(len, SM_HDR_LEN + (size_t)out.ep_len);
 			cr_assert(out.type >= URPC_SM_PKT_CONNECT_REQ &&
-				  out.type <= URPC_SM_PKT_RESET);
+				  out.type <= URPC_SM_PKT_TP_CTL_S2C);
 			cr_assert(out.status <= 0 && out.status >= -4095);
 		}
 	}
@@ -305,6 +305,12 @@ Test(sm, type_names)
 	cr_assert_str_eq(urpc__sm_pkt_type_str((enum urpc_sm_pkt_type)99), "?");
 	cr_assert(urpc__sm_pkt_is_req(URPC_SM_PKT_PING_REQ));
 	cr_assert(!urpc__sm_pkt_is_req(URPC_SM_PKT_RESET));
+	/* Transport control: one-way, routed by direction. */
+	cr_assert(!urpc__sm_pkt_is_req(URPC_SM_PKT_TP_CTL_C2S));
+	cr_assert(urpc__sm_pkt_to_server(URPC_SM_PKT_TP_CTL_C2S));
+	cr_assert(!urpc__sm_pkt_to_server(URPC_SM_PKT_TP_CTL_S2C));
+	cr_assert(urpc__sm_pkt_to_server(URPC_SM_PKT_CONNECT_REQ));
+	cr_assert(!urpc__sm_pkt_to_server(URPC_SM_PKT_RESET));
 }
 
 /* ---- SPSC queue ---------------------------------------------------------- */

@@ -24,6 +24,9 @@ struct pair {
 	struct urpc_tp_peer *a2b, *b2a;
 };
 
+/* The pair under test: serve() relays its control messages. */
+static struct pair *cur;
+
 /*
  * Verbs runs where an RDMA port is active (a NIC, or Soft-RoCE in tests/vm);
  * elsewhere its cases skip. URPC_TEST_DEVICE_A/_B put the two endpoints of
@@ -72,6 +75,7 @@ static void pair_open(struct pair *p, uint32_t rq_depth)
 	uint8_t ep[URPC_TP_EP_MAX];
 	size_t n;
 
+	cur = p;
 	p->a = open_tp_on(rq_depth, "URPC_TEST_DEVICE_A");
 	p->b = open_tp_on(rq_depth, "URPC_TEST_DEVICE_B");
 	n = p->b->ops->get_endpoint(p->b, ep);
@@ -84,17 +88,42 @@ static void pair_open(struct pair *p, uint32_t rq_depth)
 
 static void pair_close(struct pair *p)
 {
+	cur = NULL;
 	p->a->ops->release_peer(p->a, p->a2b);
 	p->b->ops->release_peer(p->b, p->b2a);
 	cr_assert_eq(p->a->ops->destroy(p->a), 0);
 	cr_assert_eq(p->b->ops->destroy(p->b), 0);
 }
 
+/*
+ * What session management does for an Rpc: carry the other endpoint's
+ * control messages (verbs: the RC handshake) to @tp, over @tp's handle
+ * for that endpoint.
+ */
+static void relay_to(struct urpc_tp *tp)
+{
+	struct urpc_tp_peer *from_peer, *via;
+	uint8_t buf[URPC_TP_EP_MAX];
+	struct urpc_tp *from;
+	int n;
+
+	if (!cur || !tp->ops->ctl_pop)
+		return;
+	from = tp == cur->a ? cur->b : cur->a;
+	via = tp == cur->a ? cur->a2b : cur->b2a;
+	while ((n = from->ops->ctl_pop(from, &from_peer, buf)) > 0)
+		if (via)
+			tp->ops->ctl_push(tp, via, buf, (size_t)n);
+}
+
 /* Let @tp serve peers and make progress without keeping what it receives. */
 static void serve(struct urpc_tp *tp)
 {
 	struct urpc_tp_rx rx[32];
-	int n = tp->ops->rx_burst(tp, rx, 32);
+	int n;
+
+	relay_to(tp);
+	n = tp->ops->rx_burst(tp, rx, 32);
 
 	if (n > 0)
 		tp->ops->rx_release(tp, rx, (unsigned)n);

@@ -26,6 +26,9 @@ struct pair {
 	struct urpc_tp_peer *a2b, *b2a;
 };
 
+/* The pair under test: serve() relays its control messages. */
+static struct pair *cur;
+
 struct region {
 	uint8_t *mem;
 	size_t len;
@@ -72,6 +75,7 @@ static void resolve(struct urpc_tp *from, struct urpc_tp *to, struct urpc_tp_pee
 static void pair_open(struct pair *p, uint32_t sq_depth, uint32_t timeout_ms)
 {
 	skip_without_device();
+	cur = p;
 	p->a = open_tp("URPC_TEST_DEVICE_A", sq_depth, timeout_ms);
 	p->b = open_tp("URPC_TEST_DEVICE_B", 0, 0);
 	resolve(p->a, p->b, &p->a2b);
@@ -80,6 +84,7 @@ static void pair_open(struct pair *p, uint32_t sq_depth, uint32_t timeout_ms)
 
 static void pair_close(struct pair *p)
 {
+	cur = NULL;
 	if (p->a2b)
 		p->a->ops->release_peer(p->a, p->a2b);
 	p->b->ops->release_peer(p->b, p->b2a);
@@ -105,11 +110,35 @@ static void region_close(struct urpc_tp *tp, struct region *r)
 	free(r->mem);
 }
 
+/*
+ * What session management does for an Rpc: carry the other endpoint's
+ * control messages (verbs: the RC handshake) to @tp, over @tp's handle
+ * for that endpoint.
+ */
+static void relay_to(struct urpc_tp *tp)
+{
+	struct urpc_tp_peer *from_peer, *via;
+	uint8_t buf[URPC_TP_EP_MAX];
+	struct urpc_tp *from;
+	int n;
+
+	if (!cur || !tp->ops->ctl_pop)
+		return;
+	from = tp == cur->a ? cur->b : cur->a;
+	via = tp == cur->a ? cur->a2b : cur->b2a;
+	while ((n = from->ops->ctl_pop(from, &from_peer, buf)) > 0)
+		if (via)
+			tp->ops->ctl_push(tp, via, buf, (size_t)n);
+}
+
 /* Let @tp serve control messages and drop whatever datagrams came. */
 static void serve(struct urpc_tp *tp)
 {
 	struct urpc_tp_rx rx[32];
-	int n = tp->ops->rx_burst(tp, rx, 32);
+	int n;
+
+	relay_to(tp);
+	n = tp->ops->rx_burst(tp, rx, 32);
 
 	if (n > 0)
 		tp->ops->rx_release(tp, rx, (unsigned)n);
