@@ -59,7 +59,7 @@
 static_assert(URPC_IS_POW2(VERBS_OS_OPS), "op table size is a power of two");
 static_assert(VERBS_OS_OPS <= 65536, "op indices fit 16 bits");
 
-/* Immediate data of control messages (plain SENDs carry datagrams). */
+/* Control message types (the first byte of a ctl_pop() message). */
 enum verbs_ctl_type {
 	VERBS_CTL_RC_REQ = 1, /* please connect an RC QP to mine */
 	VERBS_CTL_RC_ACK = 2, /* connected: here is mine */
