@@ -816,13 +816,13 @@ static void rc_accept(struct verbs_tp *v, struct verbs_conn *p, const struct ver
 	urpc__verbs_rc_kick(v, p);
 }
 
-void urpc__verbs_ctl_rx(struct verbs_tp *v, struct verbs_conn *via, uint32_t imm,
+void urpc__verbs_ctl_rx(struct verbs_tp *v, struct verbs_conn *via, uint32_t type,
 			const uint8_t *buf, uint32_t len)
 {
 	struct verbs_conn *p;
 	struct verbs_ctl c;
 
-	if (len < sizeof(c) || (imm != VERBS_CTL_RC_REQ && imm != VERBS_CTL_RC_ACK)) {
+	if (len < sizeof(c) || (type != VERBS_CTL_RC_REQ && type != VERBS_CTL_RC_ACK)) {
 		v->base.stats.rx_drop_bad++;
 		return;
 	}
@@ -836,19 +836,19 @@ void urpc__verbs_ctl_rx(struct verbs_tp *v, struct verbs_conn *via, uint32_t imm
 	}
 	switch (p->rc_state) {
 	case VERBS_RC_NONE:
-		if (imm == VERBS_CTL_RC_REQ)
+		if (type == VERBS_CTL_RC_REQ)
 			rc_accept(v, p, &c);
 		/* an ACK for a connection torn down since: ignored */
 		break;
 	case VERBS_RC_PENDING:
 		/* A REQ: both sides asked at once. An ACK must answer our QP. */
-		if (imm == VERBS_CTL_RC_REQ || c.echo_qpn == p->rc_qp->qp_num)
+		if (type == VERBS_CTL_RC_REQ || c.echo_qpn == p->rc_qp->qp_num)
 			rc_accept(v, p, &c);
 		break;
 	case VERBS_RC_READY:
 		if (c.rc_qpn == p->rc_remote_qpn)
 			break; /* a duplicate; a REQ is answered below (our ACK was lost) */
-		if (imm == VERBS_CTL_RC_REQ) {
+		if (type == VERBS_CTL_RC_REQ) {
 			/* The peer made a new QP (it released and resolved us again). */
 			rc_teardown(v, p, -ECONNRESET);
 			rc_accept(v, p, &c);
@@ -864,7 +864,7 @@ void urpc__verbs_ctl_rx(struct verbs_tp *v, struct verbs_conn *via, uint32_t imm
 	case VERBS_RC_FAILED:
 		return; /* a tombstone until the peer is released */
 	}
-	if (imm == VERBS_CTL_RC_REQ && p->rc_state == VERBS_RC_READY)
+	if (type == VERBS_CTL_RC_REQ && p->rc_state == VERBS_RC_READY)
 		urpc__verbs_ctl_send(v, p, VERBS_CTL_RC_ACK);
 }
 

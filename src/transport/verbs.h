@@ -241,7 +241,7 @@ static inline struct verbs_tp *to_verbs(struct urpc_tp *tp)
 /* ---- verbs.c, for the datapath ---- */
 
 /* Handle a control message a session over connection @via carried. */
-void urpc__verbs_ctl_rx(struct verbs_tp *v, struct verbs_conn *via, uint32_t imm,
+void urpc__verbs_ctl_rx(struct verbs_tp *v, struct verbs_conn *via, uint32_t type,
 			const uint8_t *buf, uint32_t len);
 
 /* Resend REQs due and fail connections past their deadline. @now in ns. */
