@@ -417,20 +417,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'h':
 			usage(stdout);
 			return 1;
-		case ':':
-			fprintf(stderr, PROG ": option '%s' needs a value (see --help)\n",
-				argv[optind - 1]);
-			return 2;
 		default:
-			fprintf(stderr, PROG ": unknown option '%s' (see --help)\n",
-				argv[optind - 1]);
-			return 2;
+			return urpc_app_bad_option(PROG, c, argv, optind);
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", argv[optind]);
+	if (urpc_app_no_operands(PROG, argc, argv, optind))
 		return 2;
-	}
 	if (have_duration && o->count) {
 		fprintf(stderr, PROG ": give --duration or --count, not both\n");
 		return 2;

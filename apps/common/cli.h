@@ -32,4 +32,29 @@ static inline int urpc_app_parse_ulong(const char *prog, const char *s, const ch
 	return 0;
 }
 
+/*
+ * getopt_long() returned @c, an option it refused (':' for a missing
+ * value, '?' for an unknown option): say which, for @prog. Returns 2, the
+ * apps' exit status for bad usage.
+ */
+static inline int urpc_app_bad_option(const char *prog, int c, char **argv, int optind_now)
+{
+	if (c == ':')
+		fprintf(stderr, "%s: option '%s' needs a value (see --help)\n", prog,
+			argv[optind_now - 1]);
+	else
+		fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog,
+			argv[optind_now - 1]);
+	return 2;
+}
+
+/* Arguments left after the options: 0 when none, else 2 with a message. */
+static inline int urpc_app_no_operands(const char *prog, int argc, char **argv, int optind_now)
+{
+	if (optind_now >= argc)
+		return 0;
+	fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", prog, argv[optind_now]);
+	return 2;
+}
+
 #endif /* URPC_APPS_COMMON_CLI_H */
