@@ -465,7 +465,6 @@ static void rc_teardown(struct verbs_tp *v, struct verbs_conn *p, int err)
 	p->rc_state = VERBS_RC_NONE;
 	p->rc_err = 0;
 	p->rc_remote_qpn = 0;
-	p->hs_logged = false;
 }
 
 static void conn_put(struct verbs_tp *v, struct verbs_conn *p)
@@ -742,14 +741,15 @@ void urpc__verbs_rc_fail(struct verbs_tp *v, struct verbs_conn *p, int err, cons
 
 	if (p->rc_state == VERBS_RC_FAILED)
 		return;
+	URPC_ERR(v->base.id,
+		 "RC connection to peer QPN %u failed while %s (%s); its one-sided operations "
+		 "fail with '%s' until the session is reset",
+		 p->qpn, urpc__verbs_rc_state_str(p->rc_state), why ? why : urpc_strerror(err),
+		 urpc_strerror(err));
 	if (p->rc_state == VERBS_RC_PENDING)
 		v->npending--;
 	p->rc_state = VERBS_RC_FAILED;
 	p->rc_err = err;
-	URPC_ERR(v->base.id,
-		 "RC connection to peer QPN %u failed (%s); its one-sided operations fail with "
-		 "'%s' until the session is reset",
-		 p->qpn, why ? why : urpc_strerror(err), urpc_strerror(err));
 	while ((i = p->wait_head) != VERBS_NIL) {
 		p->wait_head = v->ops[i].next;
 		urpc__verbs_op_done(v, i, err);

@@ -119,7 +119,6 @@ struct verbs_conn {
 	uint64_t progress_ns;	 /* READY: the last completion (or first post) on rc_qp */
 	uint64_t hs_next_ns;	 /* PENDING: resend REQ then */
 	uint64_t hs_rto_ns;
-	bool hs_logged;
 
 	struct verbs_conn *next; /* the endpoint's list of connections */
 	struct verbs_conn *prev;

@@ -20,7 +20,6 @@
  * own (rxe's post calls write to its device file; mlx5's ring a doorbell).
  */
 #define URPC_LOG_MODULE "verbs"
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
