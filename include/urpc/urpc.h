@@ -366,6 +366,8 @@ struct urpc_rpc_stats {
 	uint64_t idle_sleeps;	  /* run_event_loop() slept for want of work */
 	uint64_t idle_wakeups;	  /* ... and was woken by traffic (else by a timer or its end) */
 	uint64_t idle_sm_wakeups; /* ... of which by a session-management packet */
+	uint64_t acks_sent; /* server: "read it" for large requests whose handler answers later */
+	uint64_t acks_rx;   /* client: ... received */
 };
 
 /** urpc_rpc_get_stats() - Copy the counters. @return 0 or -EPERM. */

@@ -114,6 +114,7 @@ static inline void start_req(struct urpc_rpc *rpc, struct urpc_session *s, unsig
 	sl->retries = 0;
 	sl->rto_ns = rpc->rto_ns;
 	sl->late_status = 0;
+	sl->req_acked = false;
 	sl->large_req = req->data_size > rpc->max_msg || urpc__mb_is_view(req);
 	if (unlikely(sl->large_req)) {
 		large_pkt_fill(sl, URPC_PKT_REQ, req_type, req, s->remote_num, sl->cur_req_num,
@@ -365,11 +366,24 @@ void urpc__dp_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 			continue;
 		}
 		if (sl->deadline_ns && rpc->now >= sl->deadline_ns) {
+			if (unlikely(sl->large_req && !sl->req_acked)) {
+				/*
+				 * The server may be reading the request buffer
+				 * right now: it goes back to the application
+				 * once the server says it has read it (ack or
+				 * response) or the session fails. Keep resending
+				 * to get that answer.
+				 */
+				if (!sl->late_status)
+					sl->late_status = -ETIMEDOUT;
+				goto resend;
+			}
 			complete(rpc, s, sl, -ETIMEDOUT);
 			if (rpc->sessions[num] != s || s->state != URPC_SESS_CONNECTED)
 				return;
 			continue;
 		}
+	resend:
 		if (unlikely(!sl->tx_ns)) {
 			sl->tx_ns = rpc->now;
 			continue;
@@ -397,6 +411,24 @@ static void server_send_resp(struct urpc_rpc *rpc, struct urpc_session *s, struc
 	sl->resp_epoch = rpc->tx_epoch;
 }
 
+/*
+ * Tell the client that the large request in server slot @sl has been read
+ * (its handler answers later). A copy may still be queued: it is the same
+ * bytes, so it is built only once per request.
+ */
+static URPC_COLD void server_send_ack(struct urpc_rpc *rpc, struct urpc_session *s,
+				      struct urpc_sslot *sl)
+{
+	if (!sl->acked) {
+		urpc__pkthdr_fill(&sl->ack_h, URPC_PKT_RESP, sl->h.req_type, 0, 0, s->remote_num,
+				  sl->cur_req_num, s->token);
+		sl->ack_h.flags = URPC_PKT_F_ACK;
+		sl->acked = true;
+	}
+	urpc__rpc_tx_push(rpc, s->peer, &sl->ack_h, 0, 0);
+	rpc->st.acks_sent++;
+}
+
 /* Answer the request in server slot @sl with error @err (a positive errno). */
 static void server_error_resp(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
 			      uint8_t req_type, int err)
@@ -418,9 +450,12 @@ static void server_retire_resp(struct urpc_rpc *rpc, struct urpc_sslot *sl)
 {
 	urpc__rpc_tx_forget(rpc, hdr_of(&sl->resp_mb), NULL);
 	urpc__rpc_tx_forget(rpc, &sl->lpkt.h, NULL);
-	if (sl->resent)
+	if (sl->acked)
+		urpc__rpc_tx_forget(rpc, &sl->ack_h, NULL);
+	if (sl->resent || sl->acked)
 		rpc->tp->ops->tx_flush(rpc->tp);
 	sl->resent = false;
+	sl->acked = false;
 	if (sl->large_resp.buf)
 		urpc__rpc_buf_release(rpc, &sl->large_resp);
 }
@@ -522,6 +557,8 @@ static void server_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct
 			if (sl->srv_state == URPC_SRV_RESPONDED) {
 				server_send_resp(rpc, s, sl);
 				sl->resent = true;
+			} else if (sl->srv_state == URPC_SRV_IN_HANDLER && sl->large_in) {
+				server_send_ack(rpc, s, sl); /* the first one was lost */
 			}
 		} else {
 			rpc->st.drop_stale++;
@@ -539,8 +576,10 @@ static void server_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct
 		rpc->st.drop_stale++;
 		return;
 	}
-	if (unlikely(sl->resp_epoch == rpc->tx_epoch || sl->resent || sl->large_resp.buf))
+	if (unlikely(sl->resp_epoch == rpc->tx_epoch || sl->resent || sl->acked ||
+		     sl->large_resp.buf))
 		server_retire_resp(rpc, sl);
+	sl->large_in = false;
 
 	hd = &rpc->handlers[h->req_type];
 	if (unlikely(!hd->fn)) {
@@ -604,6 +643,28 @@ static bool client_read_resp(struct urpc_rpc *rpc, struct urpc_session *s, struc
 	return false;
 }
 
+/*
+ * The server has read the large request in client slot @sl: its buffer is
+ * the application's again as far as the peer goes. A deadline that passed
+ * meanwhile completes the request now.
+ */
+static URPC_COLD void client_ack(struct urpc_rpc *rpc, struct urpc_session *s,
+				 struct urpc_sslot *sl, uint32_t len)
+{
+	if (unlikely(len || !sl->large_req)) {
+		rpc->st.drop_bad_hdr++;
+		return;
+	}
+	if (sl->req_acked) {
+		rpc->st.dup_resps++;
+		return;
+	}
+	sl->req_acked = true;
+	rpc->st.acks_rx++;
+	if (sl->late_status)
+		complete(rpc, s, sl, sl->late_status);
+}
+
 static void client_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_pkthdr *h,
 		      const uint8_t *data, uint32_t len)
 {
@@ -624,7 +685,14 @@ static void client_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct
 		rpc->st.dup_resps++; /* a resent descriptor while we read */
 		return;
 	}
-	if (unlikely(status)) {
+	if (unlikely(h->flags & URPC_PKT_F_ACK)) {
+		client_ack(rpc, s, sl, len);
+		return;
+	}
+	if (unlikely(sl->late_status)) {
+		/* The deadline passed while the server read the request. */
+		st = sl->late_status;
+	} else if (unlikely(status)) {
 		st = -(int)status;
 	} else if (unlikely(h->flags & URPC_PKT_F_LARGE)) {
 		if (!client_read_resp(rpc, s, sl, data, len, &st))
@@ -795,8 +863,12 @@ static void srv_req_done(struct urpc_rpc *rpc, struct urpc_os_op *op, int status
 		server_error_resp(rpc, s, sl, op->req_type, status == -EACCES ? EACCES : EIO);
 		return;
 	}
+	sl->large_in = true;
 	server_run_handler(rpc, s, sl, &rpc->handlers[op->req_type], op->req_type, op->buf.buf,
 			   op->len);
+	/* Deferred: let the client's deadline free its buffer meanwhile. */
+	if (sl->srv_state == URPC_SRV_IN_HANDLER && s->state == URPC_SESS_CONNECTED)
+		server_send_ack(rpc, s, sl);
 }
 
 /* The READ of a large response finished: complete the request. */

@@ -29,6 +29,12 @@ extern "C" {
  * urpc_large_desc (rpc.h) naming where the receiver READs the message.
  */
 #define URPC_PKT_F_LARGE 0x1u
+/*
+ * RESP, no payload: the server has read the whole large request named by
+ * req_num (its handler answers later). From then on the client's buffer is
+ * no longer read by the peer: a deadline may hand it back.
+ */
+#define URPC_PKT_F_ACK 0x2u
 
 enum urpc_pkt_type {
 	URPC_PKT_REQ = 1,

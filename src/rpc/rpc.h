@@ -137,17 +137,21 @@ struct urpc_sslot {
 	uint32_t idx; /* this slot's index in its session */
 	bool busy;
 	bool large_req;	 /* the request travels as a descriptor (lpkt) */
+	bool req_acked;	 /* ... and the server said it has read it (URPC_PKT_F_ACK) */
 	bool reading;	 /* a large response is being read into @resp (op @os_idx) */
-	int late_status; /* reading when the deadline passed: complete with it afterwards */
+	int late_status; /* the deadline passed while the peer or the NIC still used a buffer */
 	uint16_t os_idx;
 	/* server side */
 	enum urpc_srv_slot_state srv_state;
 	bool resent;	     /* the stored response was sent again (may still be in flight) */
+	bool large_in;	     /* the request was large: dups while IN_HANDLER get ack_h */
+	bool acked;	     /* ack_h was queued (a copy may still be in flight) */
 	uint64_t resp_epoch; /* rpc->tx_epoch when the stored response was last queued */
 	struct urpc_msgbuf resp_mb;    /* preallocated; holds the stored response */
 	struct urpc_msgbuf large_resp; /* a large stored response (the client reads it) */
 	struct urpc_req_handle h;
 	struct urpc_large_pkt lpkt; /* client: large request; server: large response */
+	struct urpc_pkthdr ack_h;   /* server: URPC_PKT_F_ACK of a large request */
 };
 
 /* A request waiting for a free slot (client). */

@@ -30,7 +30,8 @@
 #endif
 
 #define T_ECHO 1
-#define T_VIEW 2 /* answers with a view of the server's own array */
+#define T_VIEW 2  /* answers with a view of the server's own array */
+#define T_DEFER 3 /* checks the request, answers later (W.deferred) */
 #define VIEW_LEN (1u << 20)
 #define MAX_IDS 4096
 #define WAIT_NS 60000000000ull
@@ -52,6 +53,8 @@ struct world {
 	unsigned handler_runs[MAX_IDS];
 	unsigned handler_errors;
 	unsigned cont_runs;
+	struct urpc_req_handle *deferred; /* T_DEFER's request, not answered yet */
+	bool drop_ack;			  /* T_DEFER: lose what the server sends next (loop) */
 };
 
 static struct world W;
@@ -126,6 +129,32 @@ static void view_handler(struct urpc_req_handle *h, void *arg)
 		w->handler_errors++;
 }
 
+/* Check the request as the echo handler does; answer when the test says so. */
+static void defer_handler(struct urpc_req_handle *h, void *arg)
+{
+	struct world *w = arg;
+	const uint8_t *d;
+	uint64_t id = 0;
+	size_t len, i;
+
+	d = urpc_req_data(h, &len);
+	if (len >= 8)
+		memcpy(&id, d, 8);
+	if (id < MAX_IDS)
+		w->handler_runs[id]++;
+	for (i = 8; i < len; i++)
+		if (d[i] != pat(id, i)) {
+			w->handler_errors++;
+			break;
+		}
+	w->deferred = h;
+	if (w->drop_ack) {
+		struct urpc_loop_faults f = {.drop = 1.0};
+
+		cr_assert_eq(urpc__loop_set_faults(urpc__rpc_transport(urpc_req_rpc(h)), &f), 0);
+	}
+}
+
 static void start(struct call *c);
 
 static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
@@ -177,6 +206,7 @@ static void world_up(void)
 	cr_assert_eq(urpc_nexus_create(&no, &W.nx), 0);
 	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_ECHO, echo_handler, &W), 0);
 	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_VIEW, view_handler, &W), 0);
+	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_DEFER, defer_handler, &W), 0);
 	opts_for(&o, "URPC_TEST_DEVICE_B");
 	cr_assert_eq(urpc_rpc_create(W.nx, 1, &o, &W.srv), 0);
 	opts_for(&o, "URPC_TEST_DEVICE_A");
@@ -509,6 +539,133 @@ Test(LARGE_NAME, response_larger_than_the_buffer)
 		pump();
 	}
 	cr_assert_eq(c.status, -EMSGSIZE, "status %s", urpc_strerror(c.status));
+	cr_assert_eq(urpc_msgbuf_free(W.cli, &c.req), 0);
+	cr_assert_eq(urpc_msgbuf_free(W.cli, &c.resp), 0);
+	world_down();
+}
+
+/*
+ * The continuation of a request that may have timed out: it records how
+ * often the handler had run by then, and reuses the request buffer at once
+ * (a new pattern), as an application may: a peer still reading it would
+ * hand the handler bytes it never sent.
+ */
+static unsigned runs_at_cont;
+
+static void reuse_cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
+{
+	struct call *c = tag;
+
+	cont(rpc, tag, status, resp);
+	runs_at_cont = W.handler_runs[c->id];
+	memset(c->req.buf + 8, 0xee, c->len - 8);
+}
+
+/* Enqueue @c (T_@type, large) with a deadline of @ms and reuse_cont. */
+static void start_timed(struct call *c, uint8_t type, uint32_t ms)
+{
+	cr_assert_eq(urpc_msgbuf_alloc(W.cli, c->len, &c->req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(W.cli, c->len, &c->resp), 0);
+	memcpy(c->req.buf, &c->id, 8);
+	for (size_t i = 8; i < c->len; i++)
+		c->req.buf[i] = pat(c->id, i);
+	c->busy = true;
+	cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, type, &c->req, &c->resp, reuse_cont, c, ms),
+		     0);
+}
+
+/* Run only the client for @ms milliseconds: its deadlines pass, the server sleeps. */
+static void pump_client_only(unsigned ms)
+{
+	uint64_t end = urpc__now_ns() + (uint64_t)ms * 1000000;
+
+	while (urpc__now_ns() < end)
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.cli), 0);
+}
+
+/*
+ * The deadline passes before the server has even seen the descriptor: the
+ * request buffer is not handed back (the continuation would reuse it) until
+ * the server has read it. The handler sees exactly what was sent, once;
+ * the continuation runs once, with -ETIMEDOUT, after the handler.
+ */
+Test(LARGE_NAME, deadline_waits_until_the_server_has_read, .timeout = 240)
+{
+	struct call c = {.id = 31};
+	uint64_t end;
+
+	world_up();
+	c.len = 3 * urpc_rpc_max_msg_size(W.cli) + 5;
+	runs_at_cont = 0;
+	start_timed(&c, T_ECHO, 1);
+	pump_client_only(30);
+	cr_assert(c.busy, "the continuation ran while the server could still read the buffer");
+	end = urpc__now_ns() + WAIT_NS;
+	while (c.busy) {
+		cr_assert_lt(urpc__now_ns(), end, "the request never completed");
+		pump();
+	}
+	cr_assert_eq(c.status, -ETIMEDOUT, "status %s", urpc_strerror(c.status));
+	cr_assert_eq(c.runs, 1);
+	cr_assert_eq(runs_at_cont, 1, "the continuation ran before the handler");
+	for (int k = 0; k < 50; k++)
+		pump();
+	cr_assert_eq(W.handler_runs[c.id], 1, "the handler ran %u times", W.handler_runs[c.id]);
+	cr_assert_eq(urpc_msgbuf_free(W.cli, &c.req), 0);
+	cr_assert_eq(urpc_msgbuf_free(W.cli, &c.resp), 0);
+	world_down(); /* the handler saw no reused bytes */
+}
+
+/*
+ * A handler that answers late: the server says it has read the request
+ * (URPC_PKT_F_ACK), so the deadline completes the request without waiting
+ * for the answer. The late answer is then dropped as stale. On loop the
+ * first acknowledgement is lost too: the resent descriptor gets another.
+ */
+Test(LARGE_NAME, acknowledged_request_times_out_without_its_answer, .timeout = 240)
+{
+	struct urpc_loop_faults none = {0};
+	struct urpc_rpc_stats cs, ss;
+	struct call c = {.id = 32};
+	uint64_t end;
+
+	world_up();
+	c.len = 2 * urpc_rpc_max_msg_size(W.cli) + 3;
+	W.drop_ack = LARGE_KIND == URPC_TRANSPORT_LOOP;
+	start_timed(&c, T_DEFER, 1);
+	pump_client_only(5);
+	end = urpc__now_ns() + WAIT_NS;
+	while (!W.deferred) {
+		cr_assert_lt(urpc__now_ns(), end, "the handler never ran");
+		pump();
+	}
+	if (W.drop_ack)
+		cr_assert_eq(urpc__loop_set_faults(urpc__rpc_transport(W.srv), &none), 0);
+	while (c.busy) {
+		cr_assert_lt(urpc__now_ns(), end, "the request never completed");
+		pump();
+	}
+	cr_assert_eq(c.status, -ETIMEDOUT, "status %s", urpc_strerror(c.status));
+	cr_assert_eq(c.runs, 1);
+	cr_assert_eq(urpc_rpc_get_stats(W.cli, &cs), 0);
+	cr_assert_eq(urpc_rpc_get_stats(W.srv, &ss), 0);
+	cr_assert_eq(cs.acks_rx, 1);
+	if (W.drop_ack)
+		cr_assert_geq(ss.acks_sent, 2, "the lost acknowledgement was not sent again");
+	else
+		cr_assert_geq(ss.acks_sent, 1);
+	/* The answer comes after all: stale for the client, nothing runs twice. */
+	{
+		struct urpc_msgbuf *r = urpc_req_resp_msgbuf(W.deferred);
+
+		urpc_msgbuf_resize(r, 1);
+		r->buf[0] = 1;
+		cr_assert_eq(urpc_resp_enqueue(W.deferred, r), 0);
+	}
+	for (int k = 0; k < 50; k++)
+		pump();
+	cr_assert_eq(c.runs, 1);
+	cr_assert_eq(W.handler_runs[c.id], 1);
 	cr_assert_eq(urpc_msgbuf_free(W.cli, &c.req), 0);
 	cr_assert_eq(urpc_msgbuf_free(W.cli, &c.resp), 0);
 	world_down();
