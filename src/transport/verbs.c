@@ -99,6 +99,7 @@ static int open_device(struct verbs_tp *v, const struct urpc_tp_cfg *cfg)
 	struct urpc_verbs_port port;
 	struct ibv_device **devs;
 	struct ibv_device_attr da;
+	const char *env;
 	int i, n, ret;
 
 	ret = urpc__verbs_pick_port_near(cfg->device, cfg->near_pci, cfg->numa_node, &port);
@@ -137,6 +138,14 @@ static int open_device(struct verbs_tp *v, const struct urpc_tp_cfg *cfg)
 				(uint32_t)URPC_MIN(da.max_qp_rd_atom, da.max_qp_init_rd_atom));
 	if (!v->rd_atomic)
 		v->rd_atomic = 1;
+	/* Chunked operations need room for their work requests on the RC QP. */
+	v->rc_chunks = URPC_MIN(VERBS_RC_CHUNKS, (uint32_t)da.max_qp_wr / VERBS_RC_DEPTH);
+	v->rc_chunk = VERBS_RC_CHUNK;
+	env = getenv("URPC_VERBS_RC_CHUNK");
+	if (env && *env)
+		v->rc_chunk = (uint32_t)strtoul(env, NULL, 0);
+	if (v->rc_chunks <= 1)
+		v->rc_chunk = 0;
 	if ((uint32_t)da.max_qp_wr < cfg->sq_depth || (uint32_t)da.max_qp_wr < cfg->rq_depth) {
 		URPC_ERR(cfg->id, "%s allows %d WRs per queue; asked for sq %u, rq %u", v->port.dev,
 			 da.max_qp_wr, cfg->sq_depth, cfg->rq_depth);
@@ -653,7 +662,7 @@ static int rc_qp_create(struct verbs_tp *v, struct verbs_conn *p)
 	ia.send_cq = v->rc_cq;
 	ia.recv_cq = v->rc_cq;
 	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = VERBS_RC_DEPTH;
+	ia.cap.max_send_wr = VERBS_RC_DEPTH * URPC_MAX(v->rc_chunks, 1u);
 	ia.cap.max_recv_wr = 1;
 	ia.cap.max_send_sge = 1;
 	ia.cap.max_recv_sge = 1;

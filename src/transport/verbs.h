@@ -49,6 +49,8 @@
 #define VERBS_OS_OPS 256u	   /* one-sided operations outstanding per endpoint */
 #define VERBS_RC_DEPTH 128u	   /* send queue of one RC QP */
 #define VERBS_RD_ATOMIC 16u	   /* outstanding READs per RC QP, at most */
+#define VERBS_RC_CHUNKS 16u	   /* work requests one operation is cut into, at most */
+#define VERBS_RC_CHUNK (1u << 20)  /* their least size (URPC_VERBS_RC_CHUNK overrides) */
 #define VERBS_HS_RTO_NS 5000000ull /* first resend of a REQ after 5 ms */
 #define VERBS_HS_RTO_MAX_NS 100000000ull
 #define VERBS_OP_NS_PER_MIB 50000000ull /* deadline allowance: 20 MB/s at worst */
@@ -154,12 +156,14 @@ struct verbs_op {
 	uint32_t rkey;
 	uint64_t raddr;
 	uint32_t len;
-	uint32_t qp_num; /* POSTED: the RC QP it went to (stale completions are ignored) */
-	uint16_t next;	 /* peer's wait FIFO, then the done FIFO */
+	uint32_t qp_num;      /* POSTED: the RC QP it went to (stale completions are ignored) */
+	uint16_t chunks_left; /* POSTED: work requests whose completion has not come */
+	uint16_t next;	      /* peer's wait FIFO, then the done FIFO */
 	/*
-	 * POSTED: its allowance: one_sided_timeout plus 50 ms per MiB, counted
-	 * from its post or from the connection's last completion, whichever is
-	 * later, so operations queued behind others are not failed for waiting.
+	 * POSTED: its allowance: one_sided_timeout plus 50 ms per MiB of one
+	 * chunk, counted from its post or from the connection's last
+	 * completion (of any chunk), whichever is later, so operations queued
+	 * behind others are not failed for waiting.
 	 */
 	uint64_t posted_ns;
 	uint64_t allow_ns;
@@ -179,7 +183,9 @@ struct verbs_tp {
 	union ibv_gid gid;
 	uint32_t nonce;
 	uint32_t rd_atomic;
-	uint64_t max_msg; /* largest one-sided length */
+	uint32_t rc_chunk;  /* operations are cut into chunks of at least this; 0: never */
+	uint32_t rc_chunks; /* ... and into at most this many */
+	uint64_t max_msg;   /* largest one-sided length */
 	uint64_t op_timeout_ns;
 
 	struct ibv_context *ctx;

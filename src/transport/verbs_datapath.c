@@ -276,38 +276,76 @@ void urpc__verbs_op_done(struct verbs_tp *v, uint16_t idx, int status)
 	v->done_tail = idx;
 }
 
+/*
+ * The chunk an operation of @len bytes is cut into: at least
+ * v->rc_chunk, and few enough that it fits v->rc_chunks work requests.
+ */
+static inline uint32_t op_chunk(const struct verbs_tp *v, uint32_t len)
+{
+	uint32_t c;
+
+	if (!v->rc_chunk)
+		return len;
+	c = (len + v->rc_chunks - 1) / v->rc_chunks;
+	return URPC_MAX(c, v->rc_chunk);
+}
+
 void urpc__verbs_op_post(struct verbs_tp *v, uint16_t idx)
 {
 	struct verbs_op *op = &v->ops[idx];
 	struct verbs_conn *p = op->conn;
-	struct ibv_sge sge = {(uintptr_t)op->local, op->len, op->lkey};
-	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_send_wr wr[VERBS_RC_CHUNKS], *bad = NULL;
+	struct ibv_sge sge[VERBS_RC_CHUNKS];
+	uint32_t chunk = op_chunk(v, op->len), off = 0;
+	unsigned n = 0;
 	int ret;
 
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = idx;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = op->kind == URPC_TP_OP_READ ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr.rdma.remote_addr = op->raddr;
-	wr.wr.rdma.rkey = op->rkey;
-	ret = ibv_post_send(p->rc_qp, &wr, &bad);
+	/*
+	 * One work request per chunk, posted as one chain, each signaled: a
+	 * chunk's completion is progress on the connection (what the deadline
+	 * scan counts from), and the last one's completes the operation. A
+	 * failing chunk fails it; the chunks behind it are flushed.
+	 */
+	memset(wr, 0, sizeof(wr));
+	do {
+		uint32_t len = URPC_MIN(chunk, op->len - off);
+
+		sge[n] = (struct ibv_sge){(uintptr_t)op->local + off, len, op->lkey};
+		wr[n].wr_id = idx;
+		wr[n].sg_list = &sge[n];
+		wr[n].num_sge = 1;
+		wr[n].opcode = op->kind == URPC_TP_OP_READ ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+		wr[n].wr.rdma.remote_addr = op->raddr + off;
+		wr[n].wr.rdma.rkey = op->rkey;
+		wr[n].send_flags = IBV_SEND_SIGNALED;
+		wr[n].next = &wr[n + 1];
+		off += len;
+		n++;
+	} while (off < op->len);
+	wr[n - 1].next = NULL;
+	ret = ibv_post_send(p->rc_qp, wr, &bad);
 	if (unlikely(ret)) {
 		URPC_ERR_RATELIMIT(v->base.id, "RDMA %s of %u bytes could not be posted: %s",
 				   urpc__tp_op_str(op->kind), op->len, strerror(ret));
-		urpc__verbs_op_done(v, idx, -ret);
-		return;
+		if (bad == wr) {
+			urpc__verbs_op_done(v, idx, -ret);
+			return;
+		}
 	}
 	op->state = VERBS_OP_POSTED;
+	op->chunks_left = (uint16_t)(ret ? bad - wr : n);
+	op->status = -ret; /* a chain cut short fails once what went out is back */
 	op->qp_num = p->rc_qp->qp_num;
 	op->posted_ns = urpc__now_ns();
-	op->allow_ns = v->op_timeout_ns + ((uint64_t)op->len >> 20) * VERBS_OP_NS_PER_MIB;
+	op->allow_ns = v->op_timeout_ns + ((uint64_t)chunk >> 20) * VERBS_OP_NS_PER_MIB;
 	if (!p->rc_posted)
 		p->progress_ns = op->posted_ns; /* idle until now: progress starts here */
 	p->rc_posted++;
 	op->peer->posted++;
 	v->nposted++;
+	/* Some chunks went out, not all: they come back flushed (or done). */
+	if (unlikely(ret))
+		urpc__verbs_rc_fail(v, p, -ret, "posting a chained work request failed");
 }
 
 static int post_op(struct verbs_tp *v, enum urpc_tp_op kind, struct urpc_tp_peer *h, void *local,
@@ -412,11 +450,13 @@ int urpc__verbs_rc_reap(struct verbs_tp *v)
 			continue; /* of a QP torn down without waiting for it */
 		p = op->conn;
 		p->progress_ns = now;
+		if (likely(wc[i].status == IBV_WC_SUCCESS) && --op->chunks_left)
+			continue; /* more chunks of it to come */
 		p->rc_posted--;
 		op->peer->posted--;
 		v->nposted--;
 		if (likely(wc[i].status == IBV_WC_SUCCESS)) {
-			st = 0;
+			st = op->status;
 		} else if (wc[i].status == IBV_WC_WR_FLUSH_ERR) {
 			/* Flushed behind the first error: report that, not the flush. */
 			st = p->rc_err ? p->rc_err : -ECONNRESET;

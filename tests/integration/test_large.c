@@ -317,8 +317,6 @@ Test(LARGE_NAME, the_largest_message, .timeout = 300)
 {
 	struct call c = {.id = 1, .len = URPC_MAX_MSG_SIZE};
 
-	if (LARGE_KIND == URPC_TRANSPORT_VERBS)
-		cr_skip_test("64 MiB over an emulated NIC takes minutes; 3 MiB runs on verbs");
 	world_up();
 	run_calls(&c, 1);
 	world_down();

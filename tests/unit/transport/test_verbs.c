@@ -256,6 +256,74 @@ Test(verbs, flushed_operations_report_the_first_error, .timeout = 60)
 	pair_close(&p);
 }
 
+/* Post one READ or WRITE of @len bytes at @raddr and reap its single completion. */
+static int one_op(struct pair *p, bool write, struct region *local, uint64_t raddr, uint32_t rkey,
+		  size_t len)
+{
+	int st = 1, ret;
+
+	if (write)
+		ret = p->a->ops->post_write(p->a, p->a2b, local->mem, &local->mr, raddr, rkey, len,
+					    0);
+	else
+		ret = p->a->ops->post_read(p->a, p->a2b, local->mem, &local->mr, raddr, rkey, len,
+					   0);
+	cr_assert_eq(ret, 0);
+	reap(p, 1, &st, true);
+	return st;
+}
+
+/*
+ * Large operations go out as a chain of chunks, the last one signaled
+ * (URPC_VERBS_RC_CHUNK=4096 here, so 64 KiB is 16 chunks): each operation
+ * still completes exactly once, the bytes land where they belong whatever
+ * the remainder, and a chunk outside the peer's region fails the whole
+ * operation, whether it is the signaled last one or an unsignaled first.
+ */
+Test(verbs, chunked_operations_complete_once_and_fail_on_any_chunk, .timeout = 120)
+{
+	enum { LEN = 65536 + 5 };
+	struct region local, remote;
+	uint64_t base;
+	struct pair p;
+	int i, st;
+
+	cr_assert_eq(setenv("URPC_VERBS_RC_CHUNK", "4096", 1), 0);
+	pair_open(&p, 0, 0);
+	region_open(p.a, &local, LEN, 0);
+	region_open(p.b, &remote, LEN, 0);
+	base = (uint64_t)(uintptr_t)remote.mem;
+	for (i = 0; i < LEN; i++)
+		remote.mem[i] = (uint8_t)(i * 13 + i / 4097);
+	st = one_op(&p, false, &local, base, remote.mr.rkey, LEN);
+	cr_assert_eq(st, 0, "chunked READ: %s", urpc_strerror(st));
+	cr_assert(memcmp(local.mem, remote.mem, LEN) == 0, "a chunked READ misplaced bytes");
+	for (i = 0; i < LEN; i++)
+		local.mem[i] = (uint8_t)(i * 5 + 1);
+	st = one_op(&p, true, &local, base, remote.mr.rkey, LEN);
+	cr_assert_eq(st, 0, "chunked WRITE: %s", urpc_strerror(st));
+	cr_assert(memcmp(local.mem, remote.mem, LEN) == 0, "a chunked WRITE misplaced bytes");
+	/* The last chunk (signaled) runs past the region. */
+	st = one_op(&p, false, &local, base + 4096, remote.mr.rkey, LEN);
+	cr_assert_eq(st, -EACCES, "last chunk outside: %s", urpc_strerror(st));
+	region_close(p.a, &local);
+	region_close(p.b, &remote);
+	pair_close(&p);
+
+	/* A fresh connection: now the first chunk (unsignaled) is outside. */
+	pair_open(&p, 0, 0);
+	region_open(p.a, &local, LEN, 0);
+	region_open(p.b, &remote, LEN, 0);
+	base = (uint64_t)(uintptr_t)remote.mem;
+	cr_assert_eq(read_one(&p, &local, &remote, true), 0, "connect first");
+	st = one_op(&p, false, &local, base - 4096, remote.mr.rkey, LEN - 4096);
+	cr_assert_eq(st, -EACCES, "first chunk outside: %s", urpc_strerror(st));
+	region_close(p.a, &local);
+	region_close(p.b, &remote);
+	pair_close(&p);
+	unsetenv("URPC_VERBS_RC_CHUNK");
+}
+
 Test(verbs, more_operations_than_an_rc_queue_holds, .timeout = 120)
 {
 	enum { N = 200, LEN = 1024 };
