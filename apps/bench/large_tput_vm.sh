@@ -47,10 +47,11 @@ DESCRIPTION
         buffer (the protocol's large-message path), W outstanding.
 
     It prints a markdown table: size | urpc MB/s | ib_read_bw MB/s |
-    urpc/read | ib_write_bw MB/s | read/write. The last column is the cost
-    of RDMA READ against WRITE on the same emulated wire: what the protocol
-    pays for having the receiver READ a large message rather than the
-    sender WRITE it into a buffer the receiver advertised.
+    urpc/read | ib_write_bw MB/s | read/write | urpc/write. read/write is
+    the cost of one RDMA READ against one WRITE of SIZE bytes on the same
+    emulated wire; urpc/write is what urpc's READ path (operations above
+    1 MiB cut into chunks, see docs/ENGINE.md) gets next to the sender
+    WRITEing the message into a buffer the receiver advertised.
 
     Units: every column is MB/s with MB = 10^6 bytes. perftest prints its
     "BW average[MB/sec]" in MiB/s (its format factor is 0x100000 unless
@@ -318,8 +319,8 @@ failed=0
 		"${urpc_secs} s per size${urpc_extra[*]:+, ${urpc_extra[*]}};" \
 		"perftest: about $perf_mib MiB per run, $depth_txt operations outstanding."
 	echo
-	echo "| size | urpc MB/s | ib_read_bw MB/s | urpc/read | ib_write_bw MB/s | read/write |"
-	echo "|---:|---:|---:|---:|---:|---:|"
+	echo "| size | urpc MB/s | ib_read_bw MB/s | urpc/read | ib_write_bw MB/s | read/write | urpc/write |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|"
 	for i in "${!size_bytes[@]}"; do
 		b=${size_bytes[$i]}
 		u=$(urpc_mb "$b")
@@ -327,7 +328,7 @@ failed=0
 		w=$(perftest_mb "$out/perftest-ib_write_bw-$b.client" "$b")
 		[ -n "$u" ] && [ -n "$r" ] && [ -n "$w" ] || failed=1
 		echo "| ${size_list[$i]} | ${u:-failed} | ${r:-failed} | $(ratio "$u" "$r") |" \
-			"${w:-failed} | $(ratio "$r" "$w") |"
+			"${w:-failed} | $(ratio "$r" "$w") | $(ratio "$u" "$w") |"
 	done
 } >"$out/table.md"
 cat "$out/table.md"

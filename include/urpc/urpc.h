@@ -507,7 +507,10 @@ typedef void (*urpc_cont_fn)(struct urpc_rpc *rpc, void *tag, int status, struct
  *             until the continuation runs.
  * @param resp where the response goes (capacity max_data_size); lent likewise.
  * @param timeout_ms deadline for the whole request, 0 for none; past it the
- *             continuation runs with -ETIMEDOUT.
+ *             continuation runs with -ETIMEDOUT. A large request's buffer
+ *             may still be read by the server then: its continuation runs
+ *             (with -ETIMEDOUT) once the server says it has read it, or
+ *             the session fails.
  * @return 0: @cont runs exactly once, later. <0 (it never runs): -EINVAL (bad
  *         session or buffers), -EMSGSIZE (request above
  *         URPC_MAX_MSG_SIZE), -ECONNRESET (session failed or
