@@ -13,7 +13,7 @@ build=build/vm-gcc
 do_build=1
 mtu=9000
 sizes=64K,256K,1M,4M,16M
-urpc_secs=3
+urpc_secs=5
 perf_mib=96
 window=4
 out=""
@@ -72,14 +72,14 @@ DESCRIPTION
     Under TCG everything is emulated: absolute figures swing 10-20% between
     boots on an idle host, far more when anything else runs on it. Only the
     ratios within one boot mean anything, and only on an otherwise idle
-    host. The whole run took 80-90 s on the idle 2-core machine, 150 s with
+    host. The whole run took about 90 s on the idle 2-core machine, 150 s with
     another VM running beside it.
 
 OPTIONS
     --mtu 9000|1500   veth MTU (RoCE active MTU 4096 or 1024; default 9000)
     --sizes LIST      comma-separated sizes with K or M suffixes (KiB, MiB),
                       as urpc-large-tput takes them (default 64K,256K,1M,4M,16M)
-    --duration SEC    urpc-large-tput seconds per size (default 3)
+    --duration SEC    urpc-large-tput seconds per size (default 5; 16 MiB at 60 MB/s is about 20 messages)
     --perftest-mib N  MiB each perftest run moves (default 96)
     --perftest-depth N
                       operations perftest keeps outstanding: -t N for both
