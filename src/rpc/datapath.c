@@ -953,6 +953,21 @@ void urpc__dp_session_gone(struct urpc_rpc *rpc, struct urpc_session *s)
 	}
 }
 
+bool urpc__dp_session_reading(const struct urpc_rpc *rpc, const struct urpc_session *s)
+{
+	unsigned i;
+
+	if (!rpc->os_busy)
+		return false;
+	for (i = 0; i < URPC_OS_OPS; i++) {
+		const struct urpc_os_op *op = &rpc->os[i];
+
+		if (op->busy && op->kind == URPC_OS_CLI_RESP && op->sess_num == s->local_num)
+			return true;
+	}
+	return false;
+}
+
 void urpc__dp_drain_os(struct urpc_rpc *rpc)
 {
 	uint64_t end = urpc__now_ns() + 5000000000ull;

@@ -387,6 +387,12 @@ void urpc__dp_poll_os(struct urpc_rpc *rpc);
 void urpc__dp_session_gone(struct urpc_rpc *rpc, struct urpc_session *s);
 /* Wait (bounded) until every one-sided operation has completed: destroy. */
 void urpc__dp_drain_os(struct urpc_rpc *rpc);
+/*
+ * True while client session @s still READs a large response (its own
+ * operation or one orphaned from it): the server must keep those buffers,
+ * so a disconnect is not sent yet. Cold: walks the operation table.
+ */
+bool urpc__dp_session_reading(const struct urpc_rpc *rpc, const struct urpc_session *s);
 
 /* ---- test hooks ---- */
 void urpc__rpc_set_clock(struct urpc_rpc *rpc, urpc_clock_fn fn, void *arg);

@@ -212,7 +212,11 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 			s->sm_next_retry_ns = rpc->now + rpc->sm_retry_ns;
 			s->fail_status = -ECONNRESET;
 			rpc->have_pending = true;
-			sm_send_session(rpc, s, URPC_SM_PKT_DISCONNECT_REQ, 0);
+			/* Not while it READs the server's responses: the timers send it. */
+			if (urpc__dp_session_reading(rpc, s))
+				s->sm_next_retry_ns = rpc->now;
+			else
+				sm_send_session(rpc, s, URPC_SM_PKT_DISCONNECT_REQ, 0);
 		} else if (from == URPC_SESS_RESET) {
 			s->state = URPC_SESS_DISCONNECTED;
 			defer_event(rpc, s, URPC_SM_DISCONNECTED, 0, true);
@@ -545,7 +549,14 @@ void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 		}
 		return;
 	case URPC_SESS_DISCONNECTING:
-		if (now >= s->sm_deadline_ns) {
+		if (unlikely(now >= s->sm_next_retry_ns && urpc__dp_session_reading(rpc, s))) {
+			/*
+			 * The server frees its large responses on the request:
+			 * wait for our READs of them (bounded by the transport's
+			 * deadlines), then start counting.
+			 */
+			s->sm_deadline_ns = now + rpc->connect_timeout_ns;
+		} else if (now >= s->sm_deadline_ns) {
 			urpc__session_transition(rpc, s, URPC_SEV_DISCONNECT_DONE, 0);
 		} else if (now >= s->sm_next_retry_ns) {
 			s->sm_next_retry_ns = now + rpc->sm_retry_ns;

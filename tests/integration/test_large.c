@@ -669,6 +669,71 @@ Test(LARGE_NAME, acknowledged_request_times_out_without_its_answer, .timeout = 2
 	world_down();
 }
 
+/* Large responses the client is READing right now (its own or orphaned operations). */
+static unsigned client_reads(void)
+{
+	unsigned i, n = 0;
+
+	for (i = 0; i < URPC_OS_OPS; i++)
+		n += W.cli->os[i].busy && W.cli->os[i].kind == URPC_OS_CLI_RESP;
+	return n;
+}
+
+/*
+ * A disconnect while large responses are being read: the server frees
+ * them when the disconnect reaches it, so the client sends it only once
+ * its READs are over. While any runs, the server still holds the session;
+ * every continuation runs once; the session ends.
+ */
+Test(LARGE_NAME, disconnect_waits_for_responses_being_read, .timeout = 240)
+{
+	enum { N = 4 };
+	struct urpc_rpc_stats ss;
+	struct call c[N];
+	uint64_t end;
+	unsigned i, busy;
+
+	world_up();
+	for (i = 0; i < N; i++) {
+		c[i] = (struct call){.id = 40 + i, .len = (2 << 20) + i};
+		start(&c[i]);
+	}
+	end = urpc__now_ns() + WAIT_NS;
+	while (!client_reads()) {
+		cr_assert_lt(urpc__now_ns(), end, "no response was ever being read");
+		pump();
+	}
+	cr_assert_eq(urpc_session_disconnect(W.cli, W.sess), 0);
+	/*
+	 * Time for a disconnect sent now to reach the server's queue before
+	 * the server serves the READs (loop and udp serve them in its loop).
+	 */
+	pump_client_only(20);
+	do {
+		cr_assert_lt(urpc__now_ns(), end, "the disconnect did not finish");
+		/* Checked between the server's pass and the client's. */
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.srv), 0);
+		cr_assert_eq(urpc_rpc_get_stats(W.srv, &ss), 0);
+		if (client_reads())
+			cr_assert_eq(ss.sessions, 1,
+				     "the server let go of the session during the client's READs");
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.cli), 0);
+		for (busy = 0, i = 0; i < N; i++)
+			busy += c[i].busy;
+	} while (busy || ss.sessions);
+	for (i = 0; i < N; i++) {
+		cr_assert_eq(c[i].runs, 1, "continuation %u ran %u times", i, c[i].runs);
+		if (c[i].status == 0)
+			check(&c[i]);
+		else
+			cr_assert_eq(c[i].status, -ECONNRESET, "request %u: %s", i,
+				     urpc_strerror(c[i].status));
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c[i].req), 0);
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c[i].resp), 0);
+	}
+	world_down();
+}
+
 /* Wait for @c, enqueued by the caller. */
 static void wait_call(struct call *c)
 {
