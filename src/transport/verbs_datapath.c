@@ -327,7 +327,7 @@ void urpc__verbs_op_post(struct verbs_tp *v, uint16_t idx)
 	if (unlikely(ret)) {
 		URPC_ERR_RATELIMIT(v->base.id, "RDMA %s of %u bytes could not be posted: %s",
 				   urpc__tp_op_str(op->kind), op->len, strerror(ret));
-		if (bad == wr) {
+		if (!bad || bad == wr) { /* nothing went out */
 			urpc__verbs_op_done(v, idx, -ret);
 			return;
 		}
