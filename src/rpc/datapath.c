@@ -419,11 +419,11 @@ static void server_send_resp(struct urpc_rpc *rpc, struct urpc_session *s, struc
 static URPC_COLD void server_send_ack(struct urpc_rpc *rpc, struct urpc_session *s,
 				      struct urpc_sslot *sl)
 {
-	if (!sl->acked) {
+	if (!(sl->resent & URPC_RESENT_ACK)) {
 		urpc__pkthdr_fill(&sl->ack_h, URPC_PKT_RESP, sl->h.req_type, 0, 0, s->remote_num,
 				  sl->cur_req_num, s->token);
 		sl->ack_h.flags = URPC_PKT_F_ACK;
-		sl->acked = true;
+		sl->resent |= URPC_RESENT_ACK;
 	}
 	urpc__rpc_tx_push(rpc, s->peer, &sl->ack_h, 0, 0);
 	rpc->st.acks_sent++;
@@ -450,12 +450,11 @@ static void server_retire_resp(struct urpc_rpc *rpc, struct urpc_sslot *sl)
 {
 	urpc__rpc_tx_forget(rpc, hdr_of(&sl->resp_mb), NULL);
 	urpc__rpc_tx_forget(rpc, &sl->lpkt.h, NULL);
-	if (sl->acked)
+	if (sl->resent & URPC_RESENT_ACK)
 		urpc__rpc_tx_forget(rpc, &sl->ack_h, NULL);
-	if (sl->resent || sl->acked)
+	if (sl->resent)
 		rpc->tp->ops->tx_flush(rpc->tp);
-	sl->resent = false;
-	sl->acked = false;
+	sl->resent = 0;
 	if (sl->large_resp.buf)
 		urpc__rpc_buf_release(rpc, &sl->large_resp);
 }
@@ -556,8 +555,9 @@ static void server_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct
 			rpc->st.dup_reqs++;
 			if (sl->srv_state == URPC_SRV_RESPONDED) {
 				server_send_resp(rpc, s, sl);
-				sl->resent = true;
-			} else if (sl->srv_state == URPC_SRV_IN_HANDLER && sl->large_in) {
+				sl->resent |= URPC_RESENT_RESP;
+			} else if (sl->srv_state == URPC_SRV_IN_HANDLER &&
+				   (sl->resent & URPC_RESENT_ACK)) {
 				server_send_ack(rpc, s, sl); /* the first one was lost */
 			}
 		} else {
@@ -576,10 +576,8 @@ static void server_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct
 		rpc->st.drop_stale++;
 		return;
 	}
-	if (unlikely(sl->resp_epoch == rpc->tx_epoch || sl->resent || sl->acked ||
-		     sl->large_resp.buf))
+	if (unlikely(sl->resp_epoch == rpc->tx_epoch || sl->resent || sl->large_resp.buf))
 		server_retire_resp(rpc, sl);
-	sl->large_in = false;
 
 	hd = &rpc->handlers[h->req_type];
 	if (unlikely(!hd->fn)) {
@@ -665,12 +663,42 @@ static URPC_COLD void client_ack(struct urpc_rpc *rpc, struct urpc_session *s,
 		complete(rpc, s, sl, sl->late_status);
 }
 
+/*
+ * What client_rx does with anything but a plain answer: an error status, a
+ * descriptor, an acknowledgement, a slot reading or past its deadline.
+ * False: the datagram is consumed and the request goes on; true: complete
+ * it with *@st.
+ */
+static URPC_COLD bool client_rx_slow(struct urpc_rpc *rpc, struct urpc_session *s,
+				     struct urpc_sslot *sl, const struct urpc_pkthdr *h,
+				     const uint8_t *data, uint32_t len, int *st)
+{
+	uint16_t status = le16toh(h->status);
+
+	if (sl->reading) {
+		rpc->st.dup_resps++; /* a resent descriptor while we read */
+		return false;
+	}
+	if (h->flags & URPC_PKT_F_ACK) {
+		client_ack(rpc, s, sl, len);
+		return false;
+	}
+	if (sl->late_status) /* the deadline passed while the server read the request */
+		*st = sl->late_status;
+	else if (status)
+		*st = -(int)status;
+	else if (h->flags & URPC_PKT_F_LARGE)
+		return client_read_resp(rpc, s, sl, data, len, st);
+	else
+		*st = -EPROTO; /* unknown flags */
+	return true;
+}
+
 static void client_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_pkthdr *h,
 		      const uint8_t *data, uint32_t len)
 {
 	uint64_t req_num = le64toh(h->req_num);
 	struct urpc_sslot *sl = &s->slots[req_num & SLOT_MASK];
-	uint16_t status = le16toh(h->status);
 	int st = 0;
 
 	s->last_heard_ns = rpc->now;
@@ -681,21 +709,9 @@ static void client_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct
 			rpc->st.drop_stale++;
 		return;
 	}
-	if (unlikely(sl->reading)) {
-		rpc->st.dup_resps++; /* a resent descriptor while we read */
-		return;
-	}
-	if (unlikely(h->flags & URPC_PKT_F_ACK)) {
-		client_ack(rpc, s, sl, len);
-		return;
-	}
-	if (unlikely(sl->late_status)) {
-		/* The deadline passed while the server read the request. */
-		st = sl->late_status;
-	} else if (unlikely(status)) {
-		st = -(int)status;
-	} else if (unlikely(h->flags & URPC_PKT_F_LARGE)) {
-		if (!client_read_resp(rpc, s, sl, data, len, &st))
+	/* One test for everything but a plain answer. */
+	if (unlikely((h->status | h->flags | sl->reading | sl->late_status) != 0)) {
+		if (!client_rx_slow(rpc, s, sl, h, data, len, &st))
 			return;
 	} else if (unlikely(len > sl->resp->max_data_size)) {
 		st = -EMSGSIZE;
@@ -863,7 +879,6 @@ static void srv_req_done(struct urpc_rpc *rpc, struct urpc_os_op *op, int status
 		server_error_resp(rpc, s, sl, op->req_type, status == -EACCES ? EACCES : EIO);
 		return;
 	}
-	sl->large_in = true;
 	server_run_handler(rpc, s, sl, &rpc->handlers[op->req_type], op->req_type, op->buf.buf,
 			   op->len);
 	/* Deferred: let the client's deadline free its buffer meanwhile. */

@@ -122,6 +122,10 @@ struct urpc_req_handle {
 	uint8_t req_type;
 };
 
+/* Server slot: what was queued beyond the first send of a stored response. */
+#define URPC_RESENT_RESP 0x1u /* the stored response, again */
+#define URPC_RESENT_ACK 0x2u  /* ack_h (a large request read, its handler deferred) */
+
 /* One request slot of a session. Client and server use different fields. */
 struct urpc_sslot {
 	uint64_t cur_req_num; /* slot index + k * URPC_SESSION_SLOTS */
@@ -143,10 +147,8 @@ struct urpc_sslot {
 	uint16_t os_idx;
 	/* server side */
 	enum urpc_srv_slot_state srv_state;
-	bool resent;	     /* the stored response was sent again (may still be in flight) */
-	bool large_in;	     /* the request was large: dups while IN_HANDLER get ack_h */
-	bool acked;	     /* ack_h was queued (a copy may still be in flight) */
-	uint64_t resp_epoch; /* rpc->tx_epoch when the stored response was last queued */
+	uint8_t resent;		       /* URPC_RESENT_*: copies that may still be in flight */
+	uint64_t resp_epoch;	       /* rpc->tx_epoch when the stored response was last queued */
 	struct urpc_msgbuf resp_mb;    /* preallocated; holds the stored response */
 	struct urpc_msgbuf large_resp; /* a large stored response (the client reads it) */
 	struct urpc_req_handle h;
