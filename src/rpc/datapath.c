@@ -102,6 +102,7 @@ static inline void start_req(struct urpc_rpc *rpc, struct urpc_session *s, unsig
 {
 	struct urpc_sslot *sl = &s->slots[i];
 
+	urpc__dp_mark_busy(rpc, s);
 	s->free_mask &= ~(1u << i);
 	s->credits--;
 	sl->busy = true;
@@ -186,6 +187,7 @@ URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_typ
 	}
 	if (unlikely(s->wq_tail - s->wq_head == URPC_SESSION_WAITQ))
 		return -ENOMEM;
+	urpc__dp_mark_busy(rpc, s);
 	s->waitq[s->wq_tail & WAITQ_MASK] = (struct urpc_waiting_req){
 		.req = req,
 		.resp = resp,

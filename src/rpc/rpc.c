@@ -21,6 +21,8 @@
 #include "../util/log.h"
 
 #define SCAN_INTERVAL_NS 1000000ull /* timers are looked at once a millisecond */
+#define SCAN_ALL 256u		    /* session timers: all of them while no more */
+#define SCAN_SLICES 16u		    /* ... else this many scans cover them all */
 /*
  * Longest idle sleep, whatever the timers say: a backstop, so that a timer
  * idle_wake_time() does not know about is late by a second at most.
@@ -101,8 +103,9 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	urpc__rand_seed(&rpc->rng, seed);
 	rpc->max_sessions = o->max_sessions;
 	rpc->sessions = calloc(o->max_sessions, sizeof(*rpc->sessions));
+	rpc->busy_map = calloc((o->max_sessions + 63) / 64, sizeof(*rpc->busy_map));
 	rpc->smq = aligned_alloc(URPC_CACHELINE, URPC_ALIGN_UP(sizeof(*rpc->smq), URPC_CACHELINE));
-	if (!rpc->sessions || !rpc->smq) {
+	if (!rpc->sessions || !rpc->busy_map || !rpc->smq) {
 		ret = -ENOMEM;
 		goto out_free;
 	}
@@ -199,6 +202,7 @@ out_tp:
 out_free:
 	free(rpc->smq);
 	free(rpc->sessions);
+	free(rpc->busy_map);
 	free(rpc);
 	return ret;
 }
@@ -333,6 +337,7 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 		URPC_ERR(rpc->id, "transport destroy failed: %s", urpc_strerror(ret));
 	free(rpc->smq);
 	free(rpc->sessions);
+	free(rpc->busy_map);
 	free(rpc);
 	return 0;
 }
@@ -560,17 +565,44 @@ void urpc__rpc_tx_forget(struct urpc_rpc *rpc, const void *hdr, const struct urp
 
 static void scan_timers(struct urpc_rpc *rpc)
 {
-	uint32_t i;
+	uint32_t w, nw = (rpc->hi_session + 63) / 64, k, n;
 
-	for (i = 0; i < rpc->hi_session; i++) {
-		struct urpc_session *s = rpc->sessions[i];
+	/*
+	 * Requests in flight (retransmission, deadlines): every scan, but only
+	 * on the client sessions that have some (busy_map), so an Rpc with
+	 * thousands of idle sessions does not walk them all each millisecond.
+	 */
+	for (w = 0; w < nw; w++) {
+		uint64_t bits = rpc->busy_map[w];
 
-		if (!s)
-			continue;
-		if (s->role == URPC_ROLE_CLIENT &&
-		    (s->state == URPC_SESS_CONNECTED || s->state == URPC_SESS_CONNECTING))
-			urpc__dp_timers(rpc, s);
-		s = rpc->sessions[i]; /* callbacks may have freed it */
+		while (bits) {
+			uint32_t num = w * 64 + (uint32_t)__builtin_ctzll(bits);
+			struct urpc_session *s = rpc->sessions[num];
+
+			bits &= bits - 1;
+			if (s && s->role == URPC_ROLE_CLIENT &&
+			    (s->state == URPC_SESS_CONNECTED || s->state == URPC_SESS_CONNECTING))
+				urpc__dp_timers(rpc, s);
+			s = rpc->sessions[num]; /* callbacks may have freed it */
+			if (!s || !urpc__dp_session_busy(s))
+				rpc->busy_map[w] &= ~(1ull << (num & 63));
+		}
+	}
+	/*
+	 * Session management (heartbeats, peer time-outs, connect and
+	 * disconnect retries): every session each scan while there are few;
+	 * beyond SCAN_ALL a slice, so each is seen every SCAN_SLICES scans
+	 * (16 ms), far below any heartbeat interval worth having.
+	 */
+	n = rpc->hi_session;
+	if (n > SCAN_ALL)
+		n = URPC_MAX(SCAN_ALL, (n + SCAN_SLICES - 1) / SCAN_SLICES);
+	for (k = 0; k < n && rpc->hi_session; k++) {
+		struct urpc_session *s;
+
+		if (rpc->scan_cursor >= rpc->hi_session)
+			rpc->scan_cursor = 0;
+		s = rpc->sessions[rpc->scan_cursor++];
 		if (s)
 			urpc__session_timers(rpc, s);
 	}

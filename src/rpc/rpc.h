@@ -223,6 +223,8 @@ struct urpc_rpc {
 	urpc_clock_fn clock;
 	void *clock_arg;
 	uint64_t next_scan_ns;
+	uint32_t scan_cursor; /* the next session the timer scan looks at */
+	uint64_t *busy_map;   /* bit per session number: client requests in flight or waiting */
 	uint64_t rto_ns, rto_max_ns, ping_ns, peer_timeout_ns, connect_timeout_ns, sm_retry_ns;
 	struct urpc_rand rng;
 	unsigned ntx;
@@ -379,6 +381,18 @@ void urpc__dp_timers(struct urpc_rpc *rpc, struct urpc_session *s);
 void urpc__dp_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status);
 /* Move waiting requests into free slots and transmit them. */
 void urpc__dp_kick(struct urpc_rpc *rpc, struct urpc_session *s);
+/* Mark client session @s as having requests (the timer scan looks at it). */
+static inline void urpc__dp_mark_busy(struct urpc_rpc *rpc, const struct urpc_session *s)
+{
+	rpc->busy_map[s->local_num >> 6] |= 1ull << (s->local_num & 63);
+}
+
+/* Does client session @s have a request in a slot or waiting for one? */
+static inline bool urpc__dp_session_busy(const struct urpc_session *s)
+{
+	return s->free_mask != (1u << URPC_SESSION_SLOTS) - 1 || s->wq_head != s->wq_tail;
+}
+
 /* Reap one-sided completions of large messages. */
 void urpc__dp_poll_os(struct urpc_rpc *rpc);
 /*
