@@ -138,6 +138,48 @@ static inline size_t bench_rss_bytes(void)
 	return (size_t)rss * 4096u;
 }
 
+/* ---- the client's session events and the server's handler ---------------------- */
+
+/* What a client's sm_handler saw (bench_sm_event, sm_arg = this). */
+struct bench_sm {
+	unsigned connected;
+	unsigned disconnected;
+	unsigned failed; /* connect failures and resets */
+	int status;	 /* the first failure's cause (-ECONNRESET when it gave none) */
+};
+
+static inline void bench_sm_event(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev,
+				  int status, void *arg)
+{
+	struct bench_sm *sm = arg;
+
+	(void)rpc;
+	(void)session;
+	if (ev == URPC_SM_CONNECTED) {
+		sm->connected++;
+	} else if (ev == URPC_SM_DISCONNECTED) {
+		sm->disconnected++;
+	} else {
+		if (!sm->failed)
+			sm->status = status ? status : -ECONNRESET;
+		sm->failed++;
+	}
+}
+
+/* The server's handler: echo the request from the slot's own buffer. */
+static inline void bench_echo(struct urpc_req_handle *h, void *arg)
+{
+	struct urpc_msgbuf *resp = urpc_req_resp_msgbuf(h);
+	const uint8_t *d;
+	size_t len;
+
+	(void)arg;
+	d = urpc_req_data(h, &len);
+	memcpy(resp->buf, d, len);
+	urpc_msgbuf_resize(resp, len);
+	urpc_resp_enqueue(h, resp);
+}
+
 /* ---- a server Rpc -------------------------------------------------------------- */
 
 /*

@@ -62,10 +62,7 @@ struct client {
 	struct bench_server *sv;
 	struct urpc_rpc *rpc;
 	int session;
-	bool connected;
-	bool disconnected;
-	bool sm_failed;
-	int sm_status;
+	struct bench_sm sm; /* its sm_handler's counts */
 	struct urpc_msgbuf req;
 	struct urpc_msgbuf resp;
 	bool busy;
@@ -283,34 +280,6 @@ static void write_cdf(FILE *f, const struct opts *o, size_t size, const char *se
 
 /* ---- urpc ------------------------------------------------------------------------ */
 
-/* Echo the request. */
-static void handler(struct urpc_req_handle *h, void *arg)
-{
-	struct urpc_msgbuf *resp = urpc_req_resp_msgbuf(h);
-	const uint8_t *d;
-	size_t len;
-
-	d = urpc_req_data(h, &len);
-	memcpy(resp->buf, d, len);
-	urpc_msgbuf_resize(resp, len);
-	urpc_resp_enqueue(h, resp);
-}
-
-static void sm_event(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int status,
-		     void *arg)
-{
-	struct client *c = arg;
-
-	if (ev == URPC_SM_CONNECTED) {
-		c->connected = true;
-	} else if (ev == URPC_SM_DISCONNECTED) {
-		c->disconnected = true;
-	} else {
-		c->sm_failed = true;
-		c->sm_status = status ? status : -ECONNRESET;
-	}
-}
-
 static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
 {
 	struct client *c = tag;
@@ -343,14 +312,14 @@ static int connect_session(struct urpc_nexus *nx, struct client *c)
 	ret = urpc_session_connect(c->rpc, hp, BENCH_SRV_ID, &c->session);
 	if (ret)
 		return ret;
-	while (!c->connected && !c->sm_failed && bench_now_s() < deadline) {
+	while (!c->sm.connected && !c->sm.failed && bench_now_s() < deadline) {
 		ret = run_once(c);
 		if (ret)
 			return ret;
 	}
-	if (c->sm_failed)
-		return c->sm_status;
-	return c->connected ? 0 : -ETIMEDOUT;
+	if (c->sm.failed)
+		return c->sm.status;
+	return c->sm.connected ? 0 : -ETIMEDOUT;
 }
 
 static void disconnect_session(struct client *c)
@@ -359,7 +328,7 @@ static void disconnect_session(struct client *c)
 
 	if (urpc_session_disconnect(c->rpc, c->session))
 		return;
-	while ((c->busy || !c->disconnected) && bench_now_s() < deadline)
+	while ((c->busy || !c->sm.disconnected) && bench_now_s() < deadline)
 		if (run_once(c))
 			return;
 }
@@ -693,7 +662,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": cannot create the Nexus: %s\n", urpc_strerror(ret));
 		goto out_csv;
 	}
-	ret = urpc_nexus_register_handler(nx, BENCH_REQ_TYPE, handler, NULL);
+	ret = urpc_nexus_register_handler(nx, BENCH_REQ_TYPE, bench_echo, NULL);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot register the handler: %s\n", urpc_strerror(ret));
 		goto out_nexus;
@@ -720,8 +689,8 @@ int main(int argc, char **argv)
 		goto out_nexus;
 	}
 	ro.device = o.device;
-	ro.sm_handler = sm_event;
-	ro.sm_arg = &c;
+	ro.sm_handler = bench_sm_event;
+	ro.sm_arg = &c.sm;
 	ret = urpc_rpc_create(nx, BENCH_CLI_ID, &ro, &c.rpc);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot create the client Rpc (%s): %s\n",

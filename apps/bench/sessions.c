@@ -57,10 +57,7 @@ struct client {
 	struct sess *s;
 	unsigned long n;
 	unsigned long started; /* sessions with a connect issued */
-	unsigned long connected;
-	unsigned long disconnected;
-	unsigned long failed;
-	int fail_status;
+	struct bench_sm sm;    /* its sm_handler's counts */
 	unsigned long completed;
 	unsigned long outstanding; /* requests lent to the engine */
 	unsigned long errors;
@@ -243,35 +240,6 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
-/* Echo the request. */
-static void handler(struct urpc_req_handle *h, void *arg)
-{
-	struct urpc_msgbuf *resp = urpc_req_resp_msgbuf(h);
-	const uint8_t *d;
-	size_t len;
-
-	d = urpc_req_data(h, &len);
-	memcpy(resp->buf, d, len);
-	urpc_msgbuf_resize(resp, len);
-	urpc_resp_enqueue(h, resp);
-}
-
-static void sm_event(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int status,
-		     void *arg)
-{
-	struct client *c = arg;
-
-	if (ev == URPC_SM_CONNECTED) {
-		c->connected++;
-	} else if (ev == URPC_SM_DISCONNECTED) {
-		c->disconnected++;
-	} else {
-		if (!c->failed)
-			c->fail_status = status ? status : -ECONNRESET;
-		c->failed++;
-	}
-}
-
 static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
 {
 	struct sess *s = tag;
@@ -316,8 +284,8 @@ static int connect_all(struct urpc_nexus *nx, struct client *c)
 	int ret;
 
 	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(nx));
-	while (c->connected < c->n) {
-		while (c->started < c->n && c->started - c->connected < c->o->connect_batch) {
+	while (c->sm.connected < c->n) {
+		while (c->started < c->n && c->started - c->sm.connected < c->o->connect_batch) {
 			ret = urpc_session_connect(c->rpc, hp, BENCH_SRV_ID, &c->s[c->started].num);
 			if (ret) {
 				fprintf(stderr, PROG ": connect of session %lu: %s\n",
@@ -329,20 +297,20 @@ static int connect_all(struct urpc_nexus *nx, struct client *c)
 		ret = run_once(c);
 		if (ret)
 			return ret;
-		if (c->failed) {
-			fprintf(stderr, PROG ": %lu sessions failed to connect (first: %s)\n",
-				c->failed, urpc_strerror(c->fail_status));
-			return c->fail_status;
+		if (c->sm.failed) {
+			fprintf(stderr, PROG ": %u sessions failed to connect (first: %s)\n",
+				c->sm.failed, urpc_strerror(c->sm.status));
+			return c->sm.status;
 		}
-		if (c->connected != seen) {
-			if (c->connected / 5000 != seen / 5000)
-				fprintf(stderr, PROG ": %lu of %lu sessions connected\n",
-					c->connected, c->n);
-			seen = c->connected;
+		if (c->sm.connected != seen) {
+			if (c->sm.connected / 5000 != seen / 5000)
+				fprintf(stderr, PROG ": %u of %lu sessions connected\n",
+					c->sm.connected, c->n);
+			seen = c->sm.connected;
 			t_seen = bench_now_s();
 		} else if (bench_now_s() - t_seen > STALL_S) {
-			fprintf(stderr, PROG ": no session connected for %.0f s (%lu of %lu)\n",
-				STALL_S, c->connected, c->n);
+			fprintf(stderr, PROG ": no session connected for %.0f s (%u of %lu)\n",
+				STALL_S, c->sm.connected, c->n);
 			return -ETIMEDOUT;
 		}
 	}
@@ -355,11 +323,11 @@ static void disconnect_all(struct client *c)
 	double deadline = bench_now_s() + BENCH_SETUP_S;
 	unsigned long i, n = 0;
 
-	c->disconnected = 0;
+	c->sm.disconnected = 0;
 	for (i = 0; i < c->started; i++)
 		if (!urpc_session_disconnect(c->rpc, c->s[i].num))
 			n++;
-	while ((any_busy(c) || c->disconnected < n) && bench_now_s() < deadline)
+	while ((any_busy(c) || c->sm.disconnected < n) && bench_now_s() < deadline)
 		if (run_once(c))
 			break;
 }
@@ -462,8 +430,8 @@ static int run_count(struct urpc_nexus *nx, const struct opts *o, unsigned long 
 		return 1;
 	}
 	ro.device = o->device;
-	ro.sm_handler = sm_event;
-	ro.sm_arg = &c;
+	ro.sm_handler = bench_sm_event;
+	ro.sm_arg = &c.sm;
 	ret = urpc_rpc_create(nx, BENCH_CLI_ID, &ro, &c.rpc);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot create the client Rpc (max_sessions %lu): %s\n", n,
@@ -563,7 +531,7 @@ int main(int argc, char **argv)
 		status = 1;
 		goto out_csv;
 	}
-	ret = urpc_nexus_register_handler(nx, BENCH_REQ_TYPE, handler, NULL);
+	ret = urpc_nexus_register_handler(nx, BENCH_REQ_TYPE, bench_echo, NULL);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot register the handler: %s\n", urpc_strerror(ret));
 		status = 1;

@@ -64,10 +64,7 @@ struct client {
 	struct urpc_rpc *rpc;
 	int sessions[MAX_WINDOW / SESSION_SLOTS];
 	unsigned nsessions;
-	unsigned connected;
-	unsigned disconnected;
-	bool sm_failed;
-	int sm_status;
+	struct bench_sm sm; /* its sm_handler's counts */
 	struct slot *slots;
 	unsigned nslots;
 	unsigned long completed;
@@ -250,34 +247,6 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 
 /* ---- urpc ------------------------------------------------------------------------ */
 
-/* Echo the request. */
-static void handler(struct urpc_req_handle *h, void *arg)
-{
-	struct urpc_msgbuf *resp = urpc_req_resp_msgbuf(h);
-	const uint8_t *d;
-	size_t len;
-
-	d = urpc_req_data(h, &len);
-	memcpy(resp->buf, d, len);
-	urpc_msgbuf_resize(resp, len);
-	urpc_resp_enqueue(h, resp);
-}
-
-static void sm_event(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int status,
-		     void *arg)
-{
-	struct client *c = arg;
-
-	if (ev == URPC_SM_CONNECTED) {
-		c->connected++;
-	} else if (ev == URPC_SM_DISCONNECTED) {
-		c->disconnected++;
-	} else {
-		c->sm_failed = true;
-		c->sm_status = status ? status : -ECONNRESET;
-	}
-}
-
 static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
 {
 	struct slot *s = tag;
@@ -323,20 +292,20 @@ static int connect_sessions(struct urpc_nexus *nx, struct client *c, unsigned n)
 	int ret;
 
 	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(nx));
-	c->connected = c->disconnected = 0;
+	c->sm.connected = c->sm.disconnected = 0;
 	for (c->nsessions = 0; c->nsessions < n; c->nsessions++) {
 		ret = urpc_session_connect(c->rpc, hp, BENCH_SRV_ID, &c->sessions[c->nsessions]);
 		if (ret)
 			return ret;
 	}
-	while (c->connected < n && !c->sm_failed && bench_now_s() < deadline) {
+	while (c->sm.connected < n && !c->sm.failed && bench_now_s() < deadline) {
 		ret = run_once(c);
 		if (ret)
 			return ret;
 	}
-	if (c->sm_failed)
-		return c->sm_status;
-	return c->connected == n ? 0 : -ETIMEDOUT;
+	if (c->sm.failed)
+		return c->sm.status;
+	return c->sm.connected == n ? 0 : -ETIMEDOUT;
 }
 
 static void disconnect_sessions(struct client *c)
@@ -347,7 +316,7 @@ static void disconnect_sessions(struct client *c)
 	for (i = 0; i < c->nsessions; i++)
 		if (!urpc_session_disconnect(c->rpc, c->sessions[i]))
 			n++;
-	while ((any_busy(c) || c->disconnected < n) && bench_now_s() < deadline)
+	while ((any_busy(c) || c->sm.disconnected < n) && bench_now_s() < deadline)
 		if (run_once(c))
 			break;
 	c->nsessions = 0;
@@ -730,7 +699,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": cannot create the Nexus: %s\n", urpc_strerror(ret));
 		goto out_csv;
 	}
-	ret = urpc_nexus_register_handler(nx, BENCH_REQ_TYPE, handler, NULL);
+	ret = urpc_nexus_register_handler(nx, BENCH_REQ_TYPE, bench_echo, NULL);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot register the handler: %s\n", urpc_strerror(ret));
 		goto out_nexus;
@@ -751,8 +720,8 @@ int main(int argc, char **argv)
 		goto out_nexus;
 	}
 	ro.device = o.device;
-	ro.sm_handler = sm_event;
-	ro.sm_arg = &c;
+	ro.sm_handler = bench_sm_event;
+	ro.sm_arg = &c.sm;
 	ret = urpc_rpc_create(nx, BENCH_CLI_ID, &ro, &c.rpc);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot create the client Rpc (%s): %s\n",
