@@ -76,16 +76,12 @@ static uint8_t pat(uint64_t id, size_t i)
 	return (uint8_t)((i * 2654435761u + id * 40503u) >> 11);
 }
 
-static void echo_handler(struct urpc_req_handle *h, void *arg)
+/* Count a run of the request's id and check its bytes against the pattern. */
+static void note_request(struct world *w, const uint8_t *d, size_t len)
 {
-	struct world *w = arg;
-	struct urpc_rpc *rpc = urpc_req_rpc(h);
-	struct urpc_msgbuf own, *resp;
-	const uint8_t *d;
 	uint64_t id = 0;
-	size_t len, i;
+	size_t i;
 
-	d = urpc_req_data(h, &len);
 	if (len >= 8)
 		memcpy(&id, d, 8);
 	if (id < MAX_IDS)
@@ -97,6 +93,18 @@ static void echo_handler(struct urpc_req_handle *h, void *arg)
 			w->handler_errors++;
 			break;
 		}
+}
+
+static void echo_handler(struct urpc_req_handle *h, void *arg)
+{
+	struct world *w = arg;
+	struct urpc_rpc *rpc = urpc_req_rpc(h);
+	struct urpc_msgbuf own, *resp;
+	const uint8_t *d;
+	size_t len, i;
+
+	d = urpc_req_data(h, &len);
+	note_request(w, d, len);
 	if (len <= urpc_rpc_max_msg_size(rpc)) {
 		resp = urpc_req_resp_msgbuf(h);
 	} else {
@@ -134,19 +142,10 @@ static void defer_handler(struct urpc_req_handle *h, void *arg)
 {
 	struct world *w = arg;
 	const uint8_t *d;
-	uint64_t id = 0;
-	size_t len, i;
+	size_t len;
 
 	d = urpc_req_data(h, &len);
-	if (len >= 8)
-		memcpy(&id, d, 8);
-	if (id < MAX_IDS)
-		w->handler_runs[id]++;
-	for (i = 8; i < len; i++)
-		if (d[i] != pat(id, i)) {
-			w->handler_errors++;
-			break;
-		}
+	note_request(w, d, len);
 	w->deferred = h;
 	if (w->drop_ack) {
 		struct urpc_loop_faults f = {.drop = 1.0};
