@@ -38,6 +38,8 @@
 #define SM_RX_BUDGET 64	       /* datagrams handled per wake-up before re-checking */
 
 struct urpc_nexus {
+	struct urpc_sm_net net; /* simulated: send through it; no socket, no thread */
+	bool sim;
 	int fd;	  /* the SM socket */
 	int evfd; /* eventfd that wakes the SM thread for destroy */
 	uint16_t port;
@@ -191,11 +193,35 @@ static void route(struct urpc_nexus *nx, const struct urpc_sm_pkt *p)
 		stat_inc(&nx->stats.drop_no_rpc);
 }
 
+/*
+ * One datagram of @n bytes (its real length, perhaps more than @buf holds)
+ * from @from: decoded and routed, or dropped and counted. SM thread only
+ * (in a simulation, the simulator's thread).
+ */
+static void sm_input(struct urpc_nexus *nx, const uint8_t *buf, size_t n,
+		     const struct sockaddr_in *from)
+{
+	struct urpc_sm_pkt pkt;
+
+	stat_inc(&nx->stats.sm_rx);
+	if (n > URPC_SM_PKT_MAX || urpc__sm_decode(buf, n, &pkt) < 0 ||
+	    from->sin_family != AF_INET) {
+		char addr[INET_ADDRSTRLEN] = "?";
+
+		stat_inc(&nx->stats.drop_bad_pkt);
+		inet_ntop(AF_INET, &from->sin_addr, addr, sizeof(addr));
+		URPC_WARN_RATELIMIT(-1, "dropped a malformed SM datagram of %zu bytes from %s:%u",
+				    n, addr, ntohs(from->sin_port));
+		return;
+	}
+	pkt.from = *from;
+	route(nx, &pkt);
+}
+
 /* Receive and route up to SM_RX_BUDGET datagrams. SM thread only. */
 static void sm_rx(struct urpc_nexus *nx)
 {
 	uint8_t buf[URPC_SM_PKT_MAX];
-	struct urpc_sm_pkt pkt;
 	unsigned i;
 
 	for (i = 0; i < SM_RX_BUDGET; i++) {
@@ -215,20 +241,9 @@ static void sm_rx(struct urpc_nexus *nx)
 						    urpc_strerror(-errno));
 			return;
 		}
-		stat_inc(&nx->stats.sm_rx);
-		if ((size_t)n > sizeof(buf) || urpc__sm_decode(buf, (size_t)n, &pkt) < 0 ||
-		    from_len < sizeof(from) || from.sin_family != AF_INET) {
-			char addr[INET_ADDRSTRLEN] = "?";
-
-			stat_inc(&nx->stats.drop_bad_pkt);
-			inet_ntop(AF_INET, &from.sin_addr, addr, sizeof(addr));
-			URPC_WARN_RATELIMIT(
-				-1, "dropped a malformed SM datagram of %zd bytes from %s:%u", n,
-				addr, ntohs(from.sin_port));
-			continue;
-		}
-		pkt.from = from;
-		route(nx, &pkt);
+		if (from_len < sizeof(from) || from.sin_family != AF_INET)
+			from.sin_family = AF_UNSPEC;
+		sm_input(nx, buf, (size_t)n, &from);
 	}
 }
 
@@ -372,6 +387,8 @@ URPC_API int urpc_nexus_destroy(struct urpc_nexus *nx)
 		return -EBUSY;
 	}
 
+	if (nx->sim)
+		goto out_free;
 	/* Release pairs with the SM thread's acquire load of stop. */
 	atomic_store_explicit(&nx->stop, true, memory_order_release);
 	/* A failed write only delays the exit until the poll timeout. */
@@ -381,9 +398,50 @@ URPC_API int urpc_nexus_destroy(struct urpc_nexus *nx)
 
 	close(nx->evfd);
 	close(nx->fd);
+out_free:
 	pthread_mutex_destroy(&nx->lock);
 	free(nx);
 	return 0;
+}
+
+/*
+ * A Nexus whose session management travels through @net (tests/sim): no
+ * socket and no thread; the simulator hands it datagrams with
+ * urpc__nexus_sm_input(). Destroyed with urpc_nexus_destroy(). Thread: any.
+ */
+int urpc__nexus_create_sim(const char *host, uint16_t port, const struct urpc_sm_net *net,
+			   struct urpc_nexus **out)
+{
+	struct in_addr a;
+	struct urpc_nexus *nx;
+	int ret;
+
+	if (!host || !port || !net || !net->send || !out || inet_pton(AF_INET, host, &a) != 1)
+		return -EINVAL;
+	nx = calloc(1, sizeof(*nx));
+	if (!nx)
+		return -ENOMEM;
+	ret = pthread_mutex_init(&nx->lock, NULL);
+	if (ret) {
+		free(nx);
+		return -ret;
+	}
+	inet_ntop(AF_INET, &a, nx->host, sizeof(nx->host));
+	nx->port = port;
+	nx->net = *net;
+	nx->sim = true;
+	nx->fd = -1;
+	nx->evfd = -1;
+	atomic_init(&nx->stop, false);
+	*out = nx;
+	return 0;
+}
+
+/* A datagram of @len bytes from @from for simulated Nexus @nx. Thread: the simulator's. */
+void urpc__nexus_sm_input(struct urpc_nexus *nx, const uint8_t *buf, size_t len,
+			  const struct sockaddr_in *from)
+{
+	sm_input(nx, buf, len, from);
 }
 
 /* ---- internal interface (nexus.h) ---------------------------------------- */
@@ -434,6 +492,13 @@ int urpc__nexus_sm_send(struct urpc_nexus *nx, const struct sockaddr_in *to,
 	size_t len = urpc__sm_encode(p, buf);
 	ssize_t n;
 
+	if (nx->sim) {
+		n = nx->net.send(nx->net.arg, nx, to, buf, len);
+		if (n < 0)
+			return (int)n;
+		stat_inc(&nx->stats.sm_tx);
+		return 0;
+	}
 	do {
 		n = sendto(nx->fd, buf, len, 0, (const struct sockaddr *)to, sizeof(*to));
 	} while (n < 0 && errno == EINTR);

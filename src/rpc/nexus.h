@@ -54,6 +54,23 @@ void urpc__nexus_detach_rpc(struct urpc_nexus *nx, uint8_t rpc_id);
 int urpc__nexus_sm_send(struct urpc_nexus *nx, const struct sockaddr_in *to,
 			const struct urpc_sm_pkt *p);
 
+/*
+ * Session management through a simulated network instead of the kernel
+ * (tests/sim): send() carries one encoded SM datagram from @from to @to
+ * (0 or -errno); the simulator delivers it later with urpc__nexus_sm_input()
+ * to the Nexus bound at @to, or drops it. The interface a transport would
+ * have, cut down to what session management needs.
+ */
+struct urpc_sm_net {
+	int (*send)(void *arg, struct urpc_nexus *from, const struct sockaddr_in *to,
+		    const uint8_t *buf, size_t len);
+	void *arg;
+};
+int urpc__nexus_create_sim(const char *host, uint16_t port, const struct urpc_sm_net *net,
+			   struct urpc_nexus **out);
+void urpc__nexus_sm_input(struct urpc_nexus *nx, const uint8_t *buf, size_t len,
+			  const struct sockaddr_in *from);
+
 /* Counters of the SM thread; every field always exists. */
 struct urpc_nexus_stats {
 	uint64_t sm_rx;		  /* datagrams received on the SM socket */

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -98,8 +97,8 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	rpc->connect_timeout_ns = (uint64_t)o->connect_timeout_ms * 1000000;
 	rpc->sm_retry_ns = URPC_MIN(rpc->connect_timeout_ns / 4, 100000000ull);
 	seed = o->seed;
-	if (!seed && getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
-		seed = urpc__now_ns() ^ ((uint64_t)rpc_id << 56);
+	if (!seed)
+		seed = urpc__entropy64();
 	urpc__rand_seed(&rpc->rng, seed);
 	rpc->max_sessions = o->max_sessions;
 	rpc->sessions = calloc(o->max_sessions, sizeof(*rpc->sessions));

@@ -27,6 +27,12 @@
  * local region completes the operations using it with -EIO at once; the
  * target then skips them. Each operation completes exactly once.
  *
+ * Simulated network (urpc__loop_set_net, tests/sim): every datagram goes to
+ * the net's send() instead of the peer's ring, and the net delivers it
+ * later with urpc__loop_net_deliver() (or never); one-sided requests are
+ * served only while the net says requester and target can reach each other.
+ * It rides the fault-switch branch, so the plain datapath pays nothing.
+ *
  * Delay switch: a delayed datagram takes its receive-ring entry at once and
  * becomes visible when the receiver's poll count reaches its due stamp; the
  * receiver's ring FIFO is the in-flight queue (preallocated, in order, so a
@@ -135,8 +141,8 @@ struct loop_ep {
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct loop_ep *registry; /* registry_lock */
 static uint32_t next_id = 1;	 /* registry_lock */
-static struct urpc_rand id_rng;	 /* registry_lock; generations and key seeds */
-static bool id_rng_seeded;	 /* registry_lock */
+static struct urpc_loop_net net; /* set while no endpoint exists (tests/sim) */
+static bool net_on;
 
 static void flush_held(struct loop_ep *ep);
 
@@ -190,7 +196,10 @@ static int loop_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	ep->base.sq_depth = cfg->sq_depth;
 	ep->base.id = cfg->id;
 	ep->refs = 1;
+	ep->gen = (uint32_t)urpc__entropy64() | 1;
+	key_seed = urpc__entropy64();
 	urpc__rand_seed(&ep->rng, cfg->seed);
+	ep->faults_on = net_on;
 	ret = urpc__hp_alloc((size_t)cfg->rq_depth * mtu, cfg->hp_flags, &ep->ring);
 	if (ret) {
 		URPC_ERR(cfg->id, "loop: no memory for a %u x %u receive ring", cfg->rq_depth, mtu);
@@ -212,14 +221,7 @@ static int loop_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	ep->nop_free = LOOP_MAX_OPS;
 
 	pthread_mutex_lock(&registry_lock);
-	if (!id_rng_seeded) {
-		urpc__rand_seed(&id_rng, urpc__now_ns() ^ ((uint64_t)getpid() << 32) ^
-						 (uint64_t)(uintptr_t)&id_rng);
-		id_rng_seeded = true;
-	}
 	ep->ep_id = next_id++;
-	ep->gen = (uint32_t)urpc__rand_next(&id_rng) | 1;
-	key_seed = urpc__rand_next(&id_rng);
 	ep->next = registry;
 	registry = ep;
 	pthread_mutex_unlock(&registry_lock);
@@ -387,7 +389,7 @@ static void loop_release_peer(struct urpc_tp *tp, struct urpc_tp_peer *peer)
  * quarter of this function's cost on the cpu_cost benchmark.
  * Thread: the one driving both endpoints.
  */
-static inline __attribute__((always_inline)) void deliver(struct loop_ep *from, struct loop_ep *to,
+static inline __attribute__((always_inline)) void deliver(struct loop_ep *to, uint32_t delay_polls,
 							  const void *a, uint32_t alen,
 							  const void *b, uint32_t blen)
 {
@@ -409,7 +411,7 @@ static inline __attribute__((always_inline)) void deliver(struct loop_ep *from, 
 	e = &to->fifo[to->fifo_tail++ & (to->base.rq_depth - 1)];
 	e->idx = idx;
 	e->len = alen + blen;
-	e->due = to->polls + from->faults.delay_polls;
+	e->due = to->polls + delay_polls;
 	to->base.stats.rx_pkts++;
 	to->base.stats.rx_bytes += e->len;
 }
@@ -420,7 +422,7 @@ static void release_held(struct loop_ep *ep, uint32_t i)
 	struct held h = ep->held[i];
 	uint8_t *buf = ep->held_buf + (size_t)i * ep->base.mtu;
 
-	deliver(ep, h.to, buf, h.len, NULL, 0);
+	deliver(h.to, ep->faults.delay_polls, buf, h.len, NULL, 0);
 	ep_put(h.to);
 	ep->nheld--;
 	if (i != ep->nheld) {
@@ -443,6 +445,10 @@ static void send_faulty(struct loop_ep *ep, const struct urpc_tp_tx *t)
 	struct loop_ep *to = t->peer->ep;
 	int copies = 1;
 
+	if (net_on) {
+		net.send(net.arg, ep->ep_id, to->ep_id, t->hdr, t->hdr_len, t->data, t->data_len);
+		return;
+	}
 	if (unlikely(f->drop > 0 && urpc__rand_unit(&ep->rng) < f->drop)) {
 		ep->base.stats.tx_dropped++;
 		return;
@@ -468,7 +474,7 @@ static void send_faulty(struct loop_ep *ep, const struct urpc_tp_tx *t)
 			ep->base.stats.tx_reordered++;
 			continue;
 		}
-		deliver(ep, to, t->hdr, t->hdr_len, t->data, t->data_len);
+		deliver(to, f->delay_polls, t->hdr, t->hdr_len, t->data, t->data_len);
 	}
 }
 
@@ -490,7 +496,7 @@ static int loop_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsi
 		if (unlikely(ep->faults_on))
 			send_faulty(ep, t);
 		else
-			deliver(ep, t->peer->ep, t->hdr, t->hdr_len, t->data, t->data_len);
+			deliver(t->peer->ep, 0, t->hdr, t->hdr_len, t->data, t->data_len);
 		tp->stats.tx_bytes += t->hdr_len + t->data_len;
 	}
 	tp->stats.tx_pkts += n;
@@ -520,8 +526,13 @@ static const struct urpc_tp_mr *find_reg(struct loop_ep *ep, uint32_t rkey)
 static void serve_incoming(struct loop_ep *ep)
 {
 	while (ep->in_head != ep->in_tail) {
-		struct os_ref *r = &ep->incoming[ep->in_head++ & (LOOP_INCOMING - 1)];
-		struct os_op *op = ref_op(r);
+		struct os_ref *r = &ep->incoming[ep->in_head & (LOOP_INCOMING - 1)];
+		struct os_op *op;
+
+		if (net_on && !net.reachable(net.arg, r->from->ep_id, ep->ep_id))
+			break; /* partitioned: served once the net heals (or never) */
+		ep->in_head++;
+		op = ref_op(r);
 		const struct urpc_tp_mr *mr;
 		uint64_t start;
 		unsigned need;
@@ -751,8 +762,52 @@ int urpc__loop_set_faults(struct urpc_tp *tp, const struct urpc_loop_faults *f)
 	ep = to_ep(tp);
 	flush_held(ep);
 	ep->faults = *f;
-	ep->faults_on = f->drop > 0 || f->dup > 0 || f->reorder || f->delay_polls;
+	ep->faults_on = net_on || f->drop > 0 || f->dup > 0 || f->reorder || f->delay_polls;
 	return 0;
+}
+
+/* Install or remove (NULL) the simulated network. Thread: any, with no endpoint alive. */
+int urpc__loop_set_net(const struct urpc_loop_net *n)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&registry_lock);
+	if (registry)
+		ret = -EBUSY;
+	else if (n && (!n->send || !n->reachable))
+		ret = -EINVAL;
+	else if (n)
+		net = *n;
+	if (!ret)
+		net_on = n != NULL;
+	pthread_mutex_unlock(&registry_lock);
+	return ret;
+}
+
+/*
+ * Put a datagram the net carried into endpoint @to_id's ring. 0, or
+ * -ENOENT when the endpoint is gone (the datagram vanishes), -EMSGSIZE.
+ * Thread: the one driving every endpoint (the simulator's).
+ */
+int urpc__loop_net_deliver(uint32_t to_id, const void *buf, uint32_t len)
+{
+	struct loop_ep *ep;
+
+	pthread_mutex_lock(&registry_lock);
+	for (ep = registry; ep && ep->ep_id != to_id; ep = ep->next)
+		;
+	pthread_mutex_unlock(&registry_lock);
+	if (!ep)
+		return -ENOENT;
+	if (len > ep->base.mtu)
+		return -EMSGSIZE;
+	deliver(ep, 0, buf, len, NULL, 0);
+	return 0;
+}
+
+uint32_t urpc__loop_ep_id(const struct urpc_tp *tp)
+{
+	return container_of(tp, const struct loop_ep, base)->ep_id;
 }
 
 const struct urpc_tp_ops urpc__tp_loop_ops = {

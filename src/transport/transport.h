@@ -326,6 +326,24 @@ struct urpc_loop_faults {
 /* Set the switches applied to datagrams @tp sends. @tp must be a loop endpoint. */
 int urpc__loop_set_faults(struct urpc_tp *tp, const struct urpc_loop_faults *f);
 
+/*
+ * ---- loop only: a simulated network (tests/sim) ----
+ * While installed, every datagram a loop endpoint sends goes to send()
+ * (endpoints named by urpc__loop_ep_id()), which keeps a copy and later
+ * hands it to urpc__loop_net_deliver(), or drops it; the fault switches are
+ * bypassed. A peer's one-sided requests are served only while reachable()
+ * says so. Install and remove only while no loop endpoint exists (-EBUSY).
+ */
+struct urpc_loop_net {
+	void (*send)(void *arg, uint32_t from_id, uint32_t to_id, const void *hdr, uint32_t hdr_len,
+		     const void *data, uint32_t data_len);
+	bool (*reachable)(void *arg, uint32_t from_id, uint32_t to_id);
+	void *arg;
+};
+int urpc__loop_set_net(const struct urpc_loop_net *net);
+int urpc__loop_net_deliver(uint32_t to_id, const void *buf, uint32_t len);
+uint32_t urpc__loop_ep_id(const struct urpc_tp *tp);
+
 #ifdef __cplusplus
 }
 #endif

@@ -47,7 +47,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -248,10 +247,9 @@ static void udp_free(struct udp_tp *u)
 
 static uint32_t udp_random32(void)
 {
-	uint32_t v = 0;
+	uint32_t v;
 
-	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
-		v = (uint32_t)(urpc__now_ns() ^ ((uint64_t)getpid() << 16));
+	urpc__entropy(&v, sizeof(v));
 	return v;
 }
 
@@ -375,7 +373,7 @@ static int udp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	u->timeout_ns = (uint64_t)(cfg->one_sided_timeout_ms ? cfg->one_sided_timeout_ms : 1000) *
 			1000000ull;
 	u->nonce = udp_random32();
-	urpc__rand_seed(&u->key_rng, ((uint64_t)u->nonce << 32) ^ urpc__now_ns());
+	urpc__rand_seed(&u->key_rng, urpc__entropy64());
 	ret = udp_alloc_arrays(u);
 	if (ret) {
 		URPC_ERR(cfg->id, "out of memory for %u-entry rings", cfg->rq_depth);

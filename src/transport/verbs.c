@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "../util/log.h"
 #include "verbs_dev.h"
@@ -47,10 +46,9 @@ const char *urpc__verbs_rc_state_str(enum verbs_rc_state s)
 
 static uint32_t random32(void)
 {
-	uint32_t r = 0;
+	uint32_t r;
 
-	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
-		r = (uint32_t)urpc__now_ns() * 2654435761u;
+	urpc__entropy(&r, sizeof(r));
 	return r;
 }
 

@@ -95,14 +95,6 @@ void urpc__log(enum urpc_log_level level, const char *module, const char *func, 
 	errno = saved_errno;
 }
 
-uint64_t urpc__now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int urpc__log_rl_allow(struct urpc_log_rl *rl)
 {
 	uint64_t now = urpc__now_ns();

@@ -13,6 +13,8 @@
 
 #include <urpc/urpc.h>
 
+#include "seam.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -38,8 +40,7 @@ struct urpc_log_rl {
 };
 int urpc__log_rl_allow(struct urpc_log_rl *rl);
 
-/* Monotonic nanoseconds (CLOCK_MONOTONIC). Thread: any. */
-uint64_t urpc__now_ns(void);
+/* urpc__now_ns() lives with the other seams. */
 
 #define URPC_LOG_(lvl, ctx, ...)                                                                   \
 	do {                                                                                       \
