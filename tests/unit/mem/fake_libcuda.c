@@ -25,7 +25,10 @@
  * no cuMemGetHandleForAddressRange and no attribute 124. dlsym() finds every
  * exported symbol, so no environment switch could hide one.
  *
- * fake_cuda_*() are for the test itself: counters and the last export.
+ * fake_cuda_*() are for the test itself: counters, the last export, and
+ * copies that fail on demand (fake_cuda_fail_copies(): the next N copies out
+ * of or into device memory return CUDA_ERROR_ILLEGAL_ADDRESS and copy
+ * nothing, as a copy from a faulted context would).
  */
 #define _GNU_SOURCE /* memfd_create */
 #include <pthread.h>
@@ -45,6 +48,7 @@
 #define CUDA_ERROR_NO_DEVICE 100
 #define CUDA_ERROR_INVALID_DEVICE 101
 #define CUDA_ERROR_INVALID_CONTEXT 201
+#define CUDA_ERROR_ILLEGAL_ADDRESS 700
 #define CUDA_ERROR_NOT_SUPPORTED 801
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
 #define CU_POINTER_ATTRIBUTE_IS_MANAGED 8
@@ -83,6 +87,8 @@ static struct {
 	int retains[MAX_DEV];
 	unsigned long long export_start;
 	size_t export_size;
+	int fail_dtoh, fail_htod; /* copies still to fail, per direction */
+	int copy_failures;	  /* copies failed so far */
 } fk = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static __thread struct fake_ctx *current;
@@ -112,6 +118,8 @@ int fake_cuda_init_calls(void);
 int fake_cuda_live_pinned(void);
 int fake_cuda_retains(int dev);
 void fake_cuda_last_export(unsigned long long *start, size_t *size);
+void fake_cuda_fail_copies(int dtoh, int htod);
+int fake_cuda_copy_failures(void);
 
 static size_t page_size(void)
 {
@@ -375,10 +383,17 @@ static int copy(uintptr_t dev, void *host, size_t n, bool to_host)
 	pthread_mutex_lock(&fk.lock);
 	if (!find(dev, n, false))
 		ret = CUDA_ERROR_INVALID_VALUE;
+	else if (to_host ? fk.fail_dtoh > 0 : fk.fail_htod > 0)
+		ret = CUDA_ERROR_ILLEGAL_ADDRESS;
 	else if (to_host)
 		memcpy(host, (void *)dev, n);
 	else
 		memcpy((void *)dev, host, n);
+	if (ret == CUDA_ERROR_ILLEGAL_ADDRESS) {
+		fk.fail_dtoh -= to_host;
+		fk.fail_htod -= !to_host;
+		fk.copy_failures++;
+	}
 	pthread_mutex_unlock(&fk.lock);
 	return ret;
 }
@@ -485,6 +500,8 @@ static const struct {
 	{CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
 	{CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
 	{CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+	{CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+	 "an illegal memory access was encountered"},
 	{CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
 };
 
@@ -531,4 +548,18 @@ void fake_cuda_last_export(unsigned long long *start, size_t *size)
 {
 	*start = fk.export_start;
 	*size = fk.export_size;
+}
+
+/* The next @dtoh copies to the host and @htod copies to the device fail; 0, 0 disarms. */
+void fake_cuda_fail_copies(int dtoh, int htod)
+{
+	pthread_mutex_lock(&fk.lock);
+	fk.fail_dtoh = dtoh;
+	fk.fail_htod = htod;
+	pthread_mutex_unlock(&fk.lock);
+}
+
+int fake_cuda_copy_failures(void)
+{
+	return fk.copy_failures;
 }
