@@ -489,7 +489,9 @@ URPC_API int urpc_mem_forget(struct urpc_rpc *rpc, void *addr, size_t len);
  *               (deadline passed), -ENOENT (no handler for the request type on
  *               the server), -EMSGSIZE (response larger than @resp), or for
  *               a large message -EIO/-EACCES (the payload could not be read),
- *               -ENOMEM (the server had no buffer for a large request).
+ *               -ENOMEM (the server had no buffer for a large request), or
+ *               for GPU memory -EIO (a copy to or from the GPU failed, on
+ *               either side).
  * @param resp   the response buffer given to urpc_req_enqueue().
  *
  * Callback: runs exactly once, on the owner thread inside the event loop (or
@@ -558,7 +560,10 @@ URPC_API struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h);
  *             client has read it.
  * @return 0 (the handle is then invalid), -EINVAL (neither kind of buffer,
  *         or size above capacity), -EPERM. If the session was reset
- *         meanwhile, the response is dropped silently and 0 returned.
+ *         meanwhile, the response is dropped silently and 0 returned. A
+ *         response in GPU memory whose copy out of the GPU fails is not
+ *         sent: the client's continuation gets -EIO, the buffer is taken
+ *         all the same, and 0 returned (the failure is logged).
  */
 URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *resp);
 

@@ -810,51 +810,100 @@ URPC_API struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h)
 	return &sl->resp_mb;
 }
 
+/*
+ * The handler of server slot @sl has answered: false when the answer may be
+ * sent; true when the session was reset meanwhile, the answer is dropped and
+ * the session freed with its last deferred answer.
+ */
+static inline bool resp_dropped(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl)
+{
+	s->deferred--;
+	if (likely(s->state == URPC_SESS_CONNECTED))
+		return false;
+	sl->srv_state = URPC_SRV_IDLE;
+	if (sl->large_resp.buf)
+		urpc__rpc_buf_release(rpc, &sl->large_resp);
+	if (!s->deferred)
+		urpc__session_free(rpc, s);
+	return true;
+}
+
+/*
+ * The answer in @resp (GPU memory, taken by the library) could not be
+ * copied out of the GPU (@err): send no bytes the GPU did not hold. @resp is
+ * given back and the client's request answered with EIO instead.
+ */
+static URPC_COLD void resp_copy_failed(struct urpc_rpc *rpc, struct urpc_session *s,
+				       struct urpc_sslot *sl, struct urpc_msgbuf *resp, int err)
+{
+	URPC_WARN_RATELIMIT(rpc->id, "copying a %zu-byte response out of GPU memory failed: %s",
+			    resp->data_size, urpc_strerror(err));
+	urpc__rpc_buf_release(rpc, resp);
+	if (!resp_dropped(rpc, s, sl))
+		server_error_resp(rpc, s, sl, sl->h.req_type, EIO);
+}
+
+/*
+ * The application's own buffer or view @resp answers the request in server
+ * slot @sl: the library takes it, copied into the slot's buffer when it fits
+ * a datagram, else kept as the large stored response. Returns 0 (send it),
+ * 1 (taken, but answered with EIO already: a GPU copy failed) or -EINVAL
+ * (not taken). Cold: out of the way of the slot's own buffer.
+ */
+static URPC_COLD int resp_take(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
+			       struct urpc_msgbuf *resp)
+{
+	struct urpc_gpu_view *g = urpc__mb_gpu(resp);
+	int ret = 0;
+
+	if (!resp->buf || !urpc__mb_peer_readable(resp) || resp->data_size > URPC_MAX_MSG_SIZE)
+		return -EINVAL;
+	if (!urpc__mb_is_view(resp))
+		rpc->internal_bufs++; /* the library's now */
+	if (resp->data_size <= rpc->max_msg) {
+		if (g)
+			ret = urpc__cuda_copy_to_host(sl->resp_mb.buf, resp->buf, resp->data_size);
+		else
+			memcpy(sl->resp_mb.buf, resp->buf, resp->data_size);
+	} else if (g && g->host) {
+		/* Staging: the client READs the pinned copy. */
+		ret = urpc__cuda_copy_to_host(g->host, resp->buf, resp->data_size);
+	}
+	if (unlikely(ret)) {
+		resp_copy_failed(rpc, s, sl, resp, ret);
+		return 1;
+	}
+	if (resp->data_size <= rpc->max_msg) {
+		sl->resp_mb.data_size = resp->data_size;
+		urpc__rpc_buf_release(rpc, resp);
+	} else {
+		sl->large_resp = *resp;
+		memset(resp, 0, sizeof(*resp));
+	}
+	return 0;
+}
+
 URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *resp)
 {
 	struct urpc_sslot *sl = container_of(h, struct urpc_sslot, h);
 	struct urpc_rpc *rpc = h->rpc;
 	struct urpc_session *s = h->sess;
+	int ret;
 
 	if (unlikely(!urpc__rpc_is_owner(rpc)))
 		return -EPERM;
 	if (unlikely(sl->srv_state != URPC_SRV_IN_HANDLER))
 		return -EINVAL;
 	if (unlikely(resp != &sl->resp_mb)) {
-		/* The application's own buffer or view: large, or copied into the slot's. */
-		if (!resp->buf || !urpc__mb_peer_readable(resp) ||
-		    resp->data_size > URPC_MAX_MSG_SIZE)
-			return -EINVAL;
-		if (!urpc__mb_is_view(resp))
-			rpc->internal_bufs++; /* the library's now */
-		if (resp->data_size <= rpc->max_msg) {
-			if (urpc__mb_gpu(resp))
-				urpc__cuda_copy_to_host(sl->resp_mb.buf, resp->buf,
-							resp->data_size);
-			else
-				memcpy(sl->resp_mb.buf, resp->buf, resp->data_size);
-			sl->resp_mb.data_size = resp->data_size;
-			urpc__rpc_buf_release(rpc, resp);
-		} else {
-			if (urpc__mb_gpu(resp) && urpc__mb_gpu(resp)->host)
-				urpc__cuda_copy_to_host(urpc__mb_gpu(resp)->host, resp->buf,
-							resp->data_size);
-			sl->large_resp = *resp;
-			memset(resp, 0, sizeof(*resp));
-		}
+		ret = resp_take(rpc, s, sl, resp);
+		if (ret)
+			return ret < 0 ? ret : 0;
 	} else if (unlikely(resp->data_size > rpc->max_msg)) {
 		return -EINVAL;
 	}
-	s->deferred--;
-	if (unlikely(s->state != URPC_SESS_CONNECTED)) {
-		/* Reset while the response was deferred: drop it, free at the last one. */
-		sl->srv_state = URPC_SRV_IDLE;
-		if (sl->large_resp.buf)
-			urpc__rpc_buf_release(rpc, &sl->large_resp);
-		if (!s->deferred)
-			urpc__session_free(rpc, s);
+	/* Reset while the response was deferred: dropped. */
+	if (unlikely(resp_dropped(rpc, s, sl)))
 		return 0;
-	}
 	if (unlikely(sl->large_resp.buf))
 		large_pkt_fill(sl, URPC_PKT_RESP, h->req_type, &sl->large_resp, s->remote_num,
 			       sl->cur_req_num, s->token);

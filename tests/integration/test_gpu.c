@@ -9,7 +9,8 @@
  * the test sets it to the fake driver (tests/unit/mem/fake_libcuda.c, whose
  * "device memory" is host memory it tracks), which exercises every staging
  * step and, on verbs, the dma-buf attempt and its fall-back. The test says
- * which driver ran.
+ * which driver ran. The fake can also fail copies on demand
+ * (fake_cuda_fail_copies()): the cases that need it skip on a real driver.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -32,6 +33,8 @@
 
 #define T_ECHO 1
 #define T_SINK 2
+#define T_GPU_RESP 3 /* answers with a view of device memory (G.resp_dev) */
+#define RESP_DEV_LEN 300000
 #define WAIT_NS 60000000000ull
 
 struct drv {
@@ -40,6 +43,10 @@ struct drv {
 	int (*mem_free)(unsigned long long dptr);
 	int (*primary_retain)(void **pctx, int dev);
 	int (*set_current)(void *ctx);
+	/* The fake driver's switches; NULL on a real one. */
+	void (*fail_copies)(int dtoh, int htod);
+	int (*copy_failures)(void);
+	int (*live_pinned)(void);
 };
 
 static struct {
@@ -49,6 +56,8 @@ static struct {
 	int sess;
 	void *sink; /* device memory the T_SINK handler copies requests into */
 	size_t sink_len;
+	void *resp_dev; /* device memory T_GPU_RESP answers with */
+	int pinned0;	/* the fake's pinned allocations before the test's */
 	unsigned handler_errors;
 } G;
 
@@ -80,6 +89,12 @@ static void driver_up(void)
 	sym(G.d.h, "cuMemFree_v2", &G.d.mem_free);
 	sym(G.d.h, "cuDevicePrimaryCtxRetain", &G.d.primary_retain);
 	sym(G.d.h, "cuCtxSetCurrent", &G.d.set_current);
+	G.d.fail_copies = NULL;
+	if (dlsym(G.d.h, "fake_cuda_fail_copies")) {
+		sym(G.d.h, "fake_cuda_fail_copies", &G.d.fail_copies);
+		sym(G.d.h, "fake_cuda_copy_failures", &G.d.copy_failures);
+		sym(G.d.h, "fake_cuda_live_pinned", &G.d.live_pinned);
+	}
 }
 
 static void *dev_alloc(size_t len)
@@ -140,6 +155,29 @@ static void sink_handler(struct urpc_req_handle *h, void *arg)
 		G.handler_errors++;
 }
 
+/*
+ * Answers with a view of G.resp_dev, as long as the request (8 bytes) says.
+ * A view always goes back whole: copied into the slot's buffer when it fits
+ * a datagram, else read by the client (from a staging copy off verbs).
+ */
+static void gpu_resp_handler(struct urpc_req_handle *h, void *arg)
+{
+	struct urpc_msgbuf view;
+	const uint8_t *d;
+	uint64_t len;
+	size_t n;
+
+	d = urpc_req_data(h, &n);
+	cr_assert_eq(n, sizeof(len));
+	memcpy(&len, d, sizeof(len));
+	cr_assert_eq(urpc_msgbuf_register(urpc_req_rpc(h), G.resp_dev, (size_t)len,
+					  URPC_MEM_PEER_READS, &view),
+		     0);
+	cr_assert_not_null(urpc__mb_gpu(&view), "device memory was not detected");
+	if (urpc_resp_enqueue(h, &view) || view.buf)
+		G.handler_errors++; /* the library takes the view, whatever the copy did */
+}
+
 static void pump(void)
 {
 	cr_assert_eq(urpc_rpc_run_event_loop_once(G.srv), 0);
@@ -189,6 +227,7 @@ static void world_up(void)
 	cr_assert_eq(urpc_nexus_create(&no, &G.nx), 0);
 	cr_assert_eq(urpc_nexus_register_handler(G.nx, T_ECHO, echo_handler, NULL), 0);
 	cr_assert_eq(urpc_nexus_register_handler(G.nx, T_SINK, sink_handler, NULL), 0);
+	cr_assert_eq(urpc_nexus_register_handler(G.nx, T_GPU_RESP, gpu_resp_handler, NULL), 0);
 	urpc_rpc_opts_init(&o);
 	o.transport = GPU_KIND;
 	o.device = getenv("URPC_TEST_DEVICE_B");
@@ -311,4 +350,137 @@ Test(GPU_NAME, cuda_device_names_the_port_to_be_near)
 	cr_assert_eq(urpc_rpc_create(G.nx, 1, &o, &rpc), 0);
 	cr_assert_eq(urpc_rpc_destroy(rpc), 0);
 	cr_assert_eq(urpc_nexus_destroy(G.nx), 0);
+}
+
+static void need_failing_copies(void)
+{
+	if (!G.d.fail_copies)
+		cr_skip_test("the driver cannot fail copies on demand (only the fake can)");
+}
+
+/*
+ * The server's answer of @len bytes from GPU memory, whose copy out of the
+ * GPU fails: the client gets -EIO, never status 0 with bytes the GPU did
+ * not hold. The staging memory goes at once, and the slot is clean: the
+ * next request on it gets the right bytes. The verdicts on the failed copy
+ * are expectations, so that every size reports.
+ */
+static void gpu_resp_copy_fails(size_t len)
+{
+	static uint8_t want[RESP_DEV_LEN];
+	struct urpc_msgbuf req, resp;
+	uint64_t n = len;
+	int failed, st;
+	size_t i;
+
+	cr_assert_leq(len, sizeof(want));
+	for (i = 0; i < len; i++)
+		want[i] = pat(i, 7);
+	cr_assert_eq(urpc__cuda_copy_to_device(G.resp_dev, want, len), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(G.cli, sizeof(n), &req), 0);
+	memcpy(req.buf, &n, sizeof(n));
+	cr_assert_eq(urpc_msgbuf_alloc(G.cli, len, &resp), 0);
+	memset(resp.buf, 0xee, len);
+
+	failed = G.d.copy_failures();
+	G.d.fail_copies(1, 0); /* the server's copy out of the GPU: the only one */
+	st = run(T_GPU_RESP, &req, &resp);
+	G.d.fail_copies(0, 0);
+	if (G.d.copy_failures() == failed) {
+		/* dma-buf: the NIC reads the GPU itself, there was no copy to fail */
+		cr_assert_eq(GPU_KIND, URPC_TRANSPORT_VERBS, "%zu bytes: no copy was tried", len);
+		cr_assert_eq(st, 0);
+	} else {
+		cr_assert_eq(G.d.copy_failures(), failed + 1);
+		cr_expect_eq(st, -EIO,
+			     "%zu bytes: a failed copy out of GPU memory was answered with "
+			     "status %d (%s)%s",
+			     len, st, urpc_strerror(st),
+			     !st && memcmp(resp.buf, want, len) ? ", with bytes the GPU never held"
+								: "");
+	}
+	/* The slot's previous answer went with this request; this one is gone too. */
+	cr_expect_eq(G.srv->views, 0, "%zu bytes: the server kept the failed response's view", len);
+	cr_expect_eq(G.d.live_pinned(), G.pinned0, "%zu bytes: the staging copy was kept", len);
+
+	/* The same slot again (slot 0: the lowest free one), and nothing fails. */
+	memset(resp.buf, 0, len);
+	cr_assert_eq(run(T_GPU_RESP, &req, &resp), 0, "%zu bytes: the slot is not clean", len);
+	cr_assert_eq(resp.data_size, len);
+	for (i = 0; i < len; i++)
+		cr_assert_eq(resp.buf[i], want[i], "%zu bytes: byte %zu", len, i);
+	cr_assert_eq(urpc_msgbuf_free(G.cli, &req), 0);
+	cr_assert_eq(urpc_msgbuf_free(G.cli, &resp), 0);
+}
+
+Test(GPU_NAME, failed_copy_of_a_gpu_response_is_an_error, .timeout = 240)
+{
+	world_up();
+	need_failing_copies();
+	G.pinned0 = G.d.live_pinned();
+	G.resp_dev = dev_alloc(RESP_DEV_LEN);
+	gpu_resp_copy_fails(100);			       /* copied into the slot's buffer */
+	gpu_resp_copy_fails(urpc_rpc_max_msg_size(G.srv) + 1); /* staged, then read */
+	gpu_resp_copy_fails(RESP_DEV_LEN);
+	world_down();
+	cr_assert_eq(G.d.live_pinned(), G.pinned0, "staging memory outlived the Rpcs");
+	dev_free(G.resp_dev);
+}
+
+/*
+ * The client's own copies fail: out of GPU memory at enqueue (the request
+ * is refused with -EIO and its continuation never runs) and into GPU memory
+ * with the answer (the continuation runs once, with -EIO). Then the same
+ * buffers go through.
+ */
+static void client_copies_fail(size_t len)
+{
+	void *din = dev_alloc(len), *dout = dev_alloc(len);
+	struct urpc_msgbuf req, resp;
+	struct call c = {0};
+	int failed, i;
+
+	cr_assert_eq(urpc_msgbuf_register(G.cli, din, len, URPC_MEM_PEER_READS, &req), 0);
+	cr_assert_eq(urpc_msgbuf_register(G.cli, dout, len, 0, &resp), 0);
+	cr_assert_not_null(urpc__mb_gpu(&req), "device memory was not detected");
+
+	if (urpc__mb_gpu(&req)->host) {
+		failed = G.d.copy_failures();
+		G.d.fail_copies(1, 0);
+		cr_assert_eq(urpc_req_enqueue(G.cli, G.sess, T_ECHO, &req, &resp, cont, &c, 0),
+			     -EIO, "%zu bytes: the request's staging copy failed", len);
+		G.d.fail_copies(0, 0);
+		cr_assert_eq(G.d.copy_failures(), failed + 1);
+		for (i = 0; i < 100; i++)
+			pump();
+		cr_assert_eq(c.runs, 0, "a refused request's continuation ran");
+	}
+
+	failed = G.d.copy_failures();
+	G.d.fail_copies(0, 1);
+	c.status = run(T_ECHO, &req, &resp);
+	G.d.fail_copies(0, 0);
+	if (G.d.copy_failures() == failed)
+		cr_assert_eq(c.status, 0, "%zu bytes: no copy, no error", len); /* dma-buf */
+	else
+		cr_assert_eq(c.status, -EIO,
+			     "%zu bytes: a failed copy into GPU memory completed with %d", len,
+			     c.status);
+
+	cr_assert_eq(urpc_msgbuf_unregister(G.cli, &req), 0);
+	cr_assert_eq(urpc_msgbuf_unregister(G.cli, &resp), 0);
+	dev_free(din);
+	dev_free(dout);
+	gpu_echo(len); /* and the next one works */
+}
+
+Test(GPU_NAME, failed_copy_on_the_client_is_an_error, .timeout = 240)
+{
+	world_up();
+	need_failing_copies();
+	G.pinned0 = G.d.live_pinned();
+	client_copies_fail(100);
+	client_copies_fail(urpc_rpc_max_msg_size(G.cli) + 1);
+	world_down();
+	cr_assert_eq(G.d.live_pinned(), G.pinned0, "staging memory outlived the Rpcs");
 }
