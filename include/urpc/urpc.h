@@ -368,6 +368,7 @@ struct urpc_rpc_stats {
 	uint64_t idle_sm_wakeups; /* ... of which by a session-management packet */
 	uint64_t acks_sent; /* server: "read it" for large requests whose handler answers later */
 	uint64_t acks_rx;   /* client: ... received */
+	uint64_t drop_bad_comp; /* one-sided completions naming no operation in flight */
 };
 
 /** urpc_rpc_get_stats() - Copy the counters. @return 0 or -EPERM. */

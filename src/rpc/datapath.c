@@ -955,6 +955,17 @@ static void cli_resp_done(struct urpc_rpc *rpc, struct urpc_os_op *op, int statu
 	complete(rpc, s, sl, status);
 }
 
+/*
+ * A completion whose wr_id names no operation in flight (beyond the table,
+ * or a free entry): a transport bug. Counted, logged and ignored.
+ */
+static URPC_COLD void bad_comp(struct urpc_rpc *rpc, const struct urpc_tp_comp *c)
+{
+	rpc->st.drop_bad_comp++;
+	URPC_WARN_RATELIMIT(rpc->id, "a %s completion names no operation in flight (wr_id %llu)",
+			    urpc__tp_op_str(c->op), (unsigned long long)c->wr_id);
+}
+
 void urpc__dp_poll_os(struct urpc_rpc *rpc)
 {
 	struct urpc_tp_comp c[16];
@@ -962,12 +973,18 @@ void urpc__dp_poll_os(struct urpc_rpc *rpc)
 
 	n = rpc->tp->ops->poll_completions(rpc->tp, c, 16);
 	for (k = 0; k < n; k++) {
-		uint16_t i = (uint16_t)c[k].wr_id;
-		struct urpc_os_op *op = &rpc->os[i];
-		struct urpc_msgbuf buf = op->buf;
+		struct urpc_os_op *op;
+		struct urpc_msgbuf buf;
+		uint16_t i;
 
-		if (unlikely(c[k].wr_id >= URPC_OS_OPS || !op->busy))
+		/* The bound first: nothing of os[] is read for a wr_id beyond it. */
+		if (unlikely(c[k].wr_id >= URPC_OS_OPS || !rpc->os[c[k].wr_id].busy)) {
+			bad_comp(rpc, &c[k]);
 			continue;
+		}
+		i = (uint16_t)c[k].wr_id;
+		op = &rpc->os[i];
+		buf = op->buf;
 		/* Free the entry first: what runs below may start new operations. */
 		memset(&op->buf, 0, sizeof(op->buf));
 		if (op->kind == URPC_OS_SRV_REQ) {
