@@ -398,8 +398,16 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 	ret = rpc->tp->ops->resolve_peer(rpc->tp, p->ep, p->ep_len, &s->peer);
 	for (i = 0; !ret && i < URPC_SESSION_SLOTS; i++) {
 		ret = urpc__pool_alloc(rpc->pool, rpc->max_msg, &s->slots[i].resp_mb);
-		if (!ret)
-			rpc->internal_bufs++;
+		if (ret)
+			break;
+		/*
+		 * Its capacity is one datagram's payload, as urpc_req_resp_msgbuf()
+		 * promises, not the pool class's rounded-up size: a handler that
+		 * trusts max_data_size must not resize it to what
+		 * urpc_resp_enqueue() refuses. The class is still found from it.
+		 */
+		s->slots[i].resp_mb.max_data_size = rpc->max_msg;
+		rpc->internal_bufs++;
 	}
 	if (ret) {
 		URPC_WARN_RATELIMIT(rpc->id, "refusing a session: %s", urpc_strerror(ret));

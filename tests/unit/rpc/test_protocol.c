@@ -22,6 +22,7 @@
 
 #define T_ECHO 1
 #define T_DEFER 2
+#define T_FILL 3
 #define T_NOHANDLER 9
 
 static int echo_runs;
@@ -46,6 +47,16 @@ static void defer_handler(struct urpc_req_handle *h, void *arg)
 	deferred_h = h;
 	cr_assert_lt(n_deferred, 32);
 	deferred_all[n_deferred++] = h;
+}
+
+/* Answer with as many bytes as the preallocated buffer says it holds. */
+static void fill_handler(struct urpc_req_handle *h, void *arg)
+{
+	struct urpc_msgbuf *resp = urpc_req_resp_msgbuf(h);
+
+	memset(resp->buf, 0x5a, resp->max_data_size);
+	cr_assert_eq(urpc_msgbuf_resize(resp, resp->max_data_size), 0);
+	cr_assert_eq(urpc_resp_enqueue(h, resp), 0, "a full preallocated buffer must be accepted");
 }
 
 /* Answer deferred request @h with @len bytes of @fill. */
@@ -107,6 +118,7 @@ static void env_up(struct env *e)
 	cr_assert_eq(urpc_nexus_create(NULL, &e->nx), 0);
 	cr_assert_eq(urpc_nexus_register_handler(e->nx, T_ECHO, echo_handler, NULL), 0);
 	cr_assert_eq(urpc_nexus_register_handler(e->nx, T_DEFER, defer_handler, NULL), 0);
+	cr_assert_eq(urpc_nexus_register_handler(e->nx, T_FILL, fill_handler, NULL), 0);
 	urpc_rpc_opts_init(&o);
 	o.transport = URPC_TRANSPORT_LOOP;
 	o.seed = 42;
@@ -308,6 +320,31 @@ Test(protocol, unknown_request_type_gets_an_error)
 	cr_assert_eq(c.runs, 1);
 	cr_assert_eq(urpc_rpc_get_stats(e.srv, &st), 0);
 	cr_assert_eq(st.unknown_req_type, 1);
+	env_down(&e);
+}
+
+/*
+ * The preallocated response buffer holds urpc_rpc_max_msg_size() bytes, and
+ * says so: it used to report its pool class's size (4096 on loop for 4056),
+ * so a handler that filled it to max_data_size had its response refused and
+ * the request never answered (found by tests/fuzz/fuzz_datapath; the KV
+ * server answers GETs that way: values just above one datagram timed out).
+ */
+Test(protocol, preallocated_response_holds_the_max_message_size)
+{
+	struct urpc_msgbuf req, resp;
+	struct env e;
+	struct call c = {0};
+
+	env_up(&e);
+	cr_assert_eq(urpc_msgbuf_alloc(e.cli, 8, &req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(e.cli, urpc_rpc_max_msg_size(e.cli), &resp), 0);
+	cr_assert_eq(urpc_req_enqueue(e.cli, e.sess, T_FILL, &req, &resp, cont_cb, &c, 1000), 0);
+	pump_until(&e, &c.done);
+	cr_assert_eq(c.status, 0, "status %d", c.status);
+	cr_assert_eq(resp.data_size, urpc_rpc_max_msg_size(e.srv));
+	urpc_msgbuf_free(e.cli, &req);
+	urpc_msgbuf_free(e.cli, &resp);
 	env_down(&e);
 }
 
