@@ -47,6 +47,9 @@ struct size_class {
 	size_t data_size;
 	size_t stride; /* headroom + data_size */
 	struct free_hdr *free;
+	/* never-used buffers of the newest shared chunk: [carve, carve_end) */
+	uint8_t *carve, *carve_end;
+	struct chunk *carve_chunk;
 };
 
 struct urpc_pool {
@@ -202,26 +205,31 @@ static inline struct free_hdr *buf_hdr(uint8_t *buf_start)
 	return (struct free_hdr *)(void *)buf_start;
 }
 
-/* Carve a fresh shared chunk into buffers of class @sc. */
-static int class_grow(struct urpc_pool *p, struct size_class *sc)
+/*
+ * The next never-used buffer of class @sc: carved from its newest shared
+ * chunk, a new chunk when that one is used up. Buffers are carved one at a
+ * time, so a chunk's pages are touched only as its buffers are handed out
+ * (a fresh Rpc does not fault in megabytes of buffers it may never use).
+ * 0 and *@out, or -errno.
+ */
+static int class_carve(struct urpc_pool *p, struct size_class *sc, struct free_hdr **out)
 {
-	size_t n, i;
-	struct chunk *c;
-	uint8_t *base;
-	int ret;
+	struct free_hdr *h;
 
-	ret = chunk_add(p, p->o.chunk_size, false, &c);
-	if (ret)
-		return ret;
-	base = c->region.addr;
-	n = c->region.len / sc->stride;
-	for (i = n; i-- > 0;) {
-		struct free_hdr *h = buf_hdr(base + i * sc->stride);
+	if (sc->carve == sc->carve_end) {
+		struct chunk *c;
+		int ret = chunk_add(p, p->o.chunk_size, false, &c);
 
-		h->chunk = c;
-		h->next = sc->free;
-		sc->free = h;
+		if (ret)
+			return ret;
+		sc->carve = c->region.addr;
+		sc->carve_end = sc->carve + c->region.len / sc->stride * sc->stride;
+		sc->carve_chunk = c;
 	}
+	h = buf_hdr(sc->carve);
+	h->chunk = sc->carve_chunk;
+	sc->carve += sc->stride;
+	*out = h;
 	return 0;
 }
 
@@ -265,13 +273,14 @@ int urpc__pool_alloc(struct urpc_pool *p, size_t size, struct urpc_msgbuf *mb)
 			h->chunk = c;
 		}
 	} else {
-		if (unlikely(!sc->free)) {
-			ret = class_grow(p, sc);
+		if (likely(sc->free)) {
+			h = sc->free;
+			sc->free = h->next;
+		} else {
+			ret = class_carve(p, sc, &h);
 			if (ret)
 				goto fail;
 		}
-		h = sc->free;
-		sc->free = h->next;
 		c = h->chunk;
 	}
 
