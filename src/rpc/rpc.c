@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -841,5 +842,91 @@ int urpc__rpc_session_info(struct urpc_rpc *rpc, int session, struct urpc_sessio
 	info->state = s->state;
 	info->remote_num = s->remote_num;
 	info->token = s->token;
+	return 0;
+}
+
+/*
+ * The engine's own bookkeeping, checked against itself (tests/sim after
+ * every step): slot masks against slot flags, the busy bitmap, deferred
+ * counts against server slots, the one-sided table against its free list,
+ * the session count. Writes the first inconsistency to @why and returns
+ * -EFAULT; else 0 with *@pending_conts set to the continuations the engine
+ * still owes (requests in slots or queues, orphaned reads). Cold.
+ */
+int urpc__rpc_check(const struct urpc_rpc *rpc, uint64_t *pending_conts, char *why, size_t n)
+{
+	uint64_t owed = 0, open = 0;
+	unsigned i, j, busy_os = 0, nfree = 0;
+	uint16_t f;
+
+	for (i = 0; i < rpc->hi_session; i++) {
+		const struct urpc_session *s = rpc->sessions[i];
+		unsigned busy = 0, deferred = 0;
+
+		if (!s)
+			continue;
+		open++;
+		if (s->local_num != i) {
+			snprintf(why, n, "session %u says it is number %u", i, s->local_num);
+			return -EFAULT;
+		}
+		for (j = 0; j < URPC_SESSION_SLOTS; j++) {
+			const struct urpc_sslot *sl = &s->slots[j];
+
+			busy += sl->busy;
+			deferred += sl->srv_state == URPC_SRV_IN_HANDLER;
+			if (s->role == URPC_ROLE_CLIENT &&
+			    sl->busy == !!(s->free_mask & (1u << j))) {
+				snprintf(why, n, "session %u slot %u: busy %d but free bit %d", i,
+					 j, sl->busy, !!(s->free_mask & (1u << j)));
+				return -EFAULT;
+			}
+		}
+		if (s->role == URPC_ROLE_SERVER && deferred != s->deferred) {
+			snprintf(why, n, "server session %u: %u slots in handler, deferred says %u",
+				 i, deferred, s->deferred);
+			return -EFAULT;
+		}
+		if (s->wq_tail - s->wq_head > URPC_SESSION_WAITQ) {
+			snprintf(why, n, "session %u: wait queue holds %u of %u", i,
+				 s->wq_tail - s->wq_head, URPC_SESSION_WAITQ);
+			return -EFAULT;
+		}
+		if (s->role == URPC_ROLE_CLIENT) {
+			owed += busy + (s->wq_tail - s->wq_head);
+			if (urpc__dp_session_busy(s) &&
+			    !(rpc->busy_map[i >> 6] & (1ull << (i & 63)))) {
+				snprintf(why, n, "client session %u has requests but no busy bit",
+					 i);
+				return -EFAULT;
+			}
+		}
+	}
+	if (open != rpc->st.sessions) {
+		snprintf(why, n, "%llu sessions in the table, the counter says %llu",
+			 (unsigned long long)open, (unsigned long long)rpc->st.sessions);
+		return -EFAULT;
+	}
+	for (i = 0; i < URPC_OS_OPS; i++) {
+		const struct urpc_os_op *op = &rpc->os[i];
+
+		busy_os += op->busy;
+		if (op->busy && op->orphan && op->kind == URPC_OS_CLI_RESP && op->cont)
+			owed++;
+	}
+	for (f = rpc->os_free; f != URPC_OS_NIL && nfree <= URPC_OS_OPS; f = rpc->os[f].next_free) {
+		if (f >= URPC_OS_OPS || rpc->os[f].busy) {
+			snprintf(why, n, "one-sided free list holds %s entry %u",
+				 f >= URPC_OS_OPS ? "out-of-range" : "busy", f);
+			return -EFAULT;
+		}
+		nfree++;
+	}
+	if (busy_os != rpc->os_busy || nfree != URPC_OS_OPS - busy_os) {
+		snprintf(why, n, "one-sided table: %u busy, counter %u, %u on the free list",
+			 busy_os, rpc->os_busy, nfree);
+		return -EFAULT;
+	}
+	*pending_conts = owed;
 	return 0;
 }

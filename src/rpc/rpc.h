@@ -411,6 +411,7 @@ void urpc__dp_drain_os(struct urpc_rpc *rpc);
 bool urpc__dp_session_reading(const struct urpc_rpc *rpc, const struct urpc_session *s);
 
 /* ---- test hooks ---- */
+int urpc__rpc_check(const struct urpc_rpc *rpc, uint64_t *pending_conts, char *why, size_t n);
 void urpc__rpc_set_clock(struct urpc_rpc *rpc, urpc_clock_fn fn, void *arg);
 struct urpc_tp *urpc__rpc_transport(struct urpc_rpc *rpc);
 /*
