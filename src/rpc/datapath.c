@@ -308,6 +308,17 @@ void urpc__dp_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status)
 			s->credits++;
 			continue;
 		}
+		if (unlikely(sl->large_req && !sl->req_acked &&
+			     s->state == URPC_SESS_DISCONNECTING)) {
+			/*
+			 * The server may be READing the request buffer right
+			 * now and run its handler on what it read: the buffer
+			 * goes back once the server has taken the disconnect
+			 * (its READ is then an orphan whose bytes nobody uses)
+			 * or the disconnect gave up (DISCONNECT_DONE fails it).
+			 */
+			continue;
+		}
 		sl->busy = false;
 		sl->req = NULL;
 		sl->resp = NULL;

@@ -226,6 +226,8 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 		if (from != URPC_SESS_DISCONNECTING)
 			return;
 		s->state = URPC_SESS_DISCONNECTED;
+		/* Large requests held while the server might read them fail now. */
+		s->fail_status = -ECONNRESET;
 		defer_event(rpc, s, URPC_SM_DISCONNECTED, 0, true);
 		return;
 	case URPC_SEV_PEER_FAILED:
