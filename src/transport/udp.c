@@ -1008,13 +1008,30 @@ static bool udp_rx_one(struct udp_tp *u, uint32_t slot, uint32_t len, bool trunc
 }
 
 /*
+ * The datagram of @len bytes that arrived in @slot: DATA joins the pending
+ * FIFO (the slot stays held), anything else was served and its slot is free
+ * again. Returns true for DATA.
+ */
+static inline bool udp_rx_done(struct udp_tp *u, uint32_t slot, uint32_t len, bool trunc,
+			       uint64_t now)
+{
+	u->rx_len[slot] = len;
+	if (udp_rx_one(u, slot, len, trunc, now)) {
+		u->held[slot] = 1;
+		u->pend[(u->pend_head + u->pend_cnt++) & (u->base.rq_depth - 1)] = slot;
+		return true;
+	}
+	u->free_stk[u->nfree++] = slot;
+	return false;
+}
+
+/*
  * Drain the socket into free slots: at most UDP_RX_MAX_PASSES recvmmsg()
  * calls. DATA goes to the pending FIFO; one-sided datagrams are served and
  * their slots freed at once. Flushes the replies it queued.
  */
 static void udp_rx_drain(struct udp_tp *u)
 {
-	uint32_t mask = u->base.rq_depth - 1;
 	uint64_t now = urpc__now_ns();
 	int pass;
 
@@ -1043,13 +1060,7 @@ static void udp_rx_drain(struct udp_tp *u)
 			uint32_t slot = u->rx_slot[i];
 			bool trunc = u->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC;
 
-			u->rx_len[slot] = u->rx_msgs[i].msg_len;
-			if (udp_rx_one(u, slot, u->rx_len[slot], trunc, now)) {
-				u->held[slot] = 1;
-				u->pend[(u->pend_head + u->pend_cnt++) & mask] = slot;
-			} else {
-				u->free_stk[u->nfree++] = slot;
-			}
+			udp_rx_done(u, slot, u->rx_msgs[i].msg_len, trunc, now);
 		}
 		/* give back the slots recvmmsg() did not fill, in pop order */
 		for (i = vlen; i-- > (unsigned)ret;)
@@ -1148,6 +1159,31 @@ static int udp_wait_arm(struct urpc_tp *tp)
 static void udp_wait_ack(struct urpc_tp *tp)
 {
 	/* Nothing to consume: see udp_wait_arm(). */
+}
+
+/* See udp.h. Not the datapath: the fuzzer's way into udp_rx_one(). */
+int urpc__udp_rx_inject(struct urpc_tp *tp, const void *buf, size_t len,
+			const struct sockaddr_in *src)
+{
+	struct udp_tp *u;
+	uint32_t slot;
+	size_t n;
+	bool data;
+
+	if (!tp || tp->ops != &urpc__tp_udp_ops || (!buf && len) || !src)
+		return -EINVAL;
+	u = to_udp(tp);
+	if (!u->nfree)
+		return -EAGAIN;
+	/* What recvmmsg() does with one datagram: a free slot, cut to its size. */
+	slot = u->free_stk[--u->nfree];
+	n = URPC_MIN(len, u->slot_size);
+	if (n)
+		memcpy(u->ring + (size_t)slot * u->slot_size, buf, n);
+	u->rx_src[slot] = *src;
+	data = udp_rx_done(u, slot, (uint32_t)n, len > u->slot_size, urpc__now_ns());
+	udp_ctl_flush(u);
+	return data ? 1 : 0;
 }
 
 int urpc__udp_set_drop(struct urpc_tp *tp, double p, uint64_t seed)
