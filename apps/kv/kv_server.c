@@ -22,6 +22,7 @@
 #include <urpc/urpc.h>
 
 #include "../common/cli.h"
+#include "kv_parse.h"
 #include "kv_proto.h"
 
 #define PROG "urpc-kv-server"
@@ -285,20 +286,11 @@ static struct urpc_msgbuf *resp_buf(struct kv_thread *t, struct urpc_req_handle 
 	return own;
 }
 
-/* Check a single-key request; the key's status, KV_OK when it may proceed. */
+/* Check a single-key request (kv_parse.h); the key's status, KV_OK when it may proceed. */
 static uint32_t check_key(struct kv_thread *t, const uint8_t *d, size_t len, struct kv_req_hdr *rh,
 			  uint64_t *hash)
 {
-	if (len < sizeof(*rh))
-		return KV_BAD_REQUEST;
-	kv_get_req_hdr(d, rh);
-	if (!rh->key_len || rh->key_len > KV_MAX_KEY ||
-	    len != sizeof(*rh) + rh->key_len + (size_t)rh->val_len)
-		return KV_BAD_REQUEST;
-	*hash = kv_key_hash(d + sizeof(*rh), rh->key_len);
-	if (*hash % t->srv->o.threads != t->id)
-		return KV_WRONG_THREAD;
-	return KV_OK;
+	return kv_parse_key_req(d, len, t->id, (unsigned)t->srv->o.threads, rh, hash);
 }
 
 static void handle_get(struct urpc_req_handle *h, void *arg)
@@ -436,51 +428,32 @@ static void handle_del(struct urpc_req_handle *h, void *arg)
 }
 
 /*
- * Multi-GET: parse every key first (the request bytes stay valid for the
- * whole handler), size the response, then fill it.
+ * Multi-GET: parse every key first (kv_parse.h; the request bytes stay
+ * valid for the whole handler), look them up and size the response, then
+ * fill it.
  */
 static void handle_mget(struct urpc_req_handle *h, void *arg)
 {
 	struct kv_thread *t = thread_of(h, arg);
 	struct kv_item *items[KV_MAX_MGET_KEYS];
 	struct urpc_msgbuf own = {0}, *resp;
-	struct kv_req_hdr rh;
+	struct kv_mget_req m;
 	const uint8_t *d;
-	size_t len, off, total, i;
-	uint32_t st = KV_OK;
+	size_t len, total, i;
+	uint32_t st;
 	uint8_t *p;
 
 	stat_add(&t->st.mgets, 1);
 	d = urpc_req_data(h, &len);
-	if (len < sizeof(rh))
+	st = kv_parse_mget(d, len, t->id, (unsigned)t->srv->o.threads, &m);
+	if (st != KV_OK)
 		goto bad;
-	kv_get_req_hdr(d, &rh);
-	if (!rh.nkeys || rh.nkeys > KV_MAX_MGET_KEYS || rh.key_len || rh.val_len)
-		goto bad;
-	off = sizeof(rh);
 	total = sizeof(struct kv_resp_hdr);
-	for (i = 0; i < rh.nkeys; i++) {
-		uint16_t klen;
-		uint64_t hash;
-
-		if (off + 2 > len)
-			goto bad;
-		klen = kv_get_le16(d + off);
-		off += 2;
-		if (!klen || klen > KV_MAX_KEY || off + klen > len)
-			goto bad;
-		hash = kv_key_hash(d + off, klen);
-		if (hash % t->srv->o.threads != t->id) {
-			st = KV_WRONG_THREAD;
-			goto bad;
-		}
-		items[i] = *table_find(t, d + off, klen, hash);
-		off += klen;
+	for (i = 0; i < m.nkeys; i++) {
+		items[i] = *table_find(t, m.key[i], m.key_len[i], m.hash[i]);
 		total += sizeof(struct kv_resp_hdr) + (items[i] ? items[i]->val_len : 0);
 	}
-	if (off != len)
-		goto bad;
-	stat_add(&t->st.mget_keys, rh.nkeys);
+	stat_add(&t->st.mget_keys, m.nkeys);
 	if (total > URPC_MAX_MSG_SIZE) {
 		answer_status(t, h, KV_TOO_BIG);
 		return;
@@ -490,9 +463,9 @@ static void handle_mget(struct urpc_req_handle *h, void *arg)
 		answer_status(t, h, KV_SERVER_ERROR);
 		return;
 	}
-	kv_put_resp_hdr(resp->buf, KV_OK, rh.nkeys);
+	kv_put_resp_hdr(resp->buf, KV_OK, m.nkeys);
 	p = resp->buf + sizeof(struct kv_resp_hdr);
-	for (i = 0; i < rh.nkeys; i++) {
+	for (i = 0; i < m.nkeys; i++) {
 		if (!items[i]) {
 			kv_put_resp_hdr(p, KV_NOT_FOUND, 0);
 			p += sizeof(struct kv_resp_hdr);
@@ -512,7 +485,7 @@ static void handle_mget(struct urpc_req_handle *h, void *arg)
 	return;
 bad:
 	stat_add(&t->st.bad, 1);
-	answer_status(t, h, st == KV_OK ? KV_BAD_REQUEST : st);
+	answer_status(t, h, st);
 }
 
 static void handle_info(struct urpc_req_handle *h, void *arg)
