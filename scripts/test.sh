@@ -3,7 +3,8 @@
 #   1. installs the packages it needs (scripts/deps.sh),
 #   2. gcc, warnings as errors: build + every CTest test,
 #   3. clang with AddressSanitizer + UndefinedBehaviorSanitizer: build + tests,
-#   4. Soft-RoCE: the verbs suites of the gcc build in a QEMU VM (tests/vm/verbs-stage.sh;
+#   4. libFuzzer: each fuzz target 20 s from its seed corpus (tests/fuzz/run.sh),
+#   5. Soft-RoCE: the verbs suites of the gcc build in a QEMU VM (tests/vm/verbs-stage.sh;
 #      URPC_VM_OPTIONAL=1 lets it skip where the VM cannot run).
 # Usage: scripts/test.sh [-j N]     Exit status: 0 when every stage passed.
 set -euo pipefail
@@ -13,7 +14,7 @@ jobs=$(nproc)
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-j) jobs="$2"; shift 2 ;;
-	-h | --help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "test.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -34,6 +35,11 @@ cmake -S . -B build/ci-asan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPIL
 cmake --build build/ci-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	ctest --test-dir build/ci-asan --output-on-failure -j "$jobs"
+
+stage "libFuzzer targets, 20 s each"
+# The parsers and receive paths under ASan+UBSan, from the committed seed
+# corpora (about a minute on 2 cores); a crash prints its reproducer.
+tests/fuzz/run.sh --time 20 --jobs "$jobs" --build build/ci-fuzz
 
 stage "Soft-RoCE (verbs) in a QEMU VM"
 # The verbs builds of the contract, e2e and loss suites skip on this machine
