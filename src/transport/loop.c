@@ -527,12 +527,12 @@ static void serve_incoming(struct loop_ep *ep)
 {
 	while (ep->in_head != ep->in_tail) {
 		struct os_ref *r = &ep->incoming[ep->in_head & (LOOP_INCOMING - 1)];
-		struct os_op *op;
+		struct os_op *op = ref_op(r);
 
-		if (net_on && !net.reachable(net.arg, r->from->ep_id, ep->ep_id))
-			break; /* partitioned: served once the net heals (or never) */
+		/* Partitioned: served once the net heals. A finished one goes at once. */
+		if (op && net_on && !net.reachable(net.arg, r->from->ep_id, ep->ep_id))
+			break;
 		ep->in_head++;
-		op = ref_op(r);
 		const struct urpc_tp_mr *mr;
 		uint64_t start;
 		unsigned need;

@@ -37,6 +37,7 @@ struct sim_cfg {
 	unsigned max_large;  /* largest message, bytes */
 	uint64_t fault_ns;   /* faults happen before this virtual time */
 	uint64_t work_ns;    /* requests are issued before this */
+	unsigned gpu;	     /* some payloads live in (fake) GPU memory */
 	unsigned trace;	     /* print every event */
 	unsigned verbose;    /* print the run's summary */
 	uint64_t max_events; /* give up (a livelock) after this many events; 0: default */
@@ -68,6 +69,7 @@ struct sim_result {
 	uint64_t reqs_ok;     /* ... answered with status 0 */
 	uint64_t reqs_err;    /* ... completed with an error */
 	uint64_t handled;     /* handler invocations */
+	uint64_t gpu;	      /* requests with a payload or response buffer in GPU memory */
 	uint64_t crashes, rpc_restarts, partitions, disconnects;
 };
 
@@ -154,5 +156,16 @@ static inline uint64_t sim_rand_between(struct urpc_rand *r, uint64_t lo, uint64
 {
 	return lo + urpc__rand_below(r, hi - lo + 1);
 }
+
+/* ---- sim_gpu.c: device buffers over the fake CUDA driver ---- */
+#define SIM_GPU_BUF (256u * 1024)
+int sim_gpu_init(void); /* 0, or -1 (sim_gpu_why() says why) */
+const char *sim_gpu_why(void);
+void *sim_gpu_get(size_t len); /* a free device buffer of SIM_GPU_BUF bytes, or NULL */
+void sim_gpu_put(void *dev);
+unsigned sim_gpu_in_use(void); /* buffers lent out */
+void sim_gpu_reset(void);      /* every buffer free again (a new run) */
+int sim_gpu_write(void *dev, const void *src, size_t n);
+int sim_gpu_read(void *dst, const void *dev, size_t n);
 
 #endif /* URPC_SIM_SIM_H */

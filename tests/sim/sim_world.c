@@ -67,6 +67,7 @@ struct sreq {
 	bool probe;
 	struct urpc_msgbuf req, resp;
 	void *req_mem, *resp_mem; /* views' memory */
+	bool gpu_req, gpu_resp;	  /* ... and it is device memory (sim_gpu.c) */
 	struct sdefer *nest;	  /* NEST inner request: the outer handle */
 };
 
@@ -332,6 +333,30 @@ static uint32_t pick_size(uint32_t max_small)
 /* Give back a request's buffers (scribbled first: nobody may read them now). */
 static void release_bufs(struct snode *n, struct sreq *r)
 {
+	if (r->gpu_req || r->gpu_resp) {
+		uint8_t *junk = malloc(SIM_GPU_BUF);
+
+		if (!junk)
+			abort();
+		memset(junk, 0xee, SIM_GPU_BUF);
+		if (r->gpu_req) {
+			sim_gpu_write(r->req_mem, junk, r->len);
+			if (r->req.buf)
+				urpc_msgbuf_unregister(n->rpc, &r->req);
+			sim_gpu_put(r->req_mem);
+			r->req_mem = NULL;
+			r->view_req = false;
+		}
+		if (r->gpu_resp) {
+			if (r->resp.buf)
+				urpc_msgbuf_unregister(n->rpc, &r->resp);
+			sim_gpu_put(r->resp_mem);
+			r->resp_mem = NULL;
+			r->view_resp = false;
+		}
+		free(junk);
+		r->gpu_req = r->gpu_resp = false;
+	}
 	if (r->req.buf && r->len)
 		memset(r->req.buf, 0xee, r->len);
 	if (r->view_req) {
@@ -357,6 +382,20 @@ static void release_bufs(struct snode *n, struct sreq *r)
 
 static void answer(struct sdefer *d, bool nest_failed);
 static void issue(struct snode *n, bool probe);
+
+/* @n bytes of @mb as the application reads them (device memory copied out). */
+static uint8_t *bytes_of(const struct urpc_msgbuf *mb, bool gpu, size_t n)
+{
+	uint8_t *p = malloc(n ? n : 1);
+
+	if (!p)
+		abort();
+	if (!gpu)
+		memcpy(p, mb->buf, n);
+	else if (sim_gpu_read(p, mb->buf, n))
+		memset(p, 0, n);
+	return p;
+}
 static void schedule_fault(unsigned kind, uint64_t at, int node, uint32_t b);
 
 static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
@@ -382,7 +421,13 @@ static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf
 	if (resp != &r->resp)
 		violation("request %llu: continuation got a response buffer that is not its own",
 			  (unsigned long long)r->id);
-	if (r->len >= HDR_LEN && r->req.buf && sum(r->req.buf, r->len) != r->req_sum)
+	if (r->len >= HDR_LEN && r->req.buf && ({
+		    uint8_t *b = bytes_of(&r->req, r->gpu_req, r->len);
+		    uint64_t h = sum(b, r->len);
+
+		    free(b);
+		    h != r->req_sum;
+	    }))
 		violation("request %llu (node %d session %d): the engine changed the request "
 			  "buffer while it was lent",
 			  (unsigned long long)r->id, r->node, r->sess);
@@ -408,12 +453,15 @@ static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf
 
 			if (!want)
 				abort();
+			uint8_t *got = bytes_of(resp, r->gpu_resp, r->resp_len);
+
 			if (r->type == T_TINY)
 				fill(want, r->resp_len, r->req_sum);
 			else
 				fill_resp(want, r->resp_len, r->id);
-			ok = !memcmp(want, resp->buf, r->resp_len);
+			ok = !memcmp(want, got, r->resp_len);
 			free(want);
+			free(got);
 		}
 		if (!ok && r->type == T_NEST && resp->data_size == 16) {
 			uint64_t m, id;
@@ -520,6 +568,24 @@ static int make_bufs(struct snode *n, struct sreq *r)
 	int ret;
 
 	r->view_req = r->len > max_small && urpc__rand_below(&W->rng, 4) == 0;
+	if (r->view_req && W->cfg.gpu && r->len >= HDR_LEN && urpc__rand_below(&W->rng, 2) &&
+	    (r->req_mem = sim_gpu_get(r->len))) {
+		uint8_t *tmp = malloc(r->len);
+
+		if (!tmp)
+			abort();
+		r->gpu_req = true;
+		fill_req(tmp, r->len, r->id, r->resp_len);
+		r->req_sum = sum(tmp, r->len);
+		ret = sim_gpu_write(r->req_mem, tmp, r->len);
+		free(tmp);
+		if (!ret)
+			ret = urpc_msgbuf_register(n->rpc, r->req_mem, r->len, URPC_MEM_PEER_READS,
+						   &r->req);
+		if (ret)
+			return ret;
+		goto resp;
+	}
 	if (r->view_req) {
 		r->req_mem = malloc(r->len);
 		if (!r->req_mem)
@@ -539,12 +605,17 @@ static int make_bufs(struct snode *n, struct sreq *r)
 		fill(r->req.buf, r->len, r->id * 31);
 	}
 	r->req_sum = sum(r->req.buf, r->len);
+resp:
 	r->small_cap = r->resp_len > 8 && urpc__rand_below(&W->rng, 20) == 0;
 	if (r->small_cap)
 		cap = r->resp_len / 2;
 	r->resp_cap = cap;
 	r->view_resp = cap > max_small && urpc__rand_below(&W->rng, 4) == 0;
-	if (r->view_resp) {
+	if (r->view_resp && W->cfg.gpu && urpc__rand_below(&W->rng, 2) &&
+	    (r->resp_mem = sim_gpu_get(cap))) {
+		r->gpu_resp = true;
+		ret = urpc_msgbuf_register(n->rpc, r->resp_mem, cap, 0, &r->resp);
+	} else if (r->view_resp) {
 		r->resp_mem = malloc(cap);
 		if (!r->resp_mem)
 			return -ENOMEM;
@@ -552,6 +623,7 @@ static int make_bufs(struct snode *n, struct sreq *r)
 	} else {
 		ret = urpc_msgbuf_alloc(n->rpc, cap, &r->resp);
 	}
+	W->res->gpu += r->gpu_req || r->gpu_resp;
 	/* What counts is the capacity the engine sees, not the size asked for. */
 	r->small_cap = !ret && r->resp.max_data_size < r->resp_len;
 	return ret;
@@ -1004,7 +1076,7 @@ static void schedule_fault(unsigned kind, uint64_t at, int node, uint32_t b)
 
 static void plan_faults(void)
 {
-	unsigned f = W->cfg.faults, k, nf = (unsigned)sim_rand_between(&W->rng, 1, 6);
+	unsigned f = W->cfg.faults, k, nf = (unsigned)sim_rand_between(&W->rng, 2, 10);
 	uint64_t end = W->cfg.fault_ns, t0 = W->net.now;
 
 	if (f & (SIM_F_DROP | SIM_F_DUP | SIM_F_DELAY))
@@ -1027,9 +1099,11 @@ static void plan_faults(void)
 		} else if (pick == 2 && (f & SIM_F_RPC)) {
 			schedule_fault(FK_RPC, at, node, 0);
 		} else if (pick == 3 && (f & SIM_F_DISC)) {
-			schedule_fault(FK_DISC, at,
-				       (int)(N_C0 + urpc__rand_below(&W->rng, W->cfg.clients)),
-				       (uint32_t)urpc__rand_below(&W->rng, 2));
+			/* One draw per statement: argument order is the compiler's. */
+			int client = (int)(N_C0 + urpc__rand_below(&W->rng, W->cfg.clients));
+			uint32_t which = (uint32_t)urpc__rand_below(&W->rng, 2);
+
+			schedule_fault(FK_DISC, at, client, which);
 		}
 	}
 }
@@ -1098,6 +1172,52 @@ static void do_fault(const struct sim_ev *e)
 }
 
 /* ---- the run --------------------------------------------------------------- */
+
+/* What the engine holds of request @r, for a report. */
+static const char *engine_view(const struct sreq *r, char *buf, size_t n)
+{
+	const struct snode *nd = &W->nodes[r->node];
+	const struct urpc_session *s;
+	unsigned i;
+
+	if (!nd->rpc_up || nd->inc != r->inc) {
+		snprintf(buf, n, "its Rpc is gone");
+		return buf;
+	}
+	s = urpc__rpc_session(nd->rpc, r->sess);
+	if (!s) {
+		snprintf(buf, n, "session %d is gone", r->sess);
+		return buf;
+	}
+	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+		const struct urpc_sslot *sl = &s->slots[i];
+
+		if (sl->busy && sl->tag == r) {
+			const struct snode *srv = &W->nodes[r->sess == nd->sess[1] ? N_M : N_S];
+			const struct urpc_session *ss =
+				srv->rpc_up ? urpc__rpc_session(srv->rpc, (int)s->remote_num)
+					    : NULL;
+			int k = snprintf(buf, n,
+					 "session %s, slot %u: req_num %llu large %d acked %d "
+					 "reading %d late %d retries %u deadline %.3f ms",
+					 urpc__session_state_str(s->state), i,
+					 (unsigned long long)sl->cur_req_num, sl->large_req,
+					 sl->req_acked, sl->reading, sl->late_status, sl->retries,
+					 sl->deadline_ns / 1e6);
+
+			if (ss && k > 0 && (size_t)k < n)
+				snprintf(buf + k, n - (size_t)k,
+					 "; server session %u %s, its slot: req_num %llu state %d",
+					 s->remote_num, urpc__session_state_str(ss->state),
+					 (unsigned long long)ss->slots[i].cur_req_num,
+					 ss->slots[i].srv_state);
+			return buf;
+		}
+	}
+	snprintf(buf, n, "session %s holds it in no slot (waiting: %u)",
+		 urpc__session_state_str(s->state), s->wq_tail - s->wq_head);
+	return buf;
+}
 
 static uint64_t outstanding(void)
 {
@@ -1277,8 +1397,10 @@ static void free_world(void)
 	size_t i;
 
 	for (i = 0; i < W->nreqs; i++) {
-		free(W->reqs[i]->req_mem);
-		free(W->reqs[i]->resp_mem);
+		if (!W->reqs[i]->gpu_req)
+			free(W->reqs[i]->req_mem);
+		if (!W->reqs[i]->gpu_resp)
+			free(W->reqs[i]->resp_mem);
 		free(W->reqs[i]);
 	}
 	free(W->reqs);
@@ -1302,6 +1424,8 @@ int sim_run(const struct sim_cfg *cfg, struct sim_result *res)
 	memset(res, 0, sizeof(*res));
 	w.cfg = *cfg;
 	w.res = res;
+	if (w.cfg.gpu && sim_gpu_init())
+		w.cfg.gpu = 0; /* no driver in this process (urpc_sim.c said why) */
 	W = &w;
 	urpc__rand_seed(&w.rng, cfg->seed * 0x9e3779b97f4a7c15ull + 7);
 	sim_net_init(&w.net, cfg->seed, cfg->trace);
@@ -1352,14 +1476,18 @@ int sim_run(const struct sim_cfg *cfg, struct sim_result *res)
 				if (r->sent && !r->done && !r->voided)
 					break;
 			}
+			char view[256] = "";
+
+			if (k < w.nreqs)
+				engine_view(w.reqs[k], view, sizeof(view));
 			violation(
-				"liveness: %llu requests still pending 2 s after the faults "
-				"stopped (request %llu of node %d, session %d, issued at %.3f ms)",
+				"liveness: %llu requests still pending 2 s after the faults stopped "
+				"(request %llu of node %d, session %d, issued at %.3f ms: %s)",
 				(unsigned long long)outstanding(),
 				k < w.nreqs ? (unsigned long long)w.reqs[k]->id : 0ull,
 				k < w.nreqs ? w.reqs[k]->node : -1,
 				k < w.nreqs ? w.reqs[k]->sess : -1,
-				k < w.nreqs ? w.reqs[k]->issued_ns / 1e6 : 0.0);
+				k < w.nreqs ? w.reqs[k]->issued_ns / 1e6 : 0.0, view);
 		} else if (w.phase == PH_PROBE && w.probes_ok == cfg->clients && !outstanding()) {
 			break;
 		} else if (w.phase == PH_DONE) {
@@ -1381,6 +1509,10 @@ int sim_run(const struct sim_cfg *cfg, struct sim_result *res)
 		sim_net_dump_last(&w.net, stderr);
 	}
 	teardown();
+	if (!w.failed && sim_gpu_in_use())
+		violation("%u GPU buffers were never handed back to the application",
+			  sim_gpu_in_use());
+	sim_gpu_reset();
 	res->trace_hash = w.net.hash;
 	sim_net_fini(&w.net);
 	free_world();
@@ -1398,9 +1530,10 @@ void sim_cfg_from_seed(struct sim_cfg *c, uint64_t seed)
 	urpc__rand_seed(&r, seed ^ 0xc0ffee);
 	c->seed = seed;
 	c->clients = 1 + (unsigned)urpc__rand_below(&r, 3);
-	c->reqs = 5 + (unsigned)urpc__rand_below(&r, 40);
+	c->reqs = 5 + (unsigned)urpc__rand_below(&r, 60);
 	c->faults = (unsigned)urpc__rand_below(&r, SIM_F_ALL + 1);
 	c->max_large = urpc__rand_below(&r, 4) ? 64 * 1024 : 2 * 1024 * 1024;
+	c->gpu = urpc__rand_below(&r, 3) == 0;
 	c->fault_ns = 50000000ull + urpc__rand_below(&r, 250000000ull);
 	c->work_ns = c->fault_ns + 20000000ull + urpc__rand_below(&r, 50000000ull);
 }

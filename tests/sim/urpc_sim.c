@@ -52,6 +52,8 @@ static const char usage[] =
 	"  --max-large BYTES largest message (default 64 KiB or 2 MiB)\n"
 	"  --fault-ms MS     virtual time during which faults happen\n"
 	"  --work-ms MS      virtual time during which requests are issued (> fault-ms)\n"
+	"  --gpu 0|1         some payloads in GPU memory, over the tests' fake CUDA\n"
+	"                    driver (or the one URPC_CUDA_LIB names)\n"
 	"\n"
 	"Other options:\n"
 	"  --jobs N          processes for --seeds and --soak (default 1)\n"
@@ -60,6 +62,7 @@ static const char usage[] =
 	"  --out FILE        where --soak writes failures (default urpc-sim-failures.txt)\n"
 	"  --trace           print every event as it happens (stderr)\n"
 	"  --check-replay    run each seed twice and fail if the two event traces differ\n"
+	"  --list            one line per run: seed, events, trace hash\n"
 	"  --quiet           no progress lines\n"
 	"  -h, --help        this text\n"
 	"\n"
@@ -73,14 +76,22 @@ struct opts {
 	const char *replay, *out;
 	double hours;
 	unsigned jobs;
-	bool minimize, check_replay, quiet;
+	bool minimize, check_replay, quiet, list;
 	unsigned trace;
 	/* overrides; a flag says whether each was given */
 	struct sim_cfg over;
 	unsigned given;
 };
 
-enum { G_CLIENTS = 1, G_REQS = 2, G_FAULTS = 4, G_LARGE = 8, G_FAULT_MS = 16, G_WORK_MS = 32 };
+enum {
+	G_CLIENTS = 1,
+	G_REQS = 2,
+	G_FAULTS = 4,
+	G_LARGE = 8,
+	G_FAULT_MS = 16,
+	G_WORK_MS = 32,
+	G_GPU = 64,
+};
 
 static void cfg_for(const struct opts *o, uint64_t seed, struct sim_cfg *c)
 {
@@ -97,6 +108,8 @@ static void cfg_for(const struct opts *o, uint64_t seed, struct sim_cfg *c)
 		c->fault_ns = o->over.fault_ns;
 	if (o->given & G_WORK_MS)
 		c->work_ns = o->over.work_ns;
+	if (o->given & G_GPU)
+		c->gpu = o->over.gpu;
 	if (c->work_ns <= c->fault_ns)
 		c->work_ns = c->fault_ns + 10000000ull;
 	c->trace = o->trace;
@@ -109,9 +122,9 @@ static void cfg_line(const struct sim_cfg *c, char *buf, size_t n)
 
 	snprintf(buf, n,
 		 "--seed %" PRIu64 " --clients %u --reqs %u --faults %s --max-large %u "
-		 "--fault-ms %" PRIu64 " --work-ms %" PRIu64,
+		 "--fault-ms %" PRIu64 " --work-ms %" PRIu64 " --gpu %u",
 		 c->seed, c->clients, c->reqs, sim_faults_str(c->faults, f, sizeof(f)),
-		 c->max_large, c->fault_ns / 1000000, c->work_ns / 1000000);
+		 c->max_large, c->fault_ns / 1000000, c->work_ns / 1000000, c->gpu);
 }
 
 static double now_s(void)
@@ -156,15 +169,19 @@ static int run_one(const struct opts *o, const struct sim_cfg *c, struct tally *
 			fprintf(fail_log, "# %s\n%s\n", r.what, line);
 			fflush(fail_log);
 		}
+	} else if (o->list) {
+		printf("seed %" PRIu64 " events %" PRIu64 " trace %016" PRIx64 "\n", c->seed,
+		       r.events, r.trace_hash);
 	} else if (o->mode == 's' && !o->quiet) {
 		printf("seed %" PRIu64 ": ok, %" PRIu64
 		       " events, %.1f ms virtual, trace %016" PRIx64 "\n  %" PRIu64
-		       " requests: %" PRIu64 " answered, %" PRIu64 " failed; %" PRIu64
-		       " handler runs; faults: %" PRIu64 " crashes, %" PRIu64
-		       " Rpc restarts, %" PRIu64 " partitions, %" PRIu64 " disconnects\n  (%s)\n",
+		       " requests: %" PRIu64 " answered, %" PRIu64 " failed, %" PRIu64
+		       " with GPU memory; %" PRIu64 " handler runs; faults: %" PRIu64
+		       " crashes, %" PRIu64 " Rpc restarts, %" PRIu64 " partitions, %" PRIu64
+		       " disconnects\n  (%s)\n",
 		       c->seed, r.events, (r.vtime_ns - 1000000000ull) / 1e6, r.trace_hash,
-		       r.reqs_issued, r.reqs_ok, r.reqs_err, r.handled, r.crashes, r.rpc_restarts,
-		       r.partitions, r.disconnects, line);
+		       r.reqs_issued, r.reqs_ok, r.reqs_err, r.gpu, r.handled, r.crashes,
+		       r.rpc_restarts, r.partitions, r.disconnects, line);
 	}
 	return failed;
 }
@@ -405,12 +422,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"max-large", required_argument, NULL, 'L'},
 		{"fault-ms", required_argument, NULL, 'F'},
 		{"work-ms", required_argument, NULL, 'W'},
+		{"gpu", required_argument, NULL, 'g'},
 		{"jobs", required_argument, NULL, 'j'},
 		{"minimize", no_argument, NULL, 'm'},
 		{"out", required_argument, NULL, 'o'},
 		{"trace", no_argument, NULL, 't'},
 		{"check-replay", no_argument, NULL, 'R'},
 		{"quiet", no_argument, NULL, 'q'},
+		{"list", no_argument, NULL, 'l'},
 		{"help", no_argument, NULL, 'h'},
 		{0, 0, 0, 0},
 	};
@@ -480,6 +499,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->over.work_ns = v * 1000000ull;
 			o->given |= G_WORK_MS;
 			break;
+		case 'g':
+			if (parse_u64(optarg, &v) || v > 1)
+				goto bad;
+			o->over.gpu = (unsigned)v;
+			o->given |= G_GPU;
+			break;
 		case 'j':
 			if (parse_u64(optarg, &v) || v < 1 || v > 64)
 				goto bad;
@@ -499,6 +524,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case 'q':
 			o->quiet = true;
+			break;
+		case 'l':
+			o->list = true;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -544,6 +572,13 @@ int main(int argc, char **argv)
 	if (!getenv("URPC_LOG"))
 		urpc_log_set_level(o.trace ? URPC_LOG_INFO : URPC_LOG_ERR);
 	signal(SIGPIPE, SIG_IGN);
+	/*
+	 * The CUDA driver loads once per process, before any run: the engine
+	 * caches whether it has one, so loading it in the middle of a range
+	 * would make a seed's run depend on the seeds before it.
+	 */
+	if (sim_gpu_init() && !o.quiet)
+		fprintf(stderr, "urpc-sim: no GPU payloads in this process: %s\n", sim_gpu_why());
 
 	switch (o.mode) {
 	case 's':
