@@ -2,7 +2,8 @@
 # Build urpc and run the whole test suite, on a fresh Debian 12 machine:
 #   1. installs the packages it needs (scripts/deps.sh),
 #   2. gcc, warnings as errors: build + every CTest test,
-#   3. clang with AddressSanitizer + UndefinedBehaviorSanitizer: build + tests,
+#   3. clang with AddressSanitizer + UndefinedBehaviorSanitizer: build + tests
+#      (the simulator's seeds 1-2000 and its regression seeds among them),
 #   4. libFuzzer: each fuzz target 20 s from its seed corpus (tests/fuzz/run.sh),
 #   5. Soft-RoCE: the verbs suites of the gcc build in a QEMU VM (tests/vm/verbs-stage.sh;
 #      URPC_VM_OPTIONAL=1 lets it skip where the VM cannot run).
@@ -24,14 +25,16 @@ scripts/deps.sh
 stage() { printf '\n==== %s ====\n' "$*"; }
 
 stage "gcc -Werror build and tests"
+# The simulator's 2,000 seeds run in the ASan+UBSan stage; 500 here.
 cmake -S . -B build/ci-gcc -G Ninja -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
-	-DCMAKE_BUILD_TYPE=RelWithDebInfo -DURPC_WERROR=ON >/dev/null
+	-DCMAKE_BUILD_TYPE=RelWithDebInfo -DURPC_WERROR=ON -DURPC_SIM_SEEDS=500 >/dev/null
 cmake --build build/ci-gcc -j "$jobs"
 ctest --test-dir build/ci-gcc --output-on-failure -j "$jobs"
 
 stage "clang ASan+UBSan build and tests"
 cmake -S . -B build/ci-asan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-	-DCMAKE_BUILD_TYPE=Debug -DURPC_WERROR=ON -DURPC_SANITIZE=address,undefined >/dev/null
+	-DCMAKE_BUILD_TYPE=Debug -DURPC_WERROR=ON -DURPC_SANITIZE=address,undefined \
+	-DURPC_SIM_SEEDS=2000 >/dev/null
 cmake --build build/ci-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	ctest --test-dir build/ci-asan --output-on-failure -j "$jobs"
