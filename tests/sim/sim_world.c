@@ -560,6 +560,36 @@ static int enqueue(struct snode *n, struct sreq *r)
 	return ret;
 }
 
+/*
+ * A buffer the pool just handed out must not overlap one the engine still
+ * holds for a request of the same node (lent, its continuation not run).
+ */
+static void check_fresh(const struct snode *n, const struct sreq *self,
+			const struct urpc_msgbuf *mb, const char *what)
+{
+	uintptr_t a = (uintptr_t)mb->buf, b = a + (mb->max_data_size ? mb->max_data_size : 1);
+	size_t i;
+
+	for (i = W->nreqs; i-- > 0;) {
+		const struct sreq *r = W->reqs[i];
+		const struct urpc_msgbuf *held[2] = {&r->req, &r->resp};
+		unsigned k;
+
+		if (r == self || r->node != n->idx || r->inc != n->inc || !r->sent || r->done)
+			continue;
+		for (k = 0; k < 2; k++) {
+			uintptr_t c = (uintptr_t)held[k]->buf,
+				  d = c + (held[k]->max_data_size ? held[k]->max_data_size : 1);
+
+			if (held[k]->buf && a < d && c < b)
+				violation("node %d: the pool handed out a %s buffer overlapping "
+					  "the %s buffer of request %llu, still lent to the engine",
+					  n->idx, what, k ? "response" : "request",
+					  (unsigned long long)r->id);
+		}
+	}
+}
+
 /* Allocate @r's buffers for a request of r->len bytes and a r->resp_len answer. */
 static int make_bufs(struct snode *n, struct sreq *r)
 {
@@ -594,8 +624,10 @@ static int make_bufs(struct snode *n, struct sreq *r)
 					   &r->req);
 	} else {
 		ret = urpc_msgbuf_alloc(n->rpc, r->len ? r->len : 1, &r->req);
-		if (!ret)
+		if (!ret) {
+			check_fresh(n, r, &r->req, "request");
 			ret = urpc_msgbuf_resize(&r->req, r->len);
+		}
 	}
 	if (ret)
 		return ret;
@@ -622,6 +654,8 @@ resp:
 		ret = urpc_msgbuf_register(n->rpc, r->resp_mem, cap, 0, &r->resp);
 	} else {
 		ret = urpc_msgbuf_alloc(n->rpc, cap, &r->resp);
+		if (!ret)
+			check_fresh(n, r, &r->resp, "response");
 	}
 	W->res->gpu += r->gpu_req || r->gpu_resp;
 	/* What counts is the capacity the engine sees, not the size asked for. */
