@@ -444,16 +444,20 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				goto bad;
 			o->mode = 's';
 			break;
-		case 'r':
+		case 'r': {
+			char first[32];
+
 			dash = strchr(optarg, '-');
-			if (!dash)
+			if (!dash || (size_t)(dash - optarg) >= sizeof(first))
 				goto bad;
-			*dash = '\0';
-			if (parse_u64(optarg, &o->first) || parse_u64(dash + 1, &o->last) ||
+			memcpy(first, optarg, (size_t)(dash - optarg));
+			first[dash - optarg] = '\0';
+			if (parse_u64(first, &o->first) || parse_u64(dash + 1, &o->last) ||
 			    o->last < o->first)
 				goto bad;
 			o->mode = 'r';
 			break;
+		}
 		case 'p':
 			o->replay = optarg;
 			o->mode = 'p';
@@ -606,7 +610,7 @@ int main(int argc, char **argv)
 		}
 		urpc__entropy(&start, sizeof(start));
 		start >>= 16; /* room to count up */
-		fprintf(stderr, "urpc-sim: soak for %.2f h from seed %" PRIu64 ", failures to %s\n",
+		fprintf(stderr, "urpc-sim: soak for %g h from seed %" PRIu64 ", failures to %s\n",
 			o.hours, start, o.out);
 		run_parallel(&o, start, UINT64_MAX - 1, t0 + o.hours * 3600, &t, fail_log);
 		fclose(fail_log);
