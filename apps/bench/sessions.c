@@ -59,6 +59,7 @@ struct client {
 	unsigned long started; /* sessions with a connect issued */
 	struct bench_sm sm;    /* its sm_handler's counts */
 	unsigned long completed;
+	unsigned long nused;	   /* sessions with .used set */
 	unsigned long outstanding; /* requests lent to the engine */
 	unsigned long errors;
 	int first_error;
@@ -95,7 +96,8 @@ static void usage(FILE *f)
 		"    server Rpc (at most K connecting at a time). Then the client sends\n"
 		"    %d-byte requests, which the server echoes, round robin over all N\n"
 		"    sessions with W outstanding in all (at most one per session), for SEC\n"
-		"    seconds: the rate is RPCs completed per second, and the active column\n"
+		"    seconds and on until every session has completed an RPC (at most %.0f s\n"
+		"    more): the rate is RPCs completed per second, and the active column\n"
 		"    counts the sessions that completed at least one RPC in that span (N\n"
 		"    when all of them are active). Finally the sessions are disconnected and\n"
 		"    both Rpcs destroyed. (One request outstanding on every session at once\n"
@@ -155,7 +157,7 @@ static void usage(FILE *f)
 		"EXAMPLES\n"
 		"    urpc-sessions --transport loop --sessions 20000 --duration 1\n"
 		"    urpc-sessions --transport udp --sessions 100,5000,20000\n",
-		MSG_SIZE, MAX_SESSIONS);
+		MSG_SIZE, STALL_S, MAX_SESSIONS);
 }
 
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
@@ -248,8 +250,10 @@ static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf
 	s->busy = false;
 	c->completed++;
 	c->outstanding--;
-	if (c->measuring)
+	if (c->measuring && !s->used) {
 		s->used = true;
+		c->nused++;
+	}
 	if (!status && (resp->data_size != MSG_SIZE || resp->buf[0] != s->req.buf[0]))
 		status = -EBADMSG;
 	if (status) {
@@ -336,7 +340,7 @@ static void disconnect_all(struct client *c)
 static int traffic(struct client *c, struct result *r)
 {
 	double t = bench_now_s(), t_start = t + 0.2, t0 = 0, t_seen = t;
-	unsigned long i, c0 = 0, seen = 0, issued = 0, next = 0, tries;
+	unsigned long c0 = 0, seen = 0, issued = 0, next = 0, tries;
 	int ret;
 
 	c->completed = c->errors = 0;
@@ -381,12 +385,17 @@ static int traffic(struct client *c, struct result *r)
 			t0 = t;
 			c0 = c->completed;
 			c->measuring = true;
-		} else if (t0 && t - t0 >= c->o->duration) {
+		} else if (t0 && t - t0 >= c->o->duration &&
+			   (c->nused == c->n || t - t0 >= c->o->duration + STALL_S)) {
+			/*
+			 * Not before every session had its turn: the rate is one
+			 * over all N, and on a loaded machine a short span can end
+			 * before a round robin went all the way round.
+			 */
 			c->measuring = false;
 			r->rpcs = c->completed - c0;
 			r->rate = (double)r->rpcs / (t - t0);
-			for (i = 0; i < c->n; i++)
-				r->active += c->s[i].used;
+			r->active = c->nused;
 			return 0;
 		}
 	}
