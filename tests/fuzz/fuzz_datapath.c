@@ -30,7 +30,9 @@
  * the duplicate and stale paths and the one-sided reads. After the program
  * the loops run until every request has completed. Checked throughout:
  * each continuation runs exactly once with a status the API documents, a
- * handler sees bytes it may read, and nothing leaks (LeakSanitizer).
+ * handler sees bytes it may read, the engine's own bookkeeping agrees with
+ * itself and with the continuations still owed (urpc__rpc_check) after
+ * every command, and nothing leaks (LeakSanitizer).
  *
  * Owns: the world above (globals). Calls: the public API, src/rpc/rpc.h
  * internals (session slots, urpc__dp_rx), urpc__nexus_create_sim and
@@ -598,6 +600,23 @@ static void run_cmd(struct fz_in *in)
 	}
 }
 
+/*
+ * The engine's bookkeeping checked against itself (urpc__rpc_check: slot
+ * masks, busy bitmap, deferred counts, the one-sided table, the session
+ * count), and the continuations the client still owes against ours.
+ */
+static void check_books(void)
+{
+	uint64_t owed_srv, owed_cli;
+	char why[256];
+
+	FUZZ_CHECK(urpc__rpc_check(w.srv, &owed_srv, why, sizeof(why)) == 0, "server: %s", why);
+	FUZZ_CHECK(urpc__rpc_check(w.cli, &owed_cli, why, sizeof(why)) == 0, "client: %s", why);
+	FUZZ_CHECK(owed_cli == w.pending && owed_srv == 0,
+		   "the client owes %llu continuations (the server %llu), %u are pending",
+		   (unsigned long long)owed_cli, (unsigned long long)owed_srv, w.pending);
+}
+
 static bool smq_empty(const struct urpc_rpc *rpc)
 {
 	return atomic_load(&rpc->smq->head) == atomic_load(&rpc->smq->tail);
@@ -724,8 +743,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!w.up)
 		world_up();
-	while (in.n)
+	while (in.n) {
 		run_cmd(&in);
+		check_books();
+	}
 
 	/* Run until every request has completed (deadlines bound the wait). */
 	for (pass = 0; pass < SETTLE_PASSES; pass++) {
@@ -735,10 +756,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		pump(1);
 		vclock += SETTLE_STEP_NS;
 	}
+	check_books();
 	report(!quiet() ? "stuck" : healthy() ? "kept" : "broken");
 	if (quiet() && healthy())
 		return 0;
 	if (reconnect()) {
+		check_books();
 		w.reconnects++;
 		return 0;
 	}
