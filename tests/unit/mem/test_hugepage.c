@@ -2,9 +2,11 @@
 /* The hugepage allocator: each backing, flags, fallback. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,6 +39,23 @@ static int write_nr_hugepages(long n)
 }
 
 /*
+ * nr_hugepages is one setting for the whole machine, and another build's
+ * test_hugepage may run at the same time: if it saves the setting before
+ * this one restores it, it puts back a stale value (pages stay reserved for
+ * good, or go from under a case that just reserved them). A case that
+ * writes the setting takes this lock first; it holds it until its process
+ * ends (Criterion forks one per case), the lock's file going with it.
+ */
+static void lock_nr_hugepages(void)
+{
+	int fd = open("/tmp/urpc-test-nr_hugepages.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+	cr_assert_geq(fd, 0, "cannot open the nr_hugepages lock: %s", strerror(errno));
+	cr_assert_eq(flock(fd, LOCK_EX), 0, "cannot take the nr_hugepages lock: %s",
+		     strerror(errno));
+}
+
+/*
  * Reserve @want free hugepages for this test; returns the old setting or
  * skips. Other test binaries run at the same time (ctest -j) and take
  * hugepages for their rings and pools while the reservation lasts, so
@@ -44,11 +63,13 @@ static int write_nr_hugepages(long n)
  */
 static long reserve_or_skip(long want)
 {
-	long old = read_nr_hugepages();
+	long old;
 
 	want += 64;
 	if (geteuid() != 0)
 		cr_skip_test("not root: cannot reserve hugepages in /proc/sys/vm/nr_hugepages");
+	lock_nr_hugepages();
+	old = read_nr_hugepages();
 	if (old < 0 || urpc__hp_page_size() == 0)
 		cr_skip_test("this kernel has no hugepage support");
 	if (write_nr_hugepages(old + want) || read_nr_hugepages() < old + want) {
@@ -96,11 +117,15 @@ Test(hugepage, bad_arguments)
 Test(hugepage, no_fallback_without_hugepages_fails)
 {
 	struct urpc_hp_region r;
-	long old = read_nr_hugepages();
+	long old;
 	int ret;
 
-	if (geteuid() != 0 || old < 0)
+	if (geteuid() != 0)
 		cr_skip_test("needs root to set nr_hugepages to 0 for this case");
+	lock_nr_hugepages();
+	old = read_nr_hugepages();
+	if (old < 0)
+		cr_skip_test("this kernel has no hugepage support");
 	if (write_nr_hugepages(0))
 		cr_skip_test("cannot write /proc/sys/vm/nr_hugepages");
 	ret = urpc__hp_alloc(1 << 20, URPC_HP_NO_LIBHUGETLBFS | URPC_HP_NO_FALLBACK, &r);
