@@ -58,10 +58,15 @@ static void server_up(const char *out)
 		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
 		_exit(127);
 	}
-	for (i = 0; i < 600 && !addr[0]; i++) {
+	/*
+	 * Poll its output for the line, as long as the server lives: a server
+	 * that exits fails the test at once, one that hangs after 60 s.
+	 */
+	for (i = 0; i < 6000 && !addr[0]; i++) {
 		char line[512];
 		FILE *f = fopen(out, "r");
 		unsigned port;
+		int st;
 
 		while (f && fgets(line, sizeof(line), f)) {
 			char *p = strstr(line, "listening on ");
@@ -71,10 +76,15 @@ static void server_up(const char *out)
 		}
 		if (f)
 			fclose(f);
-		if (!addr[0])
-			usleep(50000);
+		if (addr[0])
+			break;
+		if (waitpid(server, &st, WNOHANG) == server)
+			cr_assert_fail(
+				"the server exited (status 0x%x) before it listened (see %s)", st,
+				out);
+		usleep(10000);
 	}
-	cr_assert(addr[0], "the server did not say where it listens (see %s)", out);
+	cr_assert(addr[0], "the server did not say where it listens within 60 s (see %s)", out);
 }
 
 static void server_down(void)
