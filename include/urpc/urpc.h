@@ -129,12 +129,16 @@ URPC_API int urpc_transport_parse(const char *name, enum urpc_transport_kind *ou
  * @data_size: the message length; change it only through urpc_msgbuf_resize.
  * @max_data_size: the capacity fixed at allocation.
  *
- * The fields after these are private to the library. Room for the packet
- * header lies in front of @buf and belongs to the library.
+ * The fields after these are private to the library: where the buffer came
+ * from, its registration keys, the serial number of its allocation (a
+ * stale copy of a freed buffer is refused by urpc_msgbuf_free()) and the
+ * session it was last lent to (a lent buffer is refused with -EBUSY). Room
+ * for the packet header lies in front of @buf and belongs to the library.
  *
  * Ownership: the application owns a buffer it allocated, except while it is
  * lent to the engine (from a successful enqueue until the matching
- * continuation runs, or for a response, for good).
+ * continuation runs, or for a response, for good). While it is lent, its
+ * bytes and fields must not change (no write, resize or free).
  */
 struct urpc_msgbuf {
 	uint8_t *buf;
@@ -144,6 +148,8 @@ struct urpc_msgbuf {
 	void *priv_class;
 	uint32_t priv_lkey;
 	uint32_t priv_rkey;
+	uint32_t priv_gen;
+	uint32_t priv_sess;
 };
 
 /* ------------------------------------------------------------------------
@@ -423,9 +429,18 @@ URPC_API int urpc_msgbuf_alloc(struct urpc_rpc *rpc, size_t size, struct urpc_ms
 URPC_API int urpc_msgbuf_resize(struct urpc_msgbuf *mb, size_t size);
 
 /**
- * urpc_msgbuf_free() - Give a buffer back. It must not be lent to the engine.
- * @return 0, -EPERM, -EINVAL (a view from urpc_msgbuf_register(): use
- *         urpc_msgbuf_unregister()).
+ * urpc_msgbuf_free() - Give a buffer back; @mb is zeroed.
+ * @return 0; -EBUSY (lent to the engine: a request or response buffer of a
+ *         request whose continuation has not run, or a server slot's
+ *         preallocated response buffer; nothing changes); -EINVAL (a NULL @mb
+ *         argument, a view from urpc_msgbuf_register(): use
+ *         urpc_msgbuf_unregister(); or not a buffer this Rpc has out now: a
+ *         zeroed struct, a double free, a stale copy of a freed buffer or of
+ *         a response buffer handed to urpc_resp_enqueue(); nothing is
+ *         touched); -EPERM.
+ *         The -EBUSY check knows the struct given to urpc_req_enqueue() and
+ *         copies made after it; a copy made before the enqueue is not
+ *         recognised as lent.
  */
 URPC_API int urpc_msgbuf_free(struct urpc_rpc *rpc, struct urpc_msgbuf *mb);
 
@@ -466,7 +481,10 @@ URPC_API int urpc_msgbuf_register(struct urpc_rpc *rpc, void *addr, size_t len, 
  * urpc_msgbuf_unregister() - Drop a view. Its registration stays cached for
  * the next view of the same memory, until the cache needs the room or
  * urpc_mem_forget() is called. @mb is zeroed.
- * @return 0, -EINVAL (not a view), -EPERM.
+ * @return 0, -EBUSY (lent to a request whose continuation has not run;
+ *         nothing changes), -EINVAL (NULL, not a view), -EPERM. A view has
+ *         no serial number: unregistering a stale copy of a dropped view is
+ *         not detected.
  */
 URPC_API int urpc_msgbuf_unregister(struct urpc_rpc *rpc, struct urpc_msgbuf *mb);
 

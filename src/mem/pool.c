@@ -8,6 +8,16 @@
  * chunk it belongs to; the caller never sees a free buffer, so nothing of
  * the caller's is overwritten.
  *
+ * Double frees: every allocation takes a serial number from the pool
+ * (never 0), kept in the handle (priv_gen) and, outside the buffer's
+ * memory, in its chunk (one word per buffer of a shared chunk, one for an
+ * own chunk); freeing writes 0 there. A free whose handle does not carry
+ * the serial its buffer holds now (a stale copy of a freed handle, or of
+ * one whose memory was handed out again) is refused and touches nothing.
+ * An own chunk may be gone (unmapped, its struct freed) by the time a stale
+ * handle names it, so such a handle is first looked up among the live
+ * chunks.
+ *
  * Small classes (stride <= chunk_size / 4) share chunks of chunk_size bytes.
  * A larger buffer gets a chunk of its own. When it is freed the chunk goes
  * back to the system, unless it fits in keep_bytes: then it waits on its
@@ -33,6 +43,14 @@ struct chunk {
 	struct urpc_mem_reg reg;
 	bool registered;
 	bool dedicated; /* one buffer, unmapped when it is freed */
+	unsigned cls;	/* the size class its buffers belong to */
+	/*
+	 * Serial of the allocation each buffer holds, 0 while it is free:
+	 * @serials[i] for the i-th buffer of a shared chunk, @serial for an
+	 * own chunk's one buffer.
+	 */
+	uint32_t *serials;
+	uint32_t serial;
 	struct chunk *prev, *next;
 };
 
@@ -54,7 +72,8 @@ struct size_class {
 
 struct urpc_pool {
 	struct urpc_pool_opts o;
-	size_t kept; /* bytes of freed own-chunk buffers waiting for reuse */
+	size_t kept;	      /* bytes of freed own-chunk buffers waiting for reuse */
+	uint32_t next_serial; /* of the next allocation; never 0 */
 	struct size_class classes[NUM_CLASSES];
 	unsigned nclasses;
 	struct chunk *chunks; /* every mapped chunk, doubly linked */
@@ -98,6 +117,7 @@ int urpc__pool_create(const struct urpc_pool_opts *o, struct urpc_pool **out)
 			break;
 	}
 	p->st.last_backing = URPC_HP_4K;
+	p->next_serial = 1;
 	*out = p;
 	return 0;
 }
@@ -115,6 +135,7 @@ static void chunk_release(struct urpc_pool *p, struct chunk *c)
 	p->st.bytes_mapped -= c->region.len;
 	p->st.chunks--;
 	urpc__hp_free(&c->region);
+	free(c->serials);
 	free(c);
 }
 
@@ -156,7 +177,8 @@ static void drop_kept(struct urpc_pool *p)
 	}
 }
 
-static int chunk_add(struct urpc_pool *p, size_t len, bool dedicated, struct chunk **out)
+static int chunk_add(struct urpc_pool *p, size_t len, unsigned cls, bool dedicated,
+		     struct chunk **out)
 {
 	struct chunk *c;
 	int ret;
@@ -176,6 +198,14 @@ static int chunk_add(struct urpc_pool *p, size_t len, bool dedicated, struct chu
 		ret = -ENOMEM;
 		goto out_unmap;
 	}
+	c->cls = cls;
+	if (!dedicated) {
+		c->serials = calloc(c->region.len / p->classes[cls].stride, sizeof(*c->serials));
+		if (!c->serials) {
+			ret = -ENOMEM;
+			goto out_unmap;
+		}
+	}
 	if (p->o.reg) {
 		ret = p->o.reg(p->o.reg_ctx, c->region.addr, c->region.len, &c->reg);
 		if (ret)
@@ -194,6 +224,7 @@ static int chunk_add(struct urpc_pool *p, size_t len, bool dedicated, struct chu
 	return 0;
 
 out_unmap:
+	free(c->serials);
 	urpc__hp_free(&c->region);
 out_free:
 	free(c);
@@ -218,7 +249,7 @@ static int class_carve(struct urpc_pool *p, struct size_class *sc, struct free_h
 
 	if (sc->carve == sc->carve_end) {
 		struct chunk *c;
-		int ret = chunk_add(p, p->o.chunk_size, false, &c);
+		int ret = chunk_add(p, p->o.chunk_size, (unsigned)(sc - p->classes), false, &c);
 
 		if (ret)
 			return ret;
@@ -231,6 +262,15 @@ static int class_carve(struct urpc_pool *p, struct size_class *sc, struct free_h
 	sc->carve += sc->stride;
 	*out = h;
 	return 0;
+}
+
+/* Where the serial of the buffer whose headroom starts at @start is kept. */
+static inline uint32_t *serial_of(const struct urpc_pool *p, struct chunk *c, const uint8_t *start)
+{
+	if (c->dedicated)
+		return &c->serial;
+	return &c->serials[(size_t)(start - (const uint8_t *)c->region.addr) /
+			   p->classes[c->cls].stride];
 }
 
 static inline unsigned class_of(size_t size)
@@ -266,7 +306,7 @@ int urpc__pool_alloc(struct urpc_pool *p, size_t size, struct urpc_msgbuf *mb)
 			c = h->chunk;
 			p->kept -= sc->stride;
 		} else {
-			ret = chunk_add(p, sc->stride, true, &c);
+			ret = chunk_add(p, sc->stride, ci, true, &c);
 			if (ret)
 				goto fail;
 			h = buf_hdr(c->region.addr);
@@ -290,6 +330,11 @@ int urpc__pool_alloc(struct urpc_pool *p, size_t size, struct urpc_msgbuf *mb)
 	mb->priv_class = c;
 	mb->priv_lkey = c->reg.lkey;
 	mb->priv_rkey = c->reg.rkey;
+	mb->priv_gen = p->next_serial;
+	mb->priv_sess = 0;
+	*serial_of(p, c, (const uint8_t *)h) = p->next_serial;
+	if (unlikely(++p->next_serial == 0))
+		p->next_serial = 1;
 	p->st.bufs_out++;
 	p->st.allocs++;
 	return 0;
@@ -299,23 +344,83 @@ fail:
 	return ret;
 }
 
-void urpc__pool_free(struct urpc_pool *p, struct urpc_msgbuf *mb)
+/*
+ * Is @c one of the pool's chunks? Cold: walks them all; only a handle of an
+ * own-chunk class asks, before anything of its chunk is read.
+ */
+static bool chunk_is_live(const struct urpc_pool *p, const struct chunk *c)
+{
+	const struct chunk *it;
+
+	for (it = p->chunks; it; it = it->next)
+		if (it == c)
+			return true;
+	return false;
+}
+
+/*
+ * The serial word of the buffer @mb names, if @mb is a handle of one of the
+ * pool's buffers as it is allocated now; else NULL (nothing read beyond the
+ * handle and the pool's own chunks).
+ */
+static uint32_t *live_serial(const struct urpc_pool *p, const struct urpc_msgbuf *mb)
 {
 	struct chunk *c = mb->priv_class;
+	const uint8_t *start;
+	unsigned ci;
+	uint32_t *serial;
+
+	if (unlikely(!mb->buf || !c || !mb->priv_gen))
+		return NULL;
+	ci = class_of(mb->max_data_size);
+	if (unlikely(ci >= p->nclasses))
+		return NULL;
+	if (unlikely(p->classes[ci].stride > p->o.chunk_size / 4 && !chunk_is_live(p, c)))
+		return NULL; /* its own chunk went back to the system: freed before */
+	start = mb->buf - p->o.headroom;
+	if (unlikely(c->cls != ci || start < (const uint8_t *)c->region.addr ||
+		     start >= (const uint8_t *)c->region.addr + c->region.len))
+		return NULL;
+	serial = serial_of(p, c, start);
+	/* 0: freed; another serial: freed and handed out again since. */
+	return *serial == mb->priv_gen ? serial : NULL;
+}
+
+bool urpc__pool_is_out(const struct urpc_pool *p, const struct urpc_msgbuf *mb)
+{
+	return live_serial(p, mb) != NULL;
+}
+
+void urpc__pool_restamp(struct urpc_pool *p, struct urpc_msgbuf *mb)
+{
+	uint32_t *serial = live_serial(p, mb);
+
+	if (!serial)
+		return;
+	*serial = mb->priv_gen = p->next_serial;
+	if (unlikely(++p->next_serial == 0))
+		p->next_serial = 1;
+}
+
+int urpc__pool_free(struct urpc_pool *p, struct urpc_msgbuf *mb)
+{
+	struct chunk *c = mb->priv_class;
+	uint32_t *serial = live_serial(p, mb);
 	struct size_class *sc;
 	struct free_hdr *h;
 
-	if (!mb->buf)
-		return;
+	if (unlikely(!serial))
+		return -EINVAL; /* freed before, or a stale copy of an earlier allocation */
+	*serial = 0;
 	p->st.bufs_out--;
 	p->st.frees++;
-	sc = &p->classes[class_of(mb->max_data_size)];
+	sc = &p->classes[c->cls];
 
 	if (unlikely(c->dedicated)) {
 		if (p->kept + sc->stride > p->o.keep_bytes) {
 			chunk_release(p, c);
 			memset(mb, 0, sizeof(*mb));
-			return;
+			return 0;
 		}
 		p->kept += sc->stride;
 	}
@@ -324,6 +429,7 @@ void urpc__pool_free(struct urpc_pool *p, struct urpc_msgbuf *mb)
 	h->next = sc->free;
 	sc->free = h;
 	memset(mb, 0, sizeof(*mb));
+	return 0;
 }
 
 int urpc__pool_resize(struct urpc_msgbuf *mb, size_t size)

@@ -15,6 +15,7 @@
 #ifndef URPC_MEM_POOL_H
 #define URPC_MEM_POOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -88,8 +89,25 @@ void urpc__pool_destroy_all(struct urpc_pool *p);
  */
 int urpc__pool_alloc(struct urpc_pool *p, size_t size, struct urpc_msgbuf *mb);
 
-/* Return a buffer to its class. @mb is zeroed. */
-void urpc__pool_free(struct urpc_pool *p, struct urpc_msgbuf *mb);
+/*
+ * Return a buffer to its class; @mb is zeroed. 0, or -EINVAL and nothing
+ * touched when @mb is not a buffer this pool has out now: zeroed, freed
+ * before, or a stale copy of a handle whose buffer was freed (and perhaps
+ * handed out again). Each allocation carries a serial number (priv_gen)
+ * that its buffer keeps until it is freed; a handle from another pool, or
+ * one whose fields were overwritten, is not detected.
+ */
+int urpc__pool_free(struct urpc_pool *p, struct urpc_msgbuf *mb);
+
+/* Is @mb a handle of a buffer this pool has out now (what free would take)? */
+bool urpc__pool_is_out(const struct urpc_pool *p, const struct urpc_msgbuf *mb);
+
+/*
+ * Give the buffer @mb names a new serial, in @mb and in the pool: every
+ * other copy of the handle becomes stale (its owner handed it over).
+ * Nothing happens when @mb is not out now.
+ */
+void urpc__pool_restamp(struct urpc_pool *p, struct urpc_msgbuf *mb);
 
 /* Set data_size to @size; 0, or -EINVAL when @size > max_data_size. */
 int urpc__pool_resize(struct urpc_msgbuf *mb, size_t size);

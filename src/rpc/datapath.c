@@ -168,6 +168,9 @@ URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_typ
 	}
 	if (unlikely(s->state != URPC_SESS_CONNECTED && s->state != URPC_SESS_CONNECTING))
 		return -ECONNRESET;
+	/* Lent from here on: urpc_msgbuf_free() looks in this session's slots and queue. */
+	req->priv_sess = (uint32_t)session;
+	resp->priv_sess = (uint32_t)session;
 	/*
 	 * Inside the loop, now is this pass's time. Outside it, now may be
 	 * stale by the application's idle time: a deadline then reads the
@@ -890,6 +893,9 @@ static URPC_COLD int resp_take(struct urpc_rpc *rpc, struct urpc_session *s, str
 	} else {
 		sl->large_resp = *resp;
 		memset(resp, 0, sizeof(*resp));
+		/* The library's allocation now: copies the handler kept are stale. */
+		if (!urpc__mb_is_view(&sl->large_resp))
+			urpc__pool_restamp(rpc->pool, &sl->large_resp);
 	}
 	return 0;
 }

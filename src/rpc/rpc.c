@@ -376,14 +376,58 @@ URPC_API int urpc_msgbuf_resize(struct urpc_msgbuf *mb, size_t size)
 	return urpc__pool_resize(mb, size);
 }
 
+/* Do @a (the engine's pointer, may be NULL) and @b describe the same buffer? */
+static inline bool mb_same(const struct urpc_msgbuf *a, const struct urpc_msgbuf *b)
+{
+	return a && (a == b || a->buf == b->buf);
+}
+
+bool urpc__rpc_mb_is_lent(const struct urpc_rpc *rpc, const struct urpc_msgbuf *mb)
+{
+	const struct urpc_session *s;
+	uint32_t i;
+
+	if (mb->priv_sess == URPC_MB_SESS_LIBRARY)
+		return true;
+	/* The session it was last lent to (a number beyond the table names none). */
+	s = mb->priv_sess < rpc->hi_session ? rpc->sessions[mb->priv_sess] : NULL;
+	if (s && s->role == URPC_ROLE_CLIENT) {
+		for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+			const struct urpc_sslot *sl = &s->slots[i];
+
+			if (sl->busy && (mb_same(sl->req, mb) || mb_same(sl->resp, mb)))
+				return true;
+		}
+		for (i = s->wq_head; i != s->wq_tail; i++) {
+			const struct urpc_waiting_req *w = &s->waitq[i % URPC_SESSION_WAITQ];
+
+			if (mb_same(w->req, mb) || mb_same(w->resp, mb))
+				return true;
+		}
+	}
+	/* Continuations of failed sessions still waiting for their READ. */
+	if (rpc->os_lent || rpc->os_lent_views) {
+		for (i = 0; i < URPC_OS_OPS; i++) {
+			const struct urpc_os_op *op = &rpc->os[i];
+
+			if (op->busy && op->orphan && op->kind == URPC_OS_CLI_RESP &&
+			    (mb_same(op->req, mb) || mb_same(op->resp, mb)))
+				return true;
+		}
+	}
+	return false;
+}
+
 URPC_API int urpc_msgbuf_free(struct urpc_rpc *rpc, struct urpc_msgbuf *mb)
 {
 	if (unlikely(!urpc__rpc_is_owner(rpc)))
 		return -EPERM;
 	if (!mb || !mb->buf || urpc__mb_is_view(mb))
 		return -EINVAL;
-	urpc__pool_free(rpc->pool, mb);
-	return 0;
+	if (urpc__rpc_mb_is_lent(rpc, mb))
+		return -EBUSY;
+	/* A double free or a stale copy: refused, the pool untouched. */
+	return urpc__pool_free(rpc->pool, mb);
 }
 
 static void gpu_view_free(struct urpc_rpc *rpc, struct urpc_gpu_view *g)
@@ -488,6 +532,8 @@ URPC_API int urpc_msgbuf_unregister(struct urpc_rpc *rpc, struct urpc_msgbuf *mb
 		return -EPERM;
 	if (!mb || !mb->buf || !urpc__mb_is_view(mb))
 		return -EINVAL;
+	if (urpc__rpc_mb_is_lent(rpc, mb))
+		return -EBUSY;
 	urpc__rpc_buf_release(rpc, mb);
 	return 0;
 }

@@ -311,6 +311,21 @@ static inline bool urpc__rpc_is_owner(const struct urpc_rpc *rpc)
 	return pthread_equal(pthread_self(), rpc->owner);
 }
 
+/*
+ * msgbuf.priv_sess: the client session a buffer was last lent to by
+ * urpc_req_enqueue() (whether it still is, that session's slots and queue
+ * say), or this value for a buffer the library keeps for good (a server
+ * slot's preallocated response buffer).
+ */
+#define URPC_MB_SESS_LIBRARY UINT32_MAX
+
+/*
+ * Is @mb (or a copy of it) lent to the engine: in a client slot or wait
+ * queue, held by an orphaned operation, or the library's own? Cold: free
+ * and unregister ask. Owner thread only.
+ */
+bool urpc__rpc_mb_is_lent(const struct urpc_rpc *rpc, const struct urpc_msgbuf *mb);
+
 #define URPC_OS_NIL 0xffffu
 
 /* ---- rpc.c ---- */

@@ -78,7 +78,7 @@ void urpc__session_free(struct urpc_rpc *rpc, struct urpc_session *s)
 	}
 	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
 		if (s->slots[i].resp_mb.buf) {
-			urpc__pool_free(rpc->pool, &s->slots[i].resp_mb);
+			(void)urpc__pool_free(rpc->pool, &s->slots[i].resp_mb);
 			rpc->internal_bufs--;
 		}
 	}
@@ -409,6 +409,8 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		 * urpc_resp_enqueue() refuses. The class is still found from it.
 		 */
 		s->slots[i].resp_mb.max_data_size = rpc->max_msg;
+		/* The library's for good: urpc_msgbuf_free() refuses it. */
+		s->slots[i].resp_mb.priv_sess = URPC_MB_SESS_LIBRARY;
 		rpc->internal_bufs++;
 	}
 	if (ret) {

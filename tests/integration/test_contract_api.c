@@ -1,0 +1,546 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The API contract under misuse (issue 13), through the public header:
+ * buffers freed while lent or freed twice.
+ *
+ * Built once per transport (tests/CMakeLists.txt): API_KIND=URPC_TRANSPORT_LOOP
+ * and API_NAME=contract_api_loop, ..._UDP and contract_api_udp. One Nexus, a
+ * server Rpc and a client Rpc, all in the test's thread, whose event loops
+ * the test drives in turn (pass()), bounded by wall time.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <urpc/urpc.h>
+
+#ifndef API_KIND
+#error "build with -DAPI_KIND=URPC_TRANSPORT_<KIND> -DAPI_NAME=<suite>"
+#endif
+
+enum {
+	REQ_ECHO = 1, /* answers the request's bytes from the preallocated buffer */
+	REQ_MODE = 2, /* answers as W.mode says */
+};
+
+enum mode {
+	M_SIZED = 1, /* W.size bytes: the preallocated buffer if it holds them, else our own */
+	M_PREALLOC_OVER = 2,   /* the preallocated buffer with data_size one above its capacity */
+	M_NOT_A_BUF = 3,       /* a struct urpc_msgbuf that no allocation made */
+	M_OWN_OVER = 4,	       /* our own buffer with data_size above its capacity */
+	M_NULL_RESP = 5,       /* urpc_resp_enqueue(h, NULL) */
+	M_FREE_PREALLOC = 6,   /* urpc_msgbuf_free() of the preallocated buffer, then answer */
+	M_DEFER = 7,	       /* hold the handle in W.held */
+	M_RESP_BEFORE_FREE = 8 /* our own buffer: answer, then free our (zeroed) struct */
+};
+
+#define SRV_ID 1
+#define CLI_ID 2
+#define WAIT_MS 5000
+#define TEST_TIMEOUT_S 60.
+#define MAX_EVS 64
+
+struct ev {
+	int sess;
+	enum urpc_sm_event ev;
+	int status;
+};
+
+struct creq {
+	struct urpc_msgbuf req;
+	struct urpc_msgbuf resp;
+	int status;
+	unsigned runs;
+};
+
+struct world {
+	struct urpc_nexus *nx;
+	struct urpc_rpc *srv, *cli;
+	char hp[32];
+	int sess;
+	size_t max_msg;
+	struct ev evs[MAX_EVS];
+	unsigned nev;
+	bool disconnect_in_cb; /* call urpc_session_disconnect() inside failure events */
+	int disconnect_ret;    /* ... what it returned */
+	unsigned disconnect_calls;
+	/* server */
+	enum mode mode;
+	size_t size;
+	int enq_ret;
+	int free_ret;
+	unsigned handled;
+	struct urpc_req_handle *held;
+	void *seen_ctx;
+};
+
+static struct world W;
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint8_t pat(size_t i)
+{
+	return (uint8_t)(i * 7u + 3u);
+}
+
+/* ---- callbacks ------------------------------------------------------------ */
+
+static void sm_cb(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int status, void *arg)
+{
+	struct world *w = arg;
+
+	if (w->nev < MAX_EVS)
+		w->evs[w->nev++] = (struct ev){.sess = session, .ev = ev, .status = status};
+	if (w->disconnect_in_cb && (ev == URPC_SM_CONNECT_FAILED || ev == URPC_SM_RESET)) {
+		w->disconnect_ret = urpc_session_disconnect(rpc, session);
+		w->disconnect_calls++;
+	}
+}
+
+static unsigned count_ev(const struct world *w, int sess, enum urpc_sm_event ev)
+{
+	unsigned i, n = 0;
+
+	for (i = 0; i < w->nev; i++)
+		n += w->evs[i].ev == ev && (sess < 0 || w->evs[i].sess == sess);
+	return n;
+}
+
+static void echo_handler(struct urpc_req_handle *h, void *arg)
+{
+	struct urpc_msgbuf *resp = urpc_req_resp_msgbuf(h);
+	const uint8_t *d;
+	size_t len;
+
+	(void)arg;
+	d = urpc_req_data(h, &len);
+	cr_assert_leq(len, resp->max_data_size, "echo of a %zu-byte request", len);
+	if (len)
+		memcpy(resp->buf, d, len);
+	cr_assert_eq(urpc_msgbuf_resize(resp, len), 0);
+	cr_assert_eq(urpc_resp_enqueue(h, resp), 0);
+}
+
+/* The response bytes of M_SIZED, in @resp's first W.size bytes. */
+static void fill(struct urpc_msgbuf *resp)
+{
+	size_t i;
+
+	for (i = 0; i < W.size; i++)
+		resp->buf[i] = pat(i);
+}
+
+static void mode_handler(struct urpc_req_handle *h, void *arg)
+{
+	struct world *w = arg;
+	struct urpc_msgbuf *pre = urpc_req_resp_msgbuf(h);
+	struct urpc_msgbuf own = {0}, copy;
+	static uint8_t junk[64];
+
+	w->handled++;
+	switch (w->mode) {
+	case M_SIZED:
+		/* The KV demo's resp_buf(): trust max_data_size. */
+		if (w->size <= pre->max_data_size) {
+			cr_assert_eq(urpc_msgbuf_resize(pre, w->size), 0);
+			fill(pre);
+			w->enq_ret = urpc_resp_enqueue(h, pre);
+		} else {
+			cr_assert_eq(urpc_msgbuf_alloc(urpc_req_rpc(h), w->size, &own), 0);
+			fill(&own);
+			w->enq_ret = urpc_resp_enqueue(h, &own);
+			if (w->enq_ret)
+				urpc_msgbuf_free(urpc_req_rpc(h), &own);
+		}
+		return;
+	case M_PREALLOC_OVER:
+		memset(pre->buf, 0x5a, pre->max_data_size);
+		pre->data_size = pre->max_data_size + 1; /* past urpc_msgbuf_resize() */
+		w->enq_ret = urpc_resp_enqueue(h, pre);
+		return;
+	case M_NOT_A_BUF:
+		memset(&own, 0, sizeof(own));
+		own.buf = junk;
+		own.data_size = sizeof(junk);
+		own.max_data_size = sizeof(junk);
+		w->enq_ret = urpc_resp_enqueue(h, &own);
+		return;
+	case M_OWN_OVER:
+		cr_assert_eq(urpc_msgbuf_alloc(urpc_req_rpc(h), 64, &own), 0);
+		own.data_size = w->max_msg + 4096; /* past urpc_msgbuf_resize() */
+		w->enq_ret = urpc_resp_enqueue(h, &own);
+		if (w->enq_ret) {
+			own.data_size = 64;
+			cr_assert_eq(urpc_msgbuf_free(urpc_req_rpc(h), &own), 0);
+		}
+		return;
+	case M_NULL_RESP:
+		w->enq_ret = urpc_resp_enqueue(h, NULL);
+		return;
+	case M_FREE_PREALLOC:
+		copy = *pre;
+		w->free_ret = urpc_msgbuf_free(urpc_req_rpc(h), pre);
+		cr_assert_eq(memcmp(&copy, pre, sizeof(copy)), 0,
+			     "a refused free changed the preallocated buffer");
+		cr_assert_eq(urpc_msgbuf_resize(pre, 8), 0);
+		memset(pre->buf, 0x11, 8);
+		w->enq_ret = urpc_resp_enqueue(h, pre);
+		return;
+	case M_DEFER:
+		w->held = h;
+		return;
+	case M_RESP_BEFORE_FREE:
+		cr_assert_eq(urpc_msgbuf_alloc(urpc_req_rpc(h), w->size, &own), 0);
+		fill(&own);
+		copy = own;
+		w->enq_ret = urpc_resp_enqueue(h, &own);
+		/* The library took it: a stale copy is not ours to free. */
+		w->free_ret = urpc_msgbuf_free(urpc_req_rpc(h), &copy);
+		return;
+	}
+}
+
+static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
+{
+	struct creq *c = tag;
+
+	(void)rpc;
+	cr_assert_eq(resp, &c->resp);
+	c->status = status;
+	c->runs++;
+}
+
+/* ---- the world ------------------------------------------------------------ */
+
+static void opts(struct urpc_rpc_opts *o, uint8_t id)
+{
+	urpc_rpc_opts_init(o);
+	o->transport = API_KIND;
+	o->sm_handler = sm_cb;
+	o->sm_arg = &W;
+	o->seed = 0xa91000u + id;
+	o->max_sessions = 16;
+}
+
+static void nexus_up(void)
+{
+	memset(&W, 0, sizeof(W));
+	cr_assert_eq(urpc_nexus_create(NULL, &W.nx), 0);
+	cr_assert_eq(urpc_nexus_register_handler(W.nx, REQ_ECHO, echo_handler, &W), 0);
+	cr_assert_eq(urpc_nexus_register_handler(W.nx, REQ_MODE, mode_handler, &W), 0);
+	snprintf(W.hp, sizeof(W.hp), "127.0.0.1:%u", urpc_nexus_port(W.nx));
+	W.sess = -1;
+}
+
+static void rpcs_up(const struct urpc_rpc_opts *so, const struct urpc_rpc_opts *co)
+{
+	struct urpc_rpc_opts o;
+
+	if (!so) {
+		opts(&o, SRV_ID);
+		so = &o;
+	}
+	cr_assert_eq(urpc_rpc_create(W.nx, SRV_ID, so, &W.srv), 0);
+	if (!co) {
+		opts(&o, CLI_ID);
+		co = &o;
+	}
+	cr_assert_eq(urpc_rpc_create(W.nx, CLI_ID, co, &W.cli), 0);
+	W.max_msg = urpc_rpc_max_msg_size(W.cli);
+}
+
+static void pass(void)
+{
+	if (W.srv)
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.srv), 0);
+	if (W.cli)
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.cli), 0);
+}
+
+/* Drive both loops until *@n reaches @want or @ms pass; true if it did. */
+static bool wait_count(const unsigned *n, unsigned want, unsigned ms)
+{
+	uint64_t end = now_ms() + ms;
+
+	while (*n < want && now_ms() < end)
+		pass();
+	return *n >= want;
+}
+
+static struct urpc_rpc_stats stats(struct urpc_rpc *rpc)
+{
+	struct urpc_rpc_stats st;
+
+	cr_assert_eq(urpc_rpc_get_stats(rpc, &st), 0);
+	return st;
+}
+
+/* Drive both loops until @rpc holds @n sessions; true if it did within @ms. */
+static bool wait_sessions(struct urpc_rpc *rpc, uint64_t n, unsigned ms)
+{
+	uint64_t end = now_ms() + ms;
+
+	while (stats(rpc).sessions != n && now_ms() < end)
+		pass();
+	return stats(rpc).sessions == n;
+}
+
+static int connect_wait(void)
+{
+	unsigned from = W.nev, i;
+	uint64_t end = now_ms() + WAIT_MS;
+	int s;
+
+	cr_assert_eq(urpc_session_connect(W.cli, W.hp, SRV_ID, &s), 0);
+	for (;;) {
+		for (i = from; i < W.nev; i++) {
+			if (W.evs[i].sess != s)
+				continue;
+			cr_assert_eq(W.evs[i].ev, URPC_SM_CONNECTED, "connect failed: %s",
+				     urpc_strerror(W.evs[i].status));
+			return s;
+		}
+		cr_assert(now_ms() < end, "no connect event within %d ms", WAIT_MS);
+		pass();
+	}
+}
+
+static void disconnect_wait(int s)
+{
+	unsigned before = count_ev(&W, s, URPC_SM_DISCONNECTED);
+	uint64_t end = now_ms() + WAIT_MS;
+
+	cr_assert_eq(urpc_session_disconnect(W.cli, s), 0);
+	while (count_ev(&W, s, URPC_SM_DISCONNECTED) == before && now_ms() < end)
+		pass();
+	cr_assert_eq(count_ev(&W, s, URPC_SM_DISCONNECTED), before + 1);
+}
+
+static void world_down(void)
+{
+	if (W.cli)
+		cr_assert_eq(urpc_rpc_destroy(W.cli), 0);
+	if (W.srv)
+		cr_assert_eq(urpc_rpc_destroy(W.srv), 0);
+	W.cli = W.srv = NULL;
+	cr_assert_eq(urpc_nexus_destroy(W.nx), 0);
+}
+
+static void creq_alloc(struct urpc_rpc *rpc, struct creq *c, size_t req, size_t resp)
+{
+	memset(c, 0, sizeof(*c));
+	cr_assert_eq(urpc_msgbuf_alloc(rpc, req, &c->req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(rpc, resp, &c->resp), 0);
+	memset(c->req.buf, 0x42, req);
+}
+
+static void creq_free(struct urpc_rpc *rpc, struct creq *c)
+{
+	cr_assert_eq(urpc_msgbuf_free(rpc, &c->req), 0);
+	cr_assert_eq(urpc_msgbuf_free(rpc, &c->resp), 0);
+}
+
+/* One REQ_MODE request under @mode; returns its status (it must complete). */
+static int one_request(enum mode mode, size_t resp_cap)
+{
+	struct creq c;
+	int st;
+
+	W.mode = mode;
+	creq_alloc(W.cli, &c, 16, resp_cap);
+	cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, REQ_MODE, &c.req, &c.resp, cont, &c, 0), 0);
+	cr_assert(wait_count(&c.runs, 1, 3000), "mode %d: the request was never answered", mode);
+	for (int i = 0; i < 20; i++)
+		pass();
+	cr_assert_eq(c.runs, 1);
+	st = c.status;
+	if (!st && mode == M_SIZED) {
+		cr_assert_eq(c.resp.data_size, W.size);
+		for (size_t i = 0; i < W.size; i++)
+			cr_assert_eq(c.resp.buf[i], pat(i), "byte %zu of %zu", i, W.size);
+	}
+	creq_free(W.cli, &c);
+	return st;
+}
+
+/*
+ * Every slot of the session works: 3 rounds of a full window of echoes,
+ * so the slot a failed answer used takes new requests again.
+ */
+static void all_slots_work(void)
+{
+	struct creq c[8];
+	unsigned done = 0, round, i;
+
+	for (round = 0; round < 3; round++) {
+		for (i = 0; i < 8; i++) {
+			creq_alloc(W.cli, &c[i], 24, 64);
+			cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, REQ_ECHO, &c[i].req,
+						      &c[i].resp, cont, &c[i], 0),
+				     0);
+		}
+		for (i = 0; i < 8; i++) {
+			cr_assert(wait_count(&c[i].runs, 1, 3000),
+				  "round %u: echo %u was never answered", round, i);
+			cr_assert_eq(c[i].status, 0, "round %u echo %u: %s", round, i,
+				     urpc_strerror(c[i].status));
+			creq_free(W.cli, &c[i]);
+			done++;
+		}
+	}
+	cr_assert_eq(done, 24);
+}
+
+/*
+ * After a misbehaving handler: the session still serves every slot, and
+ * once the client disconnects the server holds no session any more.
+ */
+static void session_not_leaked(void)
+{
+	all_slots_work();
+	disconnect_wait(W.sess);
+	cr_assert(wait_sessions(W.srv, 0, 3000), "the server still holds %llu session(s)",
+		  (unsigned long long)stats(W.srv).sessions);
+	W.sess = -1;
+}
+
+static void up_connected(void)
+{
+	nexus_up();
+	rpcs_up(NULL, NULL);
+	W.sess = connect_wait();
+}
+
+TestSuite(API_NAME, .timeout = TEST_TIMEOUT_S);
+
+/* ---- item 3: buffers lent to the engine ------------------------------------- */
+
+Test(API_NAME, free_of_a_lent_buffer_is_ebusy)
+{
+	struct creq c[12], big;
+	struct urpc_msgbuf copy_req, copy_resp;
+	unsigned i;
+
+	up_connected();
+	/* 8 take the slots, 4 wait for one. */
+	for (i = 0; i < 12; i++) {
+		creq_alloc(W.cli, &c[i], 32, 64);
+		cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, REQ_ECHO, &c[i].req, &c[i].resp, cont,
+					      &c[i], 0),
+			     0);
+	}
+	for (i = 0; i < 12; i++) {
+		copy_req = c[i].req;
+		copy_resp = c[i].resp;
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c[i].req), -EBUSY, "request %u", i);
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c[i].resp), -EBUSY, "response %u", i);
+		cr_assert_eq(memcmp(&copy_req, &c[i].req, sizeof(copy_req)), 0);
+		cr_assert_eq(memcmp(&copy_resp, &c[i].resp, sizeof(copy_resp)), 0);
+		/* A copy of the struct names the same lent buffer. */
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &copy_req), -EBUSY, "copy of request %u", i);
+	}
+	/* A large request (the server READs it) is lent the same way. */
+	W.mode = M_SIZED;
+	W.size = 16;
+	creq_alloc(W.cli, &big, W.max_msg * 3, 64);
+	cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, REQ_MODE, &big.req, &big.resp, cont, &big, 0),
+		     0);
+	cr_assert_eq(urpc_msgbuf_free(W.cli, &big.req), -EBUSY);
+	for (i = 0; i < 12; i++) {
+		cr_assert(wait_count(&c[i].runs, 1, 3000), "echo %u never answered", i);
+		cr_assert_eq(c[i].status, 0, "echo %u: %s", i, urpc_strerror(c[i].status));
+		cr_assert_eq(c[i].resp.data_size, 32);
+		cr_assert_eq(c[i].resp.buf[31], 0x42);
+		creq_free(W.cli, &c[i]);
+	}
+	cr_assert(wait_count(&big.runs, 1, 3000));
+	cr_assert_eq(big.status, 0, "%s", urpc_strerror(big.status));
+	cr_assert_eq(big.resp.data_size, 16);
+	creq_free(W.cli, &big);
+
+	/* The server's preallocated response buffer is the library's. */
+	W.mode = M_FREE_PREALLOC;
+	cr_assert_eq(one_request(M_FREE_PREALLOC, 64), 0);
+	cr_assert_eq(W.free_ret, -EBUSY);
+	cr_assert_eq(W.enq_ret, 0);
+	/* So is a response buffer once enqueued: a stale copy is refused. */
+	W.size = 100;
+	cr_assert_eq(one_request(M_RESP_BEFORE_FREE, 256), 0);
+	cr_assert_eq(W.enq_ret, 0);
+	cr_assert_eq(W.free_ret, -EINVAL);
+	session_not_leaked();
+	world_down();
+}
+
+/* A view lent to a request cannot be unregistered until its continuation. */
+Test(API_NAME, unregister_of_a_lent_view_is_ebusy)
+{
+	static uint8_t mem[4096];
+	struct urpc_msgbuf view, copy;
+	struct creq c;
+
+	up_connected();
+	memset(&c, 0, sizeof(c));
+	cr_assert_eq(urpc_msgbuf_register(W.cli, mem, sizeof(mem), URPC_MEM_PEER_READS, &view), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(W.cli, 64, &c.resp), 0);
+	c.req = view;
+	W.mode = M_SIZED;
+	W.size = 16;
+	cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, REQ_MODE, &c.req, &c.resp, cont, &c, 0), 0);
+	copy = c.req;
+	cr_assert_eq(urpc_msgbuf_unregister(W.cli, &c.req), -EBUSY);
+	cr_assert_eq(memcmp(&copy, &c.req, sizeof(copy)), 0);
+	cr_assert(wait_count(&c.runs, 1, 3000));
+	cr_assert_eq(c.status, 0, "%s", urpc_strerror(c.status));
+	cr_assert_eq(urpc_msgbuf_unregister(W.cli, &c.req), 0);
+	cr_assert_eq(urpc_msgbuf_free(W.cli, &c.resp), 0);
+	session_not_leaked();
+	world_down();
+}
+
+/* ---- item 4: double free ------------------------------------------------- */
+
+Test(API_NAME, double_free_is_detected)
+{
+	static const size_t sizes[] = {1, 100, 3000, 70000, (size_t)1 << 20, (size_t)3 << 20};
+	struct urpc_msgbuf a, b, c, d;
+	unsigned i;
+
+	nexus_up();
+	rpcs_up(NULL, NULL);
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		/* A stale copy of a freed buffer. */
+		cr_assert_eq(urpc_msgbuf_alloc(W.cli, sizes[i], &a), 0);
+		b = a;
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &a), 0);
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &b), -EINVAL, "%zu bytes: double free",
+			     sizes[i]);
+		cr_assert_eq(urpc_msgbuf_alloc(W.cli, sizes[i], &c), 0);
+		cr_assert_eq(urpc_msgbuf_alloc(W.cli, sizes[i], &d), 0);
+		cr_assert_neq(c.buf, d.buf, "%zu bytes: two allocations share memory", sizes[i]);
+		/* A stale copy of a buffer whose memory was handed out again. */
+		b = c;
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c), 0);
+		cr_assert_eq(urpc_msgbuf_alloc(W.cli, sizes[i], &c), 0);
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &b), -EINVAL, "%zu bytes: stale copy",
+			     sizes[i]);
+		cr_assert_eq(urpc_msgbuf_alloc(W.cli, sizes[i], &a), 0);
+		cr_assert_neq(a.buf, c.buf);
+		cr_assert_neq(a.buf, d.buf);
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &a), 0);
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c), 0);
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &d), 0);
+		/* A zeroed struct (what free leaves) is not a buffer either. */
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &d), -EINVAL);
+	}
+	world_down();
+}
