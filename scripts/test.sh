@@ -4,8 +4,9 @@
 #   2. gcc, warnings as errors: build + every CTest test,
 #   3. clang with AddressSanitizer + UndefinedBehaviorSanitizer: build + tests
 #      (the simulator's seeds 1-2000 and its regression seeds among them),
-#   4. libFuzzer: each fuzz target 20 s from its seed corpus (tests/fuzz/run.sh),
-#   5. Soft-RoCE: the verbs suites of the gcc build in a QEMU VM (tests/vm/verbs-stage.sh;
+#   4. clang with ThreadSanitizer: the loop transport and Rpcs across threads,
+#   5. libFuzzer: each fuzz target 20 s from its seed corpus (tests/fuzz/run.sh),
+#   6. Soft-RoCE: the verbs suites of the gcc build in a QEMU VM (tests/vm/verbs-stage.sh;
 #      URPC_VM_OPTIONAL=1 lets it skip where the VM cannot run).
 # Usage: scripts/test.sh [-j N]     Exit status: 0 when every stage passed.
 set -euo pipefail
@@ -15,7 +16,7 @@ jobs=$(nproc)
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-j) jobs="$2"; shift 2 ;;
-	-h | --help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "test.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -38,6 +39,17 @@ cmake -S . -B build/ci-asan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPIL
 cmake --build build/ci-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	ctest --test-dir build/ci-asan --output-on-failure -j "$jobs"
+
+stage "clang ThreadSanitizer: threads over the loop transport"
+# Endpoints and Rpcs on two and four threads (tests/unit/transport/test_loop_threads.c,
+# tests/integration/test_threads.c). Criterion cannot start under TSan, so these
+# build as plain programs (tests/plain_test.h); only they and the library are
+# built (about a minute on 2 cores). The first report fails the stage.
+cmake -S . -B build/ci-tsan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	-DCMAKE_BUILD_TYPE=Debug -DURPC_WERROR=ON -DURPC_SANITIZE=thread -DURPC_BUILD_APPS=OFF \
+	>/dev/null
+cmake --build build/ci-tsan -j "$jobs" --target test_loop_threads_plain test_threads_loop_plain
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build/ci-tsan --output-on-failure -R '_plain$'
 
 stage "libFuzzer targets, 20 s each"
 # The parsers and receive paths under ASan+UBSan, from the committed seed
