@@ -506,11 +506,13 @@ URPC_API int urpc_mem_forget(struct urpc_rpc *rpc, void *addr, size_t len);
  * @param status 0 with the response in @resp (resp->data_size set), or
  *               -ECONNRESET (session reset or disconnected), -ETIMEDOUT
  *               (deadline passed), -ENOENT (no handler for the request type on
- *               the server), -EMSGSIZE (response larger than @resp), or for
- *               a large message -EIO/-EACCES (the payload could not be read),
- *               -ENOMEM (the server had no buffer for a large request), or
- *               for GPU memory -EIO (a copy to or from the GPU failed, on
- *               either side).
+ *               the server), -EMSGSIZE (response larger than @resp, or larger
+ *               than the buffer the server's handler answered with), -EIO
+ *               (the handler answered with a buffer the server could not
+ *               send), or for a large message -EIO/-EACCES (the payload could
+ *               not be read), -ENOMEM (the server had no buffer for a large
+ *               request), or for GPU memory -EIO (a copy to or from the GPU
+ *               failed, on either side).
  * @param resp   the response buffer given to urpc_req_enqueue().
  *
  * Callback: runs exactly once, on the owner thread inside the event loop (or
@@ -564,8 +566,10 @@ URPC_API struct urpc_rpc *urpc_req_rpc(const struct urpc_req_handle *h);
 
 /**
  * urpc_req_resp_msgbuf() - The request's preallocated response buffer, with
- * capacity urpc_rpc_max_msg_size(). Fill it, resize it, and pass it to
- * urpc_resp_enqueue(). Valid until then.
+ * capacity (max_data_size) urpc_rpc_max_msg_size(): what one datagram
+ * carries. Fill it, resize it, and pass it to urpc_resp_enqueue(). Valid
+ * until then; it stays the library's (urpc_msgbuf_free() refuses it with
+ * -EBUSY). A longer answer needs a buffer of the handler's own.
  */
 URPC_API struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h);
 
@@ -577,12 +581,20 @@ URPC_API struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h);
  *             from urpc_msgbuf_alloc(): the library owns it from this call
  *             on (the caller's struct is zeroed) and frees it once the
  *             client has read it.
- * @return 0 (the handle is then invalid), -EINVAL (neither kind of buffer,
- *         or size above capacity), -EPERM. If the session was reset
+ * @return 0 (the handle is then invalid). If the session was reset
  *         meanwhile, the response is dropped silently and 0 returned. A
  *         response in GPU memory whose copy out of the GPU fails is not
  *         sent: the client's continuation gets -EIO, the buffer is taken
  *         all the same, and 0 returned (the failure is logged).
+ *         A response the library cannot send is never left pending: the
+ *         request is answered with an error instead, the handle is invalid
+ *         and @resp stays the caller's (not zeroed): -EMSGSIZE (data_size
+ *         above @resp's capacity, or above URPC_MAX_MSG_SIZE; the client
+ *         gets -EMSGSIZE), -EINVAL (@resp NULL, or neither kind of buffer:
+ *         not one this Rpc has allocated and not freed, lent to a request, a
+ *         view without URPC_MEM_PEER_READS; the client gets -EIO).
+ *         Refused without answering: -EINVAL (its request was answered
+ *         already), -EPERM.
  */
 URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *resp);
 

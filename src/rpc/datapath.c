@@ -858,11 +858,32 @@ static URPC_COLD void resp_copy_failed(struct urpc_rpc *rpc, struct urpc_session
 }
 
 /*
+ * The response the handler gave for server slot @sl cannot be sent (@err:
+ * -EMSGSIZE, too long for its buffer or the limit; -EINVAL, not a buffer
+ * the library can send from): answer the request with the error instead
+ * (EMSGSIZE, or EIO), so that the client is not left waiting and the slot
+ * takes requests again. Returns @err for the handler. Cold.
+ */
+static URPC_COLD int resp_refused(struct urpc_rpc *rpc, struct urpc_session *s,
+				  struct urpc_sslot *sl, int err)
+{
+	URPC_WARN_RATELIMIT(rpc->id,
+			    "a type %u handler's response cannot be sent (%s): the client gets %s",
+			    sl->h.req_type, urpc_strerror(err),
+			    urpc_strerror(err == -EMSGSIZE ? -EMSGSIZE : -EIO));
+	if (!resp_dropped(rpc, s, sl))
+		server_error_resp(rpc, s, sl, sl->h.req_type, err == -EMSGSIZE ? EMSGSIZE : EIO);
+	return err;
+}
+
+/*
  * The application's own buffer or view @resp answers the request in server
  * slot @sl: the library takes it, copied into the slot's buffer when it fits
  * a datagram, else kept as the large stored response. Returns 0 (send it),
- * 1 (taken, but answered with EIO already: a GPU copy failed) or -EINVAL
- * (not taken). Cold: out of the way of the slot's own buffer.
+ * 1 (taken, but answered with EIO already: a GPU copy failed), or -EINVAL
+ * (not a buffer of this Rpc's, or lent to a request) or -EMSGSIZE (longer
+ * than its capacity or the limit), not taken. Cold: out of the way of the
+ * slot's own buffer.
  */
 static URPC_COLD int resp_take(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
 			       struct urpc_msgbuf *resp)
@@ -870,8 +891,11 @@ static URPC_COLD int resp_take(struct urpc_rpc *rpc, struct urpc_session *s, str
 	struct urpc_gpu_view *g = urpc__mb_gpu(resp);
 	int ret = 0;
 
-	if (!resp->buf || !urpc__mb_peer_readable(resp) || resp->data_size > URPC_MAX_MSG_SIZE)
+	if (!resp->buf || !urpc__mb_peer_readable(resp) || urpc__rpc_mb_is_lent(rpc, resp) ||
+	    (!urpc__mb_is_view(resp) && !urpc__pool_is_out(rpc->pool, resp)))
 		return -EINVAL;
+	if (resp->data_size > resp->max_data_size || resp->data_size > URPC_MAX_MSG_SIZE)
+		return -EMSGSIZE;
 	if (!urpc__mb_is_view(resp))
 		rpc->internal_bufs++; /* the library's now */
 	if (resp->data_size <= rpc->max_msg) {
@@ -912,11 +936,11 @@ URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *re
 	if (unlikely(sl->srv_state != URPC_SRV_IN_HANDLER))
 		return -EINVAL;
 	if (unlikely(resp != &sl->resp_mb)) {
-		ret = resp_take(rpc, s, sl, resp);
+		ret = resp ? resp_take(rpc, s, sl, resp) : -EINVAL;
 		if (ret)
-			return ret < 0 ? ret : 0;
+			return ret < 0 ? resp_refused(rpc, s, sl, ret) : 0;
 	} else if (unlikely(resp->data_size > rpc->max_msg)) {
-		return -EINVAL;
+		return resp_refused(rpc, s, sl, -EMSGSIZE);
 	}
 	/* Reset while the response was deferred: dropped. */
 	if (unlikely(resp_dropped(rpc, s, sl)))

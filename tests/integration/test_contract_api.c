@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The API contract under misuse (issue 13), through the public header:
- * buffers freed while lent or freed twice.
+ * The API contract under misuse (issue 13), through the public header: what
+ * a response buffer can carry and what happens to one the engine cannot
+ * send, buffers freed while lent or freed twice.
  *
  * Built once per transport (tests/CMakeLists.txt): API_KIND=URPC_TRANSPORT_LOOP
  * and API_NAME=contract_api_loop, ..._UDP and contract_api_udp. One Nexus, a
@@ -421,6 +422,102 @@ static void up_connected(void)
 }
 
 TestSuite(API_NAME, .timeout = TEST_TIMEOUT_S);
+
+/* ---- item 2: what a response buffer can carry ------------------------------ */
+
+/*
+ * The preallocated buffer's capacity is what one datagram carries, and a
+ * handler that trusts it (the KV demo's GET: 1,409-2,040-byte values on udp)
+ * is answered at every size across the datagram boundary.
+ */
+Test(API_NAME, response_capacity_is_sendable)
+{
+	size_t sz, top;
+
+	up_connected();
+	for (sz = W.max_msg - 8; sz <= W.max_msg + 8; sz++) {
+		W.size = sz;
+		cr_assert_eq(one_request(M_SIZED, W.max_msg + 1024), 0, "%zu-byte response", sz);
+		cr_assert_eq(W.enq_ret, 0);
+	}
+	top = W.max_msg + 700;
+	for (sz = W.max_msg + 9; sz <= top; sz += 37) {
+		W.size = sz;
+		cr_assert_eq(one_request(M_SIZED, W.max_msg + 1024), 0, "%zu-byte response", sz);
+	}
+	W.mode = M_DEFER;
+	{
+		struct creq c;
+
+		creq_alloc(W.cli, &c, 8, 64);
+		cr_assert_eq(
+			urpc_req_enqueue(W.cli, W.sess, REQ_MODE, &c.req, &c.resp, cont, &c, 0), 0);
+		while (!W.held)
+			pass();
+		cr_assert_eq(urpc_req_resp_msgbuf(W.held)->max_data_size, W.max_msg,
+			     "the preallocated buffer reports %zu bytes, one datagram carries %zu",
+			     urpc_req_resp_msgbuf(W.held)->max_data_size, W.max_msg);
+		cr_assert_eq(urpc_resp_enqueue(W.held, urpc_req_resp_msgbuf(W.held)), 0);
+		cr_assert(wait_count(&c.runs, 1, 3000));
+		creq_free(W.cli, &c);
+	}
+	session_not_leaked();
+	world_down();
+}
+
+/* data_size past the preallocated buffer's capacity: the client hears -EMSGSIZE. */
+Test(API_NAME, oversized_response_fails_the_request)
+{
+	up_connected();
+	cr_assert_eq(one_request(M_PREALLOC_OVER, 8192), -EMSGSIZE);
+	cr_assert_eq(W.enq_ret, -EMSGSIZE);
+	session_not_leaked();
+	world_down();
+}
+
+/* An own buffer whose data_size lies past its capacity. */
+Test(API_NAME, oversized_own_response_fails_the_request)
+{
+	up_connected();
+	cr_assert_eq(one_request(M_OWN_OVER, W.max_msg + 8192), -EMSGSIZE);
+	cr_assert_eq(W.enq_ret, -EMSGSIZE);
+	session_not_leaked();
+	world_down();
+}
+
+/* A struct that no allocation made, or NULL: the client hears -EIO. */
+Test(API_NAME, unsendable_response_fails_the_request)
+{
+	up_connected();
+	cr_assert_eq(one_request(M_NOT_A_BUF, 256), -EIO);
+	cr_assert_eq(W.enq_ret, -EINVAL);
+	cr_assert_eq(one_request(M_NULL_RESP, 256), -EIO);
+	cr_assert_eq(W.enq_ret, -EINVAL);
+	session_not_leaked();
+	world_down();
+}
+
+/* The handle of an answered request answers nothing more. */
+Test(API_NAME, answered_handle_is_refused)
+{
+	struct creq c;
+	struct urpc_req_handle *h;
+
+	up_connected();
+	W.mode = M_DEFER;
+	creq_alloc(W.cli, &c, 8, 64);
+	cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, REQ_MODE, &c.req, &c.resp, cont, &c, 0), 0);
+	while (!W.held)
+		pass();
+	h = W.held;
+	cr_assert_eq(urpc_resp_enqueue(h, urpc_req_resp_msgbuf(h)), 0);
+	cr_assert_eq(urpc_resp_enqueue(h, urpc_req_resp_msgbuf(h)), -EINVAL);
+	cr_assert(wait_count(&c.runs, 1, 3000));
+	cr_assert_eq(c.status, 0);
+	creq_free(W.cli, &c);
+	session_not_leaked();
+	world_down();
+}
 
 /* ---- item 3: buffers lent to the engine ------------------------------------- */
 
