@@ -7,14 +7,20 @@
  * resolved peers and performs one-sided READ/WRITE against memory a peer
  * registered. It works in bursts.
  *
- * Threads: an endpoint belongs to the thread that created it; every op is
- * owner-only. Endpoints of the loop transport that exchange traffic must be
- * driven from the same thread.
+ * Threads: an endpoint belongs to its owner thread (the one that drives
+ * it; create() and get_endpoint() may run anywhere); every other op is
+ * owner-only. Endpoints that exchange traffic may have different owners, on
+ * every transport: loop hands datagrams, one-sided requests and their
+ * completions to another endpoint through lock-free rings that any thread
+ * may fill and only the receiver's owner drains (loop.c), so two Rpcs on two
+ * threads may talk over loop. The simulated network below is the exception:
+ * one thread drives every endpoint.
  *
  * Progress: a transport makes progress only inside its ops. In particular
  * the emulated one-sided operations of loop and udp are served by the
- * *remote* endpoint inside its rx_burst() and poll_completions(), so the
- * peer must keep polling for a READ or WRITE to complete.
+ * *remote* endpoint inside its rx_burst() and poll_completions() (on its
+ * owner thread), so the peer must keep polling for a READ or WRITE to
+ * complete.
  *
  * Errors: 0 or -errno; bursts return a count >= 0 (or -errno for a burst
  * that was refused as a whole).
@@ -204,7 +210,9 @@ struct urpc_tp_ops {
 	 * every ring entry is held). Each entry is lent to the caller until
 	 * rx_release(); at most rq_depth are held at once. Datagrams that
 	 * arrive while the ring is full may be lost (counted in
-	 * rx_drop_ring_full). Also serves peers' emulated one-sided requests.
+	 * rx_drop_ring_full; loop reuses entries in ring order, so there an
+	 * entry held long fills the ring once rq_depth - 1 came after it).
+	 * Also serves peers' emulated one-sided requests.
 	 */
 	int (*rx_burst)(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n);
 
@@ -323,7 +331,11 @@ struct urpc_loop_faults {
 	uint32_t delay_polls; /* deliver after the receiver's rx_burst ran this many times */
 };
 
-/* Set the switches applied to datagrams @tp sends. @tp must be a loop endpoint. */
+/*
+ * Set the switches applied to datagrams @tp sends. @tp must be a loop
+ * endpoint. Thread: @tp's owner; the switches work across threads too (the
+ * delay counts the receiver's rx_burst() calls, wherever it runs).
+ */
 int urpc__loop_set_faults(struct urpc_tp *tp, const struct urpc_loop_faults *f);
 
 /*
@@ -333,6 +345,9 @@ int urpc__loop_set_faults(struct urpc_tp *tp, const struct urpc_loop_faults *f);
  * hands it to urpc__loop_net_deliver(), or drops it; the fault switches are
  * bypassed. A peer's one-sided requests are served only while reachable()
  * says so. Install and remove only while no loop endpoint exists (-EBUSY).
+ * Thread: one thread drives every endpoint, calls urpc__loop_net_deliver()
+ * and receives the callbacks (the simulator's); nothing here is for
+ * endpoints on several threads.
  */
 struct urpc_loop_net {
 	void (*send)(void *arg, uint32_t from_id, uint32_t to_id, const void *hdr, uint32_t hdr_len,
