@@ -218,7 +218,12 @@ URPC_API int urpc_nexus_register_handler(struct urpc_nexus *nx, uint8_t req_type
  * Rpc: one per thread, with its own transport endpoint and event loop.
  * ------------------------------------------------------------------------ */
 
-/* Session-management events reported to the Rpc's sm_handler. */
+/*
+ * Session-management events reported to the Rpc's sm_handler. The last three
+ * end the session: once the handler has returned from one of them (every
+ * pending request having failed before it, with @status), the session
+ * number is free, and urpc_session_connect() may hand it out again.
+ */
 enum urpc_sm_event {
 	URPC_SM_CONNECTED = 1,	    /* the session is ready for requests */
 	URPC_SM_CONNECT_FAILED = 2, /* status says why: -ETIMEDOUT, -ECONNREFUSED, -ENOENT, ... */
@@ -234,6 +239,9 @@ URPC_API const char *urpc_sm_event_str(enum urpc_sm_event ev);
  *
  * Callback: runs on the Rpc's owner thread inside its event loop, once per
  * event; it may call urpc_session_* and urpc_req_enqueue, not the event loop.
+ * After URPC_SM_CONNECT_FAILED, URPC_SM_DISCONNECTED or URPC_SM_RESET
+ * returns, @session names nothing (or, after a later connect, another
+ * session): forget the number.
  */
 typedef void (*urpc_sm_handler_fn)(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev,
 				   int status, void *arg);
@@ -401,9 +409,16 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 /**
  * urpc_session_disconnect() - Close a client session. Requests still
  * pending fail with -ECONNRESET; the sm_handler then gets
- * URPC_SM_DISCONNECTED.
+ * URPC_SM_DISCONNECTED, after which the number is free.
  *
- * @return 0, -EINVAL (no such session, or not a client session), -EPERM.
+ * A session that failed (CONNECT_FAILED or RESET) needs no disconnect: the
+ * library frees it once its event has returned. Called from inside that
+ * event (or from a continuation its failure runs), disconnect does nothing
+ * and returns 0; no DISCONNECTED follows. Called later, the number names no
+ * session (-EINVAL), or a new one.
+ *
+ * @return 0, -EINVAL (no such session, not a client session, or one already
+ *         disconnecting), -EPERM.
  */
 URPC_API int urpc_session_disconnect(struct urpc_rpc *rpc, int session);
 

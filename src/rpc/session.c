@@ -169,6 +169,18 @@ static void defer_event(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_
 	rpc->have_pending = true;
 }
 
+/*
+ * Client session @s failed (CONNECT_FAILED or RESET): its requests have
+ * failed and its event has been raised, so its number is free again (as in
+ * eRPC, the application need not disconnect it). A disconnect called from
+ * the event or a continuation found it in RESET and did nothing.
+ */
+static void client_failed_free(struct urpc_rpc *rpc, struct urpc_session *s, uint32_t num)
+{
+	if (urpc__rpc_session(rpc, (int)num) == s)
+		urpc__session_free(rpc, s);
+}
+
 static void server_drop(struct urpc_rpc *rpc, struct urpc_session *s)
 {
 	s->state = URPC_SESS_RESET;
@@ -181,6 +193,7 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 			      int status)
 {
 	enum urpc_session_state from = s->state;
+	uint32_t num = s->local_num;
 
 	URPC_DBG(rpc->id, "session %u (%s) event %d status %d", s->local_num,
 		 urpc__session_state_str(from), ev, status);
@@ -203,6 +216,7 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 		rpc->st.resets++;
 		urpc__dp_fail_all(rpc, s, status);
 		raise_event(rpc, s, URPC_SM_CONNECT_FAILED, status);
+		client_failed_free(rpc, s, num);
 		return;
 	case URPC_SEV_DISCONNECT_REQ:
 		if (from == URPC_SESS_CONNECTING || from == URPC_SESS_CONNECTED) {
@@ -217,10 +231,8 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 				s->sm_next_retry_ns = rpc->now;
 			else
 				sm_send_session(rpc, s, URPC_SM_PKT_DISCONNECT_REQ, 0);
-		} else if (from == URPC_SESS_RESET) {
-			s->state = URPC_SESS_DISCONNECTED;
-			defer_event(rpc, s, URPC_SM_DISCONNECTED, 0, true);
 		}
+		/* RESET: failed, and freed once its event returns. */
 		return;
 	case URPC_SEV_DISCONNECT_DONE:
 		if (from != URPC_SESS_DISCONNECTING)
@@ -249,6 +261,7 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 			  urpc_strerror(status));
 		urpc__dp_fail_all(rpc, s, status);
 		raise_event(rpc, s, URPC_SM_RESET, status);
+		client_failed_free(rpc, s, num);
 		return;
 	case URPC_SEV_RPC_DESTROY:
 		if (s->role == URPC_ROLE_SERVER) {
@@ -341,6 +354,9 @@ URPC_API int urpc_session_disconnect(struct urpc_rpc *rpc, int session)
 	if (!s || s->role != URPC_ROLE_CLIENT || s->state == URPC_SESS_DISCONNECTING ||
 	    s->state == URPC_SESS_DISCONNECTED)
 		return -EINVAL;
+	/* Failed: its event (running now) frees it; nothing to close. */
+	if (s->state == URPC_SESS_RESET)
+		return 0;
 	rpc->now = rpc->clock(rpc->clock_arg);
 	urpc__session_transition(rpc, s, URPC_SEV_DISCONNECT_REQ, 0);
 	return 0;

@@ -2,7 +2,8 @@
 /*
  * The API contract under misuse (issue 13), through the public header: what
  * a response buffer can carry and what happens to one the engine cannot
- * send, buffers freed while lent or freed twice.
+ * send, buffers freed while lent or freed twice, the session numbers of
+ * failed sessions.
  *
  * Built once per transport (tests/CMakeLists.txt): API_KIND=URPC_TRANSPORT_LOOP
  * and API_NAME=contract_api_loop, ..._UDP and contract_api_udp. One Nexus, a
@@ -640,4 +641,119 @@ Test(API_NAME, double_free_is_detected)
 		cr_assert_eq(urpc_msgbuf_free(W.cli, &d), -EINVAL);
 	}
 	world_down();
+}
+
+/* ---- item 5: the numbers of failed sessions ----------------------------- */
+
+static void connect_failures(bool disconnect_in_cb)
+{
+	struct urpc_rpc_opts co;
+	unsigned i, failed;
+	int s[4], s5;
+
+	nexus_up();
+	opts(&co, CLI_ID);
+	co.max_sessions = 4;
+	rpcs_up(NULL, &co);
+	W.disconnect_in_cb = disconnect_in_cb;
+	for (i = 0; i < 4; i++) /* Rpc 77 does not exist: refused with -ENOENT */
+		cr_assert_eq(urpc_session_connect(W.cli, W.hp, 77, &s[i]), 0);
+	cr_assert_eq(urpc_session_connect(W.cli, W.hp, 77, &s5), -ENOMEM);
+	failed = 0;
+	{
+		uint64_t end = now_ms() + WAIT_MS;
+
+		while (count_ev(&W, -1, URPC_SM_CONNECT_FAILED) < 4 && now_ms() < end)
+			pass();
+		failed = count_ev(&W, -1, URPC_SM_CONNECT_FAILED);
+	}
+	cr_assert_eq(failed, 4);
+	for (i = 0; i < W.nev; i++)
+		cr_assert_eq(W.evs[i].status, -ENOENT);
+	if (disconnect_in_cb) {
+		cr_assert_eq(W.disconnect_calls, 4);
+		cr_assert_eq(W.disconnect_ret, 0, "disconnect inside CONNECT_FAILED: %d",
+			     W.disconnect_ret);
+	}
+	for (i = 0; i < 20; i++)
+		pass();
+	/* No other event: a failed session is gone without a DISCONNECTED. */
+	cr_assert_eq(W.nev, 4);
+	cr_assert_eq(stats(W.cli).sessions, 0);
+	/* Its number is free: disconnecting it again is refused, harmlessly. */
+	cr_assert_eq(urpc_session_disconnect(W.cli, s[0]), -EINVAL);
+	cr_assert_not(urpc_session_is_connected(W.cli, s[0]));
+	W.sess = connect_wait();
+	cr_assert_eq(stats(W.cli).sessions, 1);
+	session_not_leaked();
+	world_down();
+}
+
+Test(API_NAME, failed_connects_free_their_numbers)
+{
+	connect_failures(false);
+}
+
+Test(API_NAME, disconnect_inside_connect_failed_is_harmless)
+{
+	connect_failures(true);
+}
+
+static void reset_frees(bool disconnect_in_cb)
+{
+	struct urpc_rpc_opts co;
+	struct creq c;
+	int s;
+
+	nexus_up();
+	opts(&co, CLI_ID);
+	co.max_sessions = 1;
+	rpcs_up(NULL, &co);
+	W.disconnect_in_cb = disconnect_in_cb;
+	W.sess = connect_wait();
+	/* A request held by the server when it goes: it fails with the reset. */
+	W.mode = M_DEFER;
+	creq_alloc(W.cli, &c, 8, 64);
+	cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, REQ_MODE, &c.req, &c.resp, cont, &c, 0), 0);
+	while (!W.held)
+		pass();
+	cr_assert_eq(urpc_rpc_destroy(W.srv), 0); /* tells the client: RESET */
+	W.srv = NULL;
+	W.held = NULL;
+	{
+		uint64_t end = now_ms() + WAIT_MS;
+
+		while (!count_ev(&W, W.sess, URPC_SM_RESET) && now_ms() < end)
+			pass();
+	}
+	cr_assert_eq(count_ev(&W, W.sess, URPC_SM_RESET), 1);
+	cr_assert_eq(c.runs, 1);
+	cr_assert_eq(c.status, -ECONNRESET);
+	creq_free(W.cli, &c);
+	if (disconnect_in_cb)
+		cr_assert_eq(W.disconnect_ret, 0);
+	cr_assert_eq(stats(W.cli).sessions, 0, "a reset session keeps its number");
+	cr_assert_eq(urpc_session_disconnect(W.cli, W.sess), -EINVAL);
+	/* max_sessions is 1: the next connect needs the number back. */
+	{
+		struct urpc_rpc_opts so;
+
+		opts(&so, SRV_ID);
+		cr_assert_eq(urpc_rpc_create(W.nx, SRV_ID, &so, &W.srv), 0);
+	}
+	s = connect_wait();
+	cr_assert_eq(s, W.sess);
+	cr_assert_eq(count_ev(&W, -1, URPC_SM_DISCONNECTED), 0);
+	session_not_leaked();
+	world_down();
+}
+
+Test(API_NAME, reset_session_frees_its_number)
+{
+	reset_frees(false);
+}
+
+Test(API_NAME, disconnect_inside_reset_is_harmless)
+{
+	reset_frees(true);
 }

@@ -518,6 +518,7 @@ static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf
 		if (n->sstate[0] != SESS_DOWN) {
 			urpc_session_disconnect(n->rpc, n->sess[0]);
 			n->sstate[0] = SESS_DOWN;
+			n->sess[0] = -1; /* freed after its DISCONNECTED: forget it */
 		}
 		n->connect_queued = true;
 		e->c = n->inc;
@@ -900,7 +901,9 @@ static void sm_handler(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev,
 		if (ev == URPC_SM_CONNECTED) {
 			n->sstate[k] = SESS_UP;
 		} else {
+			/* Every other event ends it: the library frees the number. */
 			n->sstate[k] = SESS_DOWN;
+			n->sess[k] = -1;
 			if (!n->tearing && !n->connect_queued && W->phase < PH_DONE) {
 				struct sim_ev *e = sim_ev_new(
 					&W->net, EV_CONNECT,
@@ -927,8 +930,6 @@ static void connect_all(struct snode *n)
 
 		if (n->sstate[k] != SESS_DOWN)
 			continue;
-		if (n->sess[k] >= 0)
-			urpc_session_disconnect(n->rpc, n->sess[k]); /* frees a failed one */
 		snprintf(hp, sizeof(hp), "%s:%u", W->nodes[target].host, SM_PORT);
 		ret = urpc_session_connect(n->rpc, hp, 0, &n->sess[k]);
 		if (ret) {
