@@ -288,6 +288,20 @@ struct urpc_rpc_opts {
 	 * urpc_rpc_create() fail with -EINVAL.
 	 */
 	int cuda_device;
+	/*
+	 * A large message's one-sided READ by this Rpc that makes no progress
+	 * for this long fails, whatever the request's own deadline: as a
+	 * server, the client's continuation gets -EIO (the request could not
+	 * be read; its handler never runs); as a client, -ETIMEDOUT (the
+	 * response could not be read). udp and verbs; the loop transport never
+	 * times out. 0 (the default): derived from the session-management
+	 * round trips this Rpc measures (connects, heartbeats), smoothed as
+	 * TCP's RTO (srtt + 4 rttvar): 16 RTOs, at least 1000 ms, at most 60 s;
+	 * 1000 ms before the first sample.
+	 */
+	uint32_t one_sided_timeout_ms;
+	/* The application's pointer for this Rpc, returned by urpc_rpc_ctx(); default NULL. */
+	void *ctx;
 };
 
 /** urpc_rpc_opts_init() - Fill @o with the defaults. Thread: any. */
@@ -343,6 +357,13 @@ URPC_API int urpc_rpc_run_event_loop_once(struct urpc_rpc *rpc);
 
 /** urpc_rpc_id() - The Rpc's id. Thread: any. */
 URPC_API uint8_t urpc_rpc_id(const struct urpc_rpc *rpc);
+
+/**
+ * urpc_rpc_ctx() - The pointer given as opts.ctx at creation (NULL for a
+ * NULL @rpc): a handler's per-Rpc state is urpc_rpc_ctx(urpc_req_rpc(h)).
+ * Thread: any.
+ */
+URPC_API void *urpc_rpc_ctx(const struct urpc_rpc *rpc);
 
 /*
  * Largest request or response, in bytes. Messages above
@@ -525,9 +546,10 @@ URPC_API int urpc_mem_forget(struct urpc_rpc *rpc, void *addr, size_t len);
  *               than the buffer the server's handler answered with), -EIO
  *               (the handler answered with a buffer the server could not
  *               send), or for a large message -EIO/-EACCES (the payload could
- *               not be read), -ENOMEM (the server had no buffer for a large
- *               request), or for GPU memory -EIO (a copy to or from the GPU
- *               failed, on either side).
+ *               not be read, see opts.one_sided_timeout_ms), -ETIMEDOUT (the
+ *               response could not be read within it), -ENOMEM (the server
+ *               had no buffer for a large request), or for GPU memory -EIO (a
+ *               copy to or from the GPU failed, on either side).
  * @param resp   the response buffer given to urpc_req_enqueue().
  *
  * Callback: runs exactly once, on the owner thread inside the event loop (or

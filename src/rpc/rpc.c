@@ -49,6 +49,36 @@ static uint64_t default_clock(void *arg)
 	return urpc__now_ns();
 }
 
+/*
+ * The derived one-sided timeout (opts.one_sided_timeout_ms 0): 16 RTOs of
+ * the session-management round trip (RTO = srtt + 4 rttvar), within
+ * [OS_TIMEOUT_MIN_NS, OS_TIMEOUT_MAX_NS]; OS_TIMEOUT_MIN_NS before the
+ * first sample. A READ waits on the peer's event loop as a heartbeat does,
+ * so a loaded peer that answers heartbeats late gets more time.
+ */
+#define OS_TIMEOUT_MIN_NS 1000000000ull
+#define OS_TIMEOUT_MAX_NS 60000000000ull
+#define OS_TIMEOUT_RTOS 16
+
+void urpc__rpc_sm_rtt_sample(struct urpc_rpc *rpc, uint64_t rtt_ns)
+{
+	uint64_t rto, t, d;
+
+	if (!rpc->sm_srtt_ns) {
+		rpc->sm_srtt_ns = rtt_ns;
+		rpc->sm_rttvar_ns = rtt_ns / 2;
+	} else {
+		d = rtt_ns > rpc->sm_srtt_ns ? rtt_ns - rpc->sm_srtt_ns : rpc->sm_srtt_ns - rtt_ns;
+		rpc->sm_rttvar_ns = rpc->sm_rttvar_ns - rpc->sm_rttvar_ns / 4 + d / 4;
+		rpc->sm_srtt_ns = rpc->sm_srtt_ns - rpc->sm_srtt_ns / 8 + rtt_ns / 8;
+	}
+	if (rpc->o.one_sided_timeout_ms)
+		return;
+	rto = rpc->sm_srtt_ns + 4 * rpc->sm_rttvar_ns;
+	t = rto > OS_TIMEOUT_MAX_NS / OS_TIMEOUT_RTOS ? OS_TIMEOUT_MAX_NS : rto * OS_TIMEOUT_RTOS;
+	rpc->tp->one_sided_timeout_ns = URPC_MAX(t, OS_TIMEOUT_MIN_NS);
+}
+
 static int check_opts(const struct urpc_rpc_opts *o)
 {
 	if (!o->rto_us || o->rto_max_us < o->rto_us || !o->ping_interval_ms ||
@@ -132,6 +162,8 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	}
 	cfg.numa_node = o->numa_node;
 	cfg.id = rpc_id;
+	cfg.one_sided_timeout_ms =
+		o->one_sided_timeout_ms ? o->one_sided_timeout_ms : OS_TIMEOUT_MIN_NS / 1000000;
 	ret = urpc__tp_create(&cfg, &rpc->tp);
 	if (ret)
 		goto out_free;
@@ -140,6 +172,8 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 		goto out_tp;
 	}
 	rpc->max_msg = rpc->tp->mtu - (uint32_t)sizeof(struct urpc_pkthdr);
+	/* The Rpc's to keep (and to derive, urpc__rpc_sm_rtt_sample()): every transport. */
+	rpc->tp->one_sided_timeout_ns = (uint64_t)cfg.one_sided_timeout_ms * 1000000;
 	for (i = 0; i < URPC_OS_OPS; i++)
 		rpc->os[i].next_free = (uint16_t)(i + 1 < URPC_OS_OPS ? i + 1 : URPC_OS_NIL);
 	rpc->os_free = 0;
@@ -344,7 +378,12 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 
 URPC_API uint8_t urpc_rpc_id(const struct urpc_rpc *rpc)
 {
-	return rpc->id;
+	return rpc ? rpc->id : 0;
+}
+
+URPC_API void *urpc_rpc_ctx(const struct urpc_rpc *rpc)
+{
+	return rpc ? rpc->o.ctx : NULL;
 }
 
 URPC_API size_t urpc_rpc_max_msg_size(const struct urpc_rpc *rpc)

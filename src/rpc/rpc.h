@@ -182,10 +182,12 @@ struct urpc_session {
 	uint64_t sm_deadline_ns;
 	uint64_t last_heard_ns;
 	uint64_t next_ping_ns;
-	int pending_ev;	    /* an sm_handler event to raise on the next loop pass, or 0 */
-	int pending_status; /* its status */
-	bool free_after_ev; /* free the session once pending_ev was raised */
-	int fail_status;    /* fail every pending request with this on the next pass, or 0 */
+	uint64_t ping_tx_ns; /* client: when the unanswered ping left; 0: none */
+	uint64_t sm_tx_ns;   /* client: when the first CONNECT_REQ left; 0 once resent */
+	int pending_ev;	     /* an sm_handler event to raise on the next loop pass, or 0 */
+	int pending_status;  /* its status */
+	bool free_after_ev;  /* free the session once pending_ev was raised */
+	int fail_status;     /* fail every pending request with this on the next pass, or 0 */
 	/* datapath */
 	uint32_t credits;
 	uint32_t free_mask; /* bit i set: slot i is free (client) */
@@ -226,6 +228,8 @@ struct urpc_rpc {
 	uint32_t scan_cursor; /* the next session the timer scan looks at */
 	uint64_t *busy_map;   /* bit per session number: client requests in flight or waiting */
 	uint64_t rto_ns, rto_max_ns, ping_ns, peer_timeout_ns, connect_timeout_ns, sm_retry_ns;
+	/* session-management round trips (ns), smoothed as TCP's (RFC 6298); 0: no sample */
+	uint64_t sm_srtt_ns, sm_rttvar_ns;
 	struct urpc_rand rng;
 	unsigned ntx;
 	uint64_t tx_epoch; /* advances each time the TX batch empties */
@@ -333,6 +337,12 @@ void urpc__rpc_tx_flush(struct urpc_rpc *rpc);
 
 /* Give back a buffer the library owns: a pool buffer is freed, a view released. */
 void urpc__rpc_buf_release(struct urpc_rpc *rpc, struct urpc_msgbuf *mb);
+
+/*
+ * A session-management round trip of @rtt_ns was measured: update the
+ * smoothed estimate and the one-sided timeout derived from it. Cold.
+ */
+void urpc__rpc_sm_rtt_sample(struct urpc_rpc *rpc, uint64_t rtt_ns);
 
 /*
  * Take out of the TX batch every datagram whose header is @hdr or, with @hdr

@@ -339,6 +339,7 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 	s->sm_seq = 1;
 	s->sm_deadline_ns = rpc->now + rpc->connect_timeout_ns;
 	s->sm_next_retry_ns = rpc->now + rpc->sm_retry_ns;
+	s->sm_tx_ns = rpc->now;
 	sm_send_session(rpc, s, URPC_SM_PKT_CONNECT_REQ, 0);
 	*session_out = (int)s->local_num;
 	return 0;
@@ -475,6 +476,8 @@ void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 			return;
 		}
 		s->remote_num = p->server_sess;
+		if (s->sm_tx_ns) /* Karn: only a connect that was not resent times the path */
+			urpc__rpc_sm_rtt_sample(rpc, rpc->now - s->sm_tx_ns);
 		urpc__session_transition(rpc, s, URPC_SEV_CONNECT_OK, 0);
 		return;
 	case URPC_SM_PKT_DISCONNECT_REQ:
@@ -501,10 +504,15 @@ void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		s = sm_lookup(rpc, p, URPC_ROLE_CLIENT);
 		if (!s || s->state != URPC_SESS_CONNECTED)
 			return;
-		if (p->status)
+		if (p->status) {
 			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
-		else
-			s->last_heard_ns = rpc->now;
+			return;
+		}
+		s->last_heard_ns = rpc->now;
+		if (s->ping_tx_ns) {
+			urpc__rpc_sm_rtt_sample(rpc, rpc->now - s->ping_tx_ns);
+			s->ping_tx_ns = 0;
+		}
 		return;
 	case URPC_SM_PKT_RESET:
 		s = sm_lookup(rpc, p, URPC_ROLE_CLIENT);
@@ -565,6 +573,7 @@ void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED, -ETIMEDOUT);
 		} else if (now >= s->sm_next_retry_ns) {
 			s->sm_next_retry_ns = now + rpc->sm_retry_ns;
+			s->sm_tx_ns = 0;
 			sm_send_session(rpc, s, URPC_SM_PKT_CONNECT_REQ, 0);
 		}
 		return;
@@ -573,6 +582,11 @@ void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
 		} else if (now >= s->next_ping_ns) {
 			s->next_ping_ns = now + rpc->ping_ns;
+			/*
+			 * Times the round trip; an answer that comes after the
+			 * next ping left is timed from that one (a little short).
+			 */
+			s->ping_tx_ns = now;
 			sm_send_session(rpc, s, URPC_SM_PKT_PING_REQ, 0);
 		}
 		return;

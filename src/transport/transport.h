@@ -151,6 +151,12 @@ struct urpc_tp {
 	unsigned caps; /* URPC_TP_CAP_* */
 	long id;
 	uint32_t ctl_pending; /* control messages for ctl_pop() */
+	/*
+	 * A one-sided operation without progress this long fails (udp, verbs;
+	 * loop never times out). create() sets it from cfg; the owner may
+	 * change it between calls (the Rpc derives it from its round trips).
+	 */
+	uint64_t one_sided_timeout_ns;
 	struct urpc_tp_stats stats;
 };
 

@@ -170,7 +170,6 @@ struct udp_tp {
 	struct sockaddr_in local;
 	uint32_t nonce;
 	uint32_t chunk_size; /* one-sided payload per datagram */
-	uint64_t timeout_ns;
 
 	/* receive ring: rq_depth slots of slot_size bytes */
 	uint8_t *ring;
@@ -370,8 +369,9 @@ static int udp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	u->base.caps = 0;
 	u->base.id = cfg->id;
 	u->chunk_size = mtu - (uint32_t)sizeof(struct udp_ext);
-	u->timeout_ns = (uint64_t)(cfg->one_sided_timeout_ms ? cfg->one_sided_timeout_ms : 1000) *
-			1000000ull;
+	u->base.one_sided_timeout_ns =
+		(uint64_t)(cfg->one_sided_timeout_ms ? cfg->one_sided_timeout_ms : 1000) *
+		1000000ull;
 	u->nonce = udp_random32();
 	urpc__rand_seed(&u->key_rng, urpc__entropy64());
 	ret = udp_alloc_arrays(u);
@@ -793,7 +793,7 @@ static void udp_op_timers(struct udp_tp *u, struct udp_op *op, uint64_t now)
 {
 	uint32_t c;
 
-	if (now - op->progress_ns >= u->timeout_ns) {
+	if (now - op->progress_ns >= u->base.one_sided_timeout_ns) {
 		udp_op_finish(u, op, -ETIMEDOUT);
 		return;
 	}

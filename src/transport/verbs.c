@@ -228,7 +228,7 @@ static int verbs_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	v->base.caps = URPC_TP_CAP_ONE_SIDED_HW;
 	v->base.id = cfg->id;
 	v->nonce = random32();
-	v->op_timeout_ns =
+	v->base.one_sided_timeout_ns =
 		(uint64_t)(cfg->one_sided_timeout_ms ? cfg->one_sided_timeout_ms : 1000) *
 		1000000ull;
 	v->max_msg = 1ull << 31;
@@ -733,7 +733,7 @@ int urpc__verbs_rc_start(struct verbs_tp *v, struct verbs_conn *p)
 	}
 	p->rc_state = VERBS_RC_PENDING;
 	v->npending++;
-	p->hs_deadline_ns = now + v->op_timeout_ns;
+	p->hs_deadline_ns = now + v->base.one_sided_timeout_ns;
 	p->hs_rto_ns = VERBS_HS_RTO_NS;
 	p->hs_next_ns = now + p->hs_rto_ns;
 	/* A REQ the send queue refuses now is resent by the timer. */

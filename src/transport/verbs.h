@@ -186,7 +186,6 @@ struct verbs_tp {
 	uint32_t rc_chunk;  /* operations are cut into chunks of at least this; 0: never */
 	uint32_t rc_chunks; /* ... and into at most this many */
 	uint64_t max_msg;   /* largest one-sided length */
-	uint64_t op_timeout_ns;
 
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;

@@ -337,7 +337,7 @@ void urpc__verbs_op_post(struct verbs_tp *v, uint16_t idx)
 	op->status = -ret; /* a chain cut short fails once what went out is back */
 	op->qp_num = p->rc_qp->qp_num;
 	op->posted_ns = urpc__now_ns();
-	op->allow_ns = v->op_timeout_ns + ((uint64_t)chunk >> 20) * VERBS_OP_NS_PER_MIB;
+	op->allow_ns = v->base.one_sided_timeout_ns + ((uint64_t)chunk >> 20) * VERBS_OP_NS_PER_MIB;
 	if (!p->rc_posted)
 		p->progress_ns = op->posted_ns; /* idle until now: progress starts here */
 	p->rc_posted++;

@@ -3,7 +3,7 @@
  * The API contract under misuse (issue 13), through the public header: what
  * a response buffer can carry and what happens to one the engine cannot
  * send, buffers freed while lent or freed twice, the session numbers of
- * failed sessions.
+ * failed sessions, and the one-sided time-out option.
  *
  * Built once per transport (tests/CMakeLists.txt): API_KIND=URPC_TRANSPORT_LOOP
  * and API_NAME=contract_api_loop, ..._UDP and contract_api_udp. One Nexus, a
@@ -19,6 +19,8 @@
 
 #include <urpc/urpc.h>
 
+#include "rpc/rpc.h" /* the transport's one-sided timeout, for the derived-timeout case */
+
 #ifndef API_KIND
 #error "build with -DAPI_KIND=URPC_TRANSPORT_<KIND> -DAPI_NAME=<suite>"
 #endif
@@ -30,13 +32,14 @@ enum {
 
 enum mode {
 	M_SIZED = 1, /* W.size bytes: the preallocated buffer if it holds them, else our own */
-	M_PREALLOC_OVER = 2,   /* the preallocated buffer with data_size one above its capacity */
-	M_NOT_A_BUF = 3,       /* a struct urpc_msgbuf that no allocation made */
-	M_OWN_OVER = 4,	       /* our own buffer with data_size above its capacity */
-	M_NULL_RESP = 5,       /* urpc_resp_enqueue(h, NULL) */
-	M_FREE_PREALLOC = 6,   /* urpc_msgbuf_free() of the preallocated buffer, then answer */
-	M_DEFER = 7,	       /* hold the handle in W.held */
-	M_RESP_BEFORE_FREE = 8 /* our own buffer: answer, then free our (zeroed) struct */
+	M_PREALLOC_OVER = 2,	/* the preallocated buffer with data_size one above its capacity */
+	M_NOT_A_BUF = 3,	/* a struct urpc_msgbuf that no allocation made */
+	M_OWN_OVER = 4,		/* our own buffer with data_size above its capacity */
+	M_NULL_RESP = 5,	/* urpc_resp_enqueue(h, NULL) */
+	M_FREE_PREALLOC = 6,	/* urpc_msgbuf_free() of the preallocated buffer, then answer */
+	M_DEFER = 7,		/* hold the handle in W.held */
+	M_RESP_BEFORE_FREE = 8, /* our own buffer: answer, then free our (zeroed) struct */
+	M_CTX = 9		/* note urpc_rpc_ctx() of the Rpc, answer 0 bytes */
 };
 
 #define SRV_ID 1
@@ -199,6 +202,11 @@ static void mode_handler(struct urpc_req_handle *h, void *arg)
 		return;
 	case M_DEFER:
 		w->held = h;
+		return;
+	case M_CTX:
+		w->seen_ctx = urpc_rpc_ctx(urpc_req_rpc(h));
+		cr_assert_eq(urpc_msgbuf_resize(pre, 0), 0);
+		w->enq_ret = urpc_resp_enqueue(h, pre);
 		return;
 	case M_RESP_BEFORE_FREE:
 		cr_assert_eq(urpc_msgbuf_alloc(urpc_req_rpc(h), w->size, &own), 0);
@@ -756,4 +764,121 @@ Test(API_NAME, reset_session_frees_its_number)
 Test(API_NAME, disconnect_inside_reset_is_harmless)
 {
 	reset_frees(true);
+}
+
+/* ---- item 8: the one-sided time-out ----------------------------------------- */
+
+/*
+ * A large request whose client stops running its loop for @stall_ms right
+ * after sending the descriptor: on udp the server's READ of it makes no
+ * progress meanwhile (the client's transport serves it). The server Rpc's
+ * one_sided_timeout_ms is @timeout_ms; heartbeats are slow enough not to
+ * interfere. Returns the request's status.
+ */
+static int stalled_large_request(uint32_t timeout_ms, unsigned stall_ms)
+{
+	struct urpc_rpc_opts so, co;
+	struct creq c;
+	uint64_t end;
+	int st;
+
+	nexus_up();
+	opts(&so, SRV_ID);
+	opts(&co, CLI_ID);
+	so.one_sided_timeout_ms = timeout_ms;
+	so.ping_interval_ms = co.ping_interval_ms = 1000;
+	so.peer_timeout_ms = co.peer_timeout_ms = 30000;
+	rpcs_up(&so, &co);
+	W.sess = connect_wait();
+	W.mode = M_SIZED;
+	W.size = 16;
+	creq_alloc(W.cli, &c, 256 * 1024, 64);
+	cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, REQ_MODE, &c.req, &c.resp, cont, &c, 0), 0);
+	cr_assert_eq(urpc_rpc_run_event_loop_once(W.cli), 0); /* the descriptor leaves */
+	end = now_ms() + stall_ms;
+	while (now_ms() < end)
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.srv), 0);
+	cr_assert(wait_count(&c.runs, 1, 10000), "the request never completed");
+	st = c.status;
+	creq_free(W.cli, &c);
+	if (st == 0)
+		cr_assert_eq(W.handled, 1);
+	session_not_leaked();
+	world_down();
+	return st;
+}
+
+/* A server that allows 3 s rides out a 1.5 s stall (the old fixed 1 s did not). */
+Test(API_NAME, one_sided_timeout_option_allows_a_long_stall)
+{
+	int st = stalled_large_request(3000, 1500);
+
+	cr_assert_eq(st, 0, "status %s", urpc_strerror(st));
+}
+
+/* One that allows 200 ms gives up on a 700 ms stall: the client hears -EIO (udp). */
+Test(API_NAME, one_sided_timeout_option_fails_a_stalled_read)
+{
+	int st = stalled_large_request(200, 700);
+
+	if (API_KIND == URPC_TRANSPORT_LOOP)
+		cr_assert_eq(st, 0, "loop never times out: %s", urpc_strerror(st));
+	else
+		cr_assert_eq(st, -EIO, "status %s", urpc_strerror(st));
+}
+
+/* 0 derives it from the measured heartbeat round trips; a set value stays. */
+Test(API_NAME, one_sided_timeout_derived_from_round_trips)
+{
+	struct urpc_rpc_opts so;
+	unsigned i;
+
+	nexus_up();
+	opts(&so, SRV_ID);
+	so.one_sided_timeout_ms = 2500;
+	rpcs_up(&so, NULL);
+	cr_assert_eq(urpc__rpc_transport(W.cli)->one_sided_timeout_ns, 1000000000ull,
+		     "1 s before any round trip was measured");
+	cr_assert_eq(urpc__rpc_transport(W.srv)->one_sided_timeout_ns, 2500000000ull);
+	/* Fast round trips keep the floor. */
+	for (i = 0; i < 10; i++)
+		urpc__rpc_sm_rtt_sample(W.cli, 100000);
+	cr_assert_eq(urpc__rpc_transport(W.cli)->one_sided_timeout_ns, 1000000000ull);
+	/* 100 ms steady: srtt 100 ms, rttvar shrinking towards 0: 16 RTOs above 1.6 s. */
+	for (i = 0; i < 40; i++)
+		urpc__rpc_sm_rtt_sample(W.cli, 100000000);
+	cr_assert_geq(urpc__rpc_transport(W.cli)->one_sided_timeout_ns, 1600000000ull);
+	cr_assert_leq(urpc__rpc_transport(W.cli)->one_sided_timeout_ns, 2000000000ull);
+	/* A loaded peer: 5 s round trips saturate at 60 s. */
+	for (i = 0; i < 20; i++)
+		urpc__rpc_sm_rtt_sample(W.cli, 5000000000ull);
+	cr_assert_eq(urpc__rpc_transport(W.cli)->one_sided_timeout_ns, 60000000000ull);
+	urpc__rpc_sm_rtt_sample(W.srv, 2000000000ull);
+	cr_assert_eq(urpc__rpc_transport(W.srv)->one_sided_timeout_ns, 2500000000ull,
+		     "a value the application set is kept");
+	/* Real heartbeats are measured. */
+	W.sess = connect_wait();
+	cr_assert_neq(W.cli->sm_srtt_ns, 0);
+	session_not_leaked();
+	world_down();
+}
+
+/* ---- also seen: per-Rpc context ------------------------------------------ */
+
+Test(API_NAME, handler_sees_its_rpc_context)
+{
+	struct urpc_rpc_opts so;
+	static int marker;
+
+	nexus_up();
+	opts(&so, SRV_ID);
+	so.ctx = &marker;
+	rpcs_up(&so, NULL);
+	cr_assert_eq(urpc_rpc_ctx(W.srv), &marker);
+	cr_assert_null(urpc_rpc_ctx(W.cli));
+	W.sess = connect_wait();
+	cr_assert_eq(one_request(M_CTX, 64), 0);
+	cr_assert_eq(W.seen_ctx, &marker);
+	session_not_leaked();
+	world_down();
 }
