@@ -6,11 +6,15 @@
  * library implements today; docs/API.md describes the whole planned API
  * (Nexus, Rpc, sessions, requests) and which parts have landed.
  *
- * Conventions used by every function below:
+ * Conventions used by every function below (docs/API.md states the whole
+ * contract: buffers, sessions, threads, liveness):
  *  - A fallible call returns 0 or a negative errno value; urpc_strerror()
  *    turns it into text.
+ *  - A NULL object or out-pointer is refused with -EINVAL (a call that
+ *    returns no status returns 0, false or NULL instead); no call
+ *    dereferences a NULL argument.
  *  - "Thread: any" means the function may be called from any thread; all
- *    other functions are owner-thread only.
+ *    other functions are owner-thread only (-EPERM from another thread).
  */
 #ifndef URPC_URPC_H
 #define URPC_URPC_H
@@ -92,7 +96,10 @@ URPC_API void urpc_log_set_sink(urpc_log_fn fn, void *arg);
  * urpc_log_set_level() - Drop lines less severe than @level.
  *
  * The default is URPC_LOG_INFO, or the value of the URPC_LOG environment
- * variable ("err", "warn", "info", "dbg") when it is set.
+ * variable ("err", "warn", "info", "dbg") when it is set. Debug lines exist
+ * only in a library built with -DURPC_DEBUG=ON: elsewhere URPC_LOG_DBG
+ * prints what URPC_LOG_INFO does (the DBG call sites are compiled out, so
+ * they cost nothing on the datapath).
  * Thread: any.
  */
 URPC_API void urpc_log_set_level(enum urpc_log_level level);
@@ -166,7 +173,7 @@ struct urpc_nexus_opts {
 	uint16_t port;	  /* UDP port; 0 picks a free one (see urpc_nexus_port) */
 };
 
-/** urpc_nexus_opts_init() - Fill @o with the defaults. Thread: any. */
+/** urpc_nexus_opts_init() - Fill @o with the defaults (NULL: nothing). Thread: any. */
 URPC_API void urpc_nexus_opts_init(struct urpc_nexus_opts *o);
 
 /**
@@ -175,7 +182,7 @@ URPC_API void urpc_nexus_opts_init(struct urpc_nexus_opts *o);
  *
  * @param o   options, or NULL for the defaults.
  * @param out receives the Nexus.
- * @return 0, -EINVAL (bad host), -EADDRINUSE (port taken), -ENOMEM.
+ * @return 0, -EINVAL (bad host, @out NULL), -EADDRINUSE (port taken), -ENOMEM.
  * Thread: any. Ownership: the caller owns the Nexus until urpc_nexus_destroy().
  */
 URPC_API int urpc_nexus_create(const struct urpc_nexus_opts *o, struct urpc_nexus **out);
@@ -183,12 +190,16 @@ URPC_API int urpc_nexus_create(const struct urpc_nexus_opts *o, struct urpc_nexu
 /**
  * urpc_nexus_destroy() - Stop the session-management thread and free @nx.
  *
- * @return 0, or -EBUSY (nothing freed) while any Rpc of @nx still exists.
+ * @return 0, -EINVAL (@nx NULL), or -EBUSY (nothing freed) while any Rpc of
+ *         @nx still exists.
  * Thread: any, but not concurrently with other calls on @nx.
  */
 URPC_API int urpc_nexus_destroy(struct urpc_nexus *nx);
 
-/** urpc_nexus_port() - The UDP port session management is bound to. Thread: any. */
+/**
+ * urpc_nexus_port() - The UDP port session management is bound to (0 for a
+ * NULL @nx). Thread: any.
+ */
 URPC_API uint16_t urpc_nexus_port(const struct urpc_nexus *nx);
 
 /**
@@ -207,7 +218,7 @@ typedef void (*urpc_req_handler_fn)(struct urpc_req_handle *h, void *arg);
 /**
  * urpc_nexus_register_handler() - Route requests of @req_type to @fn.
  *
- * @return 0; -EINVAL (@fn NULL); -EEXIST (@req_type already has a handler);
+ * @return 0; -EINVAL (@nx or @fn NULL); -EEXIST (@req_type already has a handler);
  *         -EBUSY (an Rpc was already created on @nx: register handlers first).
  * Thread: any, before the first urpc_rpc_create() on @nx.
  */
@@ -304,7 +315,7 @@ struct urpc_rpc_opts {
 	void *ctx;
 };
 
-/** urpc_rpc_opts_init() - Fill @o with the defaults. Thread: any. */
+/** urpc_rpc_opts_init() - Fill @o with the defaults (NULL: nothing). Thread: any. */
 URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o);
 
 /**
@@ -314,8 +325,8 @@ URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o);
  * @param rpc_id unique among the Rpcs of @nx; peers name it when connecting.
  * @param o      options, or NULL for the defaults.
  * @param out    receives the Rpc.
- * @return 0, -EEXIST (@rpc_id taken), -EINVAL, -ENOMEM, or the transport's
- *         error (logged with its cause).
+ * @return 0, -EEXIST (@rpc_id taken), -EINVAL (@nx or @out NULL, bad
+ *         options), -ENOMEM, or the transport's error (logged with its cause).
  * Thread: any; the calling thread becomes the owner.
  */
 URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct urpc_rpc_opts *o,
@@ -330,10 +341,10 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
  * continuations, which may free them; buffers still allocated after that are
  * released with the Rpc and must not be used again.
  *
- * @return 0; -EPERM (not the owner thread); -EBUSY (called from inside one of
- *         the Rpc's callbacks, or the application still holds message buffers
- *         that are not lent to a pending request: free them first; nothing
- *         is destroyed).
+ * @return 0; -EINVAL (@rpc NULL); -EPERM (not the owner thread); -EBUSY
+ *         (called from inside one of the Rpc's callbacks, or the application
+ *         still holds message buffers that are not lent to a pending request:
+ *         free them first; nothing is destroyed).
  */
 URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc);
 
@@ -344,18 +355,26 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc);
  * default) and a transport that can block (udp, verbs), an Rpc that stays
  * idle that long sleeps in poll() instead of spinning, and wakes for
  * traffic, session management, its timers, or the end of @ms.
- * @return 0, or -EPERM (not the owner, or called from a callback).
+ *
+ * Liveness: peers hear from this Rpc only while its owner runs the event
+ * loop. Heartbeats are sent and answered from here, and a peer that hears
+ * nothing for peer_timeout_ms (default 500 ms) resets its sessions with
+ * this Rpc: run the loop at least every peer_timeout_ms / 2, and never block
+ * inside a handler or continuation.
+ * @return 0, -EINVAL (@rpc NULL), or -EPERM (not the owner, or called from a
+ *         callback).
  */
 URPC_API int urpc_rpc_run_event_loop(struct urpc_rpc *rpc, unsigned ms);
 
 /**
  * urpc_rpc_run_event_loop_once() - One pass: receive, run handlers and
  * continuations, transmit, check timers.
- * @return 0, or -EPERM (not the owner, or called from a callback).
+ * @return 0, -EINVAL (@rpc NULL), or -EPERM (not the owner, or called from a
+ *         callback).
  */
 URPC_API int urpc_rpc_run_event_loop_once(struct urpc_rpc *rpc);
 
-/** urpc_rpc_id() - The Rpc's id. Thread: any. */
+/** urpc_rpc_id() - The Rpc's id (0 for a NULL @rpc). Thread: any. */
 URPC_API uint8_t urpc_rpc_id(const struct urpc_rpc *rpc);
 
 /**
@@ -376,7 +395,8 @@ URPC_API void *urpc_rpc_ctx(const struct urpc_rpc *rpc);
 /**
  * urpc_rpc_max_msg_size() - Largest request or response data size, in
  * bytes, that rides one datagram on this Rpc's transport; larger ones, up
- * to URPC_MAX_MSG_SIZE, move by one-sided READ. Thread: any.
+ * to URPC_MAX_MSG_SIZE, move by one-sided READ. 0 for a NULL @rpc.
+ * Thread: any.
  */
 URPC_API size_t urpc_rpc_max_msg_size(const struct urpc_rpc *rpc);
 
@@ -406,12 +426,30 @@ struct urpc_rpc_stats {
 	uint64_t drop_bad_comp; /* one-sided completions naming no operation in flight */
 };
 
-/** urpc_rpc_get_stats() - Copy the counters. @return 0 or -EPERM. */
+/**
+ * urpc_rpc_get_stats() - Copy the counters.
+ * @return 0, -EINVAL (a NULL argument) or -EPERM. Owner thread only: the
+ *         counters are plain fields the datapath bumps without atomics; a
+ *         monitoring thread asks the owner for a copy (through its own
+ *         queue, or in a continuation).
+ */
 URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st);
 
 /* ------------------------------------------------------------------------
- * Sessions: a client Rpc's connection to one remote Rpc.
+ * Sessions: a client Rpc's connection to one remote Rpc. The server side
+ * of a session is the library's: it is opened by the client's connect and
+ * closed by the client's disconnect, its reset or its silence (there is no
+ * server-side close yet).
  * ------------------------------------------------------------------------ */
+
+/*
+ * Requests one session carries at once; further ones wait in its queue, up
+ * to URPC_SESSION_MAX_WAITING, after which urpc_req_enqueue() returns
+ * -ENOMEM until a continuation has run (back-pressure: not an allocation
+ * failure; nothing is allocated per request).
+ */
+#define URPC_SESSION_MAX_INFLIGHT 8
+#define URPC_SESSION_MAX_WAITING 64
 
 /**
  * urpc_session_connect() - Start connecting to Rpc @remote_rpc_id of the
@@ -421,8 +459,10 @@ URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
  * @return 0: the sm_handler runs later, once, with URPC_SM_CONNECTED or
  *         URPC_SM_CONNECT_FAILED; requests may be enqueued at once and are
  *         sent when the session connects (or fail with its error).
- *         <0: -EINVAL (bad address), -ENOMEM (no session slot left), -EPERM;
- *         no event follows.
+ *         <0: -EINVAL (bad address, a NULL argument), -ENOMEM (max_sessions
+ *         numbers in use: a number is free again once its session's last
+ *         event, CONNECT_FAILED, DISCONNECTED or RESET, has returned),
+ *         -EPERM; no event follows.
  */
 URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 				  uint8_t remote_rpc_id, int *session_out);
@@ -438,12 +478,15 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
  * and returns 0; no DISCONNECTED follows. Called later, the number names no
  * session (-EINVAL), or a new one.
  *
- * @return 0, -EINVAL (no such session, not a client session, or one already
- *         disconnecting), -EPERM.
+ * @return 0, -EINVAL (@rpc NULL, no such session, not a client session, or
+ *         one already disconnecting), -EPERM.
  */
 URPC_API int urpc_session_disconnect(struct urpc_rpc *rpc, int session);
 
-/** urpc_session_is_connected() - True when @session is ready for requests. */
+/**
+ * urpc_session_is_connected() - True when @session is ready for requests;
+ * false for a NULL @rpc or from another thread.
+ */
 URPC_API bool urpc_session_is_connected(struct urpc_rpc *rpc, int session);
 
 /* ------------------------------------------------------------------------
@@ -452,15 +495,19 @@ URPC_API bool urpc_session_is_connected(struct urpc_rpc *rpc, int session);
 
 /**
  * urpc_msgbuf_alloc() - Allocate a buffer of @size data bytes (capacity at
- * least @size) from the Rpc's registered memory.
- * @return 0, -EINVAL (size 0 or above the limit), -ENOMEM, -EPERM.
+ * least @size, and at least 1) from the Rpc's registered memory. @size 0
+ * gives a 0-byte message (an empty request) ready to send.
+ * @return 0, -EINVAL (a NULL argument, @size above URPC_MAX_MSG_SIZE),
+ *         -ENOMEM, -EPERM.
  * Ownership: the caller owns @mb until urpc_msgbuf_free().
  */
 URPC_API int urpc_msgbuf_alloc(struct urpc_rpc *rpc, size_t size, struct urpc_msgbuf *mb);
 
 /**
  * urpc_msgbuf_resize() - Set the data size within the capacity.
- * @return 0, or -EINVAL when @size > max_data_size. Thread: the buffer's owner.
+ * @return 0, or -EINVAL when @mb is NULL or @size > max_data_size. Thread: the
+ *         buffer's owner. Not while the buffer is lent (not checked: the
+ *         datapath resizes a response per request).
  */
 URPC_API int urpc_msgbuf_resize(struct urpc_msgbuf *mb, size_t size);
 
@@ -468,8 +515,8 @@ URPC_API int urpc_msgbuf_resize(struct urpc_msgbuf *mb, size_t size);
  * urpc_msgbuf_free() - Give a buffer back; @mb is zeroed.
  * @return 0; -EBUSY (lent to the engine: a request or response buffer of a
  *         request whose continuation has not run, or a server slot's
- *         preallocated response buffer; nothing changes); -EINVAL (a NULL @mb
- *         argument, a view from urpc_msgbuf_register(): use
+ *         preallocated response buffer; nothing changes); -EINVAL (NULL
+ *         arguments, a view from urpc_msgbuf_register(): use
  *         urpc_msgbuf_unregister(); or not a buffer this Rpc has out now: a
  *         zeroed struct, a double free, a stale copy of a freed buffer or of
  *         a response buffer handed to urpc_resp_enqueue(); nothing is
@@ -528,7 +575,7 @@ URPC_API int urpc_msgbuf_unregister(struct urpc_rpc *rpc, struct urpc_msgbuf *mb
  * urpc_mem_forget() - The application is about to free or unmap [@addr,
  * @addr + @len): deregister cached registrations that overlap it (those
  * still in use, at their last release).
- * @return 0, -EINVAL, -EPERM.
+ * @return 0, -EINVAL (NULL @rpc or @addr, @len 0), -EPERM.
  */
 URPC_API int urpc_mem_forget(struct urpc_rpc *rpc, void *addr, size_t len);
 
@@ -571,10 +618,12 @@ typedef void (*urpc_cont_fn)(struct urpc_rpc *rpc, void *tag, int status, struct
  *             may still be read by the server then: its continuation runs
  *             (with -ETIMEDOUT) once the server says it has read it, or
  *             the session fails.
- * @return 0: @cont runs exactly once, later. <0 (it never runs): -EINVAL (bad
- *         session or buffers), -EMSGSIZE (request above
- *         URPC_MAX_MSG_SIZE), -ECONNRESET (session failed or
- *         disconnected), -ENOMEM (request queue full), -EPERM.
+ * @return 0: @cont runs exactly once, later. <0 (it never runs): -EINVAL
+ *         (@rpc NULL, bad session, NULL buffers or @cont), -EMSGSIZE
+ *         (request above URPC_MAX_MSG_SIZE), -ECONNRESET (session failed or
+ *         disconnected), -ENOMEM (URPC_SESSION_MAX_INFLIGHT requests in
+ *         flight and URPC_SESSION_MAX_WAITING waiting on this session:
+ *         back-pressure; run the event loop and retry), -EPERM.
  */
 URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_type,
 			      struct urpc_msgbuf *req, struct urpc_msgbuf *resp, urpc_cont_fn cont,
@@ -582,7 +631,8 @@ URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_typ
 
 /**
  * urpc_req_data() - The request's bytes. Valid only inside the handler (they
- * point into the receive ring): copy what a deferred response needs.
+ * point into the receive ring): copy what a deferred response needs. A NULL
+ * @h gives NULL and *@len 0; @len may be NULL.
  */
 URPC_API const uint8_t *urpc_req_data(const struct urpc_req_handle *h, size_t *len);
 
@@ -590,15 +640,18 @@ URPC_API const uint8_t *urpc_req_data(const struct urpc_req_handle *h, size_t *l
  * urpc_req_copy_data() - Copy the request's bytes to @dst, which may be GPU
  * memory (detected; copied by the CUDA driver), inside the handler.
  * @return the number of bytes copied (the request's length), -EMSGSIZE
- *         (@len smaller than the request), -EINVAL (@dst NULL, or outside
- *         the handler), -EIO (the GPU copy failed), -EPERM.
+ *         (@len smaller than the request), -EINVAL (@h or @dst NULL, or
+ *         outside the handler), -EIO (the GPU copy failed), -EPERM.
  */
 URPC_API int urpc_req_copy_data(const struct urpc_req_handle *h, void *dst, size_t len);
 
-/** urpc_req_type() - The request's type. */
+/** urpc_req_type() - The request's type (0 for a NULL @h). */
 URPC_API uint8_t urpc_req_type(const struct urpc_req_handle *h);
 
-/** urpc_req_rpc() - The Rpc that received the request (for nested requests). */
+/**
+ * urpc_req_rpc() - The Rpc that received the request (for nested requests;
+ * NULL for a NULL @h).
+ */
 URPC_API struct urpc_rpc *urpc_req_rpc(const struct urpc_req_handle *h);
 
 /**
@@ -606,7 +659,8 @@ URPC_API struct urpc_rpc *urpc_req_rpc(const struct urpc_req_handle *h);
  * capacity (max_data_size) urpc_rpc_max_msg_size(): what one datagram
  * carries. Fill it, resize it, and pass it to urpc_resp_enqueue(). Valid
  * until then; it stays the library's (urpc_msgbuf_free() refuses it with
- * -EBUSY). A longer answer needs a buffer of the handler's own.
+ * -EBUSY). A longer answer needs a buffer of the handler's own. NULL for a
+ * NULL @h.
  */
 URPC_API struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h);
 
@@ -630,8 +684,8 @@ URPC_API struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h);
  *         gets -EMSGSIZE), -EINVAL (@resp NULL, or neither kind of buffer:
  *         not one this Rpc has allocated and not freed, lent to a request, a
  *         view without URPC_MEM_PEER_READS; the client gets -EIO).
- *         Refused without answering: -EINVAL (its request was answered
- *         already), -EPERM.
+ *         Refused without answering: -EINVAL (@h NULL, or its request was
+ *         answered already), -EPERM.
  */
 URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *resp);
 

@@ -150,6 +150,8 @@ URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_typ
 	struct urpc_session *s;
 	uint64_t deadline = 0;
 
+	if (unlikely(!rpc))
+		return -EINVAL;
 	if (unlikely(!urpc__rpc_is_owner(rpc)))
 		return -EPERM;
 	s = urpc__rpc_session(rpc, session);
@@ -189,7 +191,7 @@ URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_typ
 		return 0;
 	}
 	if (unlikely(s->wq_tail - s->wq_head == URPC_SESSION_WAITQ))
-		return -ENOMEM;
+		return -ENOMEM; /* the queue is full: a continuation makes room */
 	urpc__dp_mark_busy(rpc, s);
 	s->waitq[s->wq_tail & WAITQ_MASK] = (struct urpc_waiting_req){
 		.req = req,
@@ -788,6 +790,11 @@ void urpc__dp_rx(struct urpc_rpc *rpc, const uint8_t *buf, uint32_t len)
 
 URPC_API const uint8_t *urpc_req_data(const struct urpc_req_handle *h, size_t *len)
 {
+	if (unlikely(!h)) {
+		if (len)
+			*len = 0;
+		return NULL;
+	}
 	if (len)
 		*len = h->len;
 	return h->data;
@@ -795,6 +802,8 @@ URPC_API const uint8_t *urpc_req_data(const struct urpc_req_handle *h, size_t *l
 
 URPC_API int urpc_req_copy_data(const struct urpc_req_handle *h, void *dst, size_t len)
 {
+	if (unlikely(!h))
+		return -EINVAL;
 	if (unlikely(!urpc__rpc_is_owner(h->rpc)))
 		return -EPERM;
 	if (!dst || !h->data)
@@ -809,19 +818,19 @@ URPC_API int urpc_req_copy_data(const struct urpc_req_handle *h, void *dst, size
 
 URPC_API uint8_t urpc_req_type(const struct urpc_req_handle *h)
 {
-	return h->req_type;
+	return h ? h->req_type : 0;
 }
 
 URPC_API struct urpc_rpc *urpc_req_rpc(const struct urpc_req_handle *h)
 {
-	return h->rpc;
+	return h ? h->rpc : NULL;
 }
 
 URPC_API struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h)
 {
-	struct urpc_sslot *sl = container_of(h, struct urpc_sslot, h);
-
-	return &sl->resp_mb;
+	if (unlikely(!h))
+		return NULL;
+	return &container_of(h, struct urpc_sslot, h)->resp_mb;
 }
 
 /*
@@ -926,11 +935,16 @@ static URPC_COLD int resp_take(struct urpc_rpc *rpc, struct urpc_session *s, str
 
 URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *resp)
 {
-	struct urpc_sslot *sl = container_of(h, struct urpc_sslot, h);
-	struct urpc_rpc *rpc = h->rpc;
-	struct urpc_session *s = h->sess;
+	struct urpc_sslot *sl;
+	struct urpc_session *s;
+	struct urpc_rpc *rpc;
 	int ret;
 
+	if (unlikely(!h))
+		return -EINVAL;
+	sl = container_of(h, struct urpc_sslot, h);
+	rpc = h->rpc;
+	s = h->sess;
 	if (unlikely(!urpc__rpc_is_owner(rpc)))
 		return -EPERM;
 	if (unlikely(sl->srv_state != URPC_SRV_IN_HANDLER))

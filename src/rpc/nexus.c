@@ -67,6 +67,8 @@ static inline void stat_inc(uint64_t *c)
 /* Fill @o with the defaults. Owns nothing. Thread: any. */
 URPC_API void urpc_nexus_opts_init(struct urpc_nexus_opts *o)
 {
+	if (!o)
+		return;
 	memset(o, 0, sizeof(*o));
 	o->host = "127.0.0.1";
 	o->port = 0;
@@ -91,7 +93,7 @@ URPC_API const char *urpc_sm_event_str(enum urpc_sm_event ev)
 /* The port the SM socket is bound to (fixed at create). Thread: any. */
 URPC_API uint16_t urpc_nexus_port(const struct urpc_nexus *nx)
 {
-	return nx->port;
+	return nx ? nx->port : 0;
 }
 
 /*
@@ -377,7 +379,7 @@ URPC_API int urpc_nexus_destroy(struct urpc_nexus *nx)
 	unsigned attached;
 
 	if (!nx)
-		return 0;
+		return -EINVAL;
 	pthread_mutex_lock(&nx->lock);
 	attached = nx->nr_attached;
 	pthread_mutex_unlock(&nx->lock);

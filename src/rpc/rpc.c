@@ -31,6 +31,8 @@
 
 URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o)
 {
+	if (!o)
+		return;
 	memset(o, 0, sizeof(*o));
 	o->transport = URPC_TRANSPORT_DEFAULT;
 	o->rto_us = 5000;
@@ -388,11 +390,13 @@ URPC_API void *urpc_rpc_ctx(const struct urpc_rpc *rpc)
 
 URPC_API size_t urpc_rpc_max_msg_size(const struct urpc_rpc *rpc)
 {
-	return rpc->max_msg;
+	return rpc ? rpc->max_msg : 0;
 }
 
 URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
 {
+	if (!rpc || !st)
+		return -EINVAL;
 	if (!urpc__rpc_is_owner(rpc))
 		return -EPERM;
 	*st = rpc->st;
@@ -403,15 +407,25 @@ URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
 
 URPC_API int urpc_msgbuf_alloc(struct urpc_rpc *rpc, size_t size, struct urpc_msgbuf *mb)
 {
+	int ret;
+
+	if (unlikely(!rpc || !mb))
+		return -EINVAL;
 	if (unlikely(!urpc__rpc_is_owner(rpc)))
 		return -EPERM;
-	if (unlikely(!mb))
-		return -EINVAL;
-	return urpc__pool_alloc(rpc->pool, size, mb);
+	if (likely(size))
+		return urpc__pool_alloc(rpc->pool, size, mb);
+	/* An empty message: the smallest buffer, holding nothing yet. */
+	ret = urpc__pool_alloc(rpc->pool, 1, mb);
+	if (!ret)
+		mb->data_size = 0;
+	return ret;
 }
 
 URPC_API int urpc_msgbuf_resize(struct urpc_msgbuf *mb, size_t size)
 {
+	if (unlikely(!mb))
+		return -EINVAL;
 	return urpc__pool_resize(mb, size);
 }
 
@@ -459,9 +473,11 @@ bool urpc__rpc_mb_is_lent(const struct urpc_rpc *rpc, const struct urpc_msgbuf *
 
 URPC_API int urpc_msgbuf_free(struct urpc_rpc *rpc, struct urpc_msgbuf *mb)
 {
+	if (unlikely(!rpc || !mb))
+		return -EINVAL;
 	if (unlikely(!urpc__rpc_is_owner(rpc)))
 		return -EPERM;
-	if (!mb || !mb->buf || urpc__mb_is_view(mb))
+	if (!mb->buf || urpc__mb_is_view(mb))
 		return -EINVAL;
 	if (urpc__rpc_mb_is_lent(rpc, mb))
 		return -EBUSY;
@@ -545,9 +561,11 @@ URPC_API int urpc_msgbuf_register(struct urpc_rpc *rpc, void *addr, size_t len, 
 	struct urpc_gpu_view *g;
 	int ret;
 
+	if (unlikely(!rpc || !addr || !mb))
+		return -EINVAL;
 	if (unlikely(!urpc__rpc_is_owner(rpc)))
 		return -EPERM;
-	if (!addr || !mb || !len || len > URPC_MAX_MSG_SIZE || (flags & ~URPC_MEM_PEER_READS))
+	if (!len || len > URPC_MAX_MSG_SIZE || (flags & ~URPC_MEM_PEER_READS))
 		return -EINVAL;
 	if (urpc__cuda_load() == 0 && urpc__cuda_is_device_ptr(addr)) {
 		ret = gpu_view_new(rpc, addr, len, access, &g);
@@ -567,9 +585,11 @@ URPC_API int urpc_msgbuf_register(struct urpc_rpc *rpc, void *addr, size_t len, 
 
 URPC_API int urpc_msgbuf_unregister(struct urpc_rpc *rpc, struct urpc_msgbuf *mb)
 {
+	if (unlikely(!rpc || !mb))
+		return -EINVAL;
 	if (unlikely(!urpc__rpc_is_owner(rpc)))
 		return -EPERM;
-	if (!mb || !mb->buf || !urpc__mb_is_view(mb))
+	if (!mb->buf || !urpc__mb_is_view(mb))
 		return -EINVAL;
 	if (urpc__rpc_mb_is_lent(rpc, mb))
 		return -EBUSY;
@@ -579,6 +599,8 @@ URPC_API int urpc_msgbuf_unregister(struct urpc_rpc *rpc, struct urpc_msgbuf *mb
 
 URPC_API int urpc_mem_forget(struct urpc_rpc *rpc, void *addr, size_t len)
 {
+	if (unlikely(!rpc || !addr))
+		return -EINVAL;
 	if (unlikely(!urpc__rpc_is_owner(rpc)))
 		return -EPERM;
 	return urpc__regcache_invalidate(rpc->regcache, addr, len);
@@ -746,6 +768,8 @@ static unsigned loop_once(struct urpc_rpc *rpc)
 
 URPC_API int urpc_rpc_run_event_loop_once(struct urpc_rpc *rpc)
 {
+	if (unlikely(!rpc))
+		return -EINVAL;
 	if (unlikely(!urpc__rpc_is_owner(rpc) || rpc->in_cb))
 		return -EPERM;
 	loop_once(rpc);
@@ -872,6 +896,8 @@ URPC_API int urpc_rpc_run_event_loop(struct urpc_rpc *rpc, unsigned ms)
 {
 	uint64_t t, end, idle_from;
 
+	if (unlikely(!rpc))
+		return -EINVAL;
 	if (unlikely(!urpc__rpc_is_owner(rpc) || rpc->in_cb))
 		return -EPERM;
 	t = urpc__now_ns();

@@ -26,11 +26,13 @@
 extern "C" {
 #endif
 
-#define URPC_SESSION_SLOTS 8  /* requests in flight per session */
-#define URPC_SESSION_WAITQ 64 /* requests waiting for a slot per session */
-#define URPC_TX_BATCH 64      /* datagrams collected before one tx_burst */
-#define URPC_RX_BATCH 32      /* datagrams taken per rx_burst */
-#define URPC_OS_OPS 64	      /* one-sided operations of large messages in flight per Rpc */
+/* Requests in flight per session, and waiting for a slot: the public limits. */
+#define URPC_SESSION_SLOTS URPC_SESSION_MAX_INFLIGHT
+#define URPC_SESSION_WAITQ URPC_SESSION_MAX_WAITING
+
+#define URPC_TX_BATCH 64 /* datagrams collected before one tx_burst */
+#define URPC_RX_BATCH 32 /* datagrams taken per rx_burst */
+#define URPC_OS_OPS 64	 /* one-sided operations of large messages in flight per Rpc */
 static_assert(URPC_IS_POW2(URPC_SESSION_SLOTS), "slot count must be a power of two");
 static_assert(URPC_IS_POW2(URPC_SESSION_WAITQ), "wait queue size must be a power of two");
 

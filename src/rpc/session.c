@@ -316,10 +316,10 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 	struct sockaddr_in addr;
 	struct urpc_session *s;
 
+	if (!rpc || !host_port || !session_out)
+		return -EINVAL;
 	if (!urpc__rpc_is_owner(rpc))
 		return -EPERM;
-	if (!host_port || !session_out)
-		return -EINVAL;
 	if (urpc__parse_host_port(host_port, &addr)) {
 		URPC_ERR(rpc->id, "'%s' is not a host:port address", host_port);
 		return -EINVAL;
@@ -349,6 +349,8 @@ URPC_API int urpc_session_disconnect(struct urpc_rpc *rpc, int session)
 {
 	struct urpc_session *s;
 
+	if (!rpc)
+		return -EINVAL;
 	if (!urpc__rpc_is_owner(rpc))
 		return -EPERM;
 	s = urpc__rpc_session(rpc, session);
@@ -367,7 +369,7 @@ URPC_API bool urpc_session_is_connected(struct urpc_rpc *rpc, int session)
 {
 	struct urpc_session *s;
 
-	if (!urpc__rpc_is_owner(rpc))
+	if (!rpc || !urpc__rpc_is_owner(rpc))
 		return false;
 	s = urpc__rpc_session(rpc, session);
 	return s && s->state == URPC_SESS_CONNECTED;

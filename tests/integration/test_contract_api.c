@@ -3,7 +3,8 @@
  * The API contract under misuse (issue 13), through the public header: what
  * a response buffer can carry and what happens to one the engine cannot
  * send, buffers freed while lent or freed twice, the session numbers of
- * failed sessions, and the one-sided time-out option.
+ * failed sessions, NULL arguments to every public call, and the one-sided
+ * time-out option.
  *
  * Built once per transport (tests/CMakeLists.txt): API_KIND=URPC_TRANSPORT_LOOP
  * and API_NAME=contract_api_loop, ..._UDP and contract_api_udp. One Nexus, a
@@ -766,6 +767,120 @@ Test(API_NAME, disconnect_inside_reset_is_harmless)
 	reset_frees(true);
 }
 
+/* ---- item 7: NULL arguments ------------------------------------------------ */
+
+static void never_cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
+{
+	cr_assert_fail("a refused request's continuation ran");
+}
+
+static void null_handler(struct urpc_req_handle *h, void *arg)
+{
+	size_t len = 99;
+	uint8_t dst[8];
+
+	(void)arg;
+	cr_assert_null(urpc_req_data(NULL, &len));
+	cr_assert_eq(len, 0);
+	cr_assert_not_null(urpc_req_data(h, NULL));
+	cr_assert_eq(urpc_req_copy_data(NULL, dst, sizeof(dst)), -EINVAL);
+	cr_assert_eq(urpc_req_copy_data(h, NULL, sizeof(dst)), -EINVAL);
+	cr_assert_eq(urpc_req_type(NULL), 0);
+	cr_assert_null(urpc_req_rpc(NULL));
+	cr_assert_null(urpc_req_resp_msgbuf(NULL));
+	cr_assert_eq(urpc_resp_enqueue(NULL, urpc_req_resp_msgbuf(h)), -EINVAL);
+	cr_assert_eq(urpc_msgbuf_resize(urpc_req_resp_msgbuf(h), 0), 0);
+	cr_assert_eq(urpc_resp_enqueue(h, urpc_req_resp_msgbuf(h)), 0);
+}
+
+Test(API_NAME, null_arguments_are_refused)
+{
+	struct urpc_rpc_stats st;
+	struct urpc_msgbuf mb = {0}, mb2 = {0};
+	enum urpc_transport_kind k;
+	struct urpc_rpc *rpc = NULL;
+	struct creq c;
+	uint8_t mem[64];
+	int s = -1;
+
+	/* Library-wide calls. */
+	cr_assert_not_null(urpc_version());
+	cr_assert_not_null(urpc_strerror(-EINVAL));
+	cr_assert_not_null(urpc_log_level_str(URPC_LOG_DBG));
+	urpc_log_set_sink(NULL, NULL);
+	cr_assert_not_null(urpc_transport_str(URPC_TRANSPORT_UDP));
+	cr_assert_eq(urpc_transport_parse(NULL, &k), -EINVAL);
+	cr_assert_eq(urpc_transport_parse("udp", NULL), -EINVAL);
+	cr_assert_not_null(urpc_sm_event_str(URPC_SM_RESET));
+
+	/* Nexus. */
+	urpc_nexus_opts_init(NULL);
+	cr_assert_eq(urpc_nexus_create(NULL, NULL), -EINVAL);
+	cr_assert_eq(urpc_nexus_port(NULL), 0);
+	cr_assert_eq(urpc_nexus_register_handler(NULL, 5, null_handler, NULL), -EINVAL);
+	cr_assert_eq(urpc_nexus_destroy(NULL), -EINVAL);
+
+	nexus_up();
+	cr_assert_eq(urpc_nexus_register_handler(W.nx, 5, NULL, NULL), -EINVAL);
+	cr_assert_eq(urpc_nexus_register_handler(W.nx, 5, null_handler, NULL), 0);
+
+	/* Rpc. */
+	urpc_rpc_opts_init(NULL);
+	cr_assert_eq(urpc_rpc_create(NULL, 9, NULL, &rpc), -EINVAL);
+	cr_assert_eq(urpc_rpc_create(W.nx, 9, NULL, NULL), -EINVAL);
+	cr_assert_null(rpc);
+	cr_assert_eq(urpc_rpc_destroy(NULL), -EINVAL);
+	cr_assert_eq(urpc_rpc_run_event_loop(NULL, 1), -EINVAL);
+	cr_assert_eq(urpc_rpc_run_event_loop_once(NULL), -EINVAL);
+	cr_assert_eq(urpc_rpc_id(NULL), 0);
+	cr_assert_eq(urpc_rpc_max_msg_size(NULL), 0);
+	cr_assert_null(urpc_rpc_ctx(NULL));
+	cr_assert_eq(urpc_rpc_get_stats(NULL, &st), -EINVAL);
+	rpcs_up(NULL, NULL);
+	cr_assert_eq(urpc_rpc_get_stats(W.cli, NULL), -EINVAL);
+
+	/* Sessions. */
+	cr_assert_eq(urpc_session_connect(NULL, W.hp, SRV_ID, &s), -EINVAL);
+	cr_assert_eq(urpc_session_connect(W.cli, NULL, SRV_ID, &s), -EINVAL);
+	cr_assert_eq(urpc_session_connect(W.cli, W.hp, SRV_ID, NULL), -EINVAL);
+	cr_assert_eq(s, -1);
+	cr_assert_eq(stats(W.cli).sessions, 0);
+	cr_assert_eq(urpc_session_disconnect(NULL, 0), -EINVAL);
+	cr_assert_not(urpc_session_is_connected(NULL, 0));
+
+	/* Message buffers. */
+	cr_assert_eq(urpc_msgbuf_alloc(NULL, 8, &mb), -EINVAL);
+	cr_assert_eq(urpc_msgbuf_alloc(W.cli, 8, NULL), -EINVAL);
+	cr_assert_eq(urpc_msgbuf_resize(NULL, 0), -EINVAL);
+	cr_assert_eq(urpc_msgbuf_free(NULL, &mb), -EINVAL);
+	cr_assert_eq(urpc_msgbuf_free(W.cli, NULL), -EINVAL);
+	cr_assert_eq(urpc_msgbuf_register(NULL, mem, sizeof(mem), 0, &mb), -EINVAL);
+	cr_assert_eq(urpc_msgbuf_register(W.cli, NULL, sizeof(mem), 0, &mb), -EINVAL);
+	cr_assert_eq(urpc_msgbuf_register(W.cli, mem, sizeof(mem), 0, NULL), -EINVAL);
+	cr_assert_eq(urpc_msgbuf_unregister(NULL, &mb), -EINVAL);
+	cr_assert_eq(urpc_msgbuf_unregister(W.cli, NULL), -EINVAL);
+	cr_assert_eq(urpc_mem_forget(NULL, mem, sizeof(mem)), -EINVAL);
+	cr_assert_eq(urpc_mem_forget(W.cli, NULL, sizeof(mem)), -EINVAL);
+
+	/* Requests. */
+	W.sess = connect_wait();
+	creq_alloc(W.cli, &c, 8, 64);
+	cr_assert_eq(urpc_req_enqueue(NULL, W.sess, 5, &c.req, &c.resp, never_cont, &c, 0),
+		     -EINVAL);
+	cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, 5, NULL, &c.resp, never_cont, &c, 0), -EINVAL);
+	cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, 5, &c.req, NULL, never_cont, &c, 0), -EINVAL);
+	cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, 5, &c.req, &c.resp, NULL, &c, 0), -EINVAL);
+	mb2.data_size = 8; /* buf NULL */
+	cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, 5, &mb2, &c.resp, never_cont, &c, 0), -EINVAL);
+	/* The handle calls, from inside a handler (null_handler). */
+	cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, 5, &c.req, &c.resp, cont, &c, 0), 0);
+	cr_assert(wait_count(&c.runs, 1, 3000));
+	cr_assert_eq(c.status, 0);
+	creq_free(W.cli, &c);
+	session_not_leaked();
+	world_down();
+}
+
 /* ---- item 8: the one-sided time-out ----------------------------------------- */
 
 /*
@@ -863,7 +978,55 @@ Test(API_NAME, one_sided_timeout_derived_from_round_trips)
 	world_down();
 }
 
-/* ---- also seen: per-Rpc context ------------------------------------------ */
+/* ---- also seen: back-pressure, empty requests, per-Rpc context ---------- */
+
+/* A session carries URPC_SESSION_MAX_INFLIGHT + URPC_SESSION_MAX_WAITING requests. */
+Test(API_NAME, full_session_queue_is_backpressure)
+{
+	const unsigned n = URPC_SESSION_MAX_INFLIGHT + URPC_SESSION_MAX_WAITING;
+	struct creq *c = calloc(n + 1, sizeof(*c));
+	unsigned i;
+
+	cr_assert_not_null(c);
+	up_connected();
+	for (i = 0; i <= n; i++)
+		creq_alloc(W.cli, &c[i], 8, 64);
+	for (i = 0; i < n; i++)
+		cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, REQ_ECHO, &c[i].req, &c[i].resp, cont,
+					      &c[i], 0),
+			     0, "request %u", i);
+	cr_assert_eq(
+		urpc_req_enqueue(W.cli, W.sess, REQ_ECHO, &c[n].req, &c[n].resp, cont, &c[n], 0),
+		-ENOMEM);
+	for (i = 0; i < n; i++) {
+		cr_assert(wait_count(&c[i].runs, 1, 5000), "request %u", i);
+		cr_assert_eq(c[i].status, 0);
+	}
+	for (i = 0; i <= n; i++)
+		creq_free(W.cli, &c[i]);
+	free(c);
+	session_not_leaked();
+	world_down();
+}
+
+Test(API_NAME, empty_request_needs_no_resize)
+{
+	struct creq c;
+
+	up_connected();
+	memset(&c, 0, sizeof(c));
+	cr_assert_eq(urpc_msgbuf_alloc(W.cli, 0, &c.req), 0);
+	cr_assert_eq(c.req.data_size, 0);
+	cr_assert_geq(c.req.max_data_size, 1);
+	cr_assert_eq(urpc_msgbuf_alloc(W.cli, 64, &c.resp), 0);
+	cr_assert_eq(urpc_req_enqueue(W.cli, W.sess, REQ_ECHO, &c.req, &c.resp, cont, &c, 0), 0);
+	cr_assert(wait_count(&c.runs, 1, 3000));
+	cr_assert_eq(c.status, 0);
+	cr_assert_eq(c.resp.data_size, 0);
+	creq_free(W.cli, &c);
+	session_not_leaked();
+	world_down();
+}
 
 Test(API_NAME, handler_sees_its_rpc_context)
 {
