@@ -174,7 +174,7 @@ ctest_args=(--test-dir "$build" -j "$jobs" --output-on-failure)
 [ -n "$exclude" ] && ctest_args+=(-E "$exclude")
 
 header() {
-	echo "stress.sh: $(date '+%F %T'), commit $(git describe --always --dirty 2>/dev/null || echo '?')"
+	echo "stress.sh: $(date '+%F %T'), commit $(git describe --always --dirty 2>/dev/null || echo 'none (not a git checkout)')"
 	echo "  build $build, $runs runs, ctest -j $jobs, $hogs hogs on $(nproc) cores"
 	echo "  exclude: ${exclude:-(nothing)}; results in $results"
 	echo "  load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
