@@ -30,6 +30,8 @@
 
 #include <urpc/urpc.h>
 
+#include "thread_fail.h"
+
 #define T_ECHO 1
 #define MAX_THREADS 4
 #define WINDOW 4 /* requests in flight per session */
@@ -43,25 +45,7 @@
 #define WAIT_NS 120000000000ull	     /* a bound, not an expectation */
 #define MAX_REQS (PER_PEER + WINDOW) /* per session, the final window included */
 
-static pthread_mutex_t err_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned nerrors;
-static char first_err[256];
-static atomic_bool give_up;
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	pthread_mutex_lock(&err_lock);
-	if (nerrors++ == 0) {
-		va_start(ap, fmt);
-		vsnprintf(first_err, sizeof(first_err), fmt, ap);
-		va_end(ap);
-	}
-	pthread_mutex_unlock(&err_lock);
-}
+/* fail(), first_err, nerrors and give_up come from thread_fail.h. */
 
 static uint64_t now_ns(void)
 {

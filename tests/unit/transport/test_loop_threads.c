@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "thread_fail.h"
 #include "transport/transport.h"
 #include "util/seam.h"
 
@@ -42,25 +43,7 @@
 
 /* ---- failures seen on the threads ----------------------------------------- */
 
-static pthread_mutex_t err_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned nerrors;
-static char first_err[256];
-static atomic_bool give_up; /* a thread failed for good: the others stop too */
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	pthread_mutex_lock(&err_lock);
-	if (nerrors++ == 0) {
-		va_start(ap, fmt);
-		vsnprintf(first_err, sizeof(first_err), fmt, ap);
-		va_end(ap);
-	}
-	pthread_mutex_unlock(&err_lock);
-}
+/* fail(), first_err, nerrors and give_up come from thread_fail.h. */
 
 /* True once the test's time is up (counted as a failure) or another thread gave up. */
 static bool stop_now(uint64_t end, const char *what)
