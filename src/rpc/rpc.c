@@ -1,33 +1,32 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The Rpc object: creation and teardown, message buffers, the event loop and
- * the TX batch. Sessions live in session.c, the datapath in datapath.c.
+ * The top rung of the engine (docs/ENGINE.md): the Rpc object's creation,
+ * options and teardown, its statistics, and the hooks tests use. Owns
+ * struct urpc_rpc's setup fields (options, transport, pool, registration
+ * cache, SM queue, tables) and their release.
+ * May call: every file below (session.h, session_table.h, large.h,
+ * msgbuf.h, client.h for the bookkeeping check, tx.h), the Nexus, the
+ * transport's create/destroy, the pool and registration cache, the CUDA
+ * loader (placing the port near a GPU).
  */
-#define _GNU_SOURCE /* ppoll */
 #define URPC_LOG_MODULE "rpc"
 #include "rpc.h"
 
 #include <errno.h>
-#include <poll.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../mem/cuda.h"
 #include "../util/log.h"
-
-#define SCAN_INTERVAL_NS 1000000ull /* timers are looked at once a millisecond */
-#define SCAN_ALL 256u		    /* session timers: all of them while no more */
-#define SCAN_SLICES 16u		    /* ... else this many scans cover them all */
-/*
- * Longest idle sleep, whatever the timers say: a backstop, so that a timer
- * idle_wake_time() does not know about is late by a second at most.
- */
-#define IDLE_MAX_SLEEP_NS 1000000000ull
+#include "client.h"
+#include "large.h"
+#include "msgbuf.h"
+#include "session.h"
+#include "session_table.h"
+#include "tx.h"
 
 URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o)
 {
@@ -49,36 +48,6 @@ URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o)
 static uint64_t default_clock(void *arg)
 {
 	return urpc__now_ns();
-}
-
-/*
- * The derived one-sided timeout (opts.one_sided_timeout_ms 0): 16 RTOs of
- * the session-management round trip (RTO = srtt + 4 rttvar), within
- * [OS_TIMEOUT_MIN_NS, OS_TIMEOUT_MAX_NS]; OS_TIMEOUT_MIN_NS before the
- * first sample. A READ waits on the peer's event loop as a heartbeat does,
- * so a loaded peer that answers heartbeats late gets more time.
- */
-#define OS_TIMEOUT_MIN_NS 1000000000ull
-#define OS_TIMEOUT_MAX_NS 60000000000ull
-#define OS_TIMEOUT_RTOS 16
-
-void urpc__rpc_sm_rtt_sample(struct urpc_rpc *rpc, uint64_t rtt_ns)
-{
-	uint64_t rto, t, d;
-
-	if (!rpc->sm_srtt_ns) {
-		rpc->sm_srtt_ns = rtt_ns;
-		rpc->sm_rttvar_ns = rtt_ns / 2;
-	} else {
-		d = rtt_ns > rpc->sm_srtt_ns ? rtt_ns - rpc->sm_srtt_ns : rpc->sm_srtt_ns - rtt_ns;
-		rpc->sm_rttvar_ns = rpc->sm_rttvar_ns - rpc->sm_rttvar_ns / 4 + d / 4;
-		rpc->sm_srtt_ns = rpc->sm_srtt_ns - rpc->sm_srtt_ns / 8 + rtt_ns / 8;
-	}
-	if (rpc->o.one_sided_timeout_ms)
-		return;
-	rto = rpc->sm_srtt_ns + 4 * rpc->sm_rttvar_ns;
-	t = rto > OS_TIMEOUT_MAX_NS / OS_TIMEOUT_RTOS ? OS_TIMEOUT_MAX_NS : rto * OS_TIMEOUT_RTOS;
-	rpc->tp->one_sided_timeout_ns = URPC_MAX(t, OS_TIMEOUT_MIN_NS);
 }
 
 static int check_opts(const struct urpc_rpc_opts *o)
@@ -164,8 +133,8 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	}
 	cfg.numa_node = o->numa_node;
 	cfg.id = rpc_id;
-	cfg.one_sided_timeout_ms =
-		o->one_sided_timeout_ms ? o->one_sided_timeout_ms : OS_TIMEOUT_MIN_NS / 1000000;
+	cfg.one_sided_timeout_ms = o->one_sided_timeout_ms ? o->one_sided_timeout_ms
+							   : URPC_OS_TIMEOUT_MIN_NS / 1000000;
 	ret = urpc__tp_create(&cfg, &rpc->tp);
 	if (ret)
 		goto out_free;
@@ -174,7 +143,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 		goto out_tp;
 	}
 	rpc->max_msg = rpc->tp->mtu - (uint32_t)sizeof(struct urpc_pkthdr);
-	/* The Rpc's to keep (and to derive, urpc__rpc_sm_rtt_sample()): every transport. */
+	/* The Rpc's to keep (and to derive, urpc__session_rtt_sample()): every transport. */
 	rpc->tp->one_sided_timeout_ns = (uint64_t)cfg.one_sided_timeout_ms * 1000000;
 	for (i = 0; i < URPC_OS_OPS; i++)
 		rpc->os[i].next_free = (uint16_t)(i + 1 < URPC_OS_OPS ? i + 1 : URPC_OS_NIL);
@@ -243,71 +212,10 @@ out_free:
 	return ret;
 }
 
-/* Buffers of the application lent to pending client requests: views in *views. */
-static size_t lent_bufs(const struct urpc_rpc *rpc, size_t *views)
-{
-	size_t n = 0;
-	uint32_t i, j;
-
-	*views = 0;
-	for (i = 0; i < rpc->hi_session; i++) {
-		const struct urpc_session *s = rpc->sessions[i];
-
-		if (!s || s->role != URPC_ROLE_CLIENT)
-			continue;
-		for (j = 0; j < URPC_SESSION_SLOTS + URPC_SESSION_WAITQ; j++) {
-			const struct urpc_msgbuf *req, *resp;
-
-			if (j < URPC_SESSION_SLOTS) {
-				if (!s->slots[j].busy)
-					continue;
-				req = s->slots[j].req;
-				resp = s->slots[j].resp;
-			} else {
-				uint32_t k = s->wq_head + (j - URPC_SESSION_SLOTS);
-
-				if (k - s->wq_head >= s->wq_tail - s->wq_head)
-					continue;
-				req = s->waitq[k % URPC_SESSION_WAITQ].req;
-				resp = s->waitq[k % URPC_SESSION_WAITQ].resp;
-			}
-			if (urpc__mb_is_view(req))
-				++*views;
-			else
-				n++;
-			if (resp == req)
-				continue;
-			if (urpc__mb_is_view(resp))
-				++*views;
-			else
-				n++;
-		}
-	}
-	return n;
-}
-
-/* Views the library holds as large stored responses of server slots. */
-static size_t server_views(const struct urpc_rpc *rpc)
-{
-	size_t n = 0;
-	uint32_t i, j;
-
-	for (i = 0; i < rpc->hi_session; i++) {
-		const struct urpc_session *s = rpc->sessions[i];
-
-		if (!s || s->role != URPC_ROLE_SERVER)
-			continue;
-		for (j = 0; j < URPC_SESSION_SLOTS; j++)
-			n += s->slots[j].large_resp.buf &&
-			     urpc__mb_is_view(&s->slots[j].large_resp);
-	}
-	return n;
-}
-
 URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 {
 	struct urpc_pool_stats ps;
-	size_t owned, views;
+	size_t held, held_views;
 	uint32_t i;
 	int ret;
 
@@ -322,16 +230,15 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 	 * pending requests come back through their continuations below.
 	 */
 	urpc__pool_get_stats(rpc->pool, &ps);
-	owned = ps.bufs_out - rpc->internal_bufs - lent_bufs(rpc, &views) - rpc->os_lent;
-	if (owned) {
+	urpc__mb_held(rpc, &held, &held_views);
+	if (ps.bufs_out > held) {
 		URPC_ERR(rpc->id, "%zu message buffers are still allocated: free them first",
-			 owned);
+			 ps.bufs_out - held);
 		return -EBUSY;
 	}
-	views = rpc->views - views - rpc->os_lent_views - server_views(rpc);
-	if (views) {
+	if (rpc->views > held_views) {
 		URPC_ERR(rpc->id, "%zu registered views are still held: unregister them first",
-			 views);
+			 rpc->views - held_views);
 		return -EBUSY;
 	}
 
@@ -345,10 +252,10 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 	/* Continuations may have allocated; they may not have destroyed us (in_cb). */
 	for (i = 0; i < rpc->hi_session; i++)
 		if (rpc->sessions[i])
-			urpc__session_free(rpc, rpc->sessions[i]);
+			urpc__sess_free(rpc, rpc->sessions[i]);
 	/* Their peers released, the transport completes what they had in flight. */
-	urpc__dp_drain_os(rpc);
-	urpc__rpc_tx_flush(rpc);
+	urpc__os_drain(rpc);
+	urpc__tx_flush(rpc);
 	rpc->tp->ops->tx_flush(rpc->tp);
 
 	urpc__nexus_detach_rpc(rpc->nx, rpc->id);
@@ -400,526 +307,6 @@ URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
 	if (!urpc__rpc_is_owner(rpc))
 		return -EPERM;
 	*st = rpc->st;
-	return 0;
-}
-
-/* ---- message buffers ---- */
-
-URPC_API int urpc_msgbuf_alloc(struct urpc_rpc *rpc, size_t size, struct urpc_msgbuf *mb)
-{
-	int ret;
-
-	if (unlikely(!rpc || !mb))
-		return -EINVAL;
-	if (unlikely(!urpc__rpc_is_owner(rpc)))
-		return -EPERM;
-	if (likely(size))
-		return urpc__pool_alloc(rpc->pool, size, mb);
-	/* An empty message: the smallest buffer, holding nothing yet. */
-	ret = urpc__pool_alloc(rpc->pool, 1, mb);
-	if (!ret)
-		mb->data_size = 0;
-	return ret;
-}
-
-URPC_API int urpc_msgbuf_resize(struct urpc_msgbuf *mb, size_t size)
-{
-	if (unlikely(!mb))
-		return -EINVAL;
-	return urpc__pool_resize(mb, size);
-}
-
-/* Do @a (the engine's pointer, may be NULL) and @b describe the same buffer? */
-static inline bool mb_same(const struct urpc_msgbuf *a, const struct urpc_msgbuf *b)
-{
-	return a && (a == b || a->buf == b->buf);
-}
-
-bool urpc__rpc_mb_is_lent(const struct urpc_rpc *rpc, const struct urpc_msgbuf *mb)
-{
-	const struct urpc_session *s;
-	uint32_t i;
-
-	if (mb->priv_sess == URPC_MB_SESS_LIBRARY)
-		return true;
-	/* The session it was last lent to (a number beyond the table names none). */
-	s = mb->priv_sess < rpc->hi_session ? rpc->sessions[mb->priv_sess] : NULL;
-	if (s && s->role == URPC_ROLE_CLIENT) {
-		for (i = 0; i < URPC_SESSION_SLOTS; i++) {
-			const struct urpc_sslot *sl = &s->slots[i];
-
-			if (sl->busy && (mb_same(sl->req, mb) || mb_same(sl->resp, mb)))
-				return true;
-		}
-		for (i = s->wq_head; i != s->wq_tail; i++) {
-			const struct urpc_waiting_req *w = &s->waitq[i % URPC_SESSION_WAITQ];
-
-			if (mb_same(w->req, mb) || mb_same(w->resp, mb))
-				return true;
-		}
-	}
-	/* Continuations of failed sessions still waiting for their READ. */
-	if (rpc->os_lent || rpc->os_lent_views) {
-		for (i = 0; i < URPC_OS_OPS; i++) {
-			const struct urpc_os_op *op = &rpc->os[i];
-
-			if (op->busy && op->orphan && op->kind == URPC_OS_CLI_RESP &&
-			    (mb_same(op->req, mb) || mb_same(op->resp, mb)))
-				return true;
-		}
-	}
-	return false;
-}
-
-URPC_API int urpc_msgbuf_free(struct urpc_rpc *rpc, struct urpc_msgbuf *mb)
-{
-	if (unlikely(!rpc || !mb))
-		return -EINVAL;
-	if (unlikely(!urpc__rpc_is_owner(rpc)))
-		return -EPERM;
-	if (!mb->buf || urpc__mb_is_view(mb))
-		return -EINVAL;
-	if (urpc__rpc_mb_is_lent(rpc, mb))
-		return -EBUSY;
-	/* A double free or a stale copy: refused, the pool untouched. */
-	return urpc__pool_free(rpc->pool, mb);
-}
-
-static void gpu_view_free(struct urpc_rpc *rpc, struct urpc_gpu_view *g)
-{
-	rpc->tp->ops->dereg_mem(rpc->tp, &g->mr);
-	urpc__cuda_host_free(g->host);
-	free(g);
-}
-
-/*
- * A view of device memory: dma-buf where the transport and the driver can
- * (the NIC moves the bytes to and from the GPU), else a pinned staging copy
- * (logged once). Not the datapath.
- */
-static int gpu_view_new(struct urpc_rpc *rpc, void *dev, size_t len, unsigned access,
-			struct urpc_gpu_view **out)
-{
-	static atomic_flag logged = ATOMIC_FLAG_INIT;
-	struct urpc_gpu_view *g = calloc(1, sizeof(*g));
-	uint64_t off;
-	int fd, ret = -ENOTSUP;
-
-	if (!g)
-		return -ENOMEM;
-	g->dev = dev;
-	g->len = len;
-	if (rpc->tp->ops->reg_dmabuf) {
-		ret = urpc__cuda_dmabuf_fd(dev, len, &fd, &off);
-		if (!ret) {
-			ret = rpc->tp->ops->reg_dmabuf(rpc->tp, fd, off, len,
-						       (uint64_t)(uintptr_t)dev, access, &g->mr);
-			close(fd);
-			if (ret && !atomic_flag_test_and_set(&logged))
-				URPC_WARN(rpc->id,
-					  "registering GPU memory through dma-buf failed (%s): "
-					  "staging through pinned host memory",
-					  urpc_strerror(ret));
-		}
-	}
-	if (ret) {
-		/* Staging: the transport sees a pinned host copy. */
-		ret = urpc__cuda_host_alloc(len, &g->host);
-		if (!ret) {
-			ret = rpc->tp->ops->reg_mem(rpc->tp, g->host, len, access, &g->mr);
-			if (ret)
-				urpc__cuda_host_free(g->host);
-		}
-	}
-	if (ret) {
-		free(g);
-		return ret;
-	}
-	*out = g;
-	return 0;
-}
-
-/* Describe a view in @mb; @tagged is its backing with its URPC_MB_* bit. */
-static void view_fill(struct urpc_rpc *rpc, struct urpc_msgbuf *mb, void *addr, size_t len,
-		      uintptr_t tagged, uint32_t lkey, uint32_t rkey)
-{
-	memset(mb, 0, sizeof(*mb));
-	mb->buf = addr;
-	mb->data_size = len;
-	mb->max_data_size = len;
-	mb->priv_class = (void *)tagged;
-	mb->priv_lkey = lkey;
-	mb->priv_rkey = rkey;
-	rpc->views++;
-}
-
-URPC_API int urpc_msgbuf_register(struct urpc_rpc *rpc, void *addr, size_t len, unsigned flags,
-				  struct urpc_msgbuf *mb)
-{
-	unsigned access = (flags & URPC_MEM_PEER_READS) ? URPC_TP_ACCESS_REMOTE_READ : 0;
-	struct urpc_regcache_ent *ent;
-	struct urpc_gpu_view *g;
-	int ret;
-
-	if (unlikely(!rpc || !addr || !mb))
-		return -EINVAL;
-	if (unlikely(!urpc__rpc_is_owner(rpc)))
-		return -EPERM;
-	if (!len || len > URPC_MAX_MSG_SIZE || (flags & ~URPC_MEM_PEER_READS))
-		return -EINVAL;
-	if (urpc__cuda_load() == 0 && urpc__cuda_is_device_ptr(addr)) {
-		ret = gpu_view_new(rpc, addr, len, access, &g);
-		if (ret)
-			return ret;
-		view_fill(rpc, mb, addr, len, (uintptr_t)g | URPC_MB_GPU_VIEW, g->mr.lkey,
-			  g->mr.rkey);
-		return 0;
-	}
-	ret = urpc__regcache_get(rpc->regcache, addr, len, access, &ent);
-	if (ret)
-		return ret;
-	view_fill(rpc, mb, addr, len, (uintptr_t)ent | URPC_MB_HOST_VIEW, ent->reg.lkey,
-		  ent->reg.rkey);
-	return 0;
-}
-
-URPC_API int urpc_msgbuf_unregister(struct urpc_rpc *rpc, struct urpc_msgbuf *mb)
-{
-	if (unlikely(!rpc || !mb))
-		return -EINVAL;
-	if (unlikely(!urpc__rpc_is_owner(rpc)))
-		return -EPERM;
-	if (!mb->buf || !urpc__mb_is_view(mb))
-		return -EINVAL;
-	if (urpc__rpc_mb_is_lent(rpc, mb))
-		return -EBUSY;
-	urpc__rpc_buf_release(rpc, mb);
-	return 0;
-}
-
-URPC_API int urpc_mem_forget(struct urpc_rpc *rpc, void *addr, size_t len)
-{
-	if (unlikely(!rpc || !addr))
-		return -EINVAL;
-	if (unlikely(!urpc__rpc_is_owner(rpc)))
-		return -EPERM;
-	return urpc__regcache_invalidate(rpc->regcache, addr, len);
-}
-
-void urpc__rpc_buf_release(struct urpc_rpc *rpc, struct urpc_msgbuf *mb)
-{
-	if (urpc__mb_gpu(mb)) {
-		gpu_view_free(rpc, urpc__mb_gpu(mb));
-		memset(mb, 0, sizeof(*mb));
-		rpc->views--;
-	} else if (urpc__mb_is_view(mb)) {
-		urpc__regcache_put(rpc->regcache, urpc__mb_view_ent(mb));
-		memset(mb, 0, sizeof(*mb));
-		rpc->views--;
-	} else {
-		urpc__pool_free(rpc->pool, mb);
-		rpc->internal_bufs--;
-	}
-}
-
-/* ---- TX batch ---- */
-
-void urpc__rpc_tx_flush(struct urpc_rpc *rpc)
-{
-	unsigned done = 0;
-	int n = 0;
-
-	while (done < rpc->ntx) {
-		n = rpc->tp->ops->tx_burst(rpc->tp, rpc->tx + done, rpc->ntx - done);
-		if (unlikely(n <= 0)) {
-			if (n < 0)
-				URPC_ERR_RATELIMIT(rpc->id, "tx_burst failed: %s",
-						   urpc_strerror(n));
-			break;
-		}
-		done += (unsigned)n;
-	}
-	rpc->st.pkts_tx += done;
-	if (unlikely(done < rpc->ntx && done > 0))
-		memmove(rpc->tx, rpc->tx + done, (rpc->ntx - done) * sizeof(rpc->tx[0]));
-	/*
-	 * Datagrams the transport did not take (back-pressure) stay queued for
-	 * the next pass; an error drops them like a lossy wire would, and the
-	 * client's retransmission recovers.
-	 */
-	rpc->ntx = (n < 0) ? 0 : rpc->ntx - done;
-	if (likely(!rpc->ntx))
-		rpc->tx_epoch++;
-}
-
-void urpc__rpc_tx_forget(struct urpc_rpc *rpc, const void *hdr, const struct urpc_tp_peer *peer)
-{
-	unsigned i, n = 0;
-
-	for (i = 0; i < rpc->ntx; i++) {
-		const struct urpc_tp_tx *t = &rpc->tx[i];
-
-		if (hdr ? t->hdr == hdr : t->peer == peer)
-			continue;
-		rpc->tx[n++] = *t;
-	}
-	rpc->ntx = n;
-	if (!n)
-		rpc->tx_epoch++;
-}
-
-/* ---- the event loop ---- */
-
-static void scan_timers(struct urpc_rpc *rpc)
-{
-	uint32_t w, nw = (rpc->hi_session + 63) / 64, k, n;
-
-	/*
-	 * Requests in flight (retransmission, deadlines): every scan, but only
-	 * on the client sessions that have some (busy_map), so an Rpc with
-	 * thousands of idle sessions does not walk them all each millisecond.
-	 */
-	for (w = 0; w < nw; w++) {
-		uint64_t bits = rpc->busy_map[w];
-
-		while (bits) {
-			uint32_t num = w * 64 + (uint32_t)__builtin_ctzll(bits);
-			struct urpc_session *s = rpc->sessions[num];
-
-			bits &= bits - 1;
-			if (s && s->role == URPC_ROLE_CLIENT &&
-			    (s->state == URPC_SESS_CONNECTED || s->state == URPC_SESS_CONNECTING))
-				urpc__dp_timers(rpc, s);
-			s = rpc->sessions[num]; /* callbacks may have freed it */
-			if (!s || !urpc__dp_session_busy(s))
-				rpc->busy_map[w] &= ~(1ull << (num & 63));
-		}
-	}
-	/*
-	 * Session management (heartbeats, peer time-outs, connect and
-	 * disconnect retries): every session each scan while there are few;
-	 * beyond SCAN_ALL a slice, so each is seen every SCAN_SLICES scans
-	 * (16 ms), far below any heartbeat interval worth having.
-	 */
-	n = rpc->hi_session;
-	if (n > SCAN_ALL)
-		n = URPC_MAX(SCAN_ALL, (n + SCAN_SLICES - 1) / SCAN_SLICES);
-	for (k = 0; k < n && rpc->hi_session; k++) {
-		struct urpc_session *s;
-
-		if (rpc->scan_cursor >= rpc->hi_session)
-			rpc->scan_cursor = 0;
-		s = rpc->sessions[rpc->scan_cursor++];
-		if (s)
-			urpc__session_timers(rpc, s);
-	}
-}
-
-/*
- * One pass. Returns how much it did (SM packets, datagrams received, pending
- * events raised, a TX batch sent): 0 means an idle pass. Owner thread only.
- */
-static unsigned loop_once(struct urpc_rpc *rpc)
-{
-	struct urpc_tp_rx rx[URPC_RX_BATCH];
-	struct urpc_sm_pkt pkt;
-	unsigned work = 0;
-	int n, i;
-
-	rpc->now = rpc->clock(rpc->clock_arg);
-	rpc->in_loop = true;
-
-	while (urpc__sm_queue_pop(rpc->smq, &pkt)) {
-		rpc->st.sm_pkts_rx++;
-		work++;
-		urpc__session_handle_sm(rpc, &pkt);
-	}
-
-	n = rpc->tp->ops->rx_burst(rpc->tp, rx, URPC_RX_BATCH);
-	if (n > 0) {
-		rpc->st.pkts_rx += (uint64_t)n;
-		work += (unsigned)n;
-		for (i = 0; i < n; i++)
-			urpc__dp_rx(rpc, rx[i].buf, rx[i].len);
-		rpc->tp->ops->rx_release(rpc->tp, rx, (unsigned)n);
-	}
-	if (unlikely(rpc->tp->ctl_pending))
-		urpc__session_tp_ctl(rpc);
-	if (unlikely(rpc->os_busy)) {
-		work++; /* polling is the work: never sleep with operations in flight */
-		urpc__dp_poll_os(rpc);
-	}
-
-	if (unlikely(rpc->now >= rpc->next_scan_ns)) {
-		rpc->next_scan_ns = rpc->now + SCAN_INTERVAL_NS;
-		scan_timers(rpc);
-	}
-	if (unlikely(rpc->have_pending)) {
-		work++;
-		urpc__session_run_pending(rpc);
-	}
-	if (rpc->ntx) {
-		work++;
-		urpc__rpc_tx_flush(rpc);
-	}
-	rpc->in_loop = false;
-	return work;
-}
-
-URPC_API int urpc_rpc_run_event_loop_once(struct urpc_rpc *rpc)
-{
-	if (unlikely(!rpc))
-		return -EINVAL;
-	if (unlikely(!urpc__rpc_is_owner(rpc) || rpc->in_cb))
-		return -EPERM;
-	loop_once(rpc);
-	return 0;
-}
-
-/* ---- idle waiting ---- */
-
-/*
- * May the Rpc sleep, and until when? False while something needs polling
- * rather than a timer: a client request in a slot or waiting for one (its
- * response, retransmission and deadline), a server slot whose handler has
- * not answered yet (a deferred response comes from this thread), an SM
- * event to raise, datagrams the transport has not taken. Otherwise true,
- * with *wake_ns (Rpc clock) the earliest timer urpc__session_timers() has:
- * SM retries and deadlines, pings, peer timeouts; never before the next
- * timer scan, which is when a due timer is acted on. With no session it is
- * UINT64_MAX: only traffic or the caller's end wakes the Rpc.
- * Must stay in step with urpc__session_timers() and urpc__dp_timers().
- * Cold path: runs only once the loop has been idle for idle_ns.
- * Owner thread only.
- */
-static bool idle_wake_time(const struct urpc_rpc *rpc, uint64_t *wake_ns)
-{
-	const uint32_t all_free = (1u << URPC_SESSION_SLOTS) - 1;
-	uint64_t t = UINT64_MAX;
-	uint32_t i;
-
-	if (rpc->have_pending || rpc->ntx || rpc->os_busy)
-		return false;
-	for (i = 0; i < rpc->hi_session; i++) {
-		const struct urpc_session *s = rpc->sessions[i];
-
-		if (!s)
-			continue;
-		if (s->role == URPC_ROLE_SERVER) {
-			if (s->deferred)
-				return false;
-			if (s->state == URPC_SESS_CONNECTED)
-				t = URPC_MIN(t, s->last_heard_ns + rpc->peer_timeout_ns + 1);
-			continue;
-		}
-		if (s->free_mask != all_free || s->wq_head != s->wq_tail)
-			return false;
-		switch (s->state) {
-		case URPC_SESS_CONNECTING:
-		case URPC_SESS_DISCONNECTING:
-			t = URPC_MIN(t, URPC_MIN(s->sm_deadline_ns, s->sm_next_retry_ns));
-			break;
-		case URPC_SESS_CONNECTED:
-			t = URPC_MIN(t, s->next_ping_ns);
-			t = URPC_MIN(t, s->last_heard_ns + rpc->peer_timeout_ns + 1);
-			break;
-		case URPC_SESS_DISCONNECTED:
-		case URPC_SESS_RESET:
-			break;
-		}
-	}
-	*wake_ns = URPC_MAX(t, rpc->next_scan_ns);
-	return true;
-}
-
-/*
- * Sleep until a datagram or completion, an SM packet, the next timer or
- * @end_ns (urpc__now_ns() time), whichever comes first; or return at once
- * when there is work after all. run_event_loop() calls it after idle_ns
- * without work. Owner thread only, never inside a callback.
- *
- * Order matters twice. The sleep is announced on the SM queue before the
- * last look at it (urpc__sm_queue_sleep_begin(), ordering explained in
- * sm.c), and the transport is armed before the last look at it (work that
- * came before wait_arm() wakes nothing): the extra pass after both sees
- * anything that arrived earlier, and anything later makes a descriptor
- * readable.
- */
-static void idle_wait(struct urpc_rpc *rpc, uint64_t end_ns)
-{
-	struct pollfd pfd[2];
-	struct timespec ts;
-	uint64_t wake, sleep_ns, t;
-	bool signalled = false;
-	int fd, ret;
-
-	if (!idle_wake_time(rpc, &wake))
-		return;
-	urpc__sm_queue_sleep_begin(rpc->smq);
-	fd = rpc->tp->ops->wait_arm(rpc->tp);
-	if (fd < 0) {
-		/* -EBUSY: the transport has work of its own that needs polling. */
-		if (fd != -EBUSY)
-			URPC_WARN_RATELIMIT(rpc->id, "wait_arm failed, busy-polling: %s",
-					    urpc_strerror(fd));
-		goto out_end;
-	}
-	/* The last look; its clock read (rpc->now) also times the sleep. */
-	if (loop_once(rpc) || !idle_wake_time(rpc, &wake))
-		goto out_end;
-	sleep_ns = wake > rpc->now ? wake - rpc->now : 0;
-	t = urpc__now_ns();
-	sleep_ns = URPC_MIN(sleep_ns, end_ns > t ? end_ns - t : 0);
-	sleep_ns = URPC_MIN(sleep_ns, IDLE_MAX_SLEEP_NS);
-	if (!sleep_ns)
-		goto out_end;
-
-	pfd[0] = (struct pollfd){.fd = fd, .events = POLLIN};
-	pfd[1] = (struct pollfd){.fd = rpc->wake_fd, .events = POLLIN};
-	ts.tv_sec = (time_t)(sleep_ns / 1000000000u);
-	ts.tv_nsec = (long)(sleep_ns % 1000000000u);
-	rpc->st.idle_sleeps++;
-	ret = ppoll(pfd, URPC_ARRAY_SIZE(pfd), &ts, NULL);
-	if (ret > 0) {
-		signalled = pfd[1].revents != 0;
-		rpc->st.idle_wakeups++;
-		rpc->st.idle_sm_wakeups += signalled;
-	} else if (ret < 0 && errno != EINTR) {
-		URPC_WARN_RATELIMIT(rpc->id, "ppoll: %s", urpc_strerror(-errno));
-	}
-	rpc->tp->ops->wait_ack(rpc->tp);
-out_end:
-	urpc__sm_queue_sleep_end(rpc->smq, signalled);
-}
-
-URPC_API int urpc_rpc_run_event_loop(struct urpc_rpc *rpc, unsigned ms)
-{
-	uint64_t t, end, idle_from;
-
-	if (unlikely(!rpc))
-		return -EINVAL;
-	if (unlikely(!urpc__rpc_is_owner(rpc) || rpc->in_cb))
-		return -EPERM;
-	t = urpc__now_ns();
-	end = t + (uint64_t)ms * 1000000;
-	idle_from = t;
-	do {
-		unsigned work = loop_once(rpc);
-
-		t = urpc__now_ns();
-		if (work) {
-			idle_from = t;
-		} else if (unlikely(rpc->idle_ns && t - idle_from >= rpc->idle_ns && t < end)) {
-			/*
-			 * Idle long enough: sleep. Whether it slept or found
-			 * the Rpc busy, spin another idle_ns before the next
-			 * try, so a busy Rpc scans its sessions rarely.
-			 */
-			idle_wait(rpc, end);
-			t = urpc__now_ns();
-			idle_from = t;
-		}
-	} while (t < end);
 	return 0;
 }
 
@@ -1005,8 +392,7 @@ int urpc__rpc_check(const struct urpc_rpc *rpc, uint64_t *pending_conts, char *w
 		}
 		if (s->role == URPC_ROLE_CLIENT) {
 			owed += busy + (s->wq_tail - s->wq_head);
-			if (urpc__dp_session_busy(s) &&
-			    !(rpc->busy_map[i >> 6] & (1ull << (i & 63)))) {
+			if (urpc__cli_busy(s) && !(rpc->busy_map[i >> 6] & (1ull << (i & 63)))) {
 				snprintf(why, n, "client session %u has requests but no busy bit",
 					 i);
 				return -EFAULT;

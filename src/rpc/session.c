@@ -1,92 +1,53 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Sessions: the public urpc_session_* calls, session-management packets and
- * the state machine. session_transition() is the only place that changes a
- * session's state, fails its requests and raises sm_handler events.
+ * Sessions (session.h): the public urpc_session_* calls, session-management
+ * packets and their timers, and the session state machine. Owns a
+ * session's state (written by urpc__session_transition() alone), its SM
+ * fields (sequence, retries, deadlines, liveness) and the smoothed SM
+ * round trip.
+ * May call: client.h (fail or start a client session's requests),
+ * large.h (is a session still reading?), session_table.h, tx.h, the
+ * Nexus's SM socket, the transport's resolve_peer/get_endpoint/ctl ops.
  */
 #define URPC_LOG_MODULE "session"
+#include "session.h"
+
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "../util/log.h"
-#include "rpc.h"
+#include "client.h"
+#include "large.h"
+#include "session_table.h"
+#include "tx.h"
 
-const char *urpc__session_state_str(enum urpc_session_state s)
+/*
+ * The derived one-sided timeout (opts.one_sided_timeout_ms 0): 16 RTOs of
+ * the session-management round trip (RTO = srtt + 4 rttvar), within
+ * [URPC_OS_TIMEOUT_MIN_NS, OS_TIMEOUT_MAX_NS]; the minimum before the
+ * first sample. A READ waits on the peer's event loop as a heartbeat does,
+ * so a loaded peer that answers heartbeats late gets more time.
+ */
+#define OS_TIMEOUT_MAX_NS 60000000000ull
+#define OS_TIMEOUT_RTOS 16
+
+void urpc__session_rtt_sample(struct urpc_rpc *rpc, uint64_t rtt_ns)
 {
-	switch (s) {
-	case URPC_SESS_CONNECTING:
-		return "connecting";
-	case URPC_SESS_CONNECTED:
-		return "connected";
-	case URPC_SESS_DISCONNECTING:
-		return "disconnecting";
-	case URPC_SESS_DISCONNECTED:
-		return "disconnected";
-	case URPC_SESS_RESET:
-		return "reset";
-	}
-	return "?";
-}
+	uint64_t rto, t, d;
 
-/* Allocate a session and give it the lowest free number. Not the datapath. */
-static struct urpc_session *session_alloc(struct urpc_rpc *rpc, enum urpc_session_role role)
-{
-	struct urpc_session *s;
-	uint32_t i, num;
-
-	for (num = 0; num < rpc->max_sessions; num++)
-		if (!rpc->sessions[num])
-			break;
-	if (num == rpc->max_sessions)
-		return NULL;
-	s = calloc(1, sizeof(*s));
-	if (!s)
-		return NULL;
-	s->role = role;
-	s->local_num = num;
-	s->credits = URPC_SESSION_SLOTS;
-	s->free_mask = (1u << URPC_SESSION_SLOTS) - 1;
-	s->rx_word = URPC_PKT_WORD(role == URPC_ROLE_CLIENT ? URPC_PKT_RESP : URPC_PKT_REQ);
-	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
-		s->slots[i].cur_req_num = i;
-		s->slots[i].idx = i;
+	if (!rpc->sm_srtt_ns) {
+		rpc->sm_srtt_ns = rtt_ns;
+		rpc->sm_rttvar_ns = rtt_ns / 2;
+	} else {
+		d = rtt_ns > rpc->sm_srtt_ns ? rtt_ns - rpc->sm_srtt_ns : rpc->sm_srtt_ns - rtt_ns;
+		rpc->sm_rttvar_ns = rpc->sm_rttvar_ns - rpc->sm_rttvar_ns / 4 + d / 4;
+		rpc->sm_srtt_ns = rpc->sm_srtt_ns - rpc->sm_srtt_ns / 8 + rtt_ns / 8;
 	}
-	rpc->sessions[num] = s;
-	if (num >= rpc->hi_session)
-		rpc->hi_session = num + 1;
-	rpc->st.sessions++;
-	return s;
-}
-
-void urpc__session_free(struct urpc_rpc *rpc, struct urpc_session *s)
-{
-	uint32_t i;
-
-	/* Before the peer goes: the transport then completes what used it. */
-	urpc__dp_session_gone(rpc, s);
-	if (s->peer) {
-		/*
-		 * Datagrams to this peer (stored responses among them) may still
-		 * sit in the TX batch: send them, and forget what the transport
-		 * did not take, before the peer and the buffers go.
-		 */
-		urpc__rpc_tx_flush(rpc);
-		urpc__rpc_tx_forget(rpc, NULL, s->peer);
-		rpc->tp->ops->tx_flush(rpc->tp);
-		rpc->tp->ops->release_peer(rpc->tp, s->peer);
-	}
-	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
-		if (s->slots[i].resp_mb.buf) {
-			(void)urpc__pool_free(rpc->pool, &s->slots[i].resp_mb);
-			rpc->internal_bufs--;
-		}
-	}
-	rpc->sessions[s->local_num] = NULL;
-	while (rpc->hi_session && !rpc->sessions[rpc->hi_session - 1])
-		rpc->hi_session--;
-	rpc->st.sessions--;
-	free(s);
+	if (rpc->o.one_sided_timeout_ms)
+		return;
+	rto = rpc->sm_srtt_ns + 4 * rpc->sm_rttvar_ns;
+	t = rto > OS_TIMEOUT_MAX_NS / OS_TIMEOUT_RTOS ? OS_TIMEOUT_MAX_NS : rto * OS_TIMEOUT_RTOS;
+	rpc->tp->one_sided_timeout_ns = URPC_MAX(t, URPC_OS_TIMEOUT_MIN_NS);
 }
 
 static void sm_send(struct urpc_rpc *rpc, const struct sockaddr_in *to, struct urpc_sm_pkt *p)
@@ -178,7 +139,7 @@ static void defer_event(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_
 static void client_failed_free(struct urpc_rpc *rpc, struct urpc_session *s, uint32_t num)
 {
 	if (urpc__rpc_session(rpc, (int)num) == s)
-		urpc__session_free(rpc, s);
+		urpc__sess_free(rpc, s);
 }
 
 static void server_drop(struct urpc_rpc *rpc, struct urpc_session *s)
@@ -186,7 +147,7 @@ static void server_drop(struct urpc_rpc *rpc, struct urpc_session *s)
 	s->state = URPC_SESS_RESET;
 	/* A deferred handler still holds a handle into this session. */
 	if (!s->deferred)
-		urpc__session_free(rpc, s);
+		urpc__sess_free(rpc, s);
 }
 
 void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_session_ev ev,
@@ -207,14 +168,14 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 		raise_event(rpc, s, URPC_SM_CONNECTED, 0);
 		s = urpc__rpc_session(rpc, (int)s->local_num) == s ? s : NULL;
 		if (s && s->state == URPC_SESS_CONNECTED)
-			urpc__dp_kick(rpc, s);
+			urpc__cli_kick(rpc, s);
 		return;
 	case URPC_SEV_CONNECT_FAILED:
 		if (from != URPC_SESS_CONNECTING)
 			return;
 		s->state = URPC_SESS_RESET;
 		rpc->st.resets++;
-		urpc__dp_fail_all(rpc, s, status);
+		urpc__cli_fail_all(rpc, s, status);
 		raise_event(rpc, s, URPC_SM_CONNECT_FAILED, status);
 		client_failed_free(rpc, s, num);
 		return;
@@ -227,7 +188,7 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 			s->fail_status = -ECONNRESET;
 			rpc->have_pending = true;
 			/* Not while it READs the server's responses: the timers send it. */
-			if (urpc__dp_session_reading(rpc, s))
+			if (urpc__os_session_reading(rpc, s))
 				s->sm_next_retry_ns = rpc->now;
 			else
 				sm_send_session(rpc, s, URPC_SM_PKT_DISCONNECT_REQ, 0);
@@ -259,7 +220,7 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 		rpc->st.resets++;
 		URPC_INFO(rpc->id, "session %u to rpc %u reset: %s", s->local_num, s->remote_rpc_id,
 			  urpc_strerror(status));
-		urpc__dp_fail_all(rpc, s, status);
+		urpc__cli_fail_all(rpc, s, status);
 		raise_event(rpc, s, URPC_SM_RESET, status);
 		client_failed_free(rpc, s, num);
 		return;
@@ -273,7 +234,7 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 		if (from == URPC_SESS_CONNECTED || from == URPC_SESS_CONNECTING)
 			sm_send_session(rpc, s, URPC_SM_PKT_DISCONNECT_REQ, 0);
 		s->state = URPC_SESS_RESET;
-		urpc__dp_fail_all(rpc, s, status);
+		urpc__cli_fail_all(rpc, s, status);
 		return;
 	}
 }
@@ -293,7 +254,7 @@ void urpc__session_run_pending(struct urpc_rpc *rpc)
 			int st = s->fail_status;
 
 			s->fail_status = 0;
-			urpc__dp_fail_all(rpc, s, st);
+			urpc__cli_fail_all(rpc, s, st);
 			s = rpc->sessions[i];
 			if (!s)
 				continue;
@@ -304,7 +265,7 @@ void urpc__session_run_pending(struct urpc_rpc *rpc)
 		s->pending_ev = 0;
 		raise_event(rpc, s, (enum urpc_sm_event)ev, s->pending_status);
 		if (rpc->sessions[i] == s && s->free_after_ev)
-			urpc__session_free(rpc, s);
+			urpc__sess_free(rpc, s);
 	}
 }
 
@@ -324,7 +285,7 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 		URPC_ERR(rpc->id, "'%s' is not a host:port address", host_port);
 		return -EINVAL;
 	}
-	s = session_alloc(rpc, URPC_ROLE_CLIENT);
+	s = urpc__sess_alloc(rpc, URPC_ROLE_CLIENT);
 	if (!s) {
 		URPC_ERR(rpc->id, "no session slot left (max_sessions %u)", rpc->max_sessions);
 		return -ENOMEM;
@@ -402,7 +363,7 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		sm_reply_raw(rpc, p, URPC_SM_PKT_CONNECT_RESP, -EPROTO);
 		return;
 	}
-	s = session_alloc(rpc, URPC_ROLE_SERVER);
+	s = urpc__sess_alloc(rpc, URPC_ROLE_SERVER);
 	if (!s) {
 		URPC_WARN_RATELIMIT(rpc->id, "refusing a session: all %u sessions in use",
 				    rpc->max_sessions);
@@ -430,11 +391,10 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		s->slots[i].resp_mb.max_data_size = rpc->max_msg;
 		/* The library's for good: urpc_msgbuf_free() refuses it. */
 		s->slots[i].resp_mb.priv_sess = URPC_MB_SESS_LIBRARY;
-		rpc->internal_bufs++;
 	}
 	if (ret) {
 		URPC_WARN_RATELIMIT(rpc->id, "refusing a session: %s", urpc_strerror(ret));
-		urpc__session_free(rpc, s);
+		urpc__sess_free(rpc, s);
 		sm_reply_raw(rpc, p, URPC_SM_PKT_CONNECT_RESP, ret);
 		return;
 	}
@@ -479,7 +439,7 @@ void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		}
 		s->remote_num = p->server_sess;
 		if (s->sm_tx_ns) /* Karn: only a connect that was not resent times the path */
-			urpc__rpc_sm_rtt_sample(rpc, rpc->now - s->sm_tx_ns);
+			urpc__session_rtt_sample(rpc, rpc->now - s->sm_tx_ns);
 		urpc__session_transition(rpc, s, URPC_SEV_CONNECT_OK, 0);
 		return;
 	case URPC_SM_PKT_DISCONNECT_REQ:
@@ -512,7 +472,7 @@ void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		}
 		s->last_heard_ns = rpc->now;
 		if (s->ping_tx_ns) {
-			urpc__rpc_sm_rtt_sample(rpc, rpc->now - s->ping_tx_ns);
+			urpc__session_rtt_sample(rpc, rpc->now - s->ping_tx_ns);
 			s->ping_tx_ns = 0;
 		}
 		return;
@@ -593,7 +553,7 @@ void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 		}
 		return;
 	case URPC_SESS_DISCONNECTING:
-		if (unlikely(now >= s->sm_next_retry_ns && urpc__dp_session_reading(rpc, s))) {
+		if (unlikely(now >= s->sm_next_retry_ns && urpc__os_session_reading(rpc, s))) {
 			/*
 			 * The server frees its large responses on the request:
 			 * wait for our READs of them (bounded by the transport's
@@ -611,4 +571,22 @@ void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 	case URPC_SESS_RESET:
 		return;
 	}
+}
+
+uint64_t urpc__session_next_timer(const struct urpc_rpc *rpc, const struct urpc_session *s)
+{
+	if (s->role == URPC_ROLE_SERVER)
+		return s->state == URPC_SESS_CONNECTED ? s->last_heard_ns + rpc->peer_timeout_ns + 1
+						       : UINT64_MAX;
+	switch (s->state) {
+	case URPC_SESS_CONNECTING:
+	case URPC_SESS_DISCONNECTING:
+		return URPC_MIN(s->sm_deadline_ns, s->sm_next_retry_ns);
+	case URPC_SESS_CONNECTED:
+		return URPC_MIN(s->next_ping_ns, s->last_heard_ns + rpc->peer_timeout_ns + 1);
+	case URPC_SESS_DISCONNECTED:
+	case URPC_SESS_RESET:
+		break;
+	}
+	return UINT64_MAX;
 }

@@ -8,7 +8,7 @@
  * DP_NCMD) and its arguments, little-endian; see fuzz_datapath.c.
  *   DP_SRV_PKT, DP_CLI_PKT  patch u8 (DP_P_*), sel u8, len u16, len bytes:
  *                           a datagram handed to the server's (client's)
- *                           urpc__dp_rx
+ *                           urpc__evloop_rx
  *   DP_ENQUEUE              type u8, size u16, resp_size u16, timeout_ms u8:
  *                           the client enqueues a real request
  *   DP_PUMP                 n u8: both event loops run n % 8 + 1 passes

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: the datapath receive path of a connected Rpc
- * (urpc__dp_rx, src/rpc/datapath.c) on both ends of a session, and the
+ * (urpc__evloop_rx, src/rpc/evloop.c, client.c, server.c) on both ends of a session, and the
  * session-management packets a Nexus routes to its Rpcs (src/rpc/sm.c,
  * nexus.c, session.c).
  *
@@ -20,7 +20,7 @@
  * buffer accounting is checked there), and created anew.
  *
  * An input is a program of commands (formats.h): datagrams handed to the
- * server's or the client's urpc__dp_rx from an exact-size heap copy (ASan
+ * server's or the client's urpc__evloop_rx from an exact-size heap copy (ASan
  * sees a read past the end, or a use of the bytes after the call), real
  * requests from the client, event-loop passes, clock steps, answers to
  * deferred requests, SM datagrams for the Nexus, a disconnect. A datagram's
@@ -35,7 +35,7 @@
  * every command, and nothing leaks (LeakSanitizer).
  *
  * Owns: the world above (globals). Calls: the public API, src/rpc/rpc.h
- * internals (session slots, urpc__dp_rx), urpc__nexus_create_sim and
+ * internals (session slots, urpc__evloop_rx), urpc__nexus_create_sim and
  * urpc__nexus_sm_input (nexus.h), the seams, the loop transport's ops.
  */
 #include <arpa/inet.h>
@@ -445,7 +445,7 @@ static struct urpc_session *rx_session(struct urpc_rpc *rpc)
 	return num < rpc->hi_session ? rpc->sessions[num] : NULL;
 }
 
-/* A datagram for @rpc's urpc__dp_rx, patched as the command asks. */
+/* A datagram for @rpc's urpc__evloop_rx, patched as the command asks. */
 static void cmd_pkt(struct urpc_rpc *rpc, struct fz_in *in)
 {
 	uint8_t patch = fz_u8(in), sel = fz_u8(in);
@@ -512,7 +512,7 @@ static void cmd_pkt(struct urpc_rpc *rpc, struct fz_in *in)
 	/* One pass's receive step, as loop_once() runs it. */
 	rpc->now = urpc__now_ns();
 	rpc->in_loop = true;
-	urpc__dp_rx(rpc, d, (uint32_t)len);
+	urpc__evloop_rx(rpc, d, (uint32_t)len);
 	rpc->in_loop = false;
 	free(d);
 }

@@ -23,7 +23,7 @@ DESCRIPTION
 
       sm        session-management packet decoder and encoder (src/rpc/sm.c)
       datapath  receive path of a connected client and server Rpc, and the
-                SM packets their Nexus routes (src/rpc/datapath.c, session.c)
+                SM packets their Nexus routes (src/rpc/client.c, server.c, session.c)
       udp_os    the udp transport's emulated one-sided READ/WRITE, served and
                 requested (src/transport/udp.c)
       kv_req    the KV demo's request parser (apps/kv/kv_parse.h)

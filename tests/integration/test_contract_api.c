@@ -957,18 +957,18 @@ Test(API_NAME, one_sided_timeout_derived_from_round_trips)
 	cr_assert_eq(urpc__rpc_transport(W.srv)->one_sided_timeout_ns, 2500000000ull);
 	/* Fast round trips keep the floor. */
 	for (i = 0; i < 10; i++)
-		urpc__rpc_sm_rtt_sample(W.cli, 100000);
+		urpc__session_rtt_sample(W.cli, 100000);
 	cr_assert_eq(urpc__rpc_transport(W.cli)->one_sided_timeout_ns, 1000000000ull);
 	/* 100 ms steady: srtt 100 ms, rttvar shrinking towards 0: 16 RTOs above 1.6 s. */
 	for (i = 0; i < 40; i++)
-		urpc__rpc_sm_rtt_sample(W.cli, 100000000);
+		urpc__session_rtt_sample(W.cli, 100000000);
 	cr_assert_geq(urpc__rpc_transport(W.cli)->one_sided_timeout_ns, 1600000000ull);
 	cr_assert_leq(urpc__rpc_transport(W.cli)->one_sided_timeout_ns, 2000000000ull);
 	/* A loaded peer: 5 s round trips saturate at 60 s. */
 	for (i = 0; i < 20; i++)
-		urpc__rpc_sm_rtt_sample(W.cli, 5000000000ull);
+		urpc__session_rtt_sample(W.cli, 5000000000ull);
 	cr_assert_eq(urpc__rpc_transport(W.cli)->one_sided_timeout_ns, 60000000000ull);
-	urpc__rpc_sm_rtt_sample(W.srv, 2000000000ull);
+	urpc__session_rtt_sample(W.srv, 2000000000ull);
 	cr_assert_eq(urpc__rpc_transport(W.srv)->one_sided_timeout_ns, 2500000000ull,
 		     "a value the application set is kept");
 	/* Real heartbeats are measured. */

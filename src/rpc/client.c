@@ -1,0 +1,457 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The client's side of the datapath (client.h). Owns client slots, the wait
+ * queue, credits and the busy bitmap; a request's continuation runs from
+ * complete(), urpc__cli_fail_all() or an orphaned operation, exactly once.
+ * May call: large.h (descriptors, operations, orphans), msgbuf.h (GPU
+ * staging), tx.h, the transport's post_read and tx_flush. Nothing here
+ * allocates, locks, or makes a syscall beyond the transport's.
+ */
+#define URPC_LOG_MODULE "client"
+#include "client.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "large.h"
+#include "msgbuf.h"
+#include "tx.h"
+
+#define SLOT_MASK (URPC_SESSION_SLOTS - 1)
+#define WAITQ_MASK (URPC_SESSION_WAITQ - 1)
+
+/* Transmit (or retransmit) the request in client slot @i of @s. */
+static inline void send_req(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl)
+{
+	struct urpc_msgbuf *req = sl->req;
+
+	if (unlikely(sl->large_req))
+		urpc__tx_push(rpc, s->peer, &sl->lpkt.h, sizeof(sl->lpkt.d), 0);
+	else
+		urpc__tx_push(rpc, s->peer, urpc__mb_hdr(req), (uint32_t)req->data_size,
+			      req->priv_lkey);
+	sl->tx_ns = rpc->in_loop ? rpc->now : 0; /* 0: stamped by the next scan */
+}
+
+/* The datagram header a slot's request or stored response leaves from. */
+static inline const void *req_pkt_of(struct urpc_sslot *sl)
+{
+	return sl->large_req ? (const void *)&sl->lpkt.h : (const void *)urpc__mb_hdr(sl->req);
+}
+
+/* Put a request into free slot @i and send it. */
+static inline void start_req(struct urpc_rpc *rpc, struct urpc_session *s, unsigned i,
+			     uint8_t req_type, struct urpc_msgbuf *req, struct urpc_msgbuf *resp,
+			     urpc_cont_fn cont, void *tag, uint64_t deadline_ns)
+{
+	struct urpc_sslot *sl = &s->slots[i];
+
+	urpc__cli_mark_busy(rpc, s);
+	s->free_mask &= ~(1u << i);
+	s->credits--;
+	sl->busy = true;
+	sl->cur_req_num += URPC_SESSION_SLOTS;
+	sl->req = req;
+	sl->resp = resp;
+	sl->cont = cont;
+	sl->tag = tag;
+	sl->deadline_ns = deadline_ns;
+	sl->retries = 0;
+	sl->rto_ns = rpc->rto_ns;
+	sl->late_status = 0;
+	sl->req_acked = false;
+	sl->large_req = req->data_size > rpc->max_msg || urpc__mb_is_view(req);
+	if (unlikely(sl->large_req)) {
+		urpc__large_pkt_fill(&sl->lpkt, URPC_PKT_REQ, req_type, req, s->remote_num,
+				     sl->cur_req_num, s->token);
+		/*
+		 * The server answers once it has read the payload: allow for
+		 * that (3 ms per 64 KiB, ~20 MB/s at worst) before resending.
+		 */
+		sl->rto_ns += (req->data_size >> 16) * 3000000ull;
+	} else
+		urpc__pkthdr_fill(urpc__mb_hdr(req), URPC_PKT_REQ, req_type, 0,
+				  (uint32_t)req->data_size, s->remote_num, sl->cur_req_num,
+				  s->token);
+	send_req(rpc, s, sl);
+	rpc->st.reqs_sent++;
+}
+
+void urpc__cli_kick(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	while (s->wq_head != s->wq_tail && s->free_mask && s->credits) {
+		struct urpc_waiting_req *w = &s->waitq[s->wq_head & WAITQ_MASK];
+
+		s->wq_head++;
+		start_req(rpc, s, (unsigned)__builtin_ctz(s->free_mask), w->req_type, w->req,
+			  w->resp, w->cont, w->tag, w->deadline_ns);
+	}
+}
+
+URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_type,
+			      struct urpc_msgbuf *req, struct urpc_msgbuf *resp, urpc_cont_fn cont,
+			      void *tag, uint32_t timeout_ms)
+{
+	struct urpc_session *s;
+	uint64_t deadline = 0;
+
+	if (unlikely(!rpc))
+		return -EINVAL;
+	if (unlikely(!urpc__rpc_is_owner(rpc)))
+		return -EPERM;
+	s = urpc__rpc_session(rpc, session);
+	if (unlikely(!s || s->role != URPC_ROLE_CLIENT || !req || !req->buf || !resp ||
+		     !resp->buf || !cont))
+		return -EINVAL;
+	if (unlikely(req->data_size > rpc->max_msg || urpc__mb_is_view(req))) {
+		/* A large request: the server READs it from this registered buffer. */
+		if (req->data_size > URPC_MAX_MSG_SIZE)
+			return -EMSGSIZE;
+		if (!urpc__mb_peer_readable(req) || !req->data_size)
+			return -EINVAL;
+		if (urpc__mb_stage_out(req))
+			return -EIO; /* staging out of GPU memory failed */
+	}
+	if (unlikely(s->state != URPC_SESS_CONNECTED && s->state != URPC_SESS_CONNECTING))
+		return -ECONNRESET;
+	/* Lent from here on: urpc_msgbuf_free() looks in this session's slots and queue. */
+	req->priv_sess = (uint32_t)session;
+	resp->priv_sess = (uint32_t)session;
+	/*
+	 * Inside the loop, now is this pass's time. Outside it, now may be
+	 * stale by the application's idle time: a deadline then reads the
+	 * clock, and the send time is stamped by the next timer scan.
+	 */
+	if (timeout_ms) {
+		if (!rpc->in_loop)
+			rpc->now = rpc->clock(rpc->clock_arg);
+		deadline = rpc->now + (uint64_t)timeout_ms * 1000000;
+	}
+
+	if (likely(s->state == URPC_SESS_CONNECTED && s->free_mask && s->credits &&
+		   s->wq_head == s->wq_tail)) {
+		start_req(rpc, s, (unsigned)__builtin_ctz(s->free_mask), req_type, req, resp, cont,
+			  tag, deadline);
+		return 0;
+	}
+	if (unlikely(s->wq_tail - s->wq_head == URPC_SESSION_WAITQ))
+		return -ENOMEM; /* the queue is full: a continuation makes room */
+	urpc__cli_mark_busy(rpc, s);
+	s->waitq[s->wq_tail & WAITQ_MASK] = (struct urpc_waiting_req){
+		.req = req,
+		.resp = resp,
+		.cont = cont,
+		.tag = tag,
+		.deadline_ns = deadline,
+		.req_type = req_type,
+	};
+	s->wq_tail++;
+	return 0;
+}
+
+static void complete(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
+		     int status)
+{
+	urpc_cont_fn cont = sl->cont;
+	struct urpc_msgbuf *resp = sl->resp;
+	void *tag = sl->tag;
+	unsigned i = sl->idx;
+
+	if (unlikely(sl->retries || status)) {
+		/*
+		 * A copy of the request may still wait in the TX batch (a
+		 * retransmission, or a first send under back-pressure when the
+		 * deadline passed) or at the NIC: the buffer goes back to the
+		 * application now.
+		 */
+		urpc__tx_forget(rpc, req_pkt_of(sl), NULL);
+		rpc->tp->ops->tx_flush(rpc->tp);
+	}
+	sl->busy = false;
+	sl->req = NULL;
+	sl->resp = NULL;
+	s->free_mask |= 1u << i;
+	s->credits++;
+	if (s->wq_head != s->wq_tail && s->state == URPC_SESS_CONNECTED)
+		urpc__cli_kick(rpc, s);
+	urpc__run_cont(rpc, cont, tag, status, resp);
+}
+
+void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status)
+{
+	uint32_t num = s->local_num;
+	unsigned i;
+
+	if (s->role != URPC_ROLE_CLIENT)
+		return;
+	/* The buffers go back to the application: no copy may be sent later. */
+	for (i = 0; i < URPC_SESSION_SLOTS; i++)
+		if (s->slots[i].busy)
+			urpc__tx_forget(rpc, req_pkt_of(&s->slots[i]), NULL);
+	rpc->tp->ops->tx_flush(rpc->tp);
+	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+		struct urpc_sslot *sl = &s->slots[i];
+		struct urpc_msgbuf *resp = sl->resp;
+		urpc_cont_fn cont = sl->cont;
+
+		if (!sl->busy)
+			continue;
+		if (unlikely(sl->reading)) {
+			/*
+			 * The transport may still write into @resp: the operation
+			 * runs the continuation once it has completed.
+			 */
+			urpc__os_orphan_client(rpc, sl, status);
+			s->free_mask |= 1u << i;
+			s->credits++;
+			continue;
+		}
+		if (unlikely(sl->large_req && !sl->req_acked &&
+			     s->state == URPC_SESS_DISCONNECTING)) {
+			/*
+			 * The server may be READing the request buffer right
+			 * now and run its handler on what it read: the buffer
+			 * goes back once the server has taken the disconnect
+			 * (its READ is then an orphan whose bytes nobody uses)
+			 * or the disconnect gave up (DISCONNECT_DONE fails it).
+			 */
+			continue;
+		}
+		sl->busy = false;
+		sl->req = NULL;
+		sl->resp = NULL;
+		s->free_mask |= 1u << i;
+		s->credits++;
+		urpc__run_cont(rpc, cont, sl->tag, status, resp);
+		if (rpc->sessions[num] != s)
+			return;
+	}
+	while (s->wq_head != s->wq_tail) {
+		struct urpc_waiting_req w = s->waitq[s->wq_head & WAITQ_MASK];
+
+		s->wq_head++;
+		urpc__run_cont(rpc, w.cont, w.tag, status, w.resp);
+		if (rpc->sessions[num] != s)
+			return;
+	}
+}
+
+/*
+ * Requests still waiting for a slot expire too, wherever they sit in the
+ * queue. The queue is compacted (order kept) before any continuation runs,
+ * so continuations that enqueue again find it consistent. Timer scan only.
+ */
+static void expire_waiting(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	struct urpc_waiting_req done[URPC_SESSION_WAITQ];
+	uint32_t i, keep = s->wq_head, n = 0;
+
+	for (i = s->wq_head; i != s->wq_tail; i++) {
+		const struct urpc_waiting_req *w = &s->waitq[i & WAITQ_MASK];
+
+		if (w->deadline_ns && rpc->now >= w->deadline_ns)
+			done[n++] = *w;
+		else if (keep++ != i)
+			s->waitq[(keep - 1) & WAITQ_MASK] = *w;
+	}
+	s->wq_tail = keep;
+	/* Every one of them runs: they are out of the queue already. */
+	for (i = 0; i < n; i++)
+		urpc__run_cont(rpc, done[i].cont, done[i].tag, -ETIMEDOUT, done[i].resp);
+}
+
+void urpc__cli_timers(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	uint32_t num = s->local_num;
+	unsigned i;
+
+	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+		struct urpc_sslot *sl = &s->slots[i];
+
+		if (!sl->busy)
+			continue;
+		if (unlikely(sl->reading)) {
+			/* No retransmission; a deadline waits for the READ to finish. */
+			if (sl->deadline_ns && rpc->now >= sl->deadline_ns && !sl->late_status)
+				sl->late_status = -ETIMEDOUT;
+			continue;
+		}
+		if (sl->deadline_ns && rpc->now >= sl->deadline_ns) {
+			if (unlikely(sl->large_req && !sl->req_acked)) {
+				/*
+				 * The server may be reading the request buffer
+				 * right now: it goes back to the application
+				 * once the server says it has read it (ack or
+				 * response) or the session fails. Keep resending
+				 * to get that answer.
+				 */
+				if (!sl->late_status)
+					sl->late_status = -ETIMEDOUT;
+				goto resend;
+			}
+			complete(rpc, s, sl, -ETIMEDOUT);
+			if (rpc->sessions[num] != s || s->state != URPC_SESS_CONNECTED)
+				return;
+			continue;
+		}
+	resend:
+		if (unlikely(!sl->tx_ns)) {
+			sl->tx_ns = rpc->now;
+			continue;
+		}
+		if (rpc->now - sl->tx_ns >= sl->rto_ns) {
+			sl->retries++;
+			sl->rto_ns = URPC_MIN(sl->rto_ns * 2, rpc->rto_max_ns);
+			rpc->st.retransmits++;
+			send_req(rpc, s, sl);
+		}
+	}
+	if (s->wq_head != s->wq_tail)
+		expire_waiting(rpc, s);
+}
+
+/*
+ * A large response's descriptor arrived in client slot @sl: start reading
+ * it into the slot's response buffer. Returns false when the READ is under
+ * way or the descriptor was dropped (the retransmitted request brings it
+ * again), true with *@st set when the request completes now with an error.
+ */
+static bool client_read_resp(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
+			     const uint8_t *data, uint32_t len, int *st)
+{
+	struct urpc_large_desc d;
+	const void *mr;
+	uint16_t i;
+	int ret;
+
+	if (unlikely(!urpc__large_desc_parse(rpc, data, len, &d)))
+		return false;
+	if (le64toh(d.len) > sl->resp->max_data_size || le64toh(d.len) > URPC_MAX_MSG_SIZE) {
+		*st = -EMSGSIZE;
+		return true;
+	}
+	mr = urpc__mb_mr(sl->resp);
+	if (unlikely(!mr)) {
+		*st = -EINVAL;
+		return true;
+	}
+	i = urpc__os_get(rpc);
+	if (unlikely(i == URPC_OS_NIL))
+		return false;
+	ret = rpc->tp->ops->post_read(rpc->tp, s->peer, urpc__mb_dma(sl->resp), mr, le64toh(d.addr),
+				      le32toh(d.rkey), (size_t)le64toh(d.len), i);
+	if (unlikely(ret)) {
+		urpc__os_put(rpc, i);
+		if (ret == -EAGAIN)
+			return false;
+		*st = ret;
+		return true;
+	}
+	rpc->os[i].kind = URPC_OS_CLI_RESP;
+	rpc->os[i].sess_num = s->local_num;
+	rpc->os[i].slot = sl->idx;
+	rpc->os[i].req_num = sl->cur_req_num;
+	rpc->os[i].len = (size_t)le64toh(d.len);
+	sl->reading = true;
+	sl->os_idx = i;
+	return false;
+}
+
+/*
+ * The server has read the large request in client slot @sl: its buffer is
+ * the application's again as far as the peer goes. A deadline that passed
+ * meanwhile completes the request now.
+ */
+static URPC_COLD void client_ack(struct urpc_rpc *rpc, struct urpc_session *s,
+				 struct urpc_sslot *sl, uint32_t len)
+{
+	if (unlikely(len || !sl->large_req)) {
+		rpc->st.drop_bad_hdr++;
+		return;
+	}
+	if (sl->req_acked) {
+		rpc->st.dup_resps++;
+		return;
+	}
+	sl->req_acked = true;
+	rpc->st.acks_rx++;
+	if (sl->late_status)
+		complete(rpc, s, sl, sl->late_status);
+}
+
+/*
+ * What client_rx does with anything but a plain answer: an error status, a
+ * descriptor, an acknowledgement, a slot reading or past its deadline.
+ * False: the datagram is consumed and the request goes on; true: complete
+ * it with *@st.
+ */
+static URPC_COLD bool client_rx_slow(struct urpc_rpc *rpc, struct urpc_session *s,
+				     struct urpc_sslot *sl, const struct urpc_pkthdr *h,
+				     const uint8_t *data, uint32_t len, int *st)
+{
+	uint16_t status = le16toh(h->status);
+
+	if (sl->reading) {
+		rpc->st.dup_resps++; /* a resent descriptor while we read */
+		return false;
+	}
+	if (h->flags & URPC_PKT_F_ACK) {
+		client_ack(rpc, s, sl, len);
+		return false;
+	}
+	if (sl->late_status) /* the deadline passed while the server read the request */
+		*st = sl->late_status;
+	else if (status)
+		*st = -(int)status;
+	else if (h->flags & URPC_PKT_F_LARGE)
+		return client_read_resp(rpc, s, sl, data, len, st);
+	else
+		*st = -EPROTO; /* unknown flags */
+	return true;
+}
+
+void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_pkthdr *h,
+		  const uint8_t *data, uint32_t len)
+{
+	uint64_t req_num = le64toh(h->req_num);
+	struct urpc_sslot *sl = &s->slots[req_num & SLOT_MASK];
+	int st = 0;
+
+	s->last_heard_ns = rpc->now;
+	if (unlikely(req_num != sl->cur_req_num || !sl->busy)) {
+		if (req_num == sl->cur_req_num)
+			rpc->st.dup_resps++;
+		else
+			rpc->st.drop_stale++;
+		return;
+	}
+	/* One test for everything but a plain answer. */
+	if (unlikely((h->status | h->flags | sl->reading | sl->late_status) != 0)) {
+		if (!client_rx_slow(rpc, s, sl, h, data, len, &st))
+			return;
+	} else if (unlikely(len > sl->resp->max_data_size)) {
+		st = -EMSGSIZE;
+	} else {
+		st = urpc__mb_copy_in(sl->resp, data, len);
+		sl->resp->data_size = len;
+	}
+	rpc->st.resps_rx++;
+	complete(rpc, s, sl, st);
+}
+
+/* The READ of a large response finished: complete the request. */
+void urpc__cli_read_done(struct urpc_rpc *rpc, const struct urpc_os_op *op, int status)
+{
+	struct urpc_session *s = rpc->sessions[op->sess_num];
+	struct urpc_sslot *sl = &s->slots[op->slot];
+
+	sl->reading = false;
+	if (!status)
+		status = sl->late_status;
+	if (!status)
+		status = urpc__mb_stage_in(sl->resp, op->len); /* staging into GPU memory */
+	if (!status)
+		sl->resp->data_size = op->len;
+	rpc->st.resps_rx++;
+	complete(rpc, s, sl, status);
+}

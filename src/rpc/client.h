@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The client's side of the datapath: enqueueing requests, the wait queue,
+ * retransmission and deadlines, responses (small, or READ when large) and
+ * the one place a request completes.
+ */
+#ifndef URPC_RPC_CLIENT_H
+#define URPC_RPC_CLIENT_H
+
+#include "engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A response datagram (header checked) for client session @s. */
+void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_pkthdr *h,
+		  const uint8_t *data, uint32_t len);
+
+/* The READ of a large response (operation @op, out of the table) finished. */
+void urpc__cli_read_done(struct urpc_rpc *rpc, const struct urpc_os_op *op, int status);
+
+/* Retransmissions and deadlines of client session @s. Timer scan only. */
+void urpc__cli_timers(struct urpc_rpc *rpc, struct urpc_session *s);
+
+/* Fail every request of a client session (slots and queue) with @status. */
+void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status);
+
+/* Move waiting requests into free slots and transmit them. */
+void urpc__cli_kick(struct urpc_rpc *rpc, struct urpc_session *s);
+
+/* Mark client session @s as having requests (the timer scan looks at it). */
+static inline void urpc__cli_mark_busy(struct urpc_rpc *rpc, const struct urpc_session *s)
+{
+	rpc->busy_map[s->local_num >> 6] |= 1ull << (s->local_num & 63);
+}
+
+/*
+ * Does client session @s have a request in a slot or waiting for one? Its
+ * timers then need polling: the Rpc does not sleep.
+ */
+static inline bool urpc__cli_busy(const struct urpc_session *s)
+{
+	return s->free_mask != (1u << URPC_SESSION_SLOTS) - 1 || s->wq_head != s->wq_tail;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_RPC_CLIENT_H */

@@ -1,0 +1,368 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The bottom rung of the engine (docs/ENGINE.md): the types every file of
+ * src/rpc shares (the Rpc, sessions, slots, one-sided operations) and small
+ * inline helpers that read them. No functions of the engine are declared
+ * here; each file's own header declares what it offers to the files above.
+ * Everything here is owner-thread only.
+ *
+ * May include: mem/, transport/, util/, pkthdr.h, sm.h, nexus.h.
+ */
+#ifndef URPC_RPC_ENGINE_H
+#define URPC_RPC_ENGINE_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <urpc/urpc.h>
+
+#include "../mem/pool.h"
+#include "../mem/regcache.h"
+#include "../transport/transport.h"
+#include "../util/compiler.h"
+#include "../util/rand.h"
+#include "nexus.h"
+#include "pkthdr.h"
+#include "sm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Requests in flight per session, and waiting for a slot: the public limits. */
+#define URPC_SESSION_SLOTS URPC_SESSION_MAX_INFLIGHT
+#define URPC_SESSION_WAITQ URPC_SESSION_MAX_WAITING
+
+#define URPC_TX_BATCH 64 /* datagrams collected before one tx_burst */
+#define URPC_RX_BATCH 32 /* datagrams taken per rx_burst */
+#define URPC_OS_OPS 64	 /* one-sided operations of large messages in flight per Rpc */
+static_assert(URPC_IS_POW2(URPC_SESSION_SLOTS), "slot count must be a power of two");
+static_assert(URPC_IS_POW2(URPC_SESSION_WAITQ), "wait queue size must be a power of two");
+
+enum urpc_session_role {
+	URPC_ROLE_CLIENT = 1,
+	URPC_ROLE_SERVER = 2,
+};
+
+enum urpc_session_state {
+	URPC_SESS_CONNECTING = 1,
+	URPC_SESS_CONNECTED = 2,
+	URPC_SESS_DISCONNECTING = 3,
+	URPC_SESS_DISCONNECTED = 4,
+	URPC_SESS_RESET = 5, /* failed: connect failed, peer gone or reset */
+};
+
+/* Events of the session state machine (session_transition in session.c). */
+enum urpc_session_ev {
+	URPC_SEV_CONNECT_OK = 1,
+	URPC_SEV_CONNECT_FAILED = 2,
+	URPC_SEV_DISCONNECT_REQ = 3,
+	URPC_SEV_DISCONNECT_DONE = 4,
+	URPC_SEV_PEER_FAILED = 5,
+	URPC_SEV_RPC_DESTROY = 6,
+};
+
+enum urpc_srv_slot_state {
+	URPC_SRV_IDLE = 0,
+	URPC_SRV_IN_HANDLER = 1, /* handler ran, response not enqueued yet (deferred) */
+	URPC_SRV_RESPONDED = 2,	 /* the stored response answers duplicates */
+	URPC_SRV_READING = 3,	 /* a large request's payload is being read from the client */
+};
+
+/*
+ * The datagram of a large message: the header, then where the payload lies
+ * at the sender (little-endian), for the receiver to READ it.
+ */
+struct urpc_large_desc {
+	uint64_t addr;
+	uint64_t len;
+	uint32_t rkey;
+	uint32_t reserved;
+};
+static_assert(sizeof(struct urpc_large_desc) == 24, "large descriptor is 24 bytes on the wire");
+
+struct urpc_large_pkt {
+	struct urpc_pkthdr h;
+	struct urpc_large_desc d;
+};
+
+enum urpc_os_kind {
+	URPC_OS_SRV_REQ = 1,  /* server reads a large request's payload */
+	URPC_OS_CLI_RESP = 2, /* client reads a large response into its buffer */
+};
+
+/*
+ * A one-sided operation of a large message, indexed by the wr_id given to
+ * the transport. While @orphan is false its session and slot are alive and
+ * wait for it; an orphan's session is gone: it only cleans up (frees the
+ * server's buffer, or runs the client's continuation with @status once the
+ * transport no longer writes into the response buffer).
+ */
+struct urpc_os_op {
+	enum urpc_os_kind kind;
+	bool busy;
+	bool orphan;
+	uint32_t sess_num;
+	uint32_t slot;
+	uint64_t req_num;
+	size_t len;		/* bytes read */
+	uint8_t req_type;	/* SRV_REQ */
+	struct urpc_msgbuf buf; /* SRV_REQ: the server's copy of the request */
+	/* orphan CLI_RESP: what the continuation gets */
+	urpc_cont_fn cont;
+	void *tag;
+	struct urpc_msgbuf *req;
+	struct urpc_msgbuf *resp;
+	int status;
+	uint16_t next_free;
+};
+
+/* What the server hands a handler; embedded in the server slot. */
+struct urpc_req_handle {
+	struct urpc_rpc *rpc;
+	struct urpc_session *sess;
+	const uint8_t *data;
+	size_t len;
+	uint8_t req_type;
+};
+
+/* Server slot: what was queued beyond the first send of a stored response. */
+#define URPC_RESENT_RESP 0x1u /* the stored response, again */
+#define URPC_RESENT_ACK 0x2u  /* ack_h (a large request read, its handler deferred) */
+
+/* One request slot of a session. Client and server use different fields. */
+struct urpc_sslot {
+	uint64_t cur_req_num; /* slot index + k * URPC_SESSION_SLOTS */
+	/* client side */
+	struct urpc_msgbuf *req;
+	struct urpc_msgbuf *resp;
+	urpc_cont_fn cont;
+	void *tag;
+	uint64_t tx_ns;	      /* last (re)transmission */
+	uint64_t rto_ns;      /* current retransmission timeout */
+	uint64_t deadline_ns; /* 0: none */
+	uint32_t retries;
+	uint32_t idx; /* this slot's index in its session */
+	bool busy;
+	bool large_req;	 /* the request travels as a descriptor (lpkt) */
+	bool req_acked;	 /* ... and the server said it has read it (URPC_PKT_F_ACK) */
+	bool reading;	 /* a large response is being read into @resp (op @os_idx) */
+	int late_status; /* the deadline passed while the peer or the NIC still used a buffer */
+	uint16_t os_idx;
+	/* server side */
+	enum urpc_srv_slot_state srv_state;
+	uint8_t resent;		       /* URPC_RESENT_*: copies that may still be in flight */
+	uint64_t resp_epoch;	       /* rpc->tx_epoch when the stored response was last queued */
+	struct urpc_msgbuf resp_mb;    /* preallocated; holds the stored response */
+	struct urpc_msgbuf large_resp; /* a large stored response (the client reads it) */
+	struct urpc_req_handle h;
+	struct urpc_large_pkt lpkt; /* client: large request; server: large response */
+	struct urpc_pkthdr ack_h;   /* server: URPC_PKT_F_ACK of a large request */
+};
+
+/* A request waiting for a free slot (client). */
+struct urpc_waiting_req {
+	struct urpc_msgbuf *req;
+	struct urpc_msgbuf *resp;
+	urpc_cont_fn cont;
+	void *tag;
+	uint64_t deadline_ns;
+	uint8_t req_type;
+};
+
+struct urpc_session {
+	enum urpc_session_role role;
+	enum urpc_session_state state;
+	uint32_t local_num;
+	uint32_t remote_num;
+	uint32_t rx_word; /* URPC_PKT_WORD of the packets this session receives */
+	uint64_t token;
+	uint8_t remote_rpc_id;
+	struct sockaddr_in peer_nexus;
+	struct urpc_tp_peer *peer; /* NULL until the endpoint is resolved */
+	/* session management */
+	uint64_t sm_seq;
+	uint64_t sm_next_retry_ns;
+	uint64_t sm_deadline_ns;
+	uint64_t last_heard_ns;
+	uint64_t next_ping_ns;
+	uint64_t ping_tx_ns; /* client: when the unanswered ping left; 0: none */
+	uint64_t sm_tx_ns;   /* client: when the first CONNECT_REQ left; 0 once resent */
+	int pending_ev;	     /* an sm_handler event to raise on the next loop pass, or 0 */
+	int pending_status;  /* its status */
+	bool free_after_ev;  /* free the session once pending_ev was raised */
+	int fail_status;     /* fail every pending request with this on the next pass, or 0 */
+	/* datapath */
+	uint32_t credits;
+	uint32_t free_mask; /* bit i set: slot i is free (client) */
+	uint32_t deferred;  /* server: slots whose handler has not responded yet */
+	uint32_t wq_head, wq_tail;
+	struct urpc_sslot slots[URPC_SESSION_SLOTS];
+	struct urpc_waiting_req waitq[URPC_SESSION_WAITQ];
+};
+
+typedef uint64_t (*urpc_clock_fn)(void *arg);
+
+struct urpc_rpc {
+	pthread_t owner;
+	struct urpc_nexus *nx;
+	const struct urpc_handler *handlers;
+	uint8_t id;
+	struct urpc_rpc_opts o;
+	struct urpc_tp *tp;
+	struct urpc_pool *pool;
+	struct urpc_pool_opts pool_opts;
+	struct urpc_regcache *regcache; /* the application's memory (views) */
+	uint32_t views;			/* views registered and not unregistered */
+	uint32_t max_msg;
+	struct urpc_sm_queue *smq;
+	int wake_fd;	  /* eventfd the SM thread signals while we sleep; -1: never sleeps */
+	uint64_t idle_ns; /* sleep after this long without work; 0: never */
+	struct urpc_session **sessions;
+	uint32_t max_sessions;
+	uint32_t hi_session; /* one past the highest session number in use */
+	int in_cb;	     /* depth of user callbacks running */
+	bool have_pending;   /* some session has a pending_ev */
+	bool in_loop;	     /* inside loop_once: now is this pass's time */
+	uint64_t now;
+	urpc_clock_fn clock;
+	void *clock_arg;
+	uint64_t next_scan_ns;
+	uint32_t scan_cursor; /* the next session the timer scan looks at */
+	uint64_t *busy_map;   /* bit per session number: client requests in flight or waiting */
+	uint64_t rto_ns, rto_max_ns, ping_ns, peer_timeout_ns, connect_timeout_ns, sm_retry_ns;
+	/* session-management round trips (ns), smoothed as TCP's (RFC 6298); 0: no sample */
+	uint64_t sm_srtt_ns, sm_rttvar_ns;
+	struct urpc_rand rng;
+	unsigned ntx;
+	uint64_t tx_epoch; /* advances each time the TX batch empties */
+	struct urpc_os_op os[URPC_OS_OPS];
+	uint16_t os_free; /* free list of os[], URPC_OS_NIL at the end */
+	uint32_t os_busy; /* entries in use */
+	struct urpc_tp_tx tx[URPC_TX_BATCH];
+	struct urpc_rpc_stats st;
+};
+
+/*
+ * A view of GPU memory: registered through dma-buf (the NIC reads and writes
+ * the device memory itself) or, where that cannot be, staged through a
+ * pinned host copy (@host) that the engine fills before sending and copies
+ * back after receiving. Not cached: one registration per view.
+ */
+struct urpc_gpu_view {
+	void *dev;
+	size_t len;
+	void *host; /* staging copy; NULL with dma-buf */
+	struct urpc_tp_mr mr;
+};
+
+/*
+ * A view (urpc_msgbuf_register) carries in priv_class its cache entry with
+ * bit 0 set (host memory), or its struct urpc_gpu_view with bit 1 set; a
+ * pool buffer carries its chunk (aligned: both bits clear).
+ */
+#define URPC_MB_HOST_VIEW 1u
+#define URPC_MB_GPU_VIEW 2u
+
+static inline bool urpc__mb_is_view(const struct urpc_msgbuf *mb)
+{
+	return ((uintptr_t)mb->priv_class & 3u) != 0;
+}
+
+static inline struct urpc_regcache_ent *urpc__mb_view_ent(const struct urpc_msgbuf *mb)
+{
+	return (struct urpc_regcache_ent *)((uintptr_t)mb->priv_class & ~(uintptr_t)3);
+}
+
+/* The GPU view behind @mb, or NULL. */
+static inline struct urpc_gpu_view *urpc__mb_gpu(const struct urpc_msgbuf *mb)
+{
+	if (!((uintptr_t)mb->priv_class & URPC_MB_GPU_VIEW))
+		return NULL;
+	return (struct urpc_gpu_view *)((uintptr_t)mb->priv_class & ~(uintptr_t)3);
+}
+
+/* The transport registration (struct urpc_tp_mr *) covering @mb, or NULL. */
+static inline const struct urpc_tp_mr *urpc__mb_mr(const struct urpc_msgbuf *mb)
+{
+	struct urpc_gpu_view *g = urpc__mb_gpu(mb);
+
+	if (g)
+		return &g->mr;
+	if (urpc__mb_is_view(mb))
+		return urpc__mb_view_ent(mb)->reg.handle;
+	return urpc__pool_reg_handle(mb);
+}
+
+/* May the peer READ @mb? Pool buffers: always; views: with URPC_MEM_PEER_READS. */
+static inline bool urpc__mb_peer_readable(const struct urpc_msgbuf *mb)
+{
+	const struct urpc_tp_mr *mr = urpc__mb_mr(mb);
+
+	return mr && (mr->access & URPC_TP_ACCESS_REMOTE_READ);
+}
+
+/* Where the transport reads or writes @mb's bytes: the staging copy of a GPU view. */
+static inline void *urpc__mb_dma(const struct urpc_msgbuf *mb)
+{
+	struct urpc_gpu_view *g = urpc__mb_gpu(mb);
+
+	return g && g->host ? g->host : mb->buf;
+}
+
+/* Owner-thread check used by every public entry point. */
+static inline bool urpc__rpc_is_owner(const struct urpc_rpc *rpc)
+{
+	return pthread_equal(pthread_self(), rpc->owner);
+}
+
+/*
+ * msgbuf.priv_sess: the client session a buffer was last lent to by
+ * urpc_req_enqueue() (whether it still is, that session's slots and queue
+ * say), or this value for a buffer the library keeps for good (a server
+ * slot's preallocated response buffer).
+ */
+#define URPC_MB_SESS_LIBRARY UINT32_MAX
+
+#define URPC_OS_NIL 0xffffu
+
+/* The shortest one-sided timeout, and the one before any round trip was measured. */
+#define URPC_OS_TIMEOUT_MIN_NS 1000000000ull
+
+/*
+ * The header sits right in front of a buffer's data, inside its headroom,
+ * so header and payload leave as one contiguous datagram (one copy on loop,
+ * one iovec on udp, one SGE on verbs). buf is 64-byte aligned and the header
+ * 40 bytes long, so the header stays 8-byte aligned.
+ */
+static_assert(sizeof(struct urpc_pkthdr) % 8 == 0, "header alignment");
+
+static inline struct urpc_pkthdr *urpc__mb_hdr(const struct urpc_msgbuf *mb)
+{
+	return (struct urpc_pkthdr *)(void *)(mb->buf - sizeof(struct urpc_pkthdr));
+}
+
+/* The session numbered @num, or NULL. */
+static inline struct urpc_session *urpc__rpc_session(struct urpc_rpc *rpc, int num)
+{
+	if (unlikely(num < 0 || (uint32_t)num >= rpc->hi_session))
+		return NULL;
+	return rpc->sessions[num];
+}
+
+/* Run a continuation: destroy and the event loop refuse to run inside one. */
+static inline void urpc__run_cont(struct urpc_rpc *rpc, urpc_cont_fn cont, void *tag, int status,
+				  struct urpc_msgbuf *resp)
+{
+	rpc->in_cb++;
+	cont(rpc, tag, status, resp);
+	rpc->in_cb--;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_RPC_ENGINE_H */

@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The event loop (evloop.h): the public urpc_rpc_run_event_loop*() calls.
+ * Owns the pass (rpc->now, rpc->in_loop), the timer scan (next_scan_ns,
+ * scan_cursor, the busy bitmap's clearing) and the idle sleep (wake_fd).
+ * May call: everything below it: session.h, client.h, server.h, large.h,
+ * tx.h; the SM queue; the transport's rx_burst/rx_release/
+ * poll_completions/wait_arm/wait_ack; ppoll() (only in the idle sleep).
+ */
+#define _GNU_SOURCE /* ppoll */
+#define URPC_LOG_MODULE "rpc"
+#include "evloop.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <time.h>
+
+#include "../util/log.h"
+#include "../util/seam.h"
+#include "client.h"
+#include "large.h"
+#include "server.h"
+#include "session.h"
+#include "tx.h"
+
+#define SCAN_INTERVAL_NS 1000000ull /* timers are looked at once a millisecond */
+#define SCAN_ALL 256u		    /* session timers: all of them while no more */
+#define SCAN_SLICES 16u		    /* ... else this many scans cover them all */
+/*
+ * Longest idle sleep, whatever the timers say: a backstop, so that a timer
+ * idle_wake_time() does not know about is late by a second at most.
+ */
+#define IDLE_MAX_SLEEP_NS 1000000000ull
+
+/* ---- receive ---- */
+
+/*
+ * Count a datagram that failed the fast check of urpc__evloop_rx, in the order
+ * of docs/ENGINE.md: a bad header first, else a bad session (unknown,
+ * wrong role, not connected, or wrong token).
+ */
+static void rx_drop(struct urpc_rpc *rpc, const struct urpc_pkthdr *h, uint32_t len)
+{
+	if (!urpc__pkthdr_ok(h, len))
+		rpc->st.drop_bad_hdr++;
+	else
+		rpc->st.drop_bad_session++;
+}
+
+void urpc__evloop_rx(struct urpc_rpc *rpc, const uint8_t *buf, uint32_t len)
+{
+	const struct urpc_pkthdr *h = (const struct urpc_pkthdr *)(const void *)buf;
+	struct urpc_session *s;
+	uint32_t num;
+
+	if (unlikely(len < sizeof(*h))) {
+		rpc->st.drop_bad_hdr++;
+		return;
+	}
+	/*
+	 * One pass over every check: the first word holds magic, version and
+	 * packet type, and the session's rx_word also encodes its role. The
+	 * slow path (rx_drop) sorts a failure into its counter.
+	 */
+	num = le32toh(h->dest_session);
+	s = likely(num < rpc->hi_session) ? rpc->sessions[num] : NULL;
+	if (unlikely(!s || urpc__pkthdr_word(h) != s->rx_word ||
+		     le32toh(h->msg_size) != len - sizeof(*h) || s->token != le64toh(h->token) ||
+		     s->state != URPC_SESS_CONNECTED)) {
+		rx_drop(rpc, h, len);
+		return;
+	}
+	if (s->role == URPC_ROLE_SERVER)
+		urpc__srv_rx(rpc, s, h, buf + sizeof(*h), len - (uint32_t)sizeof(*h));
+	else
+		urpc__cli_rx(rpc, s, h, buf + sizeof(*h), len - (uint32_t)sizeof(*h));
+}
+
+/* Reap one-sided completions of large messages. */
+static void poll_os(struct urpc_rpc *rpc)
+{
+	struct urpc_tp_comp c[16];
+	struct urpc_os_op op;
+	int n, k;
+
+	n = rpc->tp->ops->poll_completions(rpc->tp, c, URPC_ARRAY_SIZE(c));
+	for (k = 0; k < n; k++) {
+		if (!urpc__os_take(rpc, &c[k], &op))
+			continue;
+		if (op.kind == URPC_OS_SRV_REQ)
+			urpc__srv_read_done(rpc, &op, c[k].status);
+		else
+			urpc__cli_read_done(rpc, &op, c[k].status);
+	}
+}
+
+/* ---- the event loop ---- */
+
+static void scan_timers(struct urpc_rpc *rpc)
+{
+	uint32_t w, nw = (rpc->hi_session + 63) / 64, k, n;
+
+	/*
+	 * Requests in flight (retransmission, deadlines): every scan, but only
+	 * on the client sessions that have some (busy_map), so an Rpc with
+	 * thousands of idle sessions does not walk them all each millisecond.
+	 */
+	for (w = 0; w < nw; w++) {
+		uint64_t bits = rpc->busy_map[w];
+
+		while (bits) {
+			uint32_t num = w * 64 + (uint32_t)__builtin_ctzll(bits);
+			struct urpc_session *s = rpc->sessions[num];
+
+			bits &= bits - 1;
+			if (s && s->role == URPC_ROLE_CLIENT &&
+			    (s->state == URPC_SESS_CONNECTED || s->state == URPC_SESS_CONNECTING))
+				urpc__cli_timers(rpc, s);
+			s = rpc->sessions[num]; /* callbacks may have freed it */
+			if (!s || !urpc__cli_busy(s))
+				rpc->busy_map[w] &= ~(1ull << (num & 63));
+		}
+	}
+	/*
+	 * Session management (heartbeats, peer time-outs, connect and
+	 * disconnect retries): every session each scan while there are few;
+	 * beyond SCAN_ALL a slice, so each is seen every SCAN_SLICES scans
+	 * (16 ms), far below any heartbeat interval worth having.
+	 */
+	n = rpc->hi_session;
+	if (n > SCAN_ALL)
+		n = URPC_MAX(SCAN_ALL, (n + SCAN_SLICES - 1) / SCAN_SLICES);
+	for (k = 0; k < n && rpc->hi_session; k++) {
+		struct urpc_session *s;
+
+		if (rpc->scan_cursor >= rpc->hi_session)
+			rpc->scan_cursor = 0;
+		s = rpc->sessions[rpc->scan_cursor++];
+		if (s)
+			urpc__session_timers(rpc, s);
+	}
+}
+
+/*
+ * One pass. Returns how much it did (SM packets, datagrams received, pending
+ * events raised, a TX batch sent): 0 means an idle pass. Owner thread only.
+ */
+static unsigned loop_once(struct urpc_rpc *rpc)
+{
+	struct urpc_tp_rx rx[URPC_RX_BATCH];
+	struct urpc_sm_pkt pkt;
+	unsigned work = 0;
+	int n, i;
+
+	rpc->now = rpc->clock(rpc->clock_arg);
+	rpc->in_loop = true;
+
+	while (urpc__sm_queue_pop(rpc->smq, &pkt)) {
+		rpc->st.sm_pkts_rx++;
+		work++;
+		urpc__session_handle_sm(rpc, &pkt);
+	}
+
+	n = rpc->tp->ops->rx_burst(rpc->tp, rx, URPC_RX_BATCH);
+	if (n > 0) {
+		rpc->st.pkts_rx += (uint64_t)n;
+		work += (unsigned)n;
+		for (i = 0; i < n; i++)
+			urpc__evloop_rx(rpc, rx[i].buf, rx[i].len);
+		rpc->tp->ops->rx_release(rpc->tp, rx, (unsigned)n);
+	}
+	if (unlikely(rpc->tp->ctl_pending))
+		urpc__session_tp_ctl(rpc);
+	if (unlikely(rpc->os_busy)) {
+		work++; /* polling is the work: never sleep with operations in flight */
+		poll_os(rpc);
+	}
+
+	if (unlikely(rpc->now >= rpc->next_scan_ns)) {
+		rpc->next_scan_ns = rpc->now + SCAN_INTERVAL_NS;
+		scan_timers(rpc);
+	}
+	if (unlikely(rpc->have_pending)) {
+		work++;
+		urpc__session_run_pending(rpc);
+	}
+	if (rpc->ntx) {
+		work++;
+		urpc__tx_flush(rpc);
+	}
+	rpc->in_loop = false;
+	return work;
+}
+
+URPC_API int urpc_rpc_run_event_loop_once(struct urpc_rpc *rpc)
+{
+	if (unlikely(!rpc))
+		return -EINVAL;
+	if (unlikely(!urpc__rpc_is_owner(rpc) || rpc->in_cb))
+		return -EPERM;
+	loop_once(rpc);
+	return 0;
+}
+
+/* ---- idle waiting ---- */
+
+/*
+ * May the Rpc sleep, and until when? False while something needs polling
+ * rather than a timer: a client request in a slot or waiting for one
+ * (urpc__cli_busy: its response, retransmission and deadline), a server
+ * slot whose handler has not answered yet (a deferred response comes from
+ * this thread), an SM event to raise, datagrams the transport has not
+ * taken, one-sided operations in flight. Otherwise true, with *wake_ns
+ * (Rpc clock) the earliest session timer (urpc__session_next_timer(), kept
+ * beside the timers it describes); never before the next timer scan, which
+ * is when a due timer is acted on. With no session it is UINT64_MAX: only
+ * traffic or the caller's end wakes the Rpc.
+ * Cold path: runs only once the loop has been idle for idle_ns.
+ */
+static bool idle_wake_time(const struct urpc_rpc *rpc, uint64_t *wake_ns)
+{
+	uint64_t t = UINT64_MAX;
+	uint32_t i;
+
+	if (rpc->have_pending || rpc->ntx || rpc->os_busy)
+		return false;
+	for (i = 0; i < rpc->hi_session; i++) {
+		const struct urpc_session *s = rpc->sessions[i];
+
+		if (!s)
+			continue;
+		if (s->role == URPC_ROLE_SERVER ? s->deferred != 0 : urpc__cli_busy(s))
+			return false;
+		t = URPC_MIN(t, urpc__session_next_timer(rpc, s));
+	}
+	*wake_ns = URPC_MAX(t, rpc->next_scan_ns);
+	return true;
+}
+
+/*
+ * Sleep until a datagram or completion, an SM packet, the next timer or
+ * @end_ns (urpc__now_ns() time), whichever comes first; or return at once
+ * when there is work after all. run_event_loop() calls it after idle_ns
+ * without work. Owner thread only, never inside a callback.
+ *
+ * Order matters twice. The sleep is announced on the SM queue before the
+ * last look at it (urpc__sm_queue_sleep_begin(), ordering explained in
+ * sm.c), and the transport is armed before the last look at it (work that
+ * came before wait_arm() wakes nothing): the extra pass after both sees
+ * anything that arrived earlier, and anything later makes a descriptor
+ * readable.
+ */
+static void idle_wait(struct urpc_rpc *rpc, uint64_t end_ns)
+{
+	struct pollfd pfd[2];
+	struct timespec ts;
+	uint64_t wake, sleep_ns, t;
+	bool signalled = false;
+	int fd, ret;
+
+	if (!idle_wake_time(rpc, &wake))
+		return;
+	urpc__sm_queue_sleep_begin(rpc->smq);
+	fd = rpc->tp->ops->wait_arm(rpc->tp);
+	if (fd < 0) {
+		/* -EBUSY: the transport has work of its own that needs polling. */
+		if (fd != -EBUSY)
+			URPC_WARN_RATELIMIT(rpc->id, "wait_arm failed, busy-polling: %s",
+					    urpc_strerror(fd));
+		goto out_end;
+	}
+	/* The last look; its clock read (rpc->now) also times the sleep. */
+	if (loop_once(rpc) || !idle_wake_time(rpc, &wake))
+		goto out_end;
+	sleep_ns = wake > rpc->now ? wake - rpc->now : 0;
+	t = urpc__now_ns();
+	sleep_ns = URPC_MIN(sleep_ns, end_ns > t ? end_ns - t : 0);
+	sleep_ns = URPC_MIN(sleep_ns, IDLE_MAX_SLEEP_NS);
+	if (!sleep_ns)
+		goto out_end;
+
+	pfd[0] = (struct pollfd){.fd = fd, .events = POLLIN};
+	pfd[1] = (struct pollfd){.fd = rpc->wake_fd, .events = POLLIN};
+	ts.tv_sec = (time_t)(sleep_ns / 1000000000u);
+	ts.tv_nsec = (long)(sleep_ns % 1000000000u);
+	rpc->st.idle_sleeps++;
+	ret = ppoll(pfd, URPC_ARRAY_SIZE(pfd), &ts, NULL);
+	if (ret > 0) {
+		signalled = pfd[1].revents != 0;
+		rpc->st.idle_wakeups++;
+		rpc->st.idle_sm_wakeups += signalled;
+	} else if (ret < 0 && errno != EINTR) {
+		URPC_WARN_RATELIMIT(rpc->id, "ppoll: %s", urpc_strerror(-errno));
+	}
+	rpc->tp->ops->wait_ack(rpc->tp);
+out_end:
+	urpc__sm_queue_sleep_end(rpc->smq, signalled);
+}
+
+URPC_API int urpc_rpc_run_event_loop(struct urpc_rpc *rpc, unsigned ms)
+{
+	uint64_t t, end, idle_from;
+
+	if (unlikely(!rpc))
+		return -EINVAL;
+	if (unlikely(!urpc__rpc_is_owner(rpc) || rpc->in_cb))
+		return -EPERM;
+	t = urpc__now_ns();
+	end = t + (uint64_t)ms * 1000000;
+	idle_from = t;
+	do {
+		unsigned work = loop_once(rpc);
+
+		t = urpc__now_ns();
+		if (work) {
+			idle_from = t;
+		} else if (unlikely(rpc->idle_ns && t - idle_from >= rpc->idle_ns && t < end)) {
+			/*
+			 * Idle long enough: sleep. Whether it slept or found
+			 * the Rpc busy, spin another idle_ns before the next
+			 * try, so a busy Rpc scans its sessions rarely.
+			 */
+			idle_wait(rpc, end);
+			t = urpc__now_ns();
+			idle_from = t;
+		}
+	} while (t < end);
+	return 0;
+}

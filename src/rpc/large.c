@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Large messages (large.h). Owns the one-sided operation table (rpc->os[],
+ * its free list and rpc->os_busy) and the orphans in it.
+ * May call: tx.h (forget a freed response's descriptor), msgbuf.h (give
+ * buffers back), the pool, the transport's rx_burst/poll_completions.
+ */
+#define URPC_LOG_MODULE "large"
+#include "large.h"
+
+#include <errno.h>
+
+#include "../util/log.h"
+#include "../util/seam.h"
+#include "msgbuf.h"
+#include "tx.h"
+
+URPC_COLD void urpc__large_pkt_fill(struct urpc_large_pkt *p, enum urpc_pkt_type type,
+				    uint8_t req_type, const struct urpc_msgbuf *mb, uint32_t dest,
+				    uint64_t req_num, uint64_t token)
+{
+	urpc__pkthdr_fill(&p->h, type, req_type, 0, sizeof(p->d), dest, req_num, token);
+	p->h.flags = URPC_PKT_F_LARGE;
+	p->d.addr = htole64((uint64_t)(uintptr_t)urpc__mb_dma(mb));
+	p->d.len = htole64(mb->data_size);
+	p->d.rkey = htole32(mb->priv_rkey);
+	p->d.reserved = 0;
+}
+
+void urpc__os_orphan_client(struct urpc_rpc *rpc, struct urpc_sslot *sl, int status)
+{
+	struct urpc_os_op *op = &rpc->os[sl->os_idx];
+
+	op->orphan = true;
+	op->cont = sl->cont;
+	op->tag = sl->tag;
+	op->req = sl->req;
+	op->resp = sl->resp;
+	op->status = status;
+	sl->reading = false;
+	sl->busy = false;
+	sl->req = NULL;
+	sl->resp = NULL;
+}
+
+/*
+ * A completion whose wr_id names no operation in flight (beyond the table,
+ * or a free entry): a transport bug. Counted, logged and ignored.
+ */
+static URPC_COLD void bad_comp(struct urpc_rpc *rpc, const struct urpc_tp_comp *c)
+{
+	rpc->st.drop_bad_comp++;
+	URPC_WARN_RATELIMIT(rpc->id, "a %s completion names no operation in flight (wr_id %llu)",
+			    urpc__tp_op_str(c->op), (unsigned long long)c->wr_id);
+}
+
+bool urpc__os_take(struct urpc_rpc *rpc, const struct urpc_tp_comp *c, struct urpc_os_op *out)
+{
+	struct urpc_os_op *op;
+	uint16_t i;
+
+	/* The bound first: nothing of os[] is read for a wr_id beyond it. */
+	if (unlikely(c->wr_id >= URPC_OS_OPS || !rpc->os[c->wr_id].busy)) {
+		bad_comp(rpc, c);
+		return false;
+	}
+	i = (uint16_t)c->wr_id;
+	op = &rpc->os[i];
+	/* Free the entry first: what runs next may start new operations. */
+	*out = *op;
+	memset(&op->buf, 0, sizeof(op->buf));
+	urpc__os_put(rpc, i);
+	if (!out->orphan)
+		return true;
+	if (out->kind == URPC_OS_SRV_REQ)
+		urpc__pool_free(rpc->pool, &out->buf);
+	else
+		urpc__run_cont(rpc, out->cont, out->tag, out->status, out->resp);
+	return false;
+}
+
+void urpc__os_session_gone(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	unsigned i;
+
+	for (i = 0; i < URPC_OS_OPS; i++) {
+		struct urpc_os_op *op = &rpc->os[i];
+
+		if (!op->busy || op->orphan || op->sess_num != s->local_num)
+			continue;
+		if (op->kind == URPC_OS_CLI_RESP) {
+			struct urpc_sslot *sl = &s->slots[op->slot];
+
+			/* Not failed before (fail_all orphans what it finds). */
+			urpc__os_orphan_client(rpc, sl, -ECONNRESET);
+		} else {
+			op->orphan = true;
+		}
+	}
+	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+		struct urpc_sslot *sl = &s->slots[i];
+
+		if (sl->large_resp.buf) {
+			urpc__tx_forget(rpc, &sl->lpkt.h, NULL);
+			urpc__mb_release(rpc, &sl->large_resp);
+		}
+	}
+}
+
+bool urpc__os_session_reading(const struct urpc_rpc *rpc, const struct urpc_session *s)
+{
+	unsigned i;
+
+	if (!rpc->os_busy)
+		return false;
+	for (i = 0; i < URPC_OS_OPS; i++) {
+		const struct urpc_os_op *op = &rpc->os[i];
+
+		if (op->busy && op->kind == URPC_OS_CLI_RESP && op->sess_num == s->local_num)
+			return true;
+	}
+	return false;
+}
+
+void urpc__os_drain(struct urpc_rpc *rpc)
+{
+	uint64_t end = urpc__now_ns() + 5000000000ull;
+	struct urpc_tp_rx rx[URPC_RX_BATCH];
+	struct urpc_tp_comp c[16];
+	struct urpc_os_op op;
+	int n, k;
+
+	while (rpc->os_busy && urpc__now_ns() < end) {
+		/* loop and udp serve peers' operations inside rx_burst() */
+		n = rpc->tp->ops->rx_burst(rpc->tp, rx, URPC_RX_BATCH);
+		if (n > 0)
+			rpc->tp->ops->rx_release(rpc->tp, rx, (unsigned)n);
+		n = rpc->tp->ops->poll_completions(rpc->tp, c, URPC_ARRAY_SIZE(c));
+		for (k = 0; k < n; k++)
+			if (urpc__os_take(rpc, &c[k], &op))
+				URPC_ERR(rpc->id, "a live one-sided operation at destroy");
+	}
+	if (rpc->os_busy)
+		URPC_ERR(rpc->id, "%u one-sided operations never completed", rpc->os_busy);
+}

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Large messages: their descriptors, and the table of one-sided operations
+ * (rpc->os[]) that READ them, with the orphans a failed session leaves.
+ * The client and server files start operations here; the event loop hands
+ * completions to urpc__os_take() and the owner of what remains.
+ */
+#ifndef URPC_RPC_LARGE_H
+#define URPC_RPC_LARGE_H
+
+#include <string.h>
+
+#include "engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A free entry of the operation table (busy from now on), or URPC_OS_NIL. */
+static inline uint16_t urpc__os_get(struct urpc_rpc *rpc)
+{
+	uint16_t i = rpc->os_free;
+
+	if (unlikely(i == URPC_OS_NIL))
+		return i;
+	rpc->os_free = rpc->os[i].next_free;
+	rpc->os[i].busy = true;
+	rpc->os[i].orphan = false;
+	rpc->os_busy++;
+	return i;
+}
+
+static inline void urpc__os_put(struct urpc_rpc *rpc, uint16_t i)
+{
+	rpc->os[i].busy = false;
+	rpc->os[i].next_free = rpc->os_free;
+	rpc->os_free = i;
+	rpc->os_busy--;
+}
+
+/* Describe @mb (registered) in @p for the peer to READ. Cold. */
+void urpc__large_pkt_fill(struct urpc_large_pkt *p, enum urpc_pkt_type type, uint8_t req_type,
+			  const struct urpc_msgbuf *mb, uint32_t dest, uint64_t req_num,
+			  uint64_t token);
+
+/* The descriptor of a large message, or false (dropped and counted). */
+static inline bool urpc__large_desc_parse(struct urpc_rpc *rpc, const uint8_t *data, uint32_t len,
+					  struct urpc_large_desc *d)
+{
+	if (unlikely(len != sizeof(*d))) {
+		rpc->st.drop_bad_hdr++;
+		return false;
+	}
+	memcpy(d, data, sizeof(*d));
+	return true;
+}
+
+/*
+ * Client slot @sl reads a large response: hand its continuation to the
+ * operation, to run with @status once the transport is done with the
+ * buffers; the slot is free from now on (its session's masks are the
+ * caller's). Cold path.
+ */
+void urpc__os_orphan_client(struct urpc_rpc *rpc, struct urpc_sslot *sl, int status);
+
+/*
+ * Completion @c: frees its table entry. An orphan's completion is handled
+ * here (a server's read buffer freed, a client's continuation run); for a
+ * live operation the entry is copied to *@op and true returned: the client
+ * or server that started it finishes it. A completion that names no
+ * operation in flight is counted and ignored.
+ */
+bool urpc__os_take(struct urpc_rpc *rpc, const struct urpc_tp_comp *c, struct urpc_os_op *op);
+
+/*
+ * Session @s goes away: its one-sided operations become orphans (they clean
+ * up when they complete) and a server's large stored responses are freed.
+ * Call before releasing its peer (which makes the transport complete them).
+ */
+void urpc__os_session_gone(struct urpc_rpc *rpc, struct urpc_session *s);
+
+/*
+ * True while client session @s still READs a large response (its own
+ * operation or one orphaned from it): the server must keep those buffers,
+ * so a disconnect is not sent yet. Cold: walks the operation table.
+ */
+bool urpc__os_session_reading(const struct urpc_rpc *rpc, const struct urpc_session *s);
+
+/* Wait (bounded) until every operation, all orphans by now, has completed: destroy. */
+void urpc__os_drain(struct urpc_rpc *rpc);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_RPC_LARGE_H */

@@ -1,0 +1,418 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The server's side of the datapath (server.h). Owns server slots: their
+ * request numbers, states, stored responses and the handle a handler gets;
+ * and the deferred count of a server session.
+ * May call: large.h (descriptors, operations), msgbuf.h (responses given
+ * by the application, GPU staging), session_table.h (a reset session is
+ * freed with its last deferred answer), tx.h, the pool, the transport's
+ * post_read and tx_flush, the CUDA loader (urpc_req_copy_data() into device
+ * memory). Only a large request's buffer is allocated here
+ * (from the pool, when its descriptor arrives).
+ */
+#define URPC_LOG_MODULE "server"
+#include "server.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "../mem/cuda.h"
+#include "../util/log.h"
+#include "large.h"
+#include "msgbuf.h"
+#include "session_table.h"
+#include "tx.h"
+
+#define SLOT_MASK (URPC_SESSION_SLOTS - 1)
+
+static void server_send_resp(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl)
+{
+	if (unlikely(sl->large_resp.buf))
+		urpc__tx_push(rpc, s->peer, &sl->lpkt.h, sizeof(sl->lpkt.d), 0);
+	else
+		urpc__tx_push(rpc, s->peer, urpc__mb_hdr(&sl->resp_mb),
+			      (uint32_t)sl->resp_mb.data_size, sl->resp_mb.priv_lkey);
+	sl->resp_epoch = rpc->tx_epoch;
+}
+
+/*
+ * Tell the client that the large request in server slot @sl has been read
+ * (its handler answers later). A copy may still be queued: it is the same
+ * bytes, so it is built only once per request.
+ */
+static URPC_COLD void server_send_ack(struct urpc_rpc *rpc, struct urpc_session *s,
+				      struct urpc_sslot *sl)
+{
+	if (!(sl->resent & URPC_RESENT_ACK)) {
+		urpc__pkthdr_fill(&sl->ack_h, URPC_PKT_RESP, sl->h.req_type, 0, 0, s->remote_num,
+				  sl->cur_req_num, s->token);
+		sl->ack_h.flags = URPC_PKT_F_ACK;
+		sl->resent |= URPC_RESENT_ACK;
+	}
+	urpc__tx_push(rpc, s->peer, &sl->ack_h, 0, 0);
+	rpc->st.acks_sent++;
+}
+
+/* Answer the request in server slot @sl with error @err (a positive errno). */
+static void server_error_resp(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
+			      uint8_t req_type, int err)
+{
+	urpc__pkthdr_fill(urpc__mb_hdr(&sl->resp_mb), URPC_PKT_RESP, req_type, (uint16_t)err, 0,
+			  s->remote_num, sl->cur_req_num, s->token);
+	sl->resp_mb.data_size = 0;
+	sl->srv_state = URPC_SRV_RESPONDED;
+	server_send_resp(rpc, s, sl);
+}
+
+/*
+ * Server slot @sl is about to take a new request: its stored response must
+ * not be rewritten while a copy of it may still be read for sending, and a
+ * large one is freed: the client has read it (it sends a new request on a
+ * slot only after its previous one completed).
+ */
+static void server_retire_resp(struct urpc_rpc *rpc, struct urpc_sslot *sl)
+{
+	urpc__tx_forget(rpc, urpc__mb_hdr(&sl->resp_mb), NULL);
+	urpc__tx_forget(rpc, &sl->lpkt.h, NULL);
+	if (sl->resent & URPC_RESENT_ACK)
+		urpc__tx_forget(rpc, &sl->ack_h, NULL);
+	if (sl->resent)
+		rpc->tp->ops->tx_flush(rpc->tp);
+	sl->resent = 0;
+	if (sl->large_resp.buf)
+		urpc__mb_release(rpc, &sl->large_resp);
+}
+
+/* Run the handler of the request in server slot @sl over @data. */
+static void server_run_handler(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
+			       const struct urpc_handler *hd, uint8_t req_type, const uint8_t *data,
+			       size_t len)
+{
+	sl->srv_state = URPC_SRV_IN_HANDLER;
+	sl->resp_mb.data_size = 0;
+	sl->h.rpc = rpc;
+	sl->h.sess = s;
+	sl->h.data = data;
+	sl->h.len = len;
+	sl->h.req_type = req_type;
+	s->deferred++;
+	rpc->st.reqs_handled++;
+	rpc->in_cb++;
+	hd->fn(&sl->h, hd->arg);
+	rpc->in_cb--;
+	/* The request bytes live in the RX ring or a read buffer: gone after this. */
+	sl->h.data = NULL;
+	sl->h.len = 0;
+}
+
+/*
+ * A large request's descriptor: READ the payload into a buffer of ours; the
+ * handler runs when it has arrived. False: dropped without taking the slot
+ * (no operation or buffer free now; the client's retransmission brings it
+ * again).
+ */
+static bool server_read_req(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
+			    const struct urpc_pkthdr *h, const uint8_t *data, uint32_t len)
+{
+	uint64_t prev = sl->cur_req_num, total;
+	struct urpc_large_desc d;
+	struct urpc_os_op *op;
+	uint16_t i;
+	int ret;
+
+	if (unlikely(!urpc__large_desc_parse(rpc, data, len, &d)))
+		return false;
+	total = le64toh(d.len);
+	sl->cur_req_num = le64toh(h->req_num);
+	if (unlikely(!total || total > URPC_MAX_MSG_SIZE)) {
+		server_error_resp(rpc, s, sl, h->req_type, EMSGSIZE);
+		return true;
+	}
+	i = urpc__os_get(rpc);
+	if (unlikely(i == URPC_OS_NIL))
+		goto out_drop;
+	op = &rpc->os[i];
+	ret = urpc__pool_alloc(rpc->pool, (size_t)total, &op->buf);
+	if (unlikely(ret)) {
+		urpc__os_put(rpc, i);
+		URPC_WARN_RATELIMIT(rpc->id, "no buffer for a %llu-byte request: %s",
+				    (unsigned long long)total, urpc_strerror(ret));
+		server_error_resp(rpc, s, sl, h->req_type, ENOMEM);
+		return true;
+	}
+	ret = rpc->tp->ops->post_read(rpc->tp, s->peer, op->buf.buf,
+				      urpc__pool_reg_handle(&op->buf), le64toh(d.addr),
+				      le32toh(d.rkey), (size_t)total, i);
+	if (unlikely(ret)) {
+		urpc__pool_free(rpc->pool, &op->buf);
+		urpc__os_put(rpc, i);
+		if (ret == -EAGAIN)
+			goto out_drop;
+		server_error_resp(rpc, s, sl, h->req_type, -ret);
+		return true;
+	}
+	op->kind = URPC_OS_SRV_REQ;
+	op->sess_num = s->local_num;
+	op->slot = sl->idx;
+	op->req_num = sl->cur_req_num;
+	op->len = (size_t)total;
+	op->req_type = h->req_type;
+	sl->srv_state = URPC_SRV_READING;
+	return true;
+
+out_drop:
+	sl->cur_req_num = prev; /* not taken: its retransmission is new again */
+	return false;
+}
+
+void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_pkthdr *h,
+		  const uint8_t *data, uint32_t len)
+{
+	uint64_t req_num = le64toh(h->req_num);
+	struct urpc_sslot *sl = &s->slots[req_num & SLOT_MASK];
+	const struct urpc_handler *hd;
+
+	s->last_heard_ns = rpc->now;
+	if (unlikely(req_num <= sl->cur_req_num)) {
+		if (req_num == sl->cur_req_num && sl->srv_state != URPC_SRV_IDLE) {
+			rpc->st.dup_reqs++;
+			if (sl->srv_state == URPC_SRV_RESPONDED) {
+				server_send_resp(rpc, s, sl);
+				sl->resent |= URPC_RESENT_RESP;
+			} else if (sl->srv_state == URPC_SRV_IN_HANDLER &&
+				   (sl->resent & URPC_RESENT_ACK)) {
+				server_send_ack(rpc, s, sl); /* the first one was lost */
+			}
+		} else {
+			rpc->st.drop_stale++;
+		}
+		return;
+	}
+	if (unlikely(sl->srv_state == URPC_SRV_IN_HANDLER || sl->srv_state == URPC_SRV_READING)) {
+		/*
+		 * The client gave up on the slot's previous request (deadline)
+		 * while its handler has not answered yet. The handle the
+		 * application holds must keep naming that request: drop this
+		 * one; the client retransmits it, and it runs once the old
+		 * response is enqueued.
+		 */
+		rpc->st.drop_stale++;
+		return;
+	}
+	if (unlikely(sl->resp_epoch == rpc->tx_epoch || sl->resent || sl->large_resp.buf))
+		server_retire_resp(rpc, sl);
+
+	hd = &rpc->handlers[h->req_type];
+	if (unlikely(!hd->fn)) {
+		rpc->st.unknown_req_type++;
+		sl->cur_req_num = req_num;
+		server_error_resp(rpc, s, sl, h->req_type, ENOENT);
+		return;
+	}
+	if (unlikely(h->flags & URPC_PKT_F_LARGE)) {
+		server_read_req(rpc, s, sl, h, data, len);
+		return;
+	}
+	sl->cur_req_num = req_num;
+	server_run_handler(rpc, s, sl, hd, h->req_type, data, len);
+}
+
+/* ---- the handler's side ---- */
+
+URPC_API const uint8_t *urpc_req_data(const struct urpc_req_handle *h, size_t *len)
+{
+	if (unlikely(!h)) {
+		if (len)
+			*len = 0;
+		return NULL;
+	}
+	if (len)
+		*len = h->len;
+	return h->data;
+}
+
+URPC_API int urpc_req_copy_data(const struct urpc_req_handle *h, void *dst, size_t len)
+{
+	if (unlikely(!h))
+		return -EINVAL;
+	if (unlikely(!urpc__rpc_is_owner(h->rpc)))
+		return -EPERM;
+	if (!dst || !h->data)
+		return -EINVAL;
+	if (len < h->len)
+		return -EMSGSIZE;
+	if (urpc__cuda_is_loaded() && urpc__cuda_is_device_ptr(dst))
+		return urpc__cuda_copy_to_device(dst, h->data, h->len) ? -EIO : (int)h->len;
+	memcpy(dst, h->data, h->len);
+	return (int)h->len;
+}
+
+URPC_API uint8_t urpc_req_type(const struct urpc_req_handle *h)
+{
+	return h ? h->req_type : 0;
+}
+
+URPC_API struct urpc_rpc *urpc_req_rpc(const struct urpc_req_handle *h)
+{
+	return h ? h->rpc : NULL;
+}
+
+URPC_API struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h)
+{
+	if (unlikely(!h))
+		return NULL;
+	return &container_of(h, struct urpc_sslot, h)->resp_mb;
+}
+
+/*
+ * The handler of server slot @sl has answered: false when the answer may be
+ * sent; true when the session was reset meanwhile, the answer is dropped and
+ * the session freed with its last deferred answer.
+ */
+static inline bool resp_dropped(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl)
+{
+	s->deferred--;
+	if (likely(s->state == URPC_SESS_CONNECTED))
+		return false;
+	sl->srv_state = URPC_SRV_IDLE;
+	if (sl->large_resp.buf)
+		urpc__mb_release(rpc, &sl->large_resp);
+	if (!s->deferred)
+		urpc__sess_free(rpc, s);
+	return true;
+}
+
+/*
+ * The answer in @resp (GPU memory, taken by the library) could not be
+ * copied out of the GPU (@err): send no bytes the GPU did not hold. @resp is
+ * given back and the client's request answered with EIO instead.
+ */
+static URPC_COLD void resp_copy_failed(struct urpc_rpc *rpc, struct urpc_session *s,
+				       struct urpc_sslot *sl, struct urpc_msgbuf *resp, int err)
+{
+	URPC_WARN_RATELIMIT(rpc->id, "copying a %zu-byte response out of GPU memory failed: %s",
+			    resp->data_size, urpc_strerror(err));
+	urpc__mb_release(rpc, resp);
+	if (!resp_dropped(rpc, s, sl))
+		server_error_resp(rpc, s, sl, sl->h.req_type, EIO);
+}
+
+/*
+ * The response the handler gave for server slot @sl cannot be sent (@err:
+ * -EMSGSIZE, too long for its buffer or the limit; -EINVAL, not a buffer
+ * the library can send from): answer the request with the error instead
+ * (EMSGSIZE, or EIO), so that the client is not left waiting and the slot
+ * takes requests again. Returns @err for the handler. Cold.
+ */
+static URPC_COLD int resp_refused(struct urpc_rpc *rpc, struct urpc_session *s,
+				  struct urpc_sslot *sl, int err)
+{
+	URPC_WARN_RATELIMIT(rpc->id,
+			    "a type %u handler's response cannot be sent (%s): the client gets %s",
+			    sl->h.req_type, urpc_strerror(err),
+			    urpc_strerror(err == -EMSGSIZE ? -EMSGSIZE : -EIO));
+	if (!resp_dropped(rpc, s, sl))
+		server_error_resp(rpc, s, sl, sl->h.req_type, err == -EMSGSIZE ? EMSGSIZE : EIO);
+	return err;
+}
+
+/*
+ * The application's own buffer or view @resp answers the request in server
+ * slot @sl: the library takes it, copied into the slot's buffer when it fits
+ * a datagram, else kept as the large stored response. Returns 0 (send it),
+ * 1 (taken, but answered with EIO already: a GPU copy failed), or -EINVAL
+ * (not a buffer of this Rpc's, or lent to a request) or -EMSGSIZE (longer
+ * than its capacity or the limit), not taken. Cold: out of the way of the
+ * slot's own buffer.
+ */
+static URPC_COLD int resp_take(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
+			       struct urpc_msgbuf *resp)
+{
+	int ret;
+
+	if (!resp->buf || !urpc__mb_peer_readable(resp) || urpc__mb_is_lent(rpc, resp) ||
+	    (!urpc__mb_is_view(resp) && !urpc__pool_is_out(rpc->pool, resp)))
+		return -EINVAL;
+	if (resp->data_size > resp->max_data_size || resp->data_size > URPC_MAX_MSG_SIZE)
+		return -EMSGSIZE;
+	if (resp->data_size <= rpc->max_msg)
+		ret = urpc__mb_copy_out(sl->resp_mb.buf, resp, resp->data_size);
+	else
+		ret = urpc__mb_stage_out(resp); /* the client READs the staging copy */
+	if (unlikely(ret)) {
+		resp_copy_failed(rpc, s, sl, resp, ret);
+		return 1;
+	}
+	if (resp->data_size <= rpc->max_msg) {
+		sl->resp_mb.data_size = resp->data_size;
+		urpc__mb_release(rpc, resp);
+	} else {
+		sl->large_resp = *resp;
+		memset(resp, 0, sizeof(*resp));
+		/* The library's allocation now: copies the handler kept are stale. */
+		if (!urpc__mb_is_view(&sl->large_resp))
+			urpc__pool_restamp(rpc->pool, &sl->large_resp);
+	}
+	return 0;
+}
+
+URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *resp)
+{
+	struct urpc_sslot *sl;
+	struct urpc_session *s;
+	struct urpc_rpc *rpc;
+	int ret;
+
+	if (unlikely(!h))
+		return -EINVAL;
+	sl = container_of(h, struct urpc_sslot, h);
+	rpc = h->rpc;
+	s = h->sess;
+	if (unlikely(!urpc__rpc_is_owner(rpc)))
+		return -EPERM;
+	if (unlikely(sl->srv_state != URPC_SRV_IN_HANDLER))
+		return -EINVAL;
+	if (unlikely(resp != &sl->resp_mb)) {
+		ret = resp ? resp_take(rpc, s, sl, resp) : -EINVAL;
+		if (ret)
+			return ret < 0 ? resp_refused(rpc, s, sl, ret) : 0;
+	} else if (unlikely(resp->data_size > rpc->max_msg)) {
+		return resp_refused(rpc, s, sl, -EMSGSIZE);
+	}
+	/* Reset while the response was deferred: dropped. */
+	if (unlikely(resp_dropped(rpc, s, sl)))
+		return 0;
+	if (unlikely(sl->large_resp.buf))
+		urpc__large_pkt_fill(&sl->lpkt, URPC_PKT_RESP, h->req_type, &sl->large_resp,
+				     s->remote_num, sl->cur_req_num, s->token);
+	else
+		urpc__pkthdr_fill(urpc__mb_hdr(&sl->resp_mb), URPC_PKT_RESP, h->req_type, 0,
+				  (uint32_t)sl->resp_mb.data_size, s->remote_num, sl->cur_req_num,
+				  s->token);
+	sl->srv_state = URPC_SRV_RESPONDED;
+	server_send_resp(rpc, s, sl);
+	return 0;
+}
+
+/* ---- completions of large messages ---- */
+
+/* The READ of a large request finished: run its handler, or answer the error. */
+void urpc__srv_read_done(struct urpc_rpc *rpc, struct urpc_os_op *op, int status)
+{
+	struct urpc_session *s = rpc->sessions[op->sess_num];
+	struct urpc_sslot *sl = &s->slots[op->slot];
+
+	if (unlikely(status)) {
+		URPC_WARN_RATELIMIT(rpc->id, "reading a %zu-byte request failed: %s", op->len,
+				    urpc_strerror(status));
+		server_error_resp(rpc, s, sl, op->req_type, status == -EACCES ? EACCES : EIO);
+	} else {
+		server_run_handler(rpc, s, sl, &rpc->handlers[op->req_type], op->req_type,
+				   op->buf.buf, op->len);
+		/* Deferred: let the client's deadline free its buffer meanwhile. */
+		if (sl->srv_state == URPC_SRV_IN_HANDLER && s->state == URPC_SESS_CONNECTED)
+			server_send_ack(rpc, s, sl);
+	}
+	/* The handler's view of the request is gone with it. */
+	urpc__pool_free(rpc->pool, &op->buf);
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The session table (session_table.h). Owns rpc->sessions, rpc->hi_session
+ * and the memory of every session.
+ * May call: large.h (orphan a session's operations), tx.h, the pool, the
+ * transport's release_peer and tx_flush.
+ */
+#define URPC_LOG_MODULE "session"
+#include "session_table.h"
+
+#include <stdlib.h>
+
+#include "large.h"
+#include "tx.h"
+
+const char *urpc__session_state_str(enum urpc_session_state s)
+{
+	switch (s) {
+	case URPC_SESS_CONNECTING:
+		return "connecting";
+	case URPC_SESS_CONNECTED:
+		return "connected";
+	case URPC_SESS_DISCONNECTING:
+		return "disconnecting";
+	case URPC_SESS_DISCONNECTED:
+		return "disconnected";
+	case URPC_SESS_RESET:
+		return "reset";
+	}
+	return "?";
+}
+
+struct urpc_session *urpc__sess_alloc(struct urpc_rpc *rpc, enum urpc_session_role role)
+{
+	struct urpc_session *s;
+	uint32_t i, num;
+
+	for (num = 0; num < rpc->max_sessions; num++)
+		if (!rpc->sessions[num])
+			break;
+	if (num == rpc->max_sessions)
+		return NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->role = role;
+	s->local_num = num;
+	s->credits = URPC_SESSION_SLOTS;
+	s->free_mask = (1u << URPC_SESSION_SLOTS) - 1;
+	s->rx_word = URPC_PKT_WORD(role == URPC_ROLE_CLIENT ? URPC_PKT_RESP : URPC_PKT_REQ);
+	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+		s->slots[i].cur_req_num = i;
+		s->slots[i].idx = i;
+	}
+	rpc->sessions[num] = s;
+	if (num >= rpc->hi_session)
+		rpc->hi_session = num + 1;
+	rpc->st.sessions++;
+	return s;
+}
+
+void urpc__sess_free(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	uint32_t i;
+
+	/* Before the peer goes: the transport then completes what used it. */
+	urpc__os_session_gone(rpc, s);
+	if (s->peer) {
+		/*
+		 * Datagrams to this peer (stored responses among them) may still
+		 * sit in the TX batch: send them, and forget what the transport
+		 * did not take, before the peer and the buffers go.
+		 */
+		urpc__tx_flush(rpc);
+		urpc__tx_forget(rpc, NULL, s->peer);
+		rpc->tp->ops->tx_flush(rpc->tp);
+		rpc->tp->ops->release_peer(rpc->tp, s->peer);
+	}
+	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+		if (s->slots[i].resp_mb.buf)
+			(void)urpc__pool_free(rpc->pool, &s->slots[i].resp_mb);
+	}
+	rpc->sessions[s->local_num] = NULL;
+	while (rpc->hi_session && !rpc->sessions[rpc->hi_session - 1])
+		rpc->hi_session--;
+	rpc->st.sessions--;
+	free(s);
+}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The TX batch: datagrams collected during a loop pass and handed to the
+ * transport in one tx_burst. Everything above sends through it.
+ */
+#ifndef URPC_RPC_TX_H
+#define URPC_RPC_TX_H
+
+#include "engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Hand the batch to the transport; what it does not take stays queued. */
+void urpc__tx_flush(struct urpc_rpc *rpc);
+
+/*
+ * Take out of the TX batch every datagram whose header is @hdr or, with @hdr
+ * NULL, every datagram to @peer, so that memory or a peer about to be given
+ * back is never read by a later flush. Cold path. Owner thread only.
+ */
+void urpc__tx_forget(struct urpc_rpc *rpc, const void *hdr, const struct urpc_tp_peer *peer);
+
+/*
+ * Queue the datagram @hdr + @data_len payload bytes that follow it for the
+ * next tx_burst; flushes when the batch is full. The bytes must stay
+ * unchanged until the transport is done with them (see tx_flush).
+ */
+static inline void urpc__tx_push(struct urpc_rpc *rpc, struct urpc_tp_peer *peer,
+				 const struct urpc_pkthdr *hdr, uint32_t data_len, uint32_t lkey)
+{
+	struct urpc_tp_tx *t;
+
+	if (unlikely(rpc->ntx == URPC_TX_BATCH)) {
+		urpc__tx_flush(rpc);
+		if (rpc->ntx == URPC_TX_BATCH) {
+			/* The transport is stuck: drop; retransmission recovers. */
+			rpc->ntx = 0;
+			rpc->tx_epoch++;
+		}
+	}
+	t = &rpc->tx[rpc->ntx++];
+	t->peer = peer;
+	t->hdr = hdr;
+	t->hdr_len = (uint32_t)sizeof(*hdr) + data_len;
+	t->hdr_lkey = lkey;
+	t->data_len = 0;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_RPC_TX_H */
