@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The verbs transport's private state, shared by verbs.c (set-up, peers,
- * memory, the RC connection life cycle, waiting) and verbs_datapath.c
- * (datagrams and one-sided operations). Only src/transport/verbs*.c include
- * this header.
+ * The verbs transport's private types and constants, the floor of its
+ * ladder (each file includes only the headers below it, and calls only
+ * down):
+ *   verbs.c     endpoint create/destroy, peers, memory, waiting, the ops
+ *               table (calls verbs_ud.h and verbs_rc.h);
+ *   verbs_rc.c  RC connections and one-sided operations (verbs_rc.h);
+ *   verbs_ud.c  datagrams over the UD QP (verbs_ud.h);
+ *   verbs.h     these types, and helpers with no state of their own.
+ * Only src/transport/verbs*.c include this header.
  *
  * Datagrams ride one UD QP per endpoint. Its receive ring is one registered
  * region of rq_depth slots, each VERBS_GRH bytes of GRH room followed by the
@@ -37,6 +42,7 @@
 
 #include "../mem/hugepage.h"
 #include "../util/compiler.h"
+#include "../util/seam.h"
 #include "transport.h"
 
 #define VERBS_GRH 40u	       /* room the NIC fills in front of a UD receive */
@@ -49,11 +55,11 @@
 #define VERBS_OS_OPS 256u	   /* one-sided operations outstanding per endpoint */
 #define VERBS_RC_DEPTH 128u	   /* send queue of one RC QP */
 #define VERBS_RD_ATOMIC 16u	   /* outstanding READs per RC QP, at most */
-#define VERBS_RC_CHUNKS 16u	   /* work requests one operation is cut into, at most */
-#define VERBS_RC_CHUNK (1u << 20)  /* their least size (URPC_VERBS_RC_CHUNK overrides) */
+#define VERBS_RC_CHUNKS 16u	   /* work requests of one operation in flight, at most */
+#define VERBS_RC_CHUNK (1u << 20)  /* their size (URPC_VERBS_RC_CHUNK overrides) */
 #define VERBS_HS_RTO_NS 5000000ull /* first resend of a REQ after 5 ms */
 #define VERBS_HS_RTO_MAX_NS 100000000ull
-#define VERBS_OP_NS_PER_MIB 50000000ull /* deadline allowance: 20 MB/s at worst */
+#define VERBS_OP_NS_PER_MIB 50000000ull /* allowance for one chunk in flight: 20 MB/s */
 #define VERBS_DRAIN_NS 2000000000ull	/* bound of a synchronous drain */
 #define VERBS_MAX_DEPTH 32768u
 #define VERBS_OUTBOX 64u /* control messages waiting for session management */
@@ -84,13 +90,31 @@ struct verbs_ctl {
 };
 static_assert(sizeof(struct verbs_ctl) == 36, "verbs_ctl is 36 bytes on the wire");
 
+/* The RC side of a connection (see the top of the file), with its _str(). */
+#define VERBS_RC_STATES(X)                                                                         \
+	X(NONE, "none")                                                                            \
+	X(PENDING, "pending")                                                                      \
+	X(READY, "ready")                                                                          \
+	X(FAILED, "failed")
+
 enum verbs_rc_state {
-	VERBS_RC_NONE = 0,
-	VERBS_RC_PENDING,
-	VERBS_RC_READY,
-	VERBS_RC_FAILED,
+#define VERBS_RC_ENUM(name, str) VERBS_RC_##name,
+	VERBS_RC_STATES(VERBS_RC_ENUM)
+#undef VERBS_RC_ENUM
 };
-const char *urpc__verbs_rc_state_str(enum verbs_rc_state s);
+static_assert(VERBS_RC_NONE == 0, "a zeroed connection has no RC side");
+
+static inline const char *verbs_rc_state_str(enum verbs_rc_state s)
+{
+	switch (s) {
+#define VERBS_RC_CASE(name, str)                                                                   \
+	case VERBS_RC_##name:                                                                      \
+		return str;
+		VERBS_RC_STATES(VERBS_RC_CASE)
+#undef VERBS_RC_CASE
+	}
+	return "?";
+}
 
 #define VERBS_NIL 0xffffu /* end of an op list */
 
@@ -156,17 +180,18 @@ struct verbs_op {
 	uint32_t rkey;
 	uint64_t raddr;
 	uint32_t len;
-	uint32_t qp_num;      /* POSTED: the RC QP it went to (stale completions are ignored) */
-	uint16_t chunks_left; /* POSTED: work requests whose completion has not come */
-	uint16_t next;	      /* peer's wait FIFO, then the done FIFO */
+	uint32_t qp_num;   /* POSTED: the RC QP it went to (stale completions are ignored) */
+	uint32_t chunk;	   /* POSTED: the size of its work requests (the last may be shorter) */
+	uint32_t off;	   /* POSTED: bytes handed to the NIC so far */
+	uint16_t inflight; /* POSTED: work requests whose completion has not come */
+	uint16_t next;	   /* peer's wait FIFO, then the done FIFO */
 	/*
-	 * POSTED: its allowance: one_sided_timeout plus 50 ms per MiB of one
-	 * chunk, counted from its post or from the connection's last
-	 * completion (of any chunk), whichever is later, so operations queued
-	 * behind others are not failed for waiting.
+	 * POSTED: its post, or the completion of its last chunk. It fails only
+	 * when neither it nor its connection (operations queued ahead of it)
+	 * made progress for one_sided_timeout plus one chunk's allowance
+	 * (VERBS_OP_NS_PER_MIB): a long operation lives while chunks complete.
 	 */
-	uint64_t posted_ns;
-	uint64_t allow_ns;
+	uint64_t progress_ns;
 };
 
 struct verbs_tp {
@@ -242,57 +267,27 @@ static inline struct verbs_tp *to_verbs(struct urpc_tp *tp)
 	return container_of(tp, struct verbs_tp, base);
 }
 
-/* ---- verbs.c, for the datapath ---- */
+/* ---- helpers with no state, for every verbs file ---- */
 
-/* Handle a control message a session over connection @via carried. */
-void urpc__verbs_ctl_rx(struct verbs_tp *v, struct verbs_conn *via, uint32_t type,
-			const uint8_t *buf, uint32_t len);
+static inline uint32_t verbs_random32(void)
+{
+	uint32_t r;
 
-/* Resend REQs due and fail connections past their deadline. @now in ns. */
-void urpc__verbs_hs_timers(struct verbs_tp *v, uint64_t now);
+	urpc__entropy(&r, sizeof(r));
+	return r;
+}
 
-/* Start the RC side of @c (state NONE): QP, REQ. 0 or -errno. */
-int urpc__verbs_rc_start(struct verbs_tp *v, struct verbs_conn *c);
-
-/*
- * Move @peer to FAILED with @err (if not failed yet; logged once, with
- * @why or else @err) and flush its QP.
- */
-void urpc__verbs_rc_fail(struct verbs_tp *v, struct verbs_conn *c, int err, const char *why);
-
-/* Post what waits on @c's FIFO while its READY QP has room. */
-void urpc__verbs_rc_kick(struct verbs_tp *v, struct verbs_conn *c);
-
-/* Map a completion status to -errno. */
-int urpc__verbs_wc_errno(enum ibv_wc_status st);
-
-/* Queue a control message to @c for session management; 0 or -EAGAIN (full). */
-int urpc__verbs_ctl_send(struct verbs_tp *v, struct verbs_conn *c, enum verbs_ctl_type type);
-
-/* ---- verbs_datapath.c, for verbs.c ---- */
-
-/* Post op @idx on its peer's (READY) RC QP; on failure it completes with the error. */
-void urpc__verbs_op_post(struct verbs_tp *v, uint16_t idx);
-
-/* Complete op @idx with @status: onto the done FIFO. */
-void urpc__verbs_op_done(struct verbs_tp *v, uint16_t idx, int status);
-
-/* Reap RC completions into the done FIFO. Returns how many were seen. */
-int urpc__verbs_rc_reap(struct verbs_tp *v);
-
-/* Post the receives waiting in v->repost. */
-void urpc__verbs_repost(struct verbs_tp *v);
-
-int urpc__verbs_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsigned n);
-void urpc__verbs_tx_flush(struct urpc_tp *tp);
-int urpc__verbs_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n);
-void urpc__verbs_rx_release(struct urpc_tp *tp, const struct urpc_tp_rx *pkts, unsigned n);
-int urpc__verbs_post_read(struct urpc_tp *tp, struct urpc_tp_peer *peer, void *local,
-			  const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
-			  uint64_t wr_id);
-int urpc__verbs_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *local,
-			   const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
-			   uint64_t wr_id);
-int urpc__verbs_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n);
+static inline enum ibv_mtu verbs_mtu_enum(uint32_t bytes)
+{
+	if (bytes >= 4096)
+		return IBV_MTU_4096;
+	if (bytes >= 2048)
+		return IBV_MTU_2048;
+	if (bytes >= 1024)
+		return IBV_MTU_1024;
+	if (bytes >= 512)
+		return IBV_MTU_512;
+	return IBV_MTU_256;
+}
 
 #endif /* URPC_TRANSPORT_VERBS_H */

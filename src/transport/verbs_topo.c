@@ -2,7 +2,7 @@
 /*
  * Which RDMA port is nearest to a device (a GPU) or a NUMA node, from the
  * sysfs PCI topology. Plain string and file work: no verbs header, built in
- * every configuration (see verbs_dev.h).
+ * every configuration (see verbs_topo.h). Calls nothing above it.
  */
 #define URPC_LOG_MODULE "verbs"
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "verbs_dev.h"
+#include "verbs_topo.h"
 
 unsigned urpc__verbs_path_affinity(const char *a, const char *b)
 {

@@ -1,0 +1,604 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The verbs transport's RC side: the life cycle of a connection's RC QP
+ * (start, fail, tear down) and the one-sided operations that ride it
+ * (post_read, post_write, poll_completions). See verbs.h for the states.
+ * verbs_hs.c (the handshake) and verbs.c call in here through verbs_rc.h;
+ * this file calls only verbs_ctl.h (the outbox of control messages).
+ *
+ * An operation is cut into chunks of rc_chunk bytes; at most rc_chunks of
+ * them are at the NIC at once, and each completion lets the next one go.
+ * Its deadline follows progress: it fails (with its connection, -ETIMEDOUT)
+ * only when neither its own chunks nor the operations ahead of it on the
+ * connection completed anything for one_sided_timeout (plus the allowance
+ * of one chunk), so a long transfer on a slow or loaded link lives while it
+ * moves, and a stalled peer still fails it.
+ */
+#define URPC_LOG_MODULE "verbs"
+#include "verbs_rc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/log.h"
+#include "verbs_ctl.h"
+
+static void op_done(struct verbs_tp *v, uint16_t idx, int status);
+static void op_post(struct verbs_tp *v, uint16_t idx);
+static int rc_reap(struct verbs_tp *v);
+
+/* ---- tearing a connection's RC side down ------------------------------------- */
+
+/* Synchronously reap @p's posted operations (its QP is in the error state). */
+static void rc_drain(struct verbs_tp *v, struct verbs_conn *p)
+{
+	uint64_t end = urpc__now_ns() + VERBS_DRAIN_NS;
+	uint32_t i;
+
+	while (p->rc_posted && urpc__now_ns() < end)
+		rc_reap(v);
+	if (!p->rc_posted)
+		return;
+	/* The NIC never flushed them: give up on their completions. */
+	URPC_ERR(v->base.id, "RC QP %u: %u operations never completed after a flush",
+		 p->rc_qp->qp_num, p->rc_posted);
+	for (i = 0; i < VERBS_OS_OPS; i++)
+		if (v->ops[i].state == VERBS_OP_POSTED && v->ops[i].conn == p) {
+			v->nposted--;
+			v->ops[i].peer->posted--;
+			op_done(v, (uint16_t)i, -EIO);
+		}
+	p->rc_posted = 0;
+}
+
+/*
+ * Tear @p's RC side down to NONE: posted operations are flushed and reaped
+ * (their status the recorded cause, else @err), waiting ones fail with @err,
+ * the QP is destroyed.
+ */
+void urpc__verbs_rc_teardown(struct verbs_tp *v, struct verbs_conn *p, int err)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+	uint16_t i;
+
+	if (p->rc_state == VERBS_RC_PENDING)
+		v->npending--;
+	if (!p->rc_err)
+		p->rc_err = err;
+	while ((i = p->wait_head) != VERBS_NIL) {
+		p->wait_head = v->ops[i].next;
+		op_done(v, i, p->rc_err);
+	}
+	p->wait_tail = VERBS_NIL;
+	if (p->rc_qp) {
+		if (p->rc_posted) {
+			ibv_modify_qp(p->rc_qp, &a, IBV_QP_STATE);
+			rc_drain(v, p);
+		}
+		ibv_destroy_qp(p->rc_qp);
+		p->rc_qp = NULL;
+	}
+	p->rc_state = VERBS_RC_NONE;
+	p->rc_err = 0;
+	p->rc_remote_qpn = 0;
+}
+
+/* ---- the RC life cycle ------------------------------------------------------ */
+
+int urpc__verbs_rc_qp_create(struct verbs_tp *v, struct verbs_conn *p)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = v->rc_cq;
+	ia.recv_cq = v->rc_cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = VERBS_RC_DEPTH * URPC_MAX(v->rc_chunks, 1u);
+	ia.cap.max_recv_wr = 1;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	p->rc_qp = ibv_create_qp(v->pd, &ia);
+	if (!p->rc_qp)
+		return -errno ? -errno : -ENOMEM;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.pkey_index = 0;
+	a.port_num = v->port.num;
+	a.qp_access_flags =
+		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+	if (ibv_modify_qp(p->rc_qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+		int ret = -errno ? -errno : -EIO;
+
+		ibv_destroy_qp(p->rc_qp);
+		p->rc_qp = NULL;
+		return ret;
+	}
+	p->rc_psn = verbs_random32() & 0xffffff;
+	return 0;
+}
+
+int urpc__verbs_rc_start(struct verbs_tp *v, struct verbs_conn *p)
+{
+	uint64_t now = urpc__now_ns();
+	int ret;
+
+	ret = urpc__verbs_rc_qp_create(v, p);
+	if (ret) {
+		URPC_ERR(v->base.id, "cannot create an RC QP for peer QPN %u: %s", p->qpn,
+			 strerror(-ret));
+		p->rc_state = VERBS_RC_FAILED;
+		p->rc_err = ret;
+		return ret;
+	}
+	p->rc_state = VERBS_RC_PENDING;
+	v->npending++;
+	p->hs_deadline_ns = now + v->base.one_sided_timeout_ns;
+	p->hs_rto_ns = VERBS_HS_RTO_NS;
+	p->hs_next_ns = now + p->hs_rto_ns;
+	/* A REQ the send queue refuses now is resent by the timer. */
+	urpc__verbs_ctl_send(v, p, VERBS_CTL_RC_REQ);
+	return 0;
+}
+
+void urpc__verbs_rc_fail(struct verbs_tp *v, struct verbs_conn *p, int err, const char *why)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+	uint16_t i;
+
+	if (p->rc_state == VERBS_RC_FAILED)
+		return;
+	URPC_ERR(v->base.id,
+		 "RC connection to peer QPN %u failed while %s (%s); its one-sided operations "
+		 "fail with '%s' until the session is reset",
+		 p->qpn, verbs_rc_state_str(p->rc_state), why ? why : urpc_strerror(err),
+		 urpc_strerror(err));
+	if (p->rc_state == VERBS_RC_PENDING)
+		v->npending--;
+	p->rc_state = VERBS_RC_FAILED;
+	p->rc_err = err;
+	while ((i = p->wait_head) != VERBS_NIL) {
+		p->wait_head = v->ops[i].next;
+		op_done(v, i, err);
+	}
+	p->wait_tail = VERBS_NIL;
+	/* Posted operations come back flushed and report @err. */
+	if (p->rc_qp && p->rc_posted)
+		ibv_modify_qp(p->rc_qp, &a, IBV_QP_STATE);
+}
+
+void urpc__verbs_rc_kick(struct verbs_tp *v, struct verbs_conn *p)
+{
+	uint16_t i;
+
+	while (p->rc_state == VERBS_RC_READY && (i = p->wait_head) != VERBS_NIL &&
+	       p->rc_posted < VERBS_RC_DEPTH) {
+		p->wait_head = v->ops[i].next;
+		if (p->wait_head == VERBS_NIL)
+			p->wait_tail = VERBS_NIL;
+		op_post(v, i);
+	}
+}
+
+static int wc_errno(enum ibv_wc_status st)
+{
+	switch (st) {
+	case IBV_WC_SUCCESS:
+		return 0;
+	case IBV_WC_REM_ACCESS_ERR:
+		return -EACCES;
+	case IBV_WC_RETRY_EXC_ERR:
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+		return -ETIMEDOUT;
+	case IBV_WC_LOC_LEN_ERR:
+	case IBV_WC_REM_INV_REQ_ERR:
+		return -EINVAL;
+	case IBV_WC_WR_FLUSH_ERR:
+		return -ECONNRESET;
+	default:
+		return -EIO;
+	}
+}
+
+/* ---- one-sided operations ------------------------------------------------------ */
+
+static void op_done(struct verbs_tp *v, uint16_t idx, int status)
+{
+	struct verbs_op *op = &v->ops[idx];
+
+	op->state = VERBS_OP_DONE;
+	op->status = status;
+	op->next = VERBS_NIL;
+	if (v->done_tail == VERBS_NIL)
+		v->done_head = idx;
+	else
+		v->ops[v->done_tail].next = idx;
+	v->done_tail = idx;
+}
+
+void urpc__verbs_rc_init(struct verbs_tp *v)
+{
+	uint32_t i;
+
+	for (i = 0; i < VERBS_OS_OPS; i++)
+		v->ops[i].next = (uint16_t)(i + 1 < VERBS_OS_OPS ? i + 1 : VERBS_NIL);
+	v->free_head = 0;
+	v->done_head = v->done_tail = VERBS_NIL;
+}
+
+/* Retire posted op @idx (its last chunk is back) with @status. */
+static void op_retire(struct verbs_tp *v, uint16_t idx, int status)
+{
+	struct verbs_op *op = &v->ops[idx];
+
+	op->conn->rc_posted--;
+	op->peer->posted--;
+	v->nposted--;
+	op_done(v, idx, status);
+}
+
+/*
+ * Hand up to @max more chunks of op @idx to its connection's QP, as one
+ * chain, each signaled: a chunk's completion is progress (what the
+ * deadline counts from) and lets the next chunk go (rc_reap()), so an
+ * operation has at most v->rc_chunks work requests at the NIC. 0, or the
+ * positive errno of ibv_post_send() (a prefix of the chain may have gone).
+ */
+static int post_chunks(struct verbs_tp *v, uint16_t idx, unsigned max)
+{
+	struct verbs_op *op = &v->ops[idx];
+	struct ibv_send_wr wr[VERBS_RC_CHUNKS], *bad = NULL;
+	struct ibv_sge sge[VERBS_RC_CHUNKS];
+	uint32_t off = op->off;
+	unsigned n = 0;
+	int ret;
+
+	memset(wr, 0, sizeof(wr));
+	while (n < max && off < op->len) {
+		uint32_t len = URPC_MIN(op->chunk, op->len - off);
+
+		sge[n] = (struct ibv_sge){(uintptr_t)op->local + off, len, op->lkey};
+		wr[n].wr_id = idx;
+		wr[n].sg_list = &sge[n];
+		wr[n].num_sge = 1;
+		wr[n].opcode = op->kind == URPC_TP_OP_READ ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+		wr[n].wr.rdma.remote_addr = op->raddr + off;
+		wr[n].wr.rdma.rkey = op->rkey;
+		wr[n].send_flags = IBV_SEND_SIGNALED;
+		wr[n].next = &wr[n + 1];
+		off += len;
+		n++;
+	}
+	if (!n)
+		return 0;
+	wr[n - 1].next = NULL;
+	ret = ibv_post_send(op->conn->rc_qp, wr, &bad);
+	if (unlikely(ret)) {
+		URPC_ERR_RATELIMIT(v->base.id, "RDMA %s of %u bytes could not be posted: %s",
+				   urpc__tp_op_str(op->kind), op->len, strerror(ret));
+		n = bad ? (unsigned)(bad - wr) : 0;
+		off = op->off;
+		for (unsigned k = 0; k < n; k++)
+			off += sge[k].length;
+	}
+	op->off = off;
+	op->inflight = (uint16_t)(op->inflight + n);
+	return ret;
+}
+
+/* Post op @idx on its peer's (READY) RC QP; on failure it completes with the error. */
+static void op_post(struct verbs_tp *v, uint16_t idx)
+{
+	struct verbs_op *op = &v->ops[idx];
+	struct verbs_conn *p = op->conn;
+	int ret;
+
+	/* Chunks of rc_chunk bytes, v->rc_chunks of them at the NIC at once. */
+	op->chunk = v->rc_chunk && op->len > v->rc_chunk ? v->rc_chunk : op->len;
+	op->off = 0;
+	op->inflight = 0;
+	ret = post_chunks(v, idx, URPC_MAX(v->rc_chunks, 1u));
+	if (unlikely(ret) && !op->inflight) { /* nothing went out */
+		op_done(v, idx, -ret);
+		return;
+	}
+	op->state = VERBS_OP_POSTED;
+	op->status = -ret; /* a chain cut short fails once what went out is back */
+	op->qp_num = p->rc_qp->qp_num;
+	op->progress_ns = urpc__now_ns();
+	if (!p->rc_posted)
+		p->progress_ns = op->progress_ns; /* idle until now: progress starts here */
+	p->rc_posted++;
+	op->peer->posted++;
+	v->nposted++;
+	/* Some chunks went out, not all: they come back flushed (or done). */
+	if (unlikely(ret))
+		urpc__verbs_rc_fail(v, p, -ret, "posting a chained work request failed");
+}
+
+static int post_op(struct verbs_tp *v, enum urpc_tp_op kind, struct urpc_tp_peer *h, void *local,
+		   const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+		   uint64_t wr_id)
+{
+	uintptr_t lo = (uintptr_t)local, base;
+	struct verbs_conn *p;
+	struct verbs_op *op;
+	uint16_t idx;
+
+	if (unlikely(!h || !mr || !mr->handle || !len || len > v->max_msg))
+		return -EINVAL;
+	base = (uintptr_t)mr->addr;
+	if (unlikely(lo < base || lo - base > mr->len || len > mr->len - (lo - base)))
+		return -EINVAL;
+	idx = v->free_head;
+	if (unlikely(idx == VERBS_NIL))
+		return -EAGAIN;
+	op = &v->ops[idx];
+	v->free_head = op->next;
+	v->nops++;
+	p = h->conn;
+	op->wr_id = wr_id;
+	op->kind = kind;
+	op->peer = h;
+	op->conn = p;
+	op->local = local;
+	op->mr_handle = mr->handle;
+	op->lkey = mr->lkey;
+	op->rkey = rkey;
+	op->raddr = raddr;
+	op->len = (uint32_t)len;
+	op->next = VERBS_NIL;
+	op->state = VERBS_OP_WAITING;
+
+	switch (p->rc_state) {
+	case VERBS_RC_FAILED:
+		op_done(v, idx, p->rc_err);
+		return 0;
+	case VERBS_RC_NONE:
+		if (urpc__verbs_rc_start(v, p)) {
+			op_done(v, idx, p->rc_err);
+			return 0;
+		}
+		break;
+	case VERBS_RC_READY:
+		if (p->wait_head == VERBS_NIL && p->rc_posted < VERBS_RC_DEPTH) {
+			op_post(v, idx);
+			return 0;
+		}
+		break;
+	case VERBS_RC_PENDING:
+		break;
+	}
+	if (p->wait_tail == VERBS_NIL)
+		p->wait_head = idx;
+	else
+		v->ops[p->wait_tail].next = idx;
+	p->wait_tail = idx;
+	return 0;
+}
+
+int urpc__verbs_rc_post_read(struct urpc_tp *tp, struct urpc_tp_peer *peer, void *local,
+			     const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			     uint64_t wr_id)
+{
+	return post_op(to_verbs(tp), URPC_TP_OP_READ, peer, local, mr, raddr, rkey, len, wr_id);
+}
+
+int urpc__verbs_rc_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *local,
+			      const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey,
+			      size_t len, uint64_t wr_id)
+{
+	/* The NIC only reads @local for a WRITE. */
+	return post_op(to_verbs(tp), URPC_TP_OP_WRITE, peer, (void *)(uintptr_t)local, mr, raddr,
+		       rkey, len, wr_id);
+}
+
+/*
+ * A chunk of posted op @idx came back successfully at @now: send the next
+ * one while the connection is READY, and retire the operation once its
+ * last chunk is back (with the error of a chain cut short, or of a
+ * connection that failed before all of it went out).
+ */
+static void chunk_done(struct verbs_tp *v, uint16_t idx, uint64_t now)
+{
+	struct verbs_op *op = &v->ops[idx];
+	struct verbs_conn *p = op->conn;
+	int ret;
+
+	op->inflight--;
+	op->progress_ns = now;
+	if (op->off < op->len && !op->status && p->rc_state == VERBS_RC_READY) {
+		ret = post_chunks(v, idx, 1);
+		if (unlikely(ret)) {
+			op->status = -ret;
+			urpc__verbs_rc_fail(v, p, -ret, "posting the next chunk failed");
+		}
+	}
+	if (op->inflight)
+		return;
+	if (op->off < op->len && !op->status)
+		op->status = p->rc_err ? p->rc_err : -ECONNRESET;
+	op_retire(v, idx, op->status);
+}
+
+/* Reap RC completions into the done FIFO. Returns how many were seen. */
+static int rc_reap(struct verbs_tp *v)
+{
+	struct ibv_wc wc[VERBS_POLL_BATCH];
+	uint64_t now;
+	int k, i;
+
+	k = ibv_poll_cq(v->rc_cq, VERBS_POLL_BATCH, wc);
+	if (unlikely(k < 0)) {
+		URPC_ERR_RATELIMIT(v->base.id, "polling the RC CQ failed");
+		return 0;
+	}
+	now = k > 0 && v->nposted ? urpc__now_ns() : 0;
+	for (i = 0; i < k; i++) {
+		uint64_t idx = wc[i].wr_id;
+		struct verbs_conn *p;
+		struct verbs_op *op;
+		int st;
+
+		if (idx >= VERBS_OS_OPS)
+			continue;
+		op = &v->ops[idx];
+		if (op->state != VERBS_OP_POSTED || op->qp_num != wc[i].qp_num)
+			continue; /* of a QP torn down without waiting for it */
+		p = op->conn;
+		p->progress_ns = now;
+		if (likely(wc[i].status == IBV_WC_SUCCESS)) {
+			chunk_done(v, (uint16_t)idx, now);
+		} else {
+			if (wc[i].status == IBV_WC_WR_FLUSH_ERR) {
+				/* Flushed behind the first error: report that, not the flush. */
+				st = p->rc_err ? p->rc_err : -ECONNRESET;
+			} else {
+				char why[128];
+
+				st = wc_errno(wc[i].status);
+				snprintf(why, sizeof(why),
+					 "RDMA %s of %u bytes: %s, vendor error 0x%x",
+					 urpc__tp_op_str(op->kind), op->len,
+					 ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
+				urpc__verbs_rc_fail(v, p, st, why);
+			}
+			/* Its other chunks come back flushed from the same QP: ignored. */
+			op_retire(v, (uint16_t)idx, st);
+		}
+		if (p->wait_head != VERBS_NIL)
+			urpc__verbs_rc_kick(v, p);
+	}
+	return k;
+}
+
+/*
+ * Fail the connections of posted operations that made no progress for
+ * one_sided_timeout plus the allowance of one chunk in flight, counted
+ * from the later of the operation's own progress and its connection's
+ * (so operations queued behind others are not failed for waiting).
+ */
+static void scan_deadlines(struct verbs_tp *v, uint64_t now)
+{
+	uint32_t i;
+
+	for (i = 0; i < VERBS_OS_OPS; i++) {
+		struct verbs_op *op = &v->ops[i];
+		uint64_t allow;
+
+		if (op->state != VERBS_OP_POSTED)
+			continue;
+		allow = v->base.one_sided_timeout_ns +
+			((uint64_t)op->chunk >> 20) * VERBS_OP_NS_PER_MIB;
+		if (now >= URPC_MAX(op->progress_ns, op->conn->progress_ns) + allow)
+			urpc__verbs_rc_fail(
+				v, op->conn, -ETIMEDOUT,
+				"a one-sided operation made no progress within its time-out");
+	}
+}
+
+int urpc__verbs_rc_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n)
+{
+	struct verbs_tp *v = to_verbs(tp);
+	unsigned cnt = 0;
+
+	if (!v->nops)
+		return 0;
+	if (v->nposted)
+		rc_reap(v);
+	if (unlikely(v->nposted)) {
+		uint64_t now = urpc__now_ns();
+
+		if (now >= v->next_scan_ns) {
+			v->next_scan_ns = now + 1000000;
+			scan_deadlines(v, now);
+		}
+	}
+	while (cnt < n && v->done_head != VERBS_NIL) {
+		uint16_t idx = v->done_head;
+		struct verbs_op *op = &v->ops[idx];
+
+		v->done_head = op->next;
+		if (v->done_head == VERBS_NIL)
+			v->done_tail = VERBS_NIL;
+		comps[cnt].wr_id = op->wr_id;
+		comps[cnt].op = op->kind;
+		comps[cnt].status = op->status;
+		cnt++;
+		op->state = VERBS_OP_FREE;
+		op->peer = NULL;
+		op->next = v->free_head;
+		v->free_head = idx;
+		v->nops--;
+	}
+	return (int)cnt;
+}
+
+/* ---- handles, connections and memory going away ------------------------------ */
+
+/*
+ * Fail with @status the operations waiting on @c's FIFO that were posted
+ * on handle @h, or use the memory @mr_handle (whichever is not NULL).
+ */
+static void wait_fail(struct verbs_tp *v, struct verbs_conn *c, const struct urpc_tp_peer *h,
+		      const void *mr_handle, int status)
+{
+	uint16_t *link = &c->wait_head, prev = VERBS_NIL;
+
+	while (*link != VERBS_NIL) {
+		uint16_t k = *link;
+
+		if ((h && v->ops[k].peer == h) || (mr_handle && v->ops[k].mr_handle == mr_handle)) {
+			*link = v->ops[k].next;
+			op_done(v, k, status);
+		} else {
+			prev = k;
+			link = &v->ops[k].next;
+		}
+	}
+	c->wait_tail = prev;
+}
+
+void urpc__verbs_rc_peer_quiesce(struct verbs_tp *v, struct urpc_tp_peer *h)
+{
+	struct verbs_conn *c = h->conn;
+	uint64_t end;
+
+	wait_fail(v, c, h, NULL, -ECONNRESET);
+	if (h->posted && c->refs > 1) {
+		end = urpc__now_ns() + VERBS_DRAIN_NS;
+		while (h->posted && urpc__now_ns() < end)
+			rc_reap(v);
+		if (h->posted) {
+			urpc__verbs_rc_fail(v, c, -ETIMEDOUT,
+					    "operations of a released peer did not complete");
+			rc_drain(v, c);
+		}
+	}
+}
+
+void urpc__verbs_rc_conn_fini(struct verbs_tp *v, struct verbs_conn *c)
+{
+	urpc__verbs_rc_teardown(v, c, -ECONNRESET);
+	urpc__verbs_ctl_purge(v, c);
+}
+
+void urpc__verbs_rc_mr_quiesce(struct verbs_tp *v, const void *mr_handle)
+{
+	struct verbs_conn *p;
+	uint32_t i;
+
+	for (p = v->conns; p; p = p->next)
+		wait_fail(v, p, NULL, mr_handle, -EIO);
+	for (i = 0; i < VERBS_OS_OPS; i++) {
+		struct verbs_op *op = &v->ops[i];
+
+		if (op->state != VERBS_OP_POSTED || op->mr_handle != mr_handle)
+			continue;
+		urpc__verbs_rc_fail(v, op->conn, -EIO, "its memory was deregistered");
+		rc_drain(v, op->conn);
+	}
+}

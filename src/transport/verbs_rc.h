@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The verbs transport's RC connections and one-sided operations
+ * (verbs_rc.c), for verbs_hs.c and verbs.c. Calls only verbs_ctl.h.
+ */
+#ifndef URPC_TRANSPORT_VERBS_RC_H
+#define URPC_TRANSPORT_VERBS_RC_H
+
+#include "verbs.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Set up the table of one-sided operations (all free). */
+void urpc__verbs_rc_init(struct verbs_tp *v);
+
+/*
+ * Create @c's RC QP in INIT (and pick its PSN). 0 or -errno; on failure
+ * c->rc_qp stays NULL.
+ */
+int urpc__verbs_rc_qp_create(struct verbs_tp *v, struct verbs_conn *c);
+
+/* Start the RC side of @c (state NONE): QP, REQ. 0, or -errno and @c FAILED. */
+int urpc__verbs_rc_start(struct verbs_tp *v, struct verbs_conn *c);
+
+/*
+ * Move @c to FAILED with @err (if not failed yet; logged once, with @why
+ * or else @err): waiting operations fail with @err, posted ones are
+ * flushed and report it.
+ */
+void urpc__verbs_rc_fail(struct verbs_tp *v, struct verbs_conn *c, int err, const char *why);
+
+/*
+ * Tear @c's RC side down to NONE: posted operations are flushed and reaped
+ * (their status the recorded cause, else @err), waiting ones fail with
+ * @err, the QP is destroyed.
+ */
+void urpc__verbs_rc_teardown(struct verbs_tp *v, struct verbs_conn *c, int err);
+
+/* Post what waits on @c's FIFO while its READY QP has room. */
+void urpc__verbs_rc_kick(struct verbs_tp *v, struct verbs_conn *c);
+
+/*
+ * Handle @h is being released: its waiting operations fail with
+ * -ECONNRESET; its posted ones are waited for when the connection has
+ * other handles (bounded; past the bound the connection fails and they
+ * are flushed), else left to urpc__verbs_rc_conn_fini().
+ */
+void urpc__verbs_rc_peer_quiesce(struct verbs_tp *v, struct urpc_tp_peer *h);
+
+/*
+ * Connection @c loses its last handle: its RC side is torn down (posted
+ * operations flushed and reaped, waiting ones fail with -ECONNRESET) and
+ * its queued control messages are dropped.
+ */
+void urpc__verbs_rc_conn_fini(struct verbs_tp *v, struct verbs_conn *c);
+
+/*
+ * The memory registered as @mr_handle (a struct ibv_mr) is about to be
+ * deregistered: operations using it fail, waiting ones with -EIO at once,
+ * posted ones by failing their connection (a tombstone with -EIO) and
+ * reaping them; the NIC no longer touches it when this returns.
+ */
+void urpc__verbs_rc_mr_quiesce(struct verbs_tp *v, const void *mr_handle);
+
+/* The one-sided ops (transport.h). poll_completions() runs no handshake timer. */
+int urpc__verbs_rc_post_read(struct urpc_tp *tp, struct urpc_tp_peer *peer, void *local,
+			     const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			     uint64_t wr_id);
+int urpc__verbs_rc_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *local,
+			      const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey,
+			      size_t len, uint64_t wr_id);
+int urpc__verbs_rc_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_TRANSPORT_VERBS_RC_H */
