@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Helpers shared by the small-message benchmarks (urpc-latency,
- * urpc-small-tput, urpc-sessions): clocks, option values, percentiles, a
- * server Rpc on a thread of its own, the client's session set-up and
- * perftest runs for the verbs baselines. Header-only, static functions; uses
- * <urpc/urpc.h> and libc alone.
+ * Helpers shared by the benchmarks (urpc-latency, urpc-small-tput,
+ * urpc-sessions, urpc-large-tput, urpc-cpu-cost): the command line, clocks,
+ * option values, percentiles, a server Rpc on a thread of its own, the
+ * client's Rpc and session set-up, output files and perftest runs for the
+ * verbs baselines. Small ones are static inline here; the rest live in
+ * bench_common.c. Uses <urpc/urpc.h> and libc alone.
  */
 #ifndef URPC_APPS_BENCH_COMMON_H
 #define URPC_APPS_BENCH_COMMON_H
@@ -365,5 +366,120 @@ static inline int bench_perftest(const char *prog, const char *tool, const char 
 			tool, size);
 	return n;
 }
+
+/* ---- the command line (bench_common.c) ------------------------------------------ */
+
+/* The flags several benchmarks share, with the same meaning and checks in each. */
+struct bench_cli {
+	enum urpc_transport_kind transport; /* -t, --transport loop|udp|verbs */
+	const char *device;		    /* --device DEV */
+	const char *server_device;	    /* --server-device DEV; default: device */
+	const char *perftest_ip;	    /* --perftest-server IP; default: see below */
+	double duration;		    /* -d, --duration SEC, 0.01 to 3600 */
+	bool duration_set;		    /* ... given on the command line */
+	bool baseline;			    /* cleared by --no-baseline */
+	const char *csv;		    /* --csv FILE */
+};
+
+/* Which of them a program takes (bench_parse_args' @flags). */
+enum {
+	BENCH_CLI_TRANSPORT = 1u << 0,
+	BENCH_CLI_DURATION = 1u << 1,
+	BENCH_CLI_DEVICES = 1u << 2, /* --device and --server-device */
+	BENCH_CLI_PERFTEST = 1u << 3,
+	BENCH_CLI_NO_BASELINE = 1u << 4,
+	BENCH_CLI_CSV = 1u << 5,
+	BENCH_CLI_ALL = (1u << 6) - 1,
+};
+
+/* What one option of a program's own sets. */
+enum bench_arg {
+	BENCH_ARG_STR,	     /* const char **: the value as given */
+	BENCH_ARG_FALSE,     /* bool *: false; the option takes no value */
+	BENCH_ARG_ULONG,     /* unsigned long *: an integer from min to max */
+	BENCH_ARG_SECONDS,   /* double *: seconds from min to max */
+	BENCH_ARG_LIST,	     /* unsigned long[cap], its length in *count: integers */
+	BENCH_ARG_TRANSPORT, /* enum urpc_transport_kind *: loop, udp or verbs */
+	BENCH_ARG_FN,	     /* fn(prog, value, dst): 0, or -EINVAL reported */
+};
+
+/* One option: --name (and -key when key is not 0), and where its value goes. */
+struct bench_opt {
+	const char *name;
+	int key;
+	enum bench_arg arg;
+	void *dst;
+	double min, max; /* ULONG, SECONDS, LIST */
+	unsigned cap;	 /* LIST */
+	unsigned *count; /* LIST */
+	int (*fn)(const char *prog, const char *val, void *dst);
+};
+
+/* Defaults: udp, 2 s, the baseline on, everything else unset. */
+void bench_cli_init(struct bench_cli *cli);
+
+/*
+ * Parse the command line: the shared flags in @flags into @cli, the
+ * program's own options @own[0..@nown), and -h/--help (@usage(stdout)).
+ * Values are checked as they come, in order, each refusal naming its
+ * option and range on stderr; a missing value, an unknown option or an
+ * operand is refused the same way. Afterwards --server-device defaults to
+ * --device, and --perftest-server to URPC_RXE_SERVER_IP, else 127.0.0.1.
+ * Returns 0: run; 1: help printed; 2: bad usage (reported).
+ */
+int bench_parse_args(const char *prog, int argc, char **argv, struct bench_cli *cli, unsigned flags,
+		     const struct bench_opt *own, unsigned nown, void (*usage)(FILE *f));
+
+/* ---- set-up and output (bench_common.c) ------------------------------------------ */
+
+/*
+ * Open @path for writing (none when NULL: *@out = NULL) and write @header;
+ * 0, or -errno with "cannot write @opt '@path'" on stderr.
+ */
+int bench_file_open(const char *prog, const char *opt, const char *path, const char *header,
+		    FILE **out);
+
+/* Close @f (may be NULL); 0, or 1 with "cannot write @opt '@path'" on stderr. */
+int bench_file_close(const char *prog, const char *opt, const char *path, FILE *f);
+
+/* A Nexus on a free port with @fn for BENCH_REQ_TYPE; 0, or -errno reported (none left). */
+int bench_nexus_open(const char *prog, urpc_req_handler_fn fn, void *arg, struct urpc_nexus **nx);
+
+/* Options for a busy-polling Rpc of @transport, with the set-up bound BENCH_SETUP_S. */
+void bench_rpc_opts(struct urpc_rpc_opts *ro, enum urpc_transport_kind transport);
+
+/*
+ * Start the server @sv (its nx, ro and threaded set), then create the client
+ * Rpc from @ro on @device, its session events counted in @sm. 0 with both up,
+ * or -errno with neither, reported as "cannot create the server Rpc
+ * (@srv_what)" or "... client Rpc (@cli_what)".
+ */
+int bench_rpcs_create(const char *prog, struct bench_server *sv, const struct urpc_rpc_opts *ro,
+		      const char *device, struct bench_sm *sm, const char *srv_what,
+		      const char *cli_what, struct urpc_rpc **cli);
+
+/* One pass of the client's event loop, and of the server's when it shares this thread. */
+int bench_run_once(const char *prog, struct urpc_rpc *rpc, const struct bench_server *sv);
+
+/*
+ * Connect @n sessions of @rpc to the server @sv into @sessions and run the
+ * loops until @sm has counted them all connected (at most BENCH_SETUP_S);
+ * 0, or -errno (not reported). A session not begun is -1 in @sessions.
+ */
+int bench_connect(const char *prog, struct urpc_rpc *rpc, const struct bench_server *sv,
+		  struct bench_sm *sm, int *sessions, unsigned n);
+
+/*
+ * After disconnects: run the loops until @sm has counted @want disconnections
+ * and @busy(@arg) is false (requests given back), at most BENCH_SETUP_S.
+ */
+void bench_drain(const char *prog, struct urpc_rpc *rpc, const struct bench_server *sv,
+		 const struct bench_sm *sm, unsigned want, bool (*busy)(const void *arg),
+		 const void *arg);
+
+struct sockaddr_in;
+
+/* A UDP socket bound to 127.0.0.1, any port, its address in @addr; the fd or -errno. */
+int bench_udp_socket(struct sockaddr_in *addr);
 
 #endif /* URPC_APPS_BENCH_COMMON_H */

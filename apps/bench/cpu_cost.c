@@ -23,15 +23,12 @@
 #include <urpc/urpc.h>
 
 #include "../common/cli.h"
+#include "bench_common.h"
 
 #define PROG "urpc-cpu-cost"
 
 #define MSG_SIZE 32
-#define REQ_TYPE 1
-#define SRV_ID 1
-#define CLI_ID 2
 #define MAX_WINDOW 1024
-#define SETUP_MS 60000 /* connect and disconnect bound; generous for valgrind */
 
 struct opts {
 	unsigned long count;
@@ -48,13 +45,12 @@ struct slot {
 };
 
 struct bench {
-	struct urpc_rpc *srv;
+	struct bench_server sv; /* on this thread */
+	struct urpc_rpc *srv;	/* sv.rpc */
 	struct urpc_rpc *cli;
 	int session;
-	bool connected;
-	bool disconnected;
-	bool sm_failed;
-	int sm_status;
+	struct bench_sm sm; /* the client's sm_handler's counts */
+	unsigned long nslots;
 	unsigned long issued;
 	unsigned long completed;
 	unsigned long errors;
@@ -113,20 +109,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			return 2;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "urpc-cpu-cost: unexpected argument '%s' (see --help)\n",
-			argv[optind]);
-		return 2;
-	}
-	return 0;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return urpc_app_no_operands(PROG, argc, argv, optind);
 }
 
 /*
@@ -146,21 +129,6 @@ static void handler(struct urpc_req_handle *h, void *arg)
 	resp->buf[0] = (uint8_t)(d[0] + 1);
 	if (urpc_msgbuf_resize(resp, len) || urpc_resp_enqueue(h, resp))
 		b->handler_errors++;
-}
-
-static void sm_event(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int status,
-		     void *arg)
-{
-	struct bench *b = arg;
-
-	if (ev == URPC_SM_CONNECTED) {
-		b->connected = true;
-	} else if (ev == URPC_SM_DISCONNECTED) {
-		b->disconnected = true;
-	} else {
-		b->sm_failed = true;
-		b->sm_status = status;
-	}
 }
 
 /* Client: count the RPC; a failed or wrong response is an error. */
@@ -185,27 +153,6 @@ static int run_both(struct bench *b)
 	return ret;
 }
 
-/* Connect the client to the server; both loops run until CONNECTED. */
-static int connect_session(struct urpc_nexus *nx, struct bench *b)
-{
-	double deadline = now_s() + SETUP_MS / 1000.0;
-	char hp[32];
-	int ret;
-
-	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(nx));
-	ret = urpc_session_connect(b->cli, hp, SRV_ID, &b->session);
-	if (ret)
-		return ret;
-	while (!b->connected && !b->sm_failed && now_s() < deadline) {
-		ret = run_both(b);
-		if (ret)
-			return ret;
-	}
-	if (b->sm_failed)
-		return b->sm_status ? b->sm_status : -ECONNRESET;
-	return b->connected ? 0 : -ETIMEDOUT;
-}
-
 /*
  * Keep @o->window requests outstanding until @o->count have completed.
  * Not inlined: cpu_cost_callgrind.sh counts the instructions inside it.
@@ -223,8 +170,8 @@ __attribute__((noinline)) static int run(struct bench *b, const struct opts *o)
 				continue;
 			memset(s->req.buf, (int)(b->issued & 0x7f), MSG_SIZE);
 			s->busy = true;
-			ret = urpc_req_enqueue(b->cli, b->session, REQ_TYPE, &s->req, &s->resp,
-					       cont, s, 0);
+			ret = urpc_req_enqueue(b->cli, b->session, BENCH_REQ_TYPE, &s->req,
+					       &s->resp, cont, s, 0);
 			if (ret) {
 				s->busy = false;
 				/* back-pressure: the session's queue is full; poll, then retry */
@@ -242,22 +189,16 @@ __attribute__((noinline)) static int run(struct bench *b, const struct opts *o)
 	return 0;
 }
 
-/* Close the session; pending requests fail and give their buffers back. */
-static void disconnect_session(struct bench *b, unsigned long nslots)
+/* Requests still lent to the engine. */
+static bool any_busy(const void *arg)
 {
-	double deadline = now_s() + SETUP_MS / 1000.0;
+	const struct bench *b = arg;
 	unsigned long i;
-	bool busy = true;
 
-	if (urpc_session_disconnect(b->cli, b->session))
-		return;
-	while ((busy || !b->disconnected) && now_s() < deadline) {
-		if (run_both(b))
-			return;
-		busy = false;
-		for (i = 0; i < nslots; i++)
-			busy |= b->slots[i].busy;
-	}
+	for (i = 0; i < b->nslots; i++)
+		if (b->slots[i].busy)
+			return true;
+	return false;
 }
 
 int main(int argc, char **argv)
@@ -267,25 +208,15 @@ int main(int argc, char **argv)
 	struct urpc_nexus *nx;
 	struct bench b = {0};
 	struct opts o;
-	unsigned long i, nslots = 0;
+	unsigned long i;
 	double t0, secs;
 	int ret, status = 1;
 
 	ret = parse_opts(argc, argv, &o);
 	if (ret)
 		return ret == 1 ? 0 : 2;
-
-	ret = urpc_nexus_create(NULL, &nx);
-	if (ret) {
-		fprintf(stderr, "urpc-cpu-cost: cannot create the Nexus: %s\n", urpc_strerror(ret));
+	if (bench_nexus_open(PROG, handler, &b, &nx))
 		return 1;
-	}
-	ret = urpc_nexus_register_handler(nx, REQ_TYPE, handler, &b);
-	if (ret) {
-		fprintf(stderr, "urpc-cpu-cost: cannot register the handler: %s\n",
-			urpc_strerror(ret));
-		goto out_nexus;
-	}
 
 	/* Both Rpcs in this thread, over the loop transport. */
 	urpc_rpc_opts_init(&ro);
@@ -297,29 +228,20 @@ int main(int argc, char **argv)
 	ro.rto_us = 2000000;
 	ro.rto_max_us = 4000000;
 	ro.peer_timeout_ms = 600000;
-	ro.connect_timeout_ms = SETUP_MS;
-	ro.sm_handler = sm_event;
-	ro.sm_arg = &b;
-	ret = urpc_rpc_create(nx, SRV_ID, &ro, &b.srv);
-	if (ret) {
-		fprintf(stderr, "urpc-cpu-cost: cannot create the server Rpc: %s\n",
-			urpc_strerror(ret));
+	ro.connect_timeout_ms = (uint32_t)(BENCH_SETUP_S * 1000);
+	b.sv.nx = nx;
+	b.sv.ro = ro;
+	if (bench_rpcs_create(PROG, &b.sv, &ro, NULL, &b.sm, "loop", "loop", &b.cli))
 		goto out_nexus;
-	}
-	ret = urpc_rpc_create(nx, CLI_ID, &ro, &b.cli);
-	if (ret) {
-		fprintf(stderr, "urpc-cpu-cost: cannot create the client Rpc: %s\n",
-			urpc_strerror(ret));
-		goto out_srv;
-	}
+	b.srv = b.sv.rpc;
 
 	b.slots = calloc(o.window, sizeof(*b.slots));
 	if (!b.slots) {
-		fprintf(stderr, "urpc-cpu-cost: out of memory\n");
+		fprintf(stderr, PROG ": out of memory\n");
 		goto out_cli;
 	}
-	for (nslots = 0; nslots < o.window; nslots++) {
-		struct slot *s = &b.slots[nslots];
+	for (b.nslots = 0; b.nslots < o.window; b.nslots++) {
+		struct slot *s = &b.slots[b.nslots];
 
 		s->b = &b;
 		ret = urpc_msgbuf_alloc(b.cli, MSG_SIZE, &s->req);
@@ -329,27 +251,25 @@ int main(int argc, char **argv)
 				urpc_msgbuf_free(b.cli, &s->req);
 		}
 		if (ret) {
-			fprintf(stderr, "urpc-cpu-cost: cannot allocate buffers: %s\n",
-				urpc_strerror(ret));
+			fprintf(stderr, PROG ": cannot allocate buffers: %s\n", urpc_strerror(ret));
 			goto out_slots;
 		}
 	}
 
-	ret = connect_session(nx, &b);
+	ret = bench_connect(PROG, b.cli, &b.sv, &b.sm, &b.session, 1);
 	if (ret) {
-		fprintf(stderr, "urpc-cpu-cost: cannot connect the client to the server: %s\n",
+		fprintf(stderr, PROG ": cannot connect the client to the server: %s\n",
 			urpc_strerror(ret));
 		goto out_slots;
 	}
 
-	t0 = now_s();
+	t0 = bench_now_s();
 	ret = run(&b, &o);
-	secs = now_s() - t0;
+	secs = bench_now_s() - t0;
 	if (ret)
 		goto out_session;
 	if (b.errors || b.handler_errors) {
-		fprintf(stderr,
-			"urpc-cpu-cost: %lu failed or wrong responses, %lu handler errors\n",
+		fprintf(stderr, PROG ": %lu failed or wrong responses, %lu handler errors\n",
 			b.errors, b.handler_errors);
 		goto out_session;
 	}
@@ -366,9 +286,11 @@ int main(int argc, char **argv)
 	status = 0;
 
 out_session:
-	disconnect_session(&b, nslots);
+	/* Close the session; pending requests fail and give their buffers back. */
+	if (!urpc_session_disconnect(b.cli, b.session))
+		bench_drain(PROG, b.cli, &b.sv, &b.sm, 1, any_busy, &b);
 out_slots:
-	for (i = 0; i < nslots; i++) {
+	for (i = 0; i < b.nslots; i++) {
 		if (b.slots[i].busy)
 			continue; /* still lent to the engine: destroy will say -EBUSY */
 		urpc_msgbuf_free(b.cli, &b.slots[i].req);
@@ -378,8 +300,7 @@ out_slots:
 out_cli:
 	if (urpc_rpc_destroy(b.cli))
 		status = 1;
-out_srv:
-	if (urpc_rpc_destroy(b.srv))
+	if (bench_server_stop(PROG, &b.sv))
 		status = 1;
 out_nexus:
 	if (urpc_nexus_destroy(nx))

@@ -38,50 +38,35 @@
 #include <urpc/urpc.h>
 
 #include "../common/cli.h"
+#include "bench_common.h"
 
 #define PROG "urpc-large-tput"
 
-#define REQ_TYPE 1
-#define SRV_ID 1
-#define CLI_ID 2
 #define SMALL_SIZE 16	    /* the small side: sequence number and a size */
 #define MIN_SIZE SMALL_SIZE /* a large message carries its number at both ends */
 #define MAX_SIZES 32
 #define MAX_WINDOW 64 /* one session holds 8 in slots, the rest queue */
-#define SETUP_S 20.0  /* connect, disconnect, server start; the VM is slow */
 #define STALL_S 60.0  /* no completion for this long: give up */
 #define DEFAULT_SIZES "64K,256K,1M,4M,16M"
 
 struct opts {
-	enum urpc_transport_kind transport;
-	const char *device;
-	const char *server_device;
+	struct bench_cli cli; /* --transport, --duration, --device, --server-device, --csv */
 	size_t sizes[MAX_SIZES];
 	unsigned nsizes;
 	unsigned long window;
-	double duration;
 	unsigned long count; /* 0: run for @duration */
 	bool resp_dir;	     /* --direction resp */
 	unsigned threads;
 	double memcpy_s;
 	unsigned long rto_us; /* 0: the library's default */
-	const char *csv;
 };
 
-/* Server side; the handler runs on the server Rpc's owner thread. */
+/* The handler's view of the server, on the server Rpc's owner thread. */
 struct server {
-	struct urpc_nexus *nx;
 	const struct opts *o;
-	struct urpc_rpc *rpc;
-	atomic_int state; /* 0 starting, 1 serving, 2 create failed */
-	atomic_bool stop;
-	int create_ret;
-	int loop_ret;
-	int destroy_ret;
 	atomic_ulong handled;
 	atomic_ulong bad_reqs;
 	atomic_ulong alloc_failures;
-	struct urpc_rpc_stats st; /* its counters once its loop has ended */
 };
 
 struct client;
@@ -98,13 +83,10 @@ struct slot {
 /* Client side, and the state of the size being measured. */
 struct client {
 	const struct opts *o;
-	struct server *sv;
+	struct bench_server *sv;
 	struct urpc_rpc *rpc;
 	int session;
-	bool connected;
-	bool disconnected;
-	bool sm_failed;
-	int sm_status;
+	struct bench_sm sm; /* its sm_handler's counts */
 	struct slot slots[MAX_WINDOW];
 	unsigned nslots; /* slots with buffers */
 	size_t size;
@@ -235,23 +217,6 @@ static void usage(FILE *f)
 
 /* ---- option parsing -------------------------------------------------------- */
 
-/* A decimal number of seconds in [@min, @max]; 0, or -EINVAL reported. */
-static int parse_seconds(const char *s, const char *what, double min, double max, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !(v >= min && v <= max)) {
-		fprintf(stderr, PROG ": %s must be a number of seconds from %g to %g, got '%s'\n",
-			what, min, max, s);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
 /* One size: digits, then nothing, K, KiB, M or MiB (case-insensitive K/M). */
 static int parse_size(const char *s, size_t *out)
 {
@@ -286,8 +251,9 @@ static int parse_size(const char *s, size_t *out)
 	return 0;
 }
 
-static int parse_sizes(const char *list, struct opts *o)
+static int parse_sizes(const char *prog, const char *list, void *dst)
 {
+	struct opts *o = dst;
 	const char *p = list;
 	char tok[32];
 
@@ -319,135 +285,94 @@ bad:
 	return -EINVAL;
 }
 
+static int parse_direction(const char *prog, const char *val, void *dst)
+{
+	if (strcmp(val, "req") && strcmp(val, "resp")) {
+		fprintf(stderr, "%s: --direction must be req or resp, got '%s'\n", prog, val);
+		return -EINVAL;
+	}
+	*(bool *)dst = !strcmp(val, "resp");
+	return 0;
+}
+
+static int parse_threads(const char *prog, const char *val, void *dst)
+{
+	unsigned long v;
+
+	if (urpc_app_parse_ulong(prog, val, "--threads", 1, 2, &v))
+		return -EINVAL;
+	*(unsigned *)dst = (unsigned)v;
+	return 0;
+}
+
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_DEVICE = 256, OPT_SERVER_DEVICE, OPT_MEMCPY_TIME, OPT_RTO_US, OPT_CSV };
-	static const struct option lopts[] = {
-		{"transport", required_argument, NULL, 't'},
-		{"sizes", required_argument, NULL, 's'},
-		{"window", required_argument, NULL, 'w'},
-		{"duration", required_argument, NULL, 'd'},
-		{"count", required_argument, NULL, 'n'},
-		{"direction", required_argument, NULL, 'D'},
-		{"threads", required_argument, NULL, 'T'},
-		{"device", required_argument, NULL, OPT_DEVICE},
-		{"server-device", required_argument, NULL, OPT_SERVER_DEVICE},
-		{"memcpy-time", required_argument, NULL, OPT_MEMCPY_TIME},
-		{"rto-us", required_argument, NULL, OPT_RTO_US},
-		{"csv", required_argument, NULL, OPT_CSV},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	const struct bench_opt own[] = {
+		{.name = "sizes", .key = 's', .arg = BENCH_ARG_FN, .dst = o, .fn = parse_sizes},
+		{.name = "window",
+		 .key = 'w',
+		 .arg = BENCH_ARG_ULONG,
+		 .dst = &o->window,
+		 .min = 1,
+		 .max = MAX_WINDOW},
+		{.name = "count",
+		 .key = 'n',
+		 .arg = BENCH_ARG_ULONG,
+		 .dst = &o->count,
+		 .min = 1,
+		 .max = 1000000000ul},
+		{.name = "direction",
+		 .key = 'D',
+		 .arg = BENCH_ARG_FN,
+		 .dst = &o->resp_dir,
+		 .fn = parse_direction},
+		{.name = "threads",
+		 .key = 'T',
+		 .arg = BENCH_ARG_FN,
+		 .dst = &o->threads,
+		 .fn = parse_threads},
+		{.name = "memcpy-time",
+		 .arg = BENCH_ARG_SECONDS,
+		 .dst = &o->memcpy_s,
+		 .min = 0.01,
+		 .max = 60},
+		{.name = "rto-us",
+		 .arg = BENCH_ARG_ULONG,
+		 .dst = &o->rto_us,
+		 .min = 100,
+		 .max = 10000000ul},
 	};
-	bool have_duration = false;
-	unsigned long v;
-	int c;
+	int ret;
 
 	memset(o, 0, sizeof(*o));
-	o->transport = URPC_TRANSPORT_LOOP;
+	bench_cli_init(&o->cli);
+	o->cli.transport = URPC_TRANSPORT_LOOP;
 	o->window = 4;
-	o->duration = 2.0;
 	o->memcpy_s = 0.25;
-	if (parse_sizes(DEFAULT_SIZES, o))
+	if (parse_sizes(PROG, DEFAULT_SIZES, o))
 		return 2;
-	opterr = 0; /* reported below, with the option's name */
-	while ((c = getopt_long(argc, argv, ":t:s:w:d:n:D:T:h", lopts, NULL)) != -1) {
-		switch (c) {
-		case 't':
-			if (urpc_transport_parse(optarg, &o->transport) ||
-			    o->transport == URPC_TRANSPORT_DEFAULT) {
-				fprintf(stderr,
-					PROG ": --transport must be loop, udp or verbs, got '%s'\n",
-					optarg);
-				return 2;
-			}
-			break;
-		case 's':
-			if (parse_sizes(optarg, o))
-				return 2;
-			break;
-		case 'w':
-			if (urpc_app_parse_ulong(PROG, optarg, "--window", 1, MAX_WINDOW,
-						 &o->window))
-				return 2;
-			break;
-		case 'd':
-			if (parse_seconds(optarg, "--duration", 0.01, 3600, &o->duration))
-				return 2;
-			have_duration = true;
-			break;
-		case 'n':
-			if (urpc_app_parse_ulong(PROG, optarg, "--count", 1, 1000000000ul,
-						 &o->count))
-				return 2;
-			break;
-		case 'D':
-			if (!strcmp(optarg, "req") || !strcmp(optarg, "resp")) {
-				o->resp_dir = !strcmp(optarg, "resp");
-			} else {
-				fprintf(stderr,
-					PROG ": --direction must be req or resp, got '%s'\n",
-					optarg);
-				return 2;
-			}
-			break;
-		case 'T':
-			if (urpc_app_parse_ulong(PROG, optarg, "--threads", 1, 2, &v))
-				return 2;
-			o->threads = (unsigned)v;
-			break;
-		case OPT_DEVICE:
-			o->device = optarg;
-			break;
-		case OPT_SERVER_DEVICE:
-			o->server_device = optarg;
-			break;
-		case OPT_MEMCPY_TIME:
-			if (parse_seconds(optarg, "--memcpy-time", 0.01, 60, &o->memcpy_s))
-				return 2;
-			break;
-		case OPT_RTO_US:
-			if (urpc_app_parse_ulong(PROG, optarg, "--rto-us", 100, 10000000ul,
-						 &o->rto_us))
-				return 2;
-			break;
-		case OPT_CSV:
-			o->csv = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			return urpc_app_bad_option(PROG, c, argv, optind);
-		}
-	}
-	if (urpc_app_no_operands(PROG, argc, argv, optind))
-		return 2;
-	if (have_duration && o->count) {
+	ret = bench_parse_args(PROG, argc, argv, &o->cli,
+			       BENCH_CLI_TRANSPORT | BENCH_CLI_DURATION | BENCH_CLI_DEVICES |
+				       BENCH_CLI_CSV,
+			       own, 7, usage);
+	if (ret)
+		return ret;
+	if (o->cli.duration_set && o->count) {
 		fprintf(stderr, PROG ": give --duration or --count, not both\n");
 		return 2;
 	}
-	if (o->transport == URPC_TRANSPORT_LOOP && o->threads == 2) {
+	if (o->cli.transport == URPC_TRANSPORT_LOOP && o->threads == 2) {
 		fprintf(stderr, PROG ": --threads 2 needs udp or verbs: the loop transport's "
 				     "endpoints must share one thread\n");
 		return 2;
 	}
 	if (!o->threads)
-		o->threads = o->transport == URPC_TRANSPORT_LOOP ? 1 : 2;
-	if (!o->server_device)
-		o->server_device = o->device;
+		o->threads = o->cli.transport == URPC_TRANSPORT_LOOP ? 1 : 2;
 	return 0;
 }
 
 /* ---- helpers ---------------------------------------------------------------- */
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* "64 KiB", "16 MiB", or bytes when neither divides. */
 static const char *size_str(size_t size, char *buf, size_t len)
@@ -489,7 +414,7 @@ static bool stamp_is(const uint8_t *buf, size_t len, uint64_t seq)
 static void rpc_opts(const struct opts *o, const char *device, struct urpc_rpc_opts *ro)
 {
 	urpc_rpc_opts_init(ro);
-	ro->transport = o->transport;
+	ro->transport = o->cli.transport;
 	ro->device = device;
 	if (o->rto_us) {
 		ro->rto_us = (uint32_t)o->rto_us;
@@ -501,7 +426,7 @@ static void rpc_opts(const struct opts *o, const char *device, struct urpc_rpc_o
 	 * a vCPU can stall for milliseconds: keep the failure detectors far off.
 	 */
 	ro->peer_timeout_ms = 10000;
-	ro->connect_timeout_ms = (uint32_t)(SETUP_S * 1000);
+	ro->connect_timeout_ms = (uint32_t)(BENCH_SETUP_S * 1000);
 }
 
 /* ---- server ----------------------------------------------------------------- */
@@ -554,48 +479,13 @@ static void handler(struct urpc_req_handle *h, void *arg)
 	urpc_resp_enqueue(h, resp);
 }
 
-static void *server_main(void *arg)
-{
-	struct server *sv = arg;
-	struct urpc_rpc_opts ro;
-
-	rpc_opts(sv->o, sv->o->server_device, &ro);
-	sv->create_ret = urpc_rpc_create(sv->nx, SRV_ID, &ro, &sv->rpc);
-	if (sv->create_ret) {
-		atomic_store(&sv->state, 2);
-		return NULL;
-	}
-	atomic_store(&sv->state, 1);
-	while (!atomic_load(&sv->stop) && !sv->loop_ret)
-		sv->loop_ret = urpc_rpc_run_event_loop(sv->rpc, 5);
-	urpc_rpc_get_stats(sv->rpc, &sv->st);
-	sv->destroy_ret = urpc_rpc_destroy(sv->rpc);
-	sv->rpc = NULL;
-	return NULL;
-}
-
 /* ---- client ----------------------------------------------------------------- */
-
-static void sm_event(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int status,
-		     void *arg)
-{
-	struct client *c = arg;
-
-	if (ev == URPC_SM_CONNECTED) {
-		c->connected = true;
-	} else if (ev == URPC_SM_DISCONNECTED) {
-		c->disconnected = true;
-	} else {
-		c->sm_failed = true;
-		c->sm_status = status ? status : -ECONNRESET;
-	}
-}
 
 static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
 {
 	struct slot *s = tag;
 	struct client *c = s->c;
-	double t = now_s();
+	double t = bench_now_s();
 	bool ok;
 
 	s->busy = false;
@@ -623,64 +513,22 @@ static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf
 	}
 	c->lat_sum += t - s->t_enq;
 	if ((c->o->count && c->completed - c->c0 >= c->o->count) ||
-	    (!c->o->count && t - c->t0 >= c->o->duration)) {
+	    (!c->o->count && t - c->t0 >= c->o->cli.duration)) {
 		c->done = true;
 		c->t_end = t;
 		c->n = c->completed - c->c0;
 	}
 }
 
-static int run_once(struct client *c)
+static bool any_busy(const void *arg)
 {
-	int ret = urpc_rpc_run_event_loop_once(c->rpc);
-
-	if (!ret && c->o->threads == 1)
-		ret = urpc_rpc_run_event_loop_once(c->sv->rpc);
-	if (ret)
-		fprintf(stderr, PROG ": event loop: %s\n", urpc_strerror(ret));
-	return ret;
-}
-
-static int connect_session(struct urpc_nexus *nx, struct client *c)
-{
-	double deadline = now_s() + SETUP_S;
-	char hp[32];
-	int ret;
-
-	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(nx));
-	ret = urpc_session_connect(c->rpc, hp, SRV_ID, &c->session);
-	if (ret)
-		return ret;
-	while (!c->connected && !c->sm_failed && now_s() < deadline) {
-		ret = run_once(c);
-		if (ret)
-			return ret;
-	}
-	if (c->sm_failed)
-		return c->sm_status;
-	return c->connected ? 0 : -ETIMEDOUT;
-}
-
-static bool any_busy(const struct client *c)
-{
+	const struct client *c = arg;
 	unsigned i;
 
 	for (i = 0; i < c->nslots; i++)
 		if (c->slots[i].busy)
 			return true;
 	return false;
-}
-
-/* Close the session; pending requests fail and give their buffers back. */
-static void disconnect_session(struct client *c)
-{
-	double deadline = now_s() + SETUP_S;
-
-	if (urpc_session_disconnect(c->rpc, c->session))
-		return;
-	while ((any_busy(c) || !c->disconnected) && now_s() < deadline)
-		if (run_once(c))
-			return;
 }
 
 static void free_slots(struct client *c)
@@ -741,8 +589,8 @@ static int issue(struct client *c, struct slot *s)
 		stamp(s->req.buf, c->size, s->seq);
 	}
 	s->busy = true;
-	s->t_enq = now_s();
-	ret = urpc_req_enqueue(c->rpc, c->session, REQ_TYPE, &s->req, &s->resp, cont, s, 0);
+	s->t_enq = bench_now_s();
+	ret = urpc_req_enqueue(c->rpc, c->session, BENCH_REQ_TYPE, &s->req, &s->resp, cont, s, 0);
 	if (ret) {
 		s->busy = false;
 		return ret;
@@ -755,7 +603,7 @@ static int issue(struct client *c, struct slot *s)
 static int measure(struct client *c, size_t size)
 {
 	unsigned long seen = 0;
-	double t_seen = now_s();
+	double t_seen = bench_now_s();
 	char sz[32];
 	unsigned i;
 	int ret;
@@ -780,7 +628,7 @@ static int measure(struct client *c, size_t size)
 				return ret;
 			}
 		}
-		ret = run_once(c);
+		ret = bench_run_once(PROG, c->rpc, c->sv);
 		if (ret)
 			return ret;
 		if (c->errors && !any_busy(c))
@@ -788,7 +636,7 @@ static int measure(struct client *c, size_t size)
 		if (c->completed != seen) {
 			seen = c->completed;
 			t_seen = c->t_last;
-		} else if (now_s() - t_seen > STALL_S) {
+		} else if (bench_now_s() - t_seen > STALL_S) {
 			fprintf(stderr, PROG ": %s: no message completed for %.0f s\n",
 				size_str(size, sz, sizeof(sz)), STALL_S);
 			return -ETIMEDOUT;
@@ -823,12 +671,12 @@ static double memcpy_bound(size_t size, double secs)
 	memset(src, 0xa5, size);
 	memset(dst, 0x5a, size);
 	memcpy(dst, src, size); /* warm */
-	t0 = now_s();
+	t0 = bench_now_s();
 	do {
 		memcpy(iters % 2 ? src : dst, iters % 2 ? dst : src, size);
 		__asm__ __volatile__("" : : "r"(src), "r"(dst) : "memory");
 		iters++;
-		t = now_s();
+		t = bench_now_s();
 	} while (t - t0 < secs || iters < 3);
 	free(src);
 	free(dst);
@@ -837,62 +685,19 @@ static double memcpy_bound(size_t size, double secs)
 
 /* ---- main ------------------------------------------------------------------- */
 
-static int start_server(struct server *sv, pthread_t *th)
-{
-	struct urpc_rpc_opts ro;
-	double deadline;
-	int ret;
-
-	if (sv->o->threads == 1) {
-		rpc_opts(sv->o, sv->o->server_device, &ro);
-		return urpc_rpc_create(sv->nx, SRV_ID, &ro, &sv->rpc);
-	}
-	ret = pthread_create(th, NULL, server_main, sv);
-	if (ret)
-		return -ret;
-	deadline = now_s() + SETUP_S;
-	while (atomic_load(&sv->state) == 0 && now_s() < deadline)
-		sched_yield();
-	if (atomic_load(&sv->state) == 1)
-		return 0;
-	if (atomic_load(&sv->state) == 0)
-		sv->create_ret = -ETIMEDOUT; /* the thread is stuck in create */
-	atomic_store(&sv->stop, true);
-	pthread_join(*th, NULL);
-	return sv->create_ret;
-}
-
-/* 0, or 1 when the server failed; its counters land in sv->st. */
-static int stop_server(struct server *sv, pthread_t th)
-{
-	if (sv->o->threads == 1) {
-		urpc_rpc_get_stats(sv->rpc, &sv->st);
-		sv->destroy_ret = urpc_rpc_destroy(sv->rpc);
-	} else {
-		atomic_store(&sv->stop, true);
-		pthread_join(th, NULL);
-	}
-	if (sv->loop_ret)
-		fprintf(stderr, PROG ": server event loop: %s\n", urpc_strerror(sv->loop_ret));
-	if (sv->destroy_ret)
-		fprintf(stderr, PROG ": cannot destroy the server Rpc: %s\n",
-			urpc_strerror(sv->destroy_ret));
-	return sv->loop_ret || sv->destroy_ret;
-}
-
 static void print_header(const struct client *c)
 {
 	const struct opts *o = c->o;
 
 	printf("%s: transport %s, direction %s, window %lu, %u thread%s, datagram limit %zu B",
-	       PROG, urpc_transport_str(o->transport),
+	       PROG, urpc_transport_str(o->cli.transport),
 	       o->resp_dir ? "resp (server -> client, the client READs)"
 			   : "req (client -> server, the server READs)",
 	       o->window, o->threads, o->threads > 1 ? "s" : "", urpc_rpc_max_msg_size(c->rpc));
 	if (o->count)
 		printf(", %lu messages per size\n", o->count);
 	else
-		printf(", %g s per size\n", o->duration);
+		printf(", %g s per size\n", o->cli.duration);
 	printf("\n| size | messages | msgs/s | MB/s | memcpy MB/s | urpc/memcpy | avg latency us "
 	       "| retx |\n");
 	printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -910,7 +715,7 @@ static void print_row(const struct result *r, FILE *csv, const struct opts *o)
 	fflush(stdout);
 	if (csv) {
 		fprintf(csv, "%s,%s,%zu,%lu,%u,%lu,%.6f,%.3f,%.3f,%.3f,%.5f,%.1f,%llu\n",
-			urpc_transport_str(o->transport), o->resp_dir ? "resp" : "req", r->size,
+			urpc_transport_str(o->cli.transport), o->resp_dir ? "resp" : "req", r->size,
 			o->window, o->threads, r->msgs, r->secs, r->msgs_per_s, r->mb_per_s,
 			r->memcpy_mb_per_s, ratio, r->avg_lat_us,
 			(unsigned long long)r->retransmits);
@@ -957,61 +762,43 @@ static int run_sizes(struct client *c, FILE *csv)
 int main(int argc, char **argv)
 {
 	static struct client c; /* large: the slots */
+	struct bench_server bsv;
 	struct urpc_rpc_opts ro;
 	struct urpc_nexus *nx;
 	struct server sv;
-	pthread_t th = 0;
 	FILE *csv = NULL;
+	char srv_what[96], cli_what[96];
 	struct opts o;
 	int ret, status = 1;
 
 	ret = parse_opts(argc, argv, &o);
 	if (ret)
 		return ret == 1 ? 0 : 2;
-	if (o.csv) {
-		csv = fopen(o.csv, "w");
-		if (!csv) {
-			fprintf(stderr, PROG ": cannot write --csv '%s': %s\n", o.csv,
-				strerror(errno));
-			return 1;
-		}
-		fprintf(csv, "transport,direction,size,window,threads,messages,seconds,msgs_per_s,"
-			     "mb_per_s,memcpy_mb_per_s,ratio_memcpy,avg_lat_us,retransmits\n");
-	}
+	if (bench_file_open(PROG, "--csv", o.cli.csv,
+			    "transport,direction,size,window,threads,messages,seconds,msgs_per_s,"
+			    "mb_per_s,memcpy_mb_per_s,ratio_memcpy,avg_lat_us,retransmits\n",
+			    &csv))
+		return 1;
 
 	memset(&sv, 0, sizeof(sv));
+	memset(&bsv, 0, sizeof(bsv));
 	sv.o = &o;
 	c.o = &o;
-	c.sv = &sv;
-	ret = urpc_nexus_create(NULL, &nx);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot create the Nexus: %s\n", urpc_strerror(ret));
+	c.sv = &bsv;
+	if (bench_nexus_open(PROG, handler, &sv, &nx))
 		goto out_csv;
-	}
-	sv.nx = nx;
-	ret = urpc_nexus_register_handler(nx, REQ_TYPE, handler, &sv);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot register the handler: %s\n", urpc_strerror(ret));
+	bsv.nx = nx;
+	rpc_opts(&o, o.cli.server_device, &bsv.ro);
+	bsv.threaded = o.threads == 2;
+	rpc_opts(&o, NULL, &ro);
+	snprintf(srv_what, sizeof(srv_what), "%s%s%s", urpc_transport_str(o.cli.transport),
+		 o.cli.server_device ? ", device " : "",
+		 o.cli.server_device ? o.cli.server_device : "");
+	snprintf(cli_what, sizeof(cli_what), "%s%s%s", urpc_transport_str(o.cli.transport),
+		 o.cli.device ? ", device " : "", o.cli.device ? o.cli.device : "");
+	if (bench_rpcs_create(PROG, &bsv, &ro, o.cli.device, &c.sm, srv_what, cli_what, &c.rpc))
 		goto out_nexus;
-	}
-	ret = start_server(&sv, &th);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot create the server Rpc (%s%s%s): %s\n",
-			urpc_transport_str(o.transport), o.server_device ? ", device " : "",
-			o.server_device ? o.server_device : "", urpc_strerror(ret));
-		goto out_nexus;
-	}
-	rpc_opts(&o, o.device, &ro);
-	ro.sm_handler = sm_event;
-	ro.sm_arg = &c;
-	ret = urpc_rpc_create(nx, CLI_ID, &ro, &c.rpc);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot create the client Rpc (%s%s%s): %s\n",
-			urpc_transport_str(o.transport), o.device ? ", device " : "",
-			o.device ? o.device : "", urpc_strerror(ret));
-		goto out_srv;
-	}
-	ret = connect_session(nx, &c);
+	ret = bench_connect(PROG, c.rpc, &bsv, &c.sm, &c.session, 1);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot connect the client to the server: %s\n",
 			urpc_strerror(ret));
@@ -1022,15 +809,16 @@ int main(int argc, char **argv)
 	if (!run_sizes(&c, csv))
 		status = 0;
 
-	disconnect_session(&c);
+	/* Close the session; pending requests fail and give their buffers back. */
+	if (!urpc_session_disconnect(c.rpc, c.session))
+		bench_drain(PROG, c.rpc, &bsv, &c.sm, 1, any_busy, &c);
 	free_slots(&c);
 out_cli:
 	if (urpc_rpc_destroy(c.rpc)) {
 		fprintf(stderr, PROG ": cannot destroy the client Rpc\n");
 		status = 1;
 	}
-out_srv:
-	if (stop_server(&sv, th))
+	if (bench_server_stop(PROG, &bsv))
 		status = 1;
 	if (!status) {
 		unsigned long bad = atomic_load(&sv.bad_reqs);
@@ -1044,15 +832,13 @@ out_srv:
 		}
 	}
 	fprintf(stderr, PROG ": server handled %lu requests (%llu duplicates), slept %llu times\n",
-		atomic_load(&sv.handled), (unsigned long long)sv.st.dup_reqs,
-		(unsigned long long)sv.st.idle_sleeps);
+		atomic_load(&sv.handled), (unsigned long long)bsv.st.dup_reqs,
+		(unsigned long long)bsv.st.idle_sleeps);
 out_nexus:
 	if (urpc_nexus_destroy(nx))
 		status = 1;
 out_csv:
-	if (csv && fclose(csv)) {
-		fprintf(stderr, PROG ": cannot write --csv '%s': %s\n", o.csv, strerror(errno));
+	if (bench_file_close(PROG, "--csv", o.cli.csv, csv))
 		status = 1;
-	}
 	return status;
 }

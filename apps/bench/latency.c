@@ -33,15 +33,9 @@
 #define CDF_POINTS 200
 
 struct opts {
-	enum urpc_transport_kind transport;
-	const char *device;
-	const char *server_device;
-	const char *perftest_ip;
+	struct bench_cli cli; /* --transport, --duration, --device, ..., --csv */
 	unsigned long sizes[MAX_SIZES];
 	unsigned nsizes;
-	double duration;
-	bool baseline;
-	const char *csv;
 	const char *cdf;
 };
 
@@ -153,82 +147,23 @@ static void usage(FILE *f)
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_DEVICE = 256, OPT_SERVER_DEVICE, OPT_PERFTEST, OPT_NO_BASE, OPT_CSV, OPT_CDF };
-	static const struct option lopts[] = {
-		{"transport", required_argument, NULL, 't'},
-		{"sizes", required_argument, NULL, 's'},
-		{"duration", required_argument, NULL, 'd'},
-		{"device", required_argument, NULL, OPT_DEVICE},
-		{"server-device", required_argument, NULL, OPT_SERVER_DEVICE},
-		{"perftest-server", required_argument, NULL, OPT_PERFTEST},
-		{"no-baseline", no_argument, NULL, OPT_NO_BASE},
-		{"csv", required_argument, NULL, OPT_CSV},
-		{"cdf", required_argument, NULL, OPT_CDF},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	const struct bench_opt own[] = {
+		{.name = "sizes",
+		 .key = 's',
+		 .arg = BENCH_ARG_LIST,
+		 .dst = o->sizes,
+		 .min = MIN_SIZE,
+		 .max = MAX_SIZE,
+		 .cap = MAX_SIZES,
+		 .count = &o->nsizes},
+		{.name = "cdf", .arg = BENCH_ARG_STR, .dst = &o->cdf},
 	};
-	int c, n;
 
 	memset(o, 0, sizeof(*o));
-	o->transport = URPC_TRANSPORT_UDP;
-	o->duration = 2.0;
-	o->baseline = true;
-	n = bench_parse_list(PROG, DEFAULT_SIZES, "--sizes", MIN_SIZE, MAX_SIZE, o->sizes,
-			     MAX_SIZES);
-	o->nsizes = (unsigned)n;
-	opterr = 0; /* reported below, with the option's name */
-	while ((c = getopt_long(argc, argv, ":t:s:d:h", lopts, NULL)) != -1) {
-		switch (c) {
-		case 't':
-			if (bench_parse_transport(PROG, optarg, &o->transport))
-				return 2;
-			break;
-		case 's':
-			n = bench_parse_list(PROG, optarg, "--sizes", MIN_SIZE, MAX_SIZE, o->sizes,
-					     MAX_SIZES);
-			if (n < 0)
-				return 2;
-			o->nsizes = (unsigned)n;
-			break;
-		case 'd':
-			if (bench_parse_seconds(PROG, optarg, "--duration", 0.01, 3600,
-						&o->duration))
-				return 2;
-			break;
-		case OPT_DEVICE:
-			o->device = optarg;
-			break;
-		case OPT_SERVER_DEVICE:
-			o->server_device = optarg;
-			break;
-		case OPT_PERFTEST:
-			o->perftest_ip = optarg;
-			break;
-		case OPT_NO_BASE:
-			o->baseline = false;
-			break;
-		case OPT_CSV:
-			o->csv = optarg;
-			break;
-		case OPT_CDF:
-			o->cdf = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			return urpc_app_bad_option(PROG, c, argv, optind);
-		}
-	}
-	if (urpc_app_no_operands(PROG, argc, argv, optind))
-		return 2;
-	if (!o->server_device)
-		o->server_device = o->device;
-	if (!o->perftest_ip)
-		o->perftest_ip = getenv("URPC_RXE_SERVER_IP");
-	if (!o->perftest_ip)
-		o->perftest_ip = "127.0.0.1";
-	return 0;
+	bench_cli_init(&o->cli);
+	o->nsizes = (unsigned)bench_parse_list(PROG, DEFAULT_SIZES, "--sizes", MIN_SIZE, MAX_SIZE,
+					       o->sizes, MAX_SIZES);
+	return bench_parse_args(PROG, argc, argv, &o->cli, BENCH_CLI_ALL, own, 2, usage);
 }
 
 /* ---- samples ------------------------------------------------------------------ */
@@ -272,8 +207,8 @@ static void write_cdf(FILE *f, const struct opts *o, size_t size, const char *se
 	for (k = 0; k < CDF_POINTS + 3; k++) {
 		double q = k < CDF_POINTS ? (double)k / CDF_POINTS : tail[k - CDF_POINTS];
 
-		fprintf(f, "%s,%zu,%s,%.3f,%.4f\n", urpc_transport_str(o->transport), size, series,
-			(double)bench_quantile(s->v, s->n, q) / 1e3, q);
+		fprintf(f, "%s,%zu,%s,%.3f,%.4f\n", urpc_transport_str(o->cli.transport), size,
+			series, (double)bench_quantile(s->v, s->n, q) / 1e3, q);
 	}
 	fflush(f);
 }
@@ -291,46 +226,9 @@ static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf
 	c->status = status;
 }
 
-static int run_once(struct client *c)
+static bool is_busy(const void *arg)
 {
-	int ret = urpc_rpc_run_event_loop_once(c->rpc);
-
-	if (!ret && !c->sv->threaded)
-		ret = urpc_rpc_run_event_loop_once(c->sv->rpc);
-	if (ret)
-		fprintf(stderr, PROG ": event loop: %s\n", urpc_strerror(ret));
-	return ret;
-}
-
-static int connect_session(struct urpc_nexus *nx, struct client *c)
-{
-	double deadline = bench_now_s() + BENCH_SETUP_S;
-	char hp[32];
-	int ret;
-
-	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(nx));
-	ret = urpc_session_connect(c->rpc, hp, BENCH_SRV_ID, &c->session);
-	if (ret)
-		return ret;
-	while (!c->sm.connected && !c->sm.failed && bench_now_s() < deadline) {
-		ret = run_once(c);
-		if (ret)
-			return ret;
-	}
-	if (c->sm.failed)
-		return c->sm.status;
-	return c->sm.connected ? 0 : -ETIMEDOUT;
-}
-
-static void disconnect_session(struct client *c)
-{
-	double deadline = bench_now_s() + BENCH_SETUP_S;
-
-	if (urpc_session_disconnect(c->rpc, c->session))
-		return;
-	while ((c->busy || !c->sm.disconnected) && bench_now_s() < deadline)
-		if (run_once(c))
-			return;
+	return ((const struct client *)arg)->busy;
 }
 
 /* One RPC of the current size, waited for; its round trip in ns, or -errno. */
@@ -351,7 +249,7 @@ static int64_t one_rpc(struct client *c)
 		return ret;
 	}
 	while (c->busy) {
-		ret = run_once(c);
+		ret = bench_run_once(PROG, c->rpc, c->sv);
 		if (ret)
 			return ret;
 	}
@@ -379,7 +277,7 @@ static int measure_urpc(struct client *c, size_t size, struct samples *s)
 			return (int)ns;
 	}
 	s->n = 0;
-	t_end = bench_now_s() + c->o->duration;
+	t_end = bench_now_s() + c->o->cli.duration;
 	do {
 		ns = one_rpc(c);
 		if (ns < 0)
@@ -417,27 +315,6 @@ static void *echo_main(void *arg)
 			atomic_fetch_add_explicit(&e->echoed, 1, memory_order_relaxed);
 	}
 	return NULL;
-}
-
-/* A UDP socket bound to 127.0.0.1, any port; the fd or -errno. */
-static int udp_socket(struct sockaddr_in *addr)
-{
-	socklen_t len = sizeof(*addr);
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
-
-	if (fd < 0)
-		return -errno;
-	memset(addr, 0, sizeof(*addr));
-	addr->sin_family = AF_INET;
-	addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)addr, sizeof(*addr)) ||
-	    getsockname(fd, (struct sockaddr *)addr, &len)) {
-		int err = -errno;
-
-		close(fd);
-		return err;
-	}
-	return fd;
 }
 
 /* One exchange of @size bytes; the round trip in ns, or -errno (reported). */
@@ -483,10 +360,10 @@ static int measure_udp(const struct opts *o, size_t size, struct samples *s)
 	int64_t ns;
 	int fd, ret = 0, i;
 
-	e.fd = udp_socket(&srv);
+	e.fd = bench_udp_socket(&srv);
 	if (e.fd < 0)
 		return e.fd;
-	fd = udp_socket(&cli);
+	fd = bench_udp_socket(&cli);
 	if (fd < 0) {
 		close(e.fd);
 		return fd;
@@ -505,7 +382,7 @@ static int measure_udp(const struct opts *o, size_t size, struct samples *s)
 		if (ns < 0)
 			ret = (int)ns;
 	}
-	t_end = bench_now_s() + o->duration;
+	t_end = bench_now_s() + o->cli.duration;
 	while (!ret && ((s->n & 63) || bench_now_s() < t_end)) {
 		ns = one_ping(fd, buf, size, ++seq);
 		if (ns < 0)
@@ -537,8 +414,8 @@ static void print_row(const struct opts *o, FILE *csv, size_t size, const struct
 	fflush(stdout);
 	if (csv) {
 		fprintf(csv, "%s,%zu,%zu,%.3f,%.3f,%.3f,%s,%.3f,%.3f,%.3f,%.4f\n",
-			urpc_transport_str(o->transport), size, u->n, u->p50, u->p99, u->p999, base,
-			b ? b->p50 : 0, b ? b->p99 : 0, b ? b->p999 : 0, ratio);
+			urpc_transport_str(o->cli.transport), size, u->n, u->p50, u->p99, u->p999,
+			base, b ? b->p50 : 0, b ? b->p99 : 0, b ? b->p999 : 0, ratio);
 		fflush(csv);
 	}
 	if (b)
@@ -555,8 +432,9 @@ static int perftest_lat(const struct opts *o, const char *conn, size_t size, uns
 	int n;
 
 	snprintf(args, sizeof(args), "-c %s -n 10000 -F", conn);
-	n = bench_perftest(PROG, "ib_send_lat", args, o->server_device ? o->server_device : "rxe0",
-			   o->device ? o->device : "rxe0", o->perftest_ip, size, port, v, 8);
+	n = bench_perftest(
+		PROG, "ib_send_lat", args, o->cli.server_device ? o->cli.server_device : "rxe0",
+		o->cli.device ? o->cli.device : "rxe0", o->cli.perftest_ip, size, port, v, 8);
 	if (n < 8)
 		return n < 0 ? n : -EIO;
 	/* iterations, t_min, t_max, t_typical, t_avg, t_stdev, 99%, 99.9% */
@@ -584,15 +462,15 @@ static int run_sizes(struct client *c, FILE *csv, FILE *cdf)
 			ret = -EMSGSIZE;
 			break;
 		}
-		fprintf(stderr, PROG ": %zu B: measuring urpc for %g s\n", size, o->duration);
+		fprintf(stderr, PROG ": %zu B: measuring urpc for %g s\n", size, o->cli.duration);
 		ret = measure_urpc(c, size, &us);
 		if (ret)
 			break;
 		u = samples_stat(&us);
 		write_cdf(cdf, o, size, "urpc", &us);
-		if (!o->baseline || o->transport == URPC_TRANSPORT_LOOP) {
+		if (!o->cli.baseline || o->cli.transport == URPC_TRANSPORT_LOOP) {
 			print_row(o, csv, size, &u, "none", NULL);
-		} else if (o->transport == URPC_TRANSPORT_UDP) {
+		} else if (o->cli.transport == URPC_TRANSPORT_UDP) {
 			fprintf(stderr, PROG ": %zu B: measuring the raw UDP ping-pong\n", size);
 			bench_server_pause(c->sv, true);
 			ret = measure_udp(o, size, &bs);
@@ -628,75 +506,42 @@ int main(int argc, char **argv)
 	struct urpc_nexus *nx;
 	struct client c;
 	FILE *csv = NULL, *cdf = NULL;
+	const char *what;
 	struct opts o;
 	int ret, status = 1;
 
 	ret = parse_opts(argc, argv, &o);
 	if (ret)
 		return ret == 1 ? 0 : 2;
-	if (o.csv) {
-		csv = fopen(o.csv, "w");
-		if (!csv) {
-			fprintf(stderr, PROG ": cannot write --csv '%s': %s\n", o.csv,
-				strerror(errno));
-			return 1;
-		}
-		fprintf(csv, "transport,size,rpcs,urpc_p50_us,urpc_p99_us,urpc_p999_us,baseline,"
-			     "base_p50_us,base_p99_us,base_p999_us,ratio_p50\n");
-	}
-	if (o.cdf) {
-		cdf = fopen(o.cdf, "w");
-		if (!cdf) {
-			fprintf(stderr, PROG ": cannot write --cdf '%s': %s\n", o.cdf,
-				strerror(errno));
-			goto out_csv;
-		}
-		fprintf(cdf, "transport,size,series,latency_us,fraction\n");
-	}
+	if (bench_file_open(PROG, "--csv", o.cli.csv,
+			    "transport,size,rpcs,urpc_p50_us,urpc_p99_us,urpc_p999_us,baseline,"
+			    "base_p50_us,base_p99_us,base_p999_us,ratio_p50\n",
+			    &csv))
+		return 1;
+	if (bench_file_open(PROG, "--cdf", o.cdf, "transport,size,series,latency_us,fraction\n",
+			    &cdf))
+		goto out_csv;
 	memset(&sv, 0, sizeof(sv));
 	memset(&c, 0, sizeof(c));
 	c.o = &o;
 	c.sv = &sv;
-	ret = urpc_nexus_create(NULL, &nx);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot create the Nexus: %s\n", urpc_strerror(ret));
+	if (bench_nexus_open(PROG, bench_echo, NULL, &nx))
 		goto out_csv;
-	}
-	ret = urpc_nexus_register_handler(nx, BENCH_REQ_TYPE, bench_echo, NULL);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot register the handler: %s\n", urpc_strerror(ret));
-		goto out_nexus;
-	}
 
 	/*
 	 * Busy-poll on both sides. Neither side polls while a baseline runs
 	 * (minutes under TCG), nor may a VM stall fail a session: keep the
 	 * failure detector far off.
 	 */
-	urpc_rpc_opts_init(&ro);
-	ro.transport = o.transport;
-	ro.idle_block_us = 0;
+	bench_rpc_opts(&ro, o.cli.transport);
 	ro.peer_timeout_ms = 3600000;
-	ro.connect_timeout_ms = (uint32_t)(BENCH_SETUP_S * 1000);
 	sv.nx = nx;
 	sv.ro = ro;
-	sv.ro.device = o.server_device;
-	sv.threaded = o.transport != URPC_TRANSPORT_LOOP;
-	ret = bench_server_start(&sv);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot create the server Rpc (%s): %s\n",
-			urpc_transport_str(o.transport), urpc_strerror(ret));
+	sv.ro.device = o.cli.server_device;
+	sv.threaded = o.cli.transport != URPC_TRANSPORT_LOOP;
+	what = urpc_transport_str(o.cli.transport);
+	if (bench_rpcs_create(PROG, &sv, &ro, o.cli.device, &c.sm, what, what, &c.rpc))
 		goto out_nexus;
-	}
-	ro.device = o.device;
-	ro.sm_handler = bench_sm_event;
-	ro.sm_arg = &c.sm;
-	ret = urpc_rpc_create(nx, BENCH_CLI_ID, &ro, &c.rpc);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot create the client Rpc (%s): %s\n",
-			urpc_transport_str(o.transport), urpc_strerror(ret));
-		goto out_srv;
-	}
 	ret = urpc_msgbuf_alloc(c.rpc, urpc_rpc_max_msg_size(c.rpc), &c.req);
 	if (!ret) {
 		ret = urpc_msgbuf_alloc(c.rpc, urpc_rpc_max_msg_size(c.rpc), &c.resp);
@@ -707,7 +552,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": cannot allocate buffers: %s\n", urpc_strerror(ret));
 		goto out_cli;
 	}
-	ret = connect_session(nx, &c);
+	ret = bench_connect(PROG, c.rpc, &sv, &c.sm, &c.session, 1);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot connect the client to the server: %s\n",
 			urpc_strerror(ret));
@@ -716,14 +561,15 @@ int main(int argc, char **argv)
 
 	printf("%s: transport %s, window 1, %g s per size, both sides busy-polling; "
 	       "latencies are full round trips in us\n\n",
-	       PROG, urpc_transport_str(o.transport), o.duration);
+	       PROG, what, o.cli.duration);
 	printf("| size B | RPCs | urpc p50 | urpc p99 | urpc p99.9 | baseline | base p50 "
 	       "| base p99 | base p99.9 | urpc/base p50 |\n");
 	printf("|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n");
 	fflush(stdout);
 	if (!run_sizes(&c, csv, cdf))
 		status = 0;
-	disconnect_session(&c);
+	if (!urpc_session_disconnect(c.rpc, c.session))
+		bench_drain(PROG, c.rpc, &sv, &c.sm, 1, is_busy, &c);
 out_bufs:
 	if (!c.busy) {
 		urpc_msgbuf_free(c.rpc, &c.req);
@@ -734,20 +580,15 @@ out_cli:
 		fprintf(stderr, PROG ": cannot destroy the client Rpc\n");
 		status = 1;
 	}
-out_srv:
 	if (bench_server_stop(PROG, &sv))
 		status = 1;
 out_nexus:
 	if (urpc_nexus_destroy(nx))
 		status = 1;
 out_csv:
-	if (cdf && fclose(cdf)) {
-		fprintf(stderr, PROG ": cannot write --cdf '%s': %s\n", o.cdf, strerror(errno));
+	if (bench_file_close(PROG, "--cdf", o.cdf, cdf))
 		status = 1;
-	}
-	if (csv && fclose(csv)) {
-		fprintf(stderr, PROG ": cannot write --csv '%s': %s\n", o.csv, strerror(errno));
+	if (bench_file_close(PROG, "--csv", o.cli.csv, csv))
 		status = 1;
-	}
 	return status;
 }

@@ -25,16 +25,12 @@
 #define STALL_S 30.0
 
 struct opts {
-	enum urpc_transport_kind transport;
-	const char *device;
-	const char *server_device;
+	struct bench_cli cli; /* --transport, --duration, --device, --server-device, --csv */
 	unsigned long counts[MAX_COUNTS];
 	unsigned ncounts;
 	unsigned long connect_batch;
 	unsigned long window;  /* requests outstanding over all sessions */
 	unsigned long ping_ms; /* 0: the library's default */
-	double duration;
-	const char *csv;
 };
 
 struct client;
@@ -163,83 +159,43 @@ static void usage(FILE *f)
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_DEVICE = 256, OPT_SERVER_DEVICE, OPT_BATCH, OPT_PING, OPT_CSV };
-	static const struct option lopts[] = {
-		{"transport", required_argument, NULL, 't'},
-		{"sessions", required_argument, NULL, 'n'},
-		{"duration", required_argument, NULL, 'd'},
-		{"connect-batch", required_argument, NULL, OPT_BATCH},
-		{"window", required_argument, NULL, 'w'},
-		{"ping-ms", required_argument, NULL, OPT_PING},
-		{"device", required_argument, NULL, OPT_DEVICE},
-		{"server-device", required_argument, NULL, OPT_SERVER_DEVICE},
-		{"csv", required_argument, NULL, OPT_CSV},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	const struct bench_opt own[] = {
+		{.name = "sessions",
+		 .key = 'n',
+		 .arg = BENCH_ARG_LIST,
+		 .dst = o->counts,
+		 .min = 1,
+		 .max = MAX_SESSIONS,
+		 .cap = MAX_COUNTS,
+		 .count = &o->ncounts},
+		{.name = "connect-batch",
+		 .arg = BENCH_ARG_ULONG,
+		 .dst = &o->connect_batch,
+		 .min = 1,
+		 .max = 65536},
+		{.name = "window",
+		 .key = 'w',
+		 .arg = BENCH_ARG_ULONG,
+		 .dst = &o->window,
+		 .min = 1,
+		 .max = 65536},
+		{.name = "ping-ms",
+		 .arg = BENCH_ARG_ULONG,
+		 .dst = &o->ping_ms,
+		 .min = 1,
+		 .max = 60000},
 	};
-	int c, n;
 
 	memset(o, 0, sizeof(*o));
-	o->transport = URPC_TRANSPORT_UDP;
-	o->duration = 2.0;
+	bench_cli_init(&o->cli);
 	o->connect_batch = 256;
 	o->window = 64;
-	n = bench_parse_list(PROG, DEFAULT_COUNTS, "--sessions", 1, MAX_SESSIONS, o->counts,
-			     MAX_COUNTS);
-	o->ncounts = (unsigned)n;
-	opterr = 0; /* reported below, with the option's name */
-	while ((c = getopt_long(argc, argv, ":t:n:d:w:h", lopts, NULL)) != -1) {
-		switch (c) {
-		case 't':
-			if (bench_parse_transport(PROG, optarg, &o->transport))
-				return 2;
-			break;
-		case 'n':
-			n = bench_parse_list(PROG, optarg, "--sessions", 1, MAX_SESSIONS, o->counts,
-					     MAX_COUNTS);
-			if (n < 0)
-				return 2;
-			o->ncounts = (unsigned)n;
-			break;
-		case 'd':
-			if (bench_parse_seconds(PROG, optarg, "--duration", 0.01, 3600,
-						&o->duration))
-				return 2;
-			break;
-		case 'w':
-			if (urpc_app_parse_ulong(PROG, optarg, "--window", 1, 65536, &o->window))
-				return 2;
-			break;
-		case OPT_BATCH:
-			if (urpc_app_parse_ulong(PROG, optarg, "--connect-batch", 1, 65536,
-						 &o->connect_batch))
-				return 2;
-			break;
-		case OPT_PING:
-			if (urpc_app_parse_ulong(PROG, optarg, "--ping-ms", 1, 60000, &o->ping_ms))
-				return 2;
-			break;
-		case OPT_DEVICE:
-			o->device = optarg;
-			break;
-		case OPT_SERVER_DEVICE:
-			o->server_device = optarg;
-			break;
-		case OPT_CSV:
-			o->csv = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			return urpc_app_bad_option(PROG, c, argv, optind);
-		}
-	}
-	if (urpc_app_no_operands(PROG, argc, argv, optind))
-		return 2;
-	if (!o->server_device)
-		o->server_device = o->device;
-	return 0;
+	o->ncounts = (unsigned)bench_parse_list(PROG, DEFAULT_COUNTS, "--sessions", 1, MAX_SESSIONS,
+						o->counts, MAX_COUNTS);
+	return bench_parse_args(PROG, argc, argv, &o->cli,
+				BENCH_CLI_TRANSPORT | BENCH_CLI_DURATION | BENCH_CLI_DEVICES |
+					BENCH_CLI_CSV,
+				own, 4, usage);
 }
 
 static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
@@ -263,20 +219,9 @@ static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf
 	}
 }
 
-static int run_once(struct client *c)
+static bool any_busy(const void *arg)
 {
-	int ret = urpc_rpc_run_event_loop_once(c->rpc);
-
-	if (!ret && !c->sv->threaded)
-		ret = urpc_rpc_run_event_loop_once(c->sv->rpc);
-	if (ret)
-		fprintf(stderr, PROG ": event loop: %s\n", urpc_strerror(ret));
-	return ret;
-}
-
-static bool any_busy(const struct client *c)
-{
-	return c->outstanding > 0;
+	return ((const struct client *)arg)->outstanding > 0;
 }
 
 /* Connect c->n sessions, at most K at a time; 0 or -errno (reported). */
@@ -298,7 +243,7 @@ static int connect_all(struct urpc_nexus *nx, struct client *c)
 			}
 			c->started++;
 		}
-		ret = run_once(c);
+		ret = bench_run_once(PROG, c->rpc, c->sv);
 		if (ret)
 			return ret;
 		if (c->sm.failed) {
@@ -324,16 +269,12 @@ static int connect_all(struct urpc_nexus *nx, struct client *c)
 /* Disconnect every connected session and wait for the events. */
 static void disconnect_all(struct client *c)
 {
-	double deadline = bench_now_s() + BENCH_SETUP_S;
 	unsigned long i, n = 0;
 
-	c->sm.disconnected = 0;
 	for (i = 0; i < c->started; i++)
 		if (!urpc_session_disconnect(c->rpc, c->s[i].num))
 			n++;
-	while ((any_busy(c) || c->sm.disconnected < n) && bench_now_s() < deadline)
-		if (run_once(c))
-			break;
+	bench_drain(PROG, c->rpc, c->sv, &c->sm, c->sm.disconnected + (unsigned)n, any_busy, c);
 }
 
 /* Every session keeps one request outstanding for the duration. */
@@ -365,7 +306,7 @@ static int traffic(struct client *c, struct result *r)
 			c->outstanding++;
 			issued++;
 		}
-		ret = run_once(c);
+		ret = bench_run_once(PROG, c->rpc, c->sv);
 		if (ret)
 			return ret;
 		if (c->errors) {
@@ -385,8 +326,8 @@ static int traffic(struct client *c, struct result *r)
 			t0 = t;
 			c0 = c->completed;
 			c->measuring = true;
-		} else if (t0 && t - t0 >= c->o->duration &&
-			   (c->nused == c->n || t - t0 >= c->o->duration + STALL_S)) {
+		} else if (t0 && t - t0 >= c->o->cli.duration &&
+			   (c->nused == c->n || t - t0 >= c->o->cli.duration + STALL_S)) {
 			/*
 			 * Not before every session had its turn: the rate is one
 			 * over all N, and on a loaded machine a short span can end
@@ -409,6 +350,7 @@ static int run_count(struct urpc_nexus *nx, const struct opts *o, unsigned long 
 	struct urpc_rpc_opts ro;
 	struct client c;
 	unsigned long i;
+	char what[48];
 	double t0;
 	int ret, status = 1;
 
@@ -419,34 +361,19 @@ static int run_count(struct urpc_nexus *nx, const struct opts *o, unsigned long 
 	c.o = o;
 	c.sv = &sv;
 	c.n = n;
-	urpc_rpc_opts_init(&ro);
-	ro.transport = o->transport;
-	ro.idle_block_us = 0;
+	bench_rpc_opts(&ro, o->cli.transport);
 	ro.max_sessions = (uint32_t)n;
 	if (o->ping_ms)
 		ro.ping_interval_ms = (uint32_t)o->ping_ms;
 	ro.peer_timeout_ms = ro.ping_interval_ms * 100;
-	ro.connect_timeout_ms = (uint32_t)(BENCH_SETUP_S * 1000);
 	sv.nx = nx;
 	sv.ro = ro;
-	sv.ro.device = o->server_device;
-	sv.threaded = o->transport != URPC_TRANSPORT_LOOP;
+	sv.ro.device = o->cli.server_device;
+	sv.threaded = o->cli.transport != URPC_TRANSPORT_LOOP;
 	r->rss_before = bench_rss_bytes();
-	ret = bench_server_start(&sv);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot create the server Rpc (max_sessions %lu): %s\n", n,
-			urpc_strerror(ret));
+	snprintf(what, sizeof(what), "max_sessions %lu", n);
+	if (bench_rpcs_create(PROG, &sv, &ro, o->cli.device, &c.sm, what, what, &c.rpc))
 		return 1;
-	}
-	ro.device = o->device;
-	ro.sm_handler = bench_sm_event;
-	ro.sm_arg = &c.sm;
-	ret = urpc_rpc_create(nx, BENCH_CLI_ID, &ro, &c.rpc);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot create the client Rpc (max_sessions %lu): %s\n", n,
-			urpc_strerror(ret));
-		goto out_srv;
-	}
 	c.s = calloc(n, sizeof(*c.s));
 	if (!c.s) {
 		fprintf(stderr, PROG ": out of memory\n");
@@ -478,7 +405,7 @@ static int run_count(struct urpc_nexus *nx, const struct opts *o, unsigned long 
 		memset(s->req.buf, 0xa5, MSG_SIZE);
 	}
 	fprintf(stderr, PROG ": %lu sessions connected in %.2f s; traffic for %g s\n", n,
-		r->connect_s, o->duration);
+		r->connect_s, o->cli.duration);
 	urpc_rpc_get_stats(c.rpc, &before);
 	ret = traffic(&c, r);
 	urpc_rpc_get_stats(c.rpc, &after);
@@ -505,7 +432,6 @@ out_cli:
 		fprintf(stderr, PROG ": cannot destroy the client Rpc\n");
 		status = 1;
 	}
-out_srv:
 	if (bench_server_stop(PROG, &sv))
 		status = 1;
 	return status;
@@ -524,34 +450,21 @@ int main(int argc, char **argv)
 	ret = parse_opts(argc, argv, &o);
 	if (ret)
 		return ret == 1 ? 0 : 2;
-	if (o.csv) {
-		csv = fopen(o.csv, "w");
-		if (!csv) {
-			fprintf(stderr, PROG ": cannot write --csv '%s': %s\n", o.csv,
-				strerror(errno));
-			return 1;
-		}
-		fprintf(csv, "transport,sessions,connect_s,rss_before,rss_after,bytes_per_session,"
-			     "rpcs,rate,active,retransmits,ratio_first\n");
-	}
-	ret = urpc_nexus_create(NULL, &nx);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot create the Nexus: %s\n", urpc_strerror(ret));
+	if (bench_file_open(PROG, "--csv", o.cli.csv,
+			    "transport,sessions,connect_s,rss_before,rss_after,bytes_per_session,"
+			    "rpcs,rate,active,retransmits,ratio_first\n",
+			    &csv))
+		return 1;
+	if (bench_nexus_open(PROG, bench_echo, NULL, &nx)) {
 		status = 1;
 		goto out_csv;
 	}
-	ret = urpc_nexus_register_handler(nx, BENCH_REQ_TYPE, bench_echo, NULL);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot register the handler: %s\n", urpc_strerror(ret));
-		status = 1;
-		goto out_nexus;
-	}
 	printf("%s: transport %s, one server Rpc, %d B requests round robin over all sessions, "
 	       "%lu outstanding, %g s per count, ping interval %lu ms%s\n\n",
-	       PROG, urpc_transport_str(o.transport), MSG_SIZE, o.window, o.duration,
+	       PROG, urpc_transport_str(o.cli.transport), MSG_SIZE, o.window, o.cli.duration,
 	       o.ping_ms ? o.ping_ms : 100ul,
-	       o.transport == URPC_TRANSPORT_LOOP ? ", client and server on one thread"
-						  : ", server on a second thread");
+	       o.cli.transport == URPC_TRANSPORT_LOOP ? ", client and server on one thread"
+						      : ", server on a second thread");
 	printf("| sessions | connect s | RSS MB before | RSS MB after | bytes/session | RPCs/s "
 	       "| active | retx | rate/first |\n");
 	printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -572,7 +485,7 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		if (csv) {
 			fprintf(csv, "%s,%lu,%.3f,%zu,%zu,%.0f,%lu,%.1f,%lu,%llu,%.4f\n",
-				urpc_transport_str(o.transport), r.sessions, r.connect_s,
+				urpc_transport_str(o.cli.transport), r.sessions, r.connect_s,
 				r.rss_before, r.rss_after, r.bytes_per_session, r.rpcs, r.rate,
 				r.active, (unsigned long long)r.retransmits, ratio);
 			fflush(csv);
@@ -580,13 +493,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %lu sessions: %.0f bytes each, %.0f RPCs/s\n", r.sessions,
 			r.bytes_per_session, r.rate);
 	}
-out_nexus:
 	if (urpc_nexus_destroy(nx))
 		status = 1;
 out_csv:
-	if (csv && fclose(csv)) {
-		fprintf(stderr, PROG ": cannot write --csv '%s': %s\n", o.csv, strerror(errno));
+	if (bench_file_close(PROG, "--csv", o.cli.csv, csv))
 		status = 1;
-	}
 	return status;
 }

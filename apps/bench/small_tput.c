@@ -35,17 +35,11 @@
 #define STALL_S 30.0
 
 struct opts {
-	enum urpc_transport_kind transport;
-	const char *device;
-	const char *server_device;
-	const char *perftest_ip;
+	struct bench_cli cli; /* --transport, --duration, --device, ..., --csv */
 	unsigned long windows[MAX_WINDOWS];
 	unsigned nwindows;
 	unsigned long batch; /* 0: the window */
 	unsigned long size;
-	double duration;
-	bool baseline;
-	const char *csv;
 };
 
 struct client;
@@ -159,90 +153,35 @@ static void usage(FILE *f)
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_DEVICE = 256, OPT_SERVER_DEVICE, OPT_PERFTEST, OPT_NO_BASE, OPT_CSV };
-	static const struct option lopts[] = {
-		{"transport", required_argument, NULL, 't'},
-		{"windows", required_argument, NULL, 'w'},
-		{"batch", required_argument, NULL, 'b'},
-		{"size", required_argument, NULL, 's'},
-		{"duration", required_argument, NULL, 'd'},
-		{"device", required_argument, NULL, OPT_DEVICE},
-		{"server-device", required_argument, NULL, OPT_SERVER_DEVICE},
-		{"perftest-server", required_argument, NULL, OPT_PERFTEST},
-		{"no-baseline", no_argument, NULL, OPT_NO_BASE},
-		{"csv", required_argument, NULL, OPT_CSV},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	const struct bench_opt own[] = {
+		{.name = "windows",
+		 .key = 'w',
+		 .arg = BENCH_ARG_LIST,
+		 .dst = o->windows,
+		 .min = 1,
+		 .max = MAX_WINDOW,
+		 .cap = MAX_WINDOWS,
+		 .count = &o->nwindows},
+		{.name = "batch",
+		 .key = 'b',
+		 .arg = BENCH_ARG_ULONG,
+		 .dst = &o->batch,
+		 .min = 1,
+		 .max = MAX_WINDOW},
+		{.name = "size",
+		 .key = 's',
+		 .arg = BENCH_ARG_ULONG,
+		 .dst = &o->size,
+		 .min = MIN_SIZE,
+		 .max = MAX_SIZE},
 	};
-	int c, n;
 
 	memset(o, 0, sizeof(*o));
-	o->transport = URPC_TRANSPORT_UDP;
-	o->duration = 2.0;
+	bench_cli_init(&o->cli);
 	o->size = 32;
-	o->baseline = true;
-	n = bench_parse_list(PROG, DEFAULT_WINDOWS, "--windows", 1, MAX_WINDOW, o->windows,
-			     MAX_WINDOWS);
-	o->nwindows = (unsigned)n;
-	opterr = 0; /* reported below, with the option's name */
-	while ((c = getopt_long(argc, argv, ":t:w:b:s:d:h", lopts, NULL)) != -1) {
-		switch (c) {
-		case 't':
-			if (bench_parse_transport(PROG, optarg, &o->transport))
-				return 2;
-			break;
-		case 'w':
-			n = bench_parse_list(PROG, optarg, "--windows", 1, MAX_WINDOW, o->windows,
-					     MAX_WINDOWS);
-			if (n < 0)
-				return 2;
-			o->nwindows = (unsigned)n;
-			break;
-		case 'b':
-			if (urpc_app_parse_ulong(PROG, optarg, "--batch", 1, MAX_WINDOW, &o->batch))
-				return 2;
-			break;
-		case 's':
-			if (urpc_app_parse_ulong(PROG, optarg, "--size", MIN_SIZE, MAX_SIZE,
-						 &o->size))
-				return 2;
-			break;
-		case 'd':
-			if (bench_parse_seconds(PROG, optarg, "--duration", 0.01, 3600,
-						&o->duration))
-				return 2;
-			break;
-		case OPT_DEVICE:
-			o->device = optarg;
-			break;
-		case OPT_SERVER_DEVICE:
-			o->server_device = optarg;
-			break;
-		case OPT_PERFTEST:
-			o->perftest_ip = optarg;
-			break;
-		case OPT_NO_BASE:
-			o->baseline = false;
-			break;
-		case OPT_CSV:
-			o->csv = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			return urpc_app_bad_option(PROG, c, argv, optind);
-		}
-	}
-	if (urpc_app_no_operands(PROG, argc, argv, optind))
-		return 2;
-	if (!o->server_device)
-		o->server_device = o->device;
-	if (!o->perftest_ip)
-		o->perftest_ip = getenv("URPC_RXE_SERVER_IP");
-	if (!o->perftest_ip)
-		o->perftest_ip = "127.0.0.1";
-	return 0;
+	o->nwindows = (unsigned)bench_parse_list(PROG, DEFAULT_WINDOWS, "--windows", 1, MAX_WINDOW,
+						 o->windows, MAX_WINDOWS);
+	return bench_parse_args(PROG, argc, argv, &o->cli, BENCH_CLI_ALL, own, 3, usage);
 }
 
 /* ---- urpc ------------------------------------------------------------------------ */
@@ -263,19 +202,9 @@ static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf
 	}
 }
 
-static int run_once(struct client *c)
+static bool any_busy(const void *arg)
 {
-	int ret = urpc_rpc_run_event_loop_once(c->rpc);
-
-	if (!ret && !c->sv->threaded)
-		ret = urpc_rpc_run_event_loop_once(c->sv->rpc);
-	if (ret)
-		fprintf(stderr, PROG ": event loop: %s\n", urpc_strerror(ret));
-	return ret;
-}
-
-static bool any_busy(const struct client *c)
-{
+	const struct client *c = arg;
 	unsigned i;
 
 	for (i = 0; i < c->nslots; i++)
@@ -284,41 +213,14 @@ static bool any_busy(const struct client *c)
 	return false;
 }
 
-/* Connect ceil(@window / 8) sessions; 0 or -errno. */
-static int connect_sessions(struct urpc_nexus *nx, struct client *c, unsigned n)
-{
-	double deadline = bench_now_s() + BENCH_SETUP_S;
-	char hp[32];
-	int ret;
-
-	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(nx));
-	c->sm.connected = c->sm.disconnected = 0;
-	for (c->nsessions = 0; c->nsessions < n; c->nsessions++) {
-		ret = urpc_session_connect(c->rpc, hp, BENCH_SRV_ID, &c->sessions[c->nsessions]);
-		if (ret)
-			return ret;
-	}
-	while (c->sm.connected < n && !c->sm.failed && bench_now_s() < deadline) {
-		ret = run_once(c);
-		if (ret)
-			return ret;
-	}
-	if (c->sm.failed)
-		return c->sm.status;
-	return c->sm.connected == n ? 0 : -ETIMEDOUT;
-}
-
 static void disconnect_sessions(struct client *c)
 {
-	double deadline = bench_now_s() + BENCH_SETUP_S;
 	unsigned i, n = 0;
 
 	for (i = 0; i < c->nsessions; i++)
 		if (!urpc_session_disconnect(c->rpc, c->sessions[i]))
 			n++;
-	while ((any_busy(c) || c->sm.disconnected < n) && bench_now_s() < deadline)
-		if (run_once(c))
-			break;
+	bench_drain(PROG, c->rpc, c->sv, &c->sm, c->sm.disconnected + n, any_busy, c);
 	c->nsessions = 0;
 }
 
@@ -399,7 +301,7 @@ static int pump(struct client *c, unsigned long batch, double warm_s, double sec
 			}
 			i = (i + 1) % c->nslots;
 		}
-		ret = run_once(c);
+		ret = bench_run_once(PROG, c->rpc, c->sv);
 		if (ret)
 			return ret;
 		if (c->errors) {
@@ -473,26 +375,6 @@ static void *echo_main(void *arg)
 	return NULL;
 }
 
-static int udp_socket(struct sockaddr_in *addr)
-{
-	socklen_t len = sizeof(*addr);
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
-
-	if (fd < 0)
-		return -errno;
-	memset(addr, 0, sizeof(*addr));
-	addr->sin_family = AF_INET;
-	addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)addr, sizeof(*addr)) ||
-	    getsockname(fd, (struct sockaddr *)addr, &len)) {
-		int err = -errno;
-
-		close(fd);
-		return err;
-	}
-	return fd;
-}
-
 /*
  * Keep @window datagrams outstanding for @secs after a warm-up; echoes per
  * second in *@rate. A window lost on loopback (no answer for 10 ms) is
@@ -513,10 +395,10 @@ static int raw_echo(const struct opts *o, unsigned window, unsigned long batch, 
 
 	if (batch > RAW_BATCH)
 		batch = RAW_BATCH;
-	e.fd = udp_socket(&srv);
+	e.fd = bench_udp_socket(&srv);
 	if (e.fd < 0)
 		return e.fd;
-	fd = udp_socket(&cli);
+	fd = bench_udp_socket(&cli);
 	if (fd < 0) {
 		close(e.fd);
 		return fd;
@@ -563,7 +445,7 @@ static int raw_echo(const struct opts *o, unsigned window, unsigned long batch, 
 			if (!t0 && t >= t_start) {
 				t0 = t;
 				c0 = done;
-			} else if (t0 && t - t0 >= o->duration) {
+			} else if (t0 && t - t0 >= o->cli.duration) {
 				*rate = (double)(done - c0) / (t - t0);
 				break;
 			}
@@ -582,7 +464,7 @@ out:
 
 /* ---- main ------------------------------------------------------------------------ */
 
-static int measure_window(struct urpc_nexus *nx, struct client *c, unsigned window, FILE *csv)
+static int measure_window(struct client *c, unsigned window, FILE *csv)
 {
 	const struct opts *o = c->o;
 	unsigned long batch = o->batch ? o->batch : window, rpcs = 0;
@@ -592,7 +474,8 @@ static int measure_window(struct urpc_nexus *nx, struct client *c, unsigned wind
 	unsigned nsess = (window + SESSION_SLOTS - 1) / SESSION_SLOTS;
 	int ret, n;
 
-	ret = connect_sessions(nx, c, nsess);
+	ret = bench_connect(PROG, c->rpc, c->sv, &c->sm, c->sessions, nsess);
+	c->nsessions = nsess; /* those not begun are -1: their disconnect is refused */
 	if (ret) {
 		fprintf(stderr, PROG ": cannot connect %u sessions: %s\n", nsess,
 			urpc_strerror(ret));
@@ -605,14 +488,14 @@ static int measure_window(struct urpc_nexus *nx, struct client *c, unsigned wind
 		goto out;
 	}
 	fprintf(stderr, PROG ": window %u, batch %lu, %u sessions: measuring urpc for %g s\n",
-		window, batch, nsess, o->duration);
+		window, batch, nsess, o->cli.duration);
 	urpc_rpc_get_stats(c->rpc, &before);
-	ret = pump(c, batch, 0.1, o->duration, &rpcs, &span);
+	ret = pump(c, batch, 0.1, o->cli.duration, &rpcs, &span);
 	urpc_rpc_get_stats(c->rpc, &after);
 	if (ret)
 		goto out;
 	rate = (double)rpcs / span;
-	if (o->baseline && o->transport == URPC_TRANSPORT_UDP) {
+	if (o->cli.baseline && o->cli.transport == URPC_TRANSPORT_UDP) {
 		base = "raw UDP echo";
 		fprintf(stderr, PROG ": window %u: measuring the raw UDP echo\n", window);
 		bench_server_pause(c->sv, true);
@@ -622,7 +505,7 @@ static int measure_window(struct urpc_nexus *nx, struct client *c, unsigned wind
 			fprintf(stderr, PROG ": raw UDP echo: %s\n", strerror(-ret));
 			goto out;
 		}
-	} else if (o->baseline && o->transport == URPC_TRANSPORT_VERBS) {
+	} else if (o->cli.baseline && o->cli.transport == URPC_TRANSPORT_VERBS) {
 		/* It does not depend on the window: measured once, for the first. */
 		static double perftest_rate;
 
@@ -630,9 +513,9 @@ static int measure_window(struct urpc_nexus *nx, struct client *c, unsigned wind
 		if (!perftest_rate) {
 			bench_server_pause(c->sv, true);
 			n = bench_perftest(PROG, "ib_send_bw", "-c UD -n 100000 -F",
-					   o->server_device ? o->server_device : "rxe0",
-					   o->device ? o->device : "rxe0", o->perftest_ip, o->size,
-					   18800, v, 4);
+					   o->cli.server_device ? o->cli.server_device : "rxe0",
+					   o->cli.device ? o->cli.device : "rxe0",
+					   o->cli.perftest_ip, o->size, 18800, v, 4);
 			bench_server_pause(c->sv, false);
 			if (n < 4) {
 				ret = n < 0 ? n : -EIO;
@@ -653,9 +536,9 @@ static int measure_window(struct urpc_nexus *nx, struct client *c, unsigned wind
 	fflush(stdout);
 	if (csv) {
 		fprintf(csv, "%s,%lu,%u,%lu,%u,%lu,%.1f,%llu,%s,%.1f,%.4f\n",
-			urpc_transport_str(o->transport), o->size, window, batch, nsess, rpcs, rate,
-			(unsigned long long)(after.retransmits - before.retransmits), base, brate,
-			ratio);
+			urpc_transport_str(o->cli.transport), o->size, window, batch, nsess, rpcs,
+			rate, (unsigned long long)(after.retransmits - before.retransmits), base,
+			brate, ratio);
 		fflush(csv);
 	}
 	fprintf(stderr, PROG ": window %u: urpc %.0f RPCs/s, %s %.0f/s\n", window, rate, base,
@@ -673,6 +556,7 @@ int main(int argc, char **argv)
 	struct urpc_nexus *nx;
 	struct client c;
 	FILE *csv = NULL;
+	const char *what;
 	struct opts o;
 	unsigned i;
 	int ret, status = 1;
@@ -680,54 +564,26 @@ int main(int argc, char **argv)
 	ret = parse_opts(argc, argv, &o);
 	if (ret)
 		return ret == 1 ? 0 : 2;
-	if (o.csv) {
-		csv = fopen(o.csv, "w");
-		if (!csv) {
-			fprintf(stderr, PROG ": cannot write --csv '%s': %s\n", o.csv,
-				strerror(errno));
-			return 1;
-		}
-		fprintf(csv, "transport,size,window,batch,sessions,rpcs,urpc_rate,retransmits,"
-			     "baseline,base_rate,ratio\n");
-	}
+	if (bench_file_open(PROG, "--csv", o.cli.csv,
+			    "transport,size,window,batch,sessions,rpcs,urpc_rate,retransmits,"
+			    "baseline,base_rate,ratio\n",
+			    &csv))
+		return 1;
 	memset(&sv, 0, sizeof(sv));
 	memset(&c, 0, sizeof(c));
 	c.o = &o;
 	c.sv = &sv;
-	ret = urpc_nexus_create(NULL, &nx);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot create the Nexus: %s\n", urpc_strerror(ret));
+	if (bench_nexus_open(PROG, bench_echo, NULL, &nx))
 		goto out_csv;
-	}
-	ret = urpc_nexus_register_handler(nx, BENCH_REQ_TYPE, bench_echo, NULL);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot register the handler: %s\n", urpc_strerror(ret));
-		goto out_nexus;
-	}
-	urpc_rpc_opts_init(&ro);
-	ro.transport = o.transport;
-	ro.idle_block_us = 0;
+	bench_rpc_opts(&ro, o.cli.transport);
 	ro.peer_timeout_ms = 3600000; /* neither side polls while a baseline runs */
-	ro.connect_timeout_ms = (uint32_t)(BENCH_SETUP_S * 1000);
 	sv.nx = nx;
 	sv.ro = ro;
-	sv.ro.device = o.server_device;
-	sv.threaded = o.transport != URPC_TRANSPORT_LOOP;
-	ret = bench_server_start(&sv);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot create the server Rpc (%s): %s\n",
-			urpc_transport_str(o.transport), urpc_strerror(ret));
+	sv.ro.device = o.cli.server_device;
+	sv.threaded = o.cli.transport != URPC_TRANSPORT_LOOP;
+	what = urpc_transport_str(o.cli.transport);
+	if (bench_rpcs_create(PROG, &sv, &ro, o.cli.device, &c.sm, what, what, &c.rpc))
 		goto out_nexus;
-	}
-	ro.device = o.device;
-	ro.sm_handler = bench_sm_event;
-	ro.sm_arg = &c.sm;
-	ret = urpc_rpc_create(nx, BENCH_CLI_ID, &ro, &c.rpc);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot create the client Rpc (%s): %s\n",
-			urpc_transport_str(o.transport), urpc_strerror(ret));
-		goto out_srv;
-	}
 	if (o.size > urpc_rpc_max_msg_size(c.rpc)) {
 		fprintf(stderr, PROG ": --size %lu is above this transport's limit %zu\n", o.size,
 			urpc_rpc_max_msg_size(c.rpc));
@@ -735,7 +591,7 @@ int main(int argc, char **argv)
 	}
 	printf("%s: transport %s, %lu B requests and responses, %g s per window, one client "
 	       "core%s; rates in RPCs (or echoes, messages) per second\n\n",
-	       PROG, urpc_transport_str(o.transport), o.size, o.duration,
+	       PROG, what, o.size, o.cli.duration,
 	       sv.threaded ? ", server on a second thread" : " (server on the same thread)");
 	printf("| window | batch | sessions | urpc RPCs/s | retx | baseline | baseline /s | "
 	       "urpc/baseline |\n");
@@ -743,23 +599,20 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	status = 0;
 	for (i = 0; i < o.nwindows && !status; i++)
-		if (measure_window(nx, &c, (unsigned)o.windows[i], csv))
+		if (measure_window(&c, (unsigned)o.windows[i], csv))
 			status = 1;
 out_cli:
 	if (urpc_rpc_destroy(c.rpc)) {
 		fprintf(stderr, PROG ": cannot destroy the client Rpc\n");
 		status = 1;
 	}
-out_srv:
 	if (bench_server_stop(PROG, &sv))
 		status = 1;
 out_nexus:
 	if (urpc_nexus_destroy(nx))
 		status = 1;
 out_csv:
-	if (csv && fclose(csv)) {
-		fprintf(stderr, PROG ": cannot write --csv '%s': %s\n", o.csv, strerror(errno));
+	if (bench_file_close(PROG, "--csv", o.cli.csv, csv))
 		status = 1;
-	}
 	return status;
 }
