@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Command-line helpers shared by the programs in apps/. Header-only; uses
- * libc alone, like the apps use include/urpc alone.
+ * Command-line and set-up helpers shared by the programs in apps/.
+ * Header-only; uses <urpc/urpc.h> and libc alone, like the apps.
  */
 #ifndef URPC_APPS_COMMON_CLI_H
 #define URPC_APPS_COMMON_CLI_H
@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include <urpc/urpc.h>
 
 /*
  * Parse a decimal integer in [@min, @max] for the option @what of program
@@ -55,6 +57,46 @@ static inline int urpc_app_no_operands(const char *prog, int argc, char **argv, 
 		return 0;
 	fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", prog, argv[optind_now]);
 	return 2;
+}
+
+/* The transports a program's --transport accepts (urpc_app_parse_transport's @allowed). */
+#define URPC_APP_TRANSPORTS_NET                                                                    \
+	((1u << URPC_TRANSPORT_DEFAULT) | (1u << URPC_TRANSPORT_UDP) | (1u << URPC_TRANSPORT_VERBS))
+#define URPC_APP_NET_NOTE " (loop works only inside one process)"
+
+/*
+ * --transport @s, one of the kinds in @allowed (bits 1 << kind) into *@out:
+ * 0, or -EINVAL with "--transport must be @names, got '@s'@note" on stderr.
+ */
+static inline int urpc_app_parse_transport(const char *prog, const char *s, unsigned allowed,
+					   const char *names, const char *note,
+					   enum urpc_transport_kind *out)
+{
+	if (urpc_transport_parse(s, out) || !(allowed & (1u << *out))) {
+		fprintf(stderr, "%s: --transport must be %s, got '%s'%s\n", prog, names, s, note);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Destroy @rpc; 0, or 1 with "cannot destroy the Rpc" and why on stderr. */
+static inline int urpc_app_rpc_destroy(const char *prog, struct urpc_rpc *rpc)
+{
+	int ret = urpc_rpc_destroy(rpc);
+
+	if (ret)
+		fprintf(stderr, "%s: cannot destroy the Rpc: %s\n", prog, urpc_strerror(ret));
+	return ret ? 1 : 0;
+}
+
+/* Destroy @nx; 0, or 1 with "cannot destroy the Nexus" and why on stderr. */
+static inline int urpc_app_nexus_destroy(const char *prog, struct urpc_nexus *nx)
+{
+	int ret = urpc_nexus_destroy(nx);
+
+	if (ret)
+		fprintf(stderr, "%s: cannot destroy the Nexus: %s\n", prog, urpc_strerror(ret));
+	return ret ? 1 : 0;
 }
 
 #endif /* URPC_APPS_COMMON_CLI_H */

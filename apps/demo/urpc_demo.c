@@ -62,13 +62,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	while ((c = getopt_long(argc, argv, "t:n:s:b:h", lopts, NULL)) != -1) {
 		switch (c) {
 		case 't':
-			if (urpc_transport_parse(optarg, &o->kind) ||
-			    (o->kind != URPC_TRANSPORT_UDP && o->kind != URPC_TRANSPORT_LOOP)) {
-				fprintf(stderr,
-					"urpc-demo: --transport must be udp or loop, got '%s'\n",
-					optarg);
+			if (urpc_app_parse_transport(PROG, optarg,
+						     (1u << URPC_TRANSPORT_UDP) |
+							     (1u << URPC_TRANSPORT_LOOP),
+						     "udp or loop", "", &o->kind))
 				return 2;
-			}
 			break;
 		case 'n':
 			if (urpc_app_parse_ulong(PROG, optarg, "--count", 0, 1000000000ul,
@@ -91,10 +89,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			return 2;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "urpc-demo: unexpected argument '%s' (see --help)\n", argv[optind]);
+	if (urpc_app_no_operands(PROG, argc, argv, optind))
 		return 2;
-	}
 	return 0;
 }
 

@@ -86,13 +86,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			o->bind = optarg;
 			break;
 		case 't':
-			if (urpc_transport_parse(optarg, &o->kind) ||
-			    o->kind == URPC_TRANSPORT_LOOP) {
-				fprintf(stderr,
-					"urpc-hello-client: --transport must be udp, verbs or default, got '%s' (loop works only inside one process)\n",
-					optarg);
+			if (urpc_app_parse_transport(PROG, optarg, URPC_APP_TRANSPORTS_NET,
+						     "udp, verbs or default", URPC_APP_NET_NOTE,
+						     &o->kind))
 				return 2;
-			}
 			o->kind_set = true;
 			break;
 		case 'T':
@@ -115,11 +112,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	}
 	if (optind < argc)
 		o->name = argv[optind++];
-	if (optind < argc) {
-		fprintf(stderr, "urpc-hello-client: unexpected argument '%s' (see --help)\n",
-			argv[optind]);
+	if (urpc_app_no_operands(PROG, argc, argv, optind))
 		return 2;
-	}
 	if (!o->name[0]) {
 		fprintf(stderr, "urpc-hello-client: NAME must not be empty\n");
 		return 2;
@@ -287,18 +281,10 @@ out_session:
 	if (resp.buf && !cl.lent)
 		urpc_msgbuf_free(rpc, &resp);
 out_rpc:
-	ret = urpc_rpc_destroy(rpc);
-	if (ret) {
-		fprintf(stderr, "urpc-hello-client: cannot destroy the Rpc: %s\n",
-			urpc_strerror(ret));
+	if (urpc_app_rpc_destroy(PROG, rpc))
 		status = 1;
-	}
 out_nexus:
-	ret = urpc_nexus_destroy(nx);
-	if (ret) {
-		fprintf(stderr, "urpc-hello-client: cannot destroy the Nexus: %s\n",
-			urpc_strerror(ret));
+	if (urpc_app_nexus_destroy(PROG, nx))
 		status = 1;
-	}
 	return status;
 }

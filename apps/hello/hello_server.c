@@ -86,13 +86,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				return 2;
 			break;
 		case 't':
-			if (urpc_transport_parse(optarg, &o->kind) ||
-			    o->kind == URPC_TRANSPORT_LOOP) {
-				fprintf(stderr,
-					"urpc-hello-server: --transport must be udp, verbs or default, got '%s' (loop works only inside one process)\n",
-					optarg);
+			if (urpc_app_parse_transport(PROG, optarg, URPC_APP_TRANSPORTS_NET,
+						     "udp, verbs or default", URPC_APP_NET_NOTE,
+						     &o->kind))
 				return 2;
-			}
 			o->kind_set = true;
 			break;
 		case 'n':
@@ -108,11 +105,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			return 2;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "urpc-hello-server: unexpected argument '%s' (see --help)\n",
-			argv[optind]);
+	if (urpc_app_no_operands(PROG, argc, argv, optind))
 		return 2;
-	}
 	return 0;
 }
 
@@ -210,18 +204,10 @@ int main(int argc, char **argv)
 	if (srv.failed)
 		status = 1;
 
-	ret = urpc_rpc_destroy(rpc);
-	if (ret) {
-		fprintf(stderr, "urpc-hello-server: cannot destroy the Rpc: %s\n",
-			urpc_strerror(ret));
+	if (urpc_app_rpc_destroy(PROG, rpc))
 		status = 1;
-	}
 out_nexus:
-	ret = urpc_nexus_destroy(nx);
-	if (ret) {
-		fprintf(stderr, "urpc-hello-server: cannot destroy the Nexus: %s\n",
-			urpc_strerror(ret));
+	if (urpc_app_nexus_destroy(PROG, nx))
 		status = 1;
-	}
 	return status;
 }

@@ -193,14 +193,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			o->bind = optarg;
 			break;
 		case 't':
-			if (urpc_transport_parse(optarg, &o->kind) ||
-			    o->kind == URPC_TRANSPORT_LOOP) {
-				fprintf(stderr,
-					PROG
-					": --transport must be udp, verbs or default, got '%s' (loop works only inside one process)\n",
-					optarg);
+			if (urpc_app_parse_transport(PROG, optarg, URPC_APP_TRANSPORTS_NET,
+						     "udp, verbs or default", URPC_APP_NET_NOTE,
+						     &o->kind))
 				return 2;
-			}
 			o->kind_set = true;
 			break;
 		case 'd':
@@ -882,11 +878,8 @@ out_free:
 out_close:
 	conn_close(&sh.c);
 out_rpc:
-	ret = urpc_rpc_destroy(sh.c.rpc);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot destroy the Rpc: %s\n", urpc_strerror(ret));
+	if (urpc_app_rpc_destroy(PROG, sh.c.rpc))
 		status = 1;
-	}
 	return status;
 }
 
@@ -1786,10 +1779,7 @@ int main(int argc, char **argv)
 		status = run_load(nx, &o);
 	else
 		status = run_shell(nx, &o, argc - optind, argv + optind);
-	ret = urpc_nexus_destroy(nx);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot destroy the Nexus: %s\n", urpc_strerror(ret));
+	if (urpc_app_nexus_destroy(PROG, nx))
 		status = 1;
-	}
 	return status;
 }

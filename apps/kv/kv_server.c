@@ -125,13 +125,9 @@ static void usage(FILE *f)
 
 static int parse_transport(const char *s, struct opts *o)
 {
-	if (urpc_transport_parse(s, &o->kind) || o->kind == URPC_TRANSPORT_LOOP) {
-		fprintf(stderr,
-			PROG
-			": --transport must be udp, verbs or default, got '%s' (loop works only inside one process)\n",
-			s);
+	if (urpc_app_parse_transport(PROG, s, URPC_APP_TRANSPORTS_NET, "udp, verbs or default",
+				     URPC_APP_NET_NOTE, &o->kind))
 		return -EINVAL;
-	}
 	o->kind_set = true;
 	return 0;
 }
@@ -191,10 +187,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			return 2;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", argv[optind]);
+	if (urpc_app_no_operands(PROG, argc, argv, optind))
 		return 2;
-	}
 	return 0;
 }
 
@@ -742,11 +736,8 @@ int main(int argc, char **argv)
 	}
 	free(srv.th);
 out_nexus:
-	ret = urpc_nexus_destroy(srv.nx);
-	if (ret) {
-		fprintf(stderr, PROG ": cannot destroy the Nexus: %s\n", urpc_strerror(ret));
+	if (urpc_app_nexus_destroy(PROG, srv.nx))
 		status = 1;
-	}
 	pthread_cond_destroy(&srv.cv);
 	pthread_mutex_destroy(&srv.mu);
 	return status;
