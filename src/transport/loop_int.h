@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The loop transport's private types and constants, the floor of its
+ * ladder (each file includes only the headers below it, and calls only
+ * down):
+ *   loop.c     create/destroy, peers, datagrams, fault switches, the
+ *              simulated network and the ops table;
+ *   loop_os.c  one-sided operations, registrations (on sw_mr.c) and an
+ *              endpoint's last reference (loop_os.h);
+ *   loop_int.h these types. Only src/transport/loop*.c include this header.
+ * The protocol between threads is described at the top of loop.c, the
+ * one-sided one at the top of loop_os.c.
+ *
+ * Lifetime: an endpoint is reference counted (atomically): one reference
+ * for itself, one per peer handle that names it, one per datagram held by a
+ * reorder switch and one per one-sided request queued at a target (held on
+ * the requester). destroy() marks it dead and drops its own reference;
+ * datagrams sent to a dead endpoint vanish like datagrams to a host that
+ * went away, and the memory goes with the last reference.
+ *
+ */
+#ifndef URPC_TRANSPORT_LOOP_INT_H
+#define URPC_TRANSPORT_LOOP_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../mem/hugepage.h"
+#include "../util/compiler.h"
+#include "../util/rand.h"
+#include "sw_mr.h"
+#include "transport.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOP_EP_VERSION 1
+#define LOOP_EP_LEN 10
+#define LOOP_DEFAULT_MTU 4096
+#define LOOP_MAX_OPS 64	  /* one-sided operations a requester may have outstanding */
+#define LOOP_INCOMING 256 /* one-sided requests queued at a target */
+#define LOOP_MAX_REORDER 64
+
+static_assert(URPC_IS_POW2(LOOP_MAX_OPS), "completion ring index wraps");
+static_assert(URPC_IS_POW2(LOOP_INCOMING), "request ring index wraps");
+
+/* States of an operation's tag; the bits above them are its generation. */
+enum {
+	OP_FREE = 0,	/* not posted (or reaped) */
+	OP_QUEUED = 1,	/* posted, not yet taken by the target or failed */
+	OP_SERVING = 2, /* the target is copying */
+	OP_DONE = 3,	/* finished; its completion is (being) queued */
+};
+#define OP_STATE_MASK 3u
+#define OP_STATE(tag) ((tag)&OP_STATE_MASK)
+#define OP_WITH(tag, state) (((tag) & ~OP_STATE_MASK) | (state))
+#define OP_NEXT_GEN(tag) (((tag) & ~OP_STATE_MASK) + OP_STATE_MASK + 1)
+
+struct loop_ep;
+
+struct urpc_tp_peer {
+	struct loop_ep *ep;		  /* the remote endpoint; one reference */
+	struct urpc_tp_peer *next, *prev; /* the resolving endpoint's list */
+};
+
+/*
+ * A receive-ring cell; cell i describes ring slot i. Eight bytes, so that
+ * the hot loops index the cells with a scaled address (callgrind: one or
+ * two instructions less per datagram in each of deliver(), rx_burst() and
+ * rx_release() than with the due stamp in the cell).
+ */
+struct rx_cell {
+	uint32_t seq; /* atomic: pos free for a sender, pos + 1 published */
+	uint32_t len; /* | RX_DELAYED: the delay switch set dues[] for it */
+};
+
+#define RX_DELAYED 0x80000000u
+static_assert(sizeof(struct rx_cell) == 8, "scaled index");
+static_assert((1u << 20) < RX_DELAYED, "a datagram's length leaves the flag free");
+
+/* A one-sided operation, in its requester's slot table. */
+struct os_op {
+	uint32_t tag; /* atomic: generation | OP_* state; see the top of the file */
+	enum urpc_tp_op op;
+	/* Written by the owner while the operation is free; read by the target while it serves. */
+	const struct urpc_tp_peer *peer; /* owner only */
+	uint32_t lkey;			 /* owner only */
+	void *local;
+	uint64_t raddr;
+	uint32_t rkey;
+	size_t len;
+	uint64_t wr_id; /* owner only */
+};
+
+/* A request queued at its target: names the requester's slot and its tag. */
+struct os_ref {
+	uint32_t seq; /* atomic: as rx_cell.seq */
+	uint32_t slot;
+	uint32_t tag;	      /* the operation's tag when queued (state OP_QUEUED) */
+	struct loop_ep *from; /* one reference */
+};
+
+/* A finished operation waiting for its requester's poll_completions(). */
+struct comp_cell {
+	uint32_t seq; /* atomic: as rx_cell.seq */
+	uint32_t slot;
+	int status;
+};
+
+struct held {
+	struct loop_ep *to; /* one reference */
+	uint32_t len;
+};
+
+struct loop_ep {
+	struct urpc_tp base; /* owner only (its stats) */
+	uint32_t ep_id;
+	uint32_t gen;
+	/* fault switches for what this endpoint sends; owner only */
+	struct urpc_loop_faults faults;
+	bool faults_on;	      /* any switch set: the common case skips them all */
+	struct urpc_rand rng; /* fault switches only: a function of cfg->seed */
+	struct held held[LOOP_MAX_REORDER];
+	uint8_t *held_buf; /* LOOP_MAX_REORDER * mtu */
+	uint32_t nheld;
+	/* peers this endpoint resolved; owner only */
+	struct urpc_tp_peer *peers;
+	/* registrations and own operations; owner only (ops[].tag excepted) */
+	struct urpc_sw_mr_table mrs; /* its keys: seeded from the process-wide source */
+	struct os_op ops[LOOP_MAX_OPS];
+	uint32_t op_free[LOOP_MAX_OPS];
+	uint32_t nop_free;
+	uint32_t outstanding; /* posted and not yet reaped */
+	struct loop_ep *next; /* registry */
+
+	/* Read by senders: constant after create, but for dead (set once by destroy) and refs. */
+	uint8_t *ring_base URPC_CACHE_ALIGNED; /* rq_depth slots of mtu bytes */
+	struct rx_cell *cells;		       /* rq_depth */
+	uint64_t *dues;			       /* rq_depth: visible once polls reaches it */
+	uint32_t rx_mask;		       /* rq_depth - 1 */
+	uint32_t mtu;
+	const struct urpc_loop_net *net; /* the simulated network, or NULL (set at create) */
+	bool dead;			 /* atomic */
+	int refs;			 /* atomic */
+	struct urpc_hp_region ring;
+
+	/* Consumer side: written by the owner only. */
+	uint32_t rx_head URPC_CACHE_ALIGNED;
+	uint32_t in_head;
+	uint32_t comp_head;
+	uint64_t polls; /* atomic: read by senders' delay switch */
+
+	/* Producer indices: claimed by senders, requesters and targets. */
+	uint32_t rx_tail URPC_CACHE_ALIGNED;   /* atomic */
+	uint32_t rx_full;		       /* atomic: datagrams lost on a full ring, unfolded */
+	uint32_t in_tail URPC_CACHE_ALIGNED;   /* atomic */
+	uint32_t comp_tail URPC_CACHE_ALIGNED; /* atomic */
+
+	struct os_ref incoming[LOOP_INCOMING] URPC_CACHE_ALIGNED;
+	struct comp_cell comps[LOOP_MAX_OPS];
+};
+
+static inline struct loop_ep *to_ep(struct urpc_tp *tp)
+{
+	return container_of(tp, struct loop_ep, base);
+}
+
+/* Take a reference on @ep. Thread: any that holds one already, or under registry_lock. */
+static inline void ep_get(struct loop_ep *ep)
+{
+	__atomic_add_fetch(&ep->refs, 1, __ATOMIC_RELAXED);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_TRANSPORT_LOOP_INT_H */

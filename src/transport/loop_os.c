@@ -1,0 +1,340 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The loop transport's one-sided operations and registrations (the table
+ * is sw_mr.c's), and the last reference of an endpoint (which drops the
+ * references its queued requests hold). loop.c calls in here through
+ * loop_os.h; this file calls only sw_mr.h below it. The rings and the
+ * threads are described at the top of loop.c.
+ *
+ * One-sided operations: an operation's tag (a generation and a state: free,
+ * queued, being served, done) is the one word two threads may write. The
+ * target serves a queued request only after moving its tag from queued to
+ * serving (a CAS that also rejects requests the requester finished or
+ * reused meanwhile), copies, sets done and queues the completion. The
+ * requester fails an operation itself (dereg_mem(), release_peer(), a target
+ * that went away) with the same CAS from queued to done; if the target is
+ * copying, it waits until it is done, so neither side touches the local
+ * buffer after that. The slot goes back to the requester's free stack when
+ * poll_completions() reaps it, on the requester's thread.
+ *
+ * One-sided service: a request sits in the target's queue until the
+ * target's rx_burst() or poll_completions() serves it (key, access and
+ * bounds checked, then memcpy). If the target is destroyed first, the
+ * operation completes with -ECONNRESET (the loop never times out: a target
+ * that stays alive but never polls keeps its requesters' operations
+ * outstanding; cfg->one_sided_timeout_ms is not used). dereg_mem() of the
+ * local region completes the operations using it with -EIO at once; the
+ * target then skips them. Each operation completes exactly once.
+ */
+#define URPC_LOG_MODULE "loop"
+#include "loop_os.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/log.h"
+
+void urpc__loop_ep_put(struct loop_ep *ep)
+{
+	uint32_t tail;
+
+	/* ACQ_REL: every thread's last use of @ep happens before the free. */
+	if (__atomic_sub_fetch(&ep->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	tail = __atomic_load_n(&ep->in_tail, __ATOMIC_RELAXED);
+	while (ep->in_head != tail)
+		urpc__loop_ep_put(ep->incoming[ep->in_head++ & (LOOP_INCOMING - 1)].from);
+	urpc__hp_free(&ep->ring);
+	free(ep->cells);
+	free(ep->dues);
+	free(ep->held_buf);
+	urpc__sw_mr_fini(&ep->mrs);
+	free(ep);
+}
+
+/*
+ * Queue the completion of @ep's operation @slot with @status; the caller
+ * moved its tag to OP_DONE. Never full: at most LOOP_MAX_OPS operations are
+ * unreaped and each completes once, so the cell was freed before the claim;
+ * the wait only orders us after that free (pairs with the release in
+ * urpc__loop_os_poll_completions()). Thread: any (the target, or @ep's owner).
+ */
+static void comp_push(struct loop_ep *ep, uint32_t slot, int status)
+{
+	uint32_t pos = __atomic_fetch_add(&ep->comp_tail, 1, __ATOMIC_RELAXED);
+	struct comp_cell *c = &ep->comps[pos & (LOOP_MAX_OPS - 1)];
+
+	while (unlikely(__atomic_load_n(&c->seq, __ATOMIC_ACQUIRE) != pos))
+		; /* no syscall: this runs on the target's datapath */
+	c->slot = slot;
+	c->status = status;
+	/* Pairs with the acquire in urpc__loop_os_poll_completions(). */
+	__atomic_store_n(&c->seq, pos + 1, __ATOMIC_RELEASE);
+}
+
+/*
+ * Fail own operation @slot with @status unless its target finished it
+ * first. While the target copies, wait (a memcpy) for it to finish: after
+ * this returns, nothing touches the operation's local buffer.
+ * Thread: @ep's owner. Not the datapath.
+ */
+static void op_cancel(struct loop_ep *ep, uint32_t slot, int status)
+{
+	struct os_op *op = &ep->ops[slot];
+	/* Acquire pairs with the target's release of OP_DONE in urpc__loop_os_serve(). */
+	uint32_t tag = __atomic_load_n(&op->tag, __ATOMIC_ACQUIRE);
+
+	for (;;) {
+		switch (OP_STATE(tag)) {
+		case OP_QUEUED:
+			if (__atomic_compare_exchange_n(&op->tag, &tag, OP_WITH(tag, OP_DONE),
+							false, __ATOMIC_ACQ_REL,
+							__ATOMIC_ACQUIRE)) {
+				comp_push(ep, slot, status);
+				return;
+			}
+			break; /* the target took it meanwhile: @tag reloaded */
+		case OP_SERVING:
+			sched_yield();
+			tag = __atomic_load_n(&op->tag, __ATOMIC_ACQUIRE);
+			break;
+		default: /* done (its completion is queued) or not posted */
+			return;
+		}
+	}
+}
+
+void urpc__loop_os_fail_incoming(struct loop_ep *ep)
+{
+	uint32_t tail;
+
+	tail = __atomic_load_n(&ep->in_tail, __ATOMIC_SEQ_CST);
+	while (ep->in_head != tail) {
+		struct os_ref *r = &ep->incoming[ep->in_head & (LOOP_INCOMING - 1)];
+		uint32_t tag;
+
+		/* A requester between its claim and its publish: a few stores away. */
+		while (__atomic_load_n(&r->seq, __ATOMIC_ACQUIRE) != ep->in_head + 1)
+			sched_yield();
+		tag = r->tag;
+		if (__atomic_compare_exchange_n(&r->from->ops[r->slot].tag, &tag,
+						OP_WITH(tag, OP_DONE), false, __ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED))
+			comp_push(r->from, r->slot, -ECONNRESET);
+		urpc__loop_ep_put(r->from);
+		ep->in_head++;
+	}
+}
+
+void urpc__loop_os_cancel_peer(struct loop_ep *ep, const struct urpc_tp_peer *peer)
+{
+	uint32_t slot;
+
+	for (slot = 0; slot < LOOP_MAX_OPS; slot++)
+		if (OP_STATE(__atomic_load_n(&ep->ops[slot].tag, __ATOMIC_RELAXED)) != OP_FREE &&
+		    ep->ops[slot].peer == peer)
+			op_cancel(ep, slot, -ECONNRESET);
+}
+
+void urpc__loop_os_serve(struct loop_ep *ep)
+{
+	for (;;) {
+		uint32_t pos = ep->in_head, slot, tag, cur;
+		struct os_ref *r = &ep->incoming[pos & (LOOP_INCOMING - 1)];
+		struct loop_ep *from;
+		struct os_op *op;
+		unsigned need;
+		int status = 0;
+
+		/* Acquire pairs with the release in post(). */
+		if (__atomic_load_n(&r->seq, __ATOMIC_ACQUIRE) != pos + 1)
+			break; /* empty, or a requester between its claim and its publish */
+		from = r->from;
+		slot = r->slot;
+		tag = r->tag;
+		op = &from->ops[slot];
+		cur = __atomic_load_n(&op->tag, __ATOMIC_RELAXED);
+		/* Partitioned: served once the net heals. A finished one goes at once. */
+		if (cur == tag && ep->net &&
+		    !ep->net->reachable(ep->net->arg, from->ep_id, ep->ep_id))
+			break;
+		/* Free the cell for requesters; pairs with the acquire in post(). */
+		__atomic_store_n(&r->seq, pos + LOOP_INCOMING, __ATOMIC_RELEASE);
+		ep->in_head = pos + 1;
+		/* The tag's CAS decides between us and the requester's op_cancel(). */
+		if (cur != tag ||
+		    !__atomic_compare_exchange_n(&op->tag, &cur, OP_WITH(tag, OP_SERVING), false,
+						 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+			urpc__loop_ep_put(
+				from); /* failed by its requester (dereg_mem, release_peer) */
+			continue;
+		}
+		need = op->op == URPC_TP_OP_READ ? URPC_TP_ACCESS_REMOTE_READ
+						 : URPC_TP_ACCESS_REMOTE_WRITE;
+		ep->base.stats.os_served++;
+		if (urpc__sw_mr_check_remote(&ep->mrs, op->rkey, need, op->raddr, op->len)) {
+			status = -EACCES;
+			ep->base.stats.os_rejected++;
+		} else if (op->op == URPC_TP_OP_READ) {
+			memcpy(op->local, (void *)(uintptr_t)op->raddr, op->len);
+		} else {
+			memcpy((void *)(uintptr_t)op->raddr, op->local, op->len);
+		}
+		/* Pairs with the acquire in op_cancel(): the copy is over. */
+		__atomic_store_n(&op->tag, OP_WITH(tag, OP_DONE), __ATOMIC_RELEASE);
+		comp_push(from, slot, status);
+		urpc__loop_ep_put(from);
+	}
+}
+
+int urpc__loop_os_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned access,
+			  struct urpc_tp_mr *mr)
+{
+	return urpc__sw_mr_reg(&to_ep(tp)->mrs, addr, len, access, mr);
+}
+
+/*
+ * Undo urpc__loop_os_reg_mem(): own operations whose local buffer lies in @mr
+ * complete -EIO now (those a target is copying for finish first); peers'
+ * requests against it are refused from now on. Thread: @tp's owner.
+ */
+void urpc__loop_os_dereg_mem(struct urpc_tp *tp, struct urpc_tp_mr *mr)
+{
+	struct loop_ep *ep = to_ep(tp);
+	uint32_t lkey = mr ? mr->lkey : 0;
+	uint32_t i;
+
+	if (!urpc__sw_mr_dereg(&ep->mrs, mr))
+		return;
+	for (i = 0; i < LOOP_MAX_OPS; i++)
+		if (OP_STATE(__atomic_load_n(&ep->ops[i].tag, __ATOMIC_RELAXED)) != OP_FREE &&
+		    ep->ops[i].lkey == lkey)
+			op_cancel(ep, i, -EIO);
+}
+
+/*
+ * Queue a one-sided request at the peer. The operation's slot and the
+ * queue's cell are preallocated; -EAGAIN when either is full.
+ * Thread: @tp's owner. Datapath.
+ */
+static int post(struct urpc_tp *tp, struct urpc_tp_peer *peer, enum urpc_tp_op op, void *local,
+		const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+		uint64_t wr_id)
+{
+	struct loop_ep *ep = to_ep(tp), *to;
+	uint32_t slot, tag, pos, seq;
+	struct os_ref *r;
+	struct os_op *o;
+
+	if (unlikely(!peer || urpc__sw_mr_check_local(&ep->mrs, mr, local, len)))
+		return -EINVAL;
+	if (unlikely(ep->outstanding == LOOP_MAX_OPS))
+		return -EAGAIN;
+	to = peer->ep;
+	/* The slot is free: nobody reads its fields until the request is published. */
+	slot = ep->op_free[ep->nop_free - 1];
+	o = &ep->ops[slot];
+	o->op = op;
+	o->peer = peer;
+	o->lkey = mr->lkey;
+	o->local = local;
+	o->raddr = raddr;
+	o->rkey = rkey;
+	o->len = len;
+	o->wr_id = wr_id;
+	tag = OP_WITH(__atomic_load_n(&o->tag, __ATOMIC_RELAXED), OP_QUEUED);
+	if (unlikely(__atomic_load_n(&to->dead, __ATOMIC_RELAXED))) {
+		/* Gone: fails at once, nothing queued. */
+		ep->nop_free--;
+		ep->outstanding++;
+		__atomic_store_n(&o->tag, OP_WITH(tag, OP_DONE), __ATOMIC_RELAXED);
+		comp_push(ep, slot, -ECONNRESET);
+		return 0;
+	}
+	/* Claim a cell; SEQ_CST pairs with loop_destroy() in loop.c (see there). */
+	pos = __atomic_load_n(&to->in_tail, __ATOMIC_RELAXED);
+	for (;;) {
+		r = &to->incoming[pos & (LOOP_INCOMING - 1)];
+		/* Acquire pairs with the release in urpc__loop_os_serve(). */
+		seq = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE);
+		if (seq == pos) {
+			if (__atomic_compare_exchange_n(&to->in_tail, &pos, pos + 1, true,
+							__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+				break;
+		} else if ((int32_t)(seq - pos) < 0) {
+			return -EAGAIN; /* the target's queue is full; the slot stays free */
+		} else {
+			pos = __atomic_load_n(&to->in_tail, __ATOMIC_RELAXED);
+		}
+	}
+	ep->nop_free--;
+	ep->outstanding++;
+	__atomic_store_n(&o->tag, tag, __ATOMIC_RELAXED);
+	ep_get(ep); /* the queued request keeps its requester's memory alive */
+	r->from = ep;
+	r->slot = slot;
+	r->tag = tag;
+	/* Publish the request and the operation; pairs with the acquire in urpc__loop_os_serve(). */
+	__atomic_store_n(&r->seq, pos + 1, __ATOMIC_RELEASE);
+	if (unlikely(__atomic_load_n(&to->dead, __ATOMIC_SEQ_CST)))
+		op_cancel(ep, slot, -ECONNRESET); /* destroyed after our early look */
+	return 0;
+}
+
+/* See post(). Thread: @tp's owner. */
+int urpc__loop_os_post_read(struct urpc_tp *tp, struct urpc_tp_peer *peer, void *local,
+			    const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			    uint64_t wr_id)
+{
+	return post(tp, peer, URPC_TP_OP_READ, local, mr, raddr, rkey, len, wr_id);
+}
+
+/* See post(). Thread: @tp's owner. */
+int urpc__loop_os_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *local,
+			     const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			     uint64_t wr_id)
+{
+	return post(tp, peer, URPC_TP_OP_WRITE, (void *)(uintptr_t)local, mr, raddr, rkey, len,
+		    wr_id);
+}
+
+/*
+ * Serve peers' requests, then hand out up to @n completions of own
+ * operations (each exactly once); their slots are free again.
+ * Thread: @tp's owner. Datapath.
+ */
+int urpc__loop_os_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n)
+{
+	struct loop_ep *ep = to_ep(tp);
+	unsigned got = 0;
+
+	if (unlikely(__atomic_load_n(&ep->in_tail, __ATOMIC_RELAXED) != ep->in_head))
+		urpc__loop_os_serve(ep);
+	while (got < n) {
+		uint32_t pos = ep->comp_head;
+		struct comp_cell *c = &ep->comps[pos & (LOOP_MAX_OPS - 1)];
+		struct os_op *o;
+		uint32_t slot;
+
+		/* Acquire pairs with the release in comp_push(). */
+		if (__atomic_load_n(&c->seq, __ATOMIC_ACQUIRE) != pos + 1)
+			break;
+		slot = c->slot;
+		comps[got].status = c->status;
+		/* Pairs with the acquire in comp_push(). */
+		__atomic_store_n(&c->seq, pos + LOOP_MAX_OPS, __ATOMIC_RELEASE);
+		ep->comp_head = pos + 1;
+		o = &ep->ops[slot];
+		comps[got].wr_id = o->wr_id;
+		comps[got].op = o->op;
+		/* Done to free, next generation: stale queued requests fail their CAS. */
+		__atomic_store_n(&o->tag, OP_NEXT_GEN(__atomic_load_n(&o->tag, __ATOMIC_RELAXED)),
+				 __ATOMIC_RELAXED);
+		ep->op_free[ep->nop_free++] = slot;
+		ep->outstanding--;
+		got++;
+	}
+	return (int)got;
+}

@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The udp transport's emulated one-sided operations (see udp_int.h for the
+ * wire format): the requester splits an operation into chunks and keeps at
+ * most UDP_OS_WINDOW of them in flight, resending after a quiet RTO and
+ * failing after one_sided_timeout without progress; the server answers
+ * RD_REQ and WR_DATA statelessly, checking key, access and bounds of the
+ * whole operation on every chunk (sw_mr.c). Also the registrations, and
+ * the batch of one-sided datagrams (sendmmsg).
+ *
+ * udp.c calls in here through udp_os.h (its receive path hands requests
+ * and replies over; its poll_completions drains the socket first); this
+ * file calls only sw_mr.h below it.
+ */
+#define _GNU_SOURCE /* sendmmsg; must precede every include */
+#define URPC_LOG_MODULE "udp"
+#include "udp_os.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "../util/log.h"
+#include "../util/seam.h"
+
+/* Send the queued one-sided datagrams; what does not fit is lost (retried). */
+void urpc__udp_os_flush(struct udp_tp *u)
+{
+	unsigned off = 0;
+
+	while (off < u->nctl) {
+		int ret = sendmmsg(u->fd, u->ctl_msgs + off, u->nctl - off, MSG_DONTWAIT);
+
+		if (ret < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS)
+				URPC_WARN_RATELIMIT(u->base.id, "sendmmsg: %s", strerror(errno));
+			/* EAGAIN: the rest is lost; the requester's timer resends */
+			break;
+		}
+		off += (unsigned)ret;
+	}
+	u->nctl = 0;
+}
+
+/*
+ * Queue one one-sided datagram to @dst: the header, @ext when not NULL, and
+ * @len bytes at @data. The bytes are read at the next udp_ctl_flush().
+ */
+static void udp_ctl_queue(struct udp_tp *u, const struct sockaddr_in *dst, enum udp_type type,
+			  uint32_t op_id, uint32_t chunk, uint32_t status,
+			  const struct udp_ext *ext, const void *data, size_t len)
+{
+	struct udp_ctl_hdrs *ch;
+	struct msghdr *mh;
+	struct iovec *iov;
+	size_t niov = 1;
+	unsigned i;
+
+	if (unlikely(u->drop_p > 0.0) && type != UDP_T_NAK &&
+	    urpc__rand_unit(&u->drop_rng) < u->drop_p) {
+		u->base.stats.tx_dropped++;
+		return;
+	}
+	if (u->nctl == UDP_CTL_BATCH)
+		urpc__udp_os_flush(u);
+	i = u->nctl++;
+	ch = &u->ctl_hdrs[i];
+	iov = u->ctl_iov[i];
+	udp_hdr_init(&ch->h, type, op_id, chunk, status);
+	iov[0].iov_base = &ch->h;
+	iov[0].iov_len = sizeof(ch->h);
+	if (ext) {
+		ch->e = *ext;
+		iov[niov].iov_base = &ch->e;
+		iov[niov++].iov_len = sizeof(ch->e);
+	}
+	if (len) {
+		iov[niov].iov_base = (void *)(uintptr_t)data;
+		iov[niov++].iov_len = len;
+	}
+	u->ctl_dst[i] = *dst;
+	mh = &u->ctl_msgs[i].msg_hdr;
+	memset(mh, 0, sizeof(*mh));
+	mh->msg_name = &u->ctl_dst[i];
+	mh->msg_namelen = sizeof(u->ctl_dst[i]);
+	mh->msg_iov = iov;
+	mh->msg_iovlen = niov;
+}
+
+/* ---- registrations (sw_mr.c) ---------------------------------------------- */
+
+/* Not for the datapath: may grow the table. */
+int urpc__udp_os_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned access,
+			 struct urpc_tp_mr *mr)
+{
+	return urpc__sw_mr_reg(&to_udp(tp)->mrs, addr, len, access, mr);
+}
+
+/* The completion is reaped by poll_completions(). */
+static void udp_op_finish(struct udp_tp *u, struct udp_op *op, int status)
+{
+	op->state = UDP_OP_DONE;
+	op->status = status;
+}
+
+void urpc__udp_os_dereg_mem(struct urpc_tp *tp, struct urpc_tp_mr *mr)
+{
+	struct udp_tp *u = to_udp(tp);
+	uint32_t lkey = mr ? mr->lkey : 0;
+	unsigned i;
+
+	if (!urpc__sw_mr_dereg(&u->mrs, mr))
+		return;
+	/* local operations on it fail; the peer's requests now get NAKs */
+	for (i = 0; i < UDP_OS_OPS; i++)
+		if (u->ops[i].state == UDP_OP_ACTIVE && u->ops[i].lkey == lkey)
+			udp_op_finish(u, &u->ops[i], -EIO);
+}
+
+void urpc__udp_os_release_peer(struct udp_tp *u, struct urpc_tp_peer *peer)
+{
+	unsigned i;
+
+	for (i = 0; i < UDP_OS_OPS; i++)
+		if (u->ops[i].state == UDP_OP_ACTIVE && u->ops[i].peer == peer)
+			udp_op_finish(u, &u->ops[i], -ECONNRESET);
+}
+
+/* ---- one-sided: requester ------------------------------------------------ */
+
+static inline uint32_t udp_op_id(const struct udp_tp *u, const struct udp_op *op)
+{
+	return (uint32_t)(op - u->ops) | ((uint32_t)op->gen << 16);
+}
+
+/* Queue chunk @c of @op (first send or resend). */
+static void udp_op_send_chunk(struct udp_tp *u, struct udp_op *op, uint32_t c)
+{
+	uint64_t off = (uint64_t)c * op->chunk_size;
+	size_t clen = (size_t)URPC_MIN((uint64_t)op->chunk_size, op->len - off);
+	struct udp_ext e = {
+		.raddr = op->raddr,
+		.len = op->len,
+		.rkey = op->rkey,
+		.chunk_size = op->chunk_size,
+	};
+
+	if (op->kind == URPC_TP_OP_READ)
+		udp_ctl_queue(u, &op->peer->sa, UDP_T_RD_REQ, udp_op_id(u, op), c, 0, &e, NULL, 0);
+	else
+		udp_ctl_queue(u, &op->peer->sa, UDP_T_WR_DATA, udp_op_id(u, op), c, 0, &e,
+			      op->local + off, clen);
+}
+
+/* Send the chunks that the window newly allows. */
+static void udp_op_pump(struct udp_tp *u, struct udp_op *op)
+{
+	while (op->next < op->nchunks && op->next - op->base < UDP_OS_WINDOW)
+		udp_op_send_chunk(u, op, op->next++);
+}
+
+/* Chunk @c of @op is done; slide the window and finish or send more. */
+static void udp_op_chunk_done(struct udp_tp *u, struct udp_op *op, uint32_t c, uint64_t now)
+{
+	op->done_mask |= 1ull << (c - op->base);
+	while (op->done_mask & 1) {
+		op->done_mask >>= 1;
+		op->base++;
+	}
+	op->progress_ns = now;
+	op->rto_ns = UDP_RTO_MIN_NS;
+	op->retry_at_ns = now + op->rto_ns;
+	if (op->base == op->nchunks)
+		udp_op_finish(u, op, 0);
+	else
+		udp_op_pump(u, op);
+}
+
+/* Resend what is missing after a quiet RTO; fail after the timeout. */
+static void udp_op_timers(struct udp_tp *u, struct udp_op *op, uint64_t now)
+{
+	uint32_t c;
+
+	if (now - op->progress_ns >= u->base.one_sided_timeout_ns) {
+		udp_op_finish(u, op, -ETIMEDOUT);
+		return;
+	}
+	if (now < op->retry_at_ns)
+		return;
+	for (c = op->base; c < op->next; c++) {
+		if (op->done_mask & (1ull << (c - op->base)))
+			continue;
+		udp_op_send_chunk(u, op, c);
+		u->base.stats.os_retries++;
+	}
+	op->rto_ns = URPC_MIN(op->rto_ns * 2, UDP_RTO_MAX_NS);
+	op->retry_at_ns = now + op->rto_ns;
+}
+
+static int udp_post(struct udp_tp *u, enum urpc_tp_op kind, struct urpc_tp_peer *peer,
+		    const void *local, const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey,
+		    size_t len, uint64_t wr_id)
+{
+	uint64_t now, nchunks;
+	struct udp_op *op = NULL;
+	unsigned i;
+
+	if (unlikely(!peer || !local || urpc__sw_mr_check_local(&u->mrs, mr, local, len)))
+		return -EINVAL;
+	nchunks = (len + peer->chunk_size - 1) / peer->chunk_size;
+	if (unlikely(nchunks > UINT32_MAX))
+		return -EINVAL;
+	for (i = 0; i < UDP_OS_OPS; i++) {
+		if (u->ops[i].state == UDP_OP_FREE) {
+			op = &u->ops[i];
+			break;
+		}
+	}
+	if (unlikely(!op))
+		return -EAGAIN;
+	now = urpc__now_ns();
+	op->state = UDP_OP_ACTIVE;
+	op->kind = kind;
+	op->status = 0;
+	op->gen++;
+	op->peer = peer;
+	op->local = (uint8_t *)(uintptr_t)local;
+	op->lkey = mr->lkey;
+	op->raddr = raddr;
+	op->rkey = rkey;
+	op->len = len;
+	op->wr_id = wr_id;
+	op->chunk_size = peer->chunk_size;
+	op->nchunks = (uint32_t)nchunks;
+	op->base = 0;
+	op->next = 0;
+	op->done_mask = 0;
+	op->progress_ns = now;
+	op->rto_ns = UDP_RTO_MIN_NS;
+	op->retry_at_ns = now + op->rto_ns;
+	u->nops++;
+	udp_op_pump(u, op);
+	urpc__udp_os_flush(u);
+	return 0;
+}
+
+int urpc__udp_os_post_read(struct urpc_tp *tp, struct urpc_tp_peer *peer, void *local,
+			   const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			   uint64_t wr_id)
+{
+	return udp_post(to_udp(tp), URPC_TP_OP_READ, peer, local, mr, raddr, rkey, len, wr_id);
+}
+
+int urpc__udp_os_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *local,
+			    const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			    uint64_t wr_id)
+{
+	return udp_post(to_udp(tp), URPC_TP_OP_WRITE, peer, local, mr, raddr, rkey, len, wr_id);
+}
+
+/* ---- serving peers, and their replies -------------------------------------- */
+
+/*
+ * Serve a peer's RD_REQ or WR_DATA (@len bytes at @buf, from @src). Returns
+ * NULL, or why the datagram is malformed.
+ */
+const char *urpc__udp_os_serve(struct udp_tp *u, const uint8_t *buf, uint32_t len,
+			       const struct sockaddr_in *src)
+{
+	const struct udp_hdr *h = (const struct udp_hdr *)(const void *)buf;
+	struct udp_ext e;
+	uint64_t off, clen;
+	bool rd = h->type == UDP_T_RD_REQ;
+	unsigned need = rd ? URPC_TP_ACCESS_REMOTE_READ : URPC_TP_ACCESS_REMOTE_WRITE;
+
+	if (unlikely(len < sizeof(*h) + sizeof(e)))
+		return "short one-sided request";
+	memcpy(&e, buf + sizeof(*h), sizeof(e));
+	off = (uint64_t)h->chunk * e.chunk_size;
+	if (unlikely(!e.chunk_size || e.chunk_size > UDP_MAX_DGRAM - sizeof(*h) || off >= e.len ||
+		     e.raddr + e.len < e.raddr))
+		return "bad one-sided range";
+	clen = URPC_MIN((uint64_t)e.chunk_size, e.len - off);
+	if (unlikely(len != sizeof(*h) + sizeof(e) + (rd ? 0 : clen)))
+		return "one-sided length mismatch";
+	u->base.stats.os_served++;
+	if (unlikely(urpc__sw_mr_check_remote(&u->mrs, e.rkey, need, e.raddr, e.len))) {
+		u->base.stats.os_rejected++;
+		udp_ctl_queue(u, src, UDP_T_NAK, h->op_id, h->chunk, EACCES, NULL, NULL, 0);
+		return NULL;
+	}
+	if (rd) {
+		udp_ctl_queue(u, src, UDP_T_RD_DATA, h->op_id, h->chunk, 0, NULL,
+			      (const void *)(uintptr_t)(e.raddr + off), (size_t)clen);
+	} else {
+		memcpy((void *)(uintptr_t)(e.raddr + off), buf + sizeof(*h) + sizeof(e),
+		       (size_t)clen);
+		udp_ctl_queue(u, src, UDP_T_WR_ACK, h->op_id, h->chunk, 0, NULL, NULL, 0);
+	}
+	return NULL;
+}
+
+/*
+ * Handle a reply (RD_DATA, WR_ACK, NAK) to one of our operations. Returns
+ * NULL (stale replies included: they are harmless), or why it is malformed.
+ */
+const char *urpc__udp_os_reply(struct udp_tp *u, const uint8_t *buf, uint32_t len,
+			       const struct sockaddr_in *src, uint64_t now)
+{
+	const struct udp_hdr *h = (const struct udp_hdr *)(const void *)buf;
+	uint32_t idx = h->op_id & 0xffffu, c = h->chunk;
+	struct udp_op *op;
+	uint64_t off, clen;
+
+	if (unlikely(idx >= UDP_OS_OPS))
+		return "bad op id";
+	op = &u->ops[idx];
+	/* stale replies (finished or reused op, done chunk) are harmless */
+	if (op->state != UDP_OP_ACTIVE || op->gen != (uint16_t)(h->op_id >> 16))
+		return NULL;
+	if (unlikely(src->sin_addr.s_addr != op->peer->sa.sin_addr.s_addr ||
+		     src->sin_port != op->peer->sa.sin_port))
+		return "reply from another address";
+	if (h->type == UDP_T_NAK) {
+		if (unlikely(len != sizeof(*h)))
+			return "bad NAK length";
+		udp_op_finish(u, op, h->status == EACCES ? -EACCES : -EIO);
+		return NULL;
+	}
+	if ((h->type == UDP_T_RD_DATA) != (op->kind == URPC_TP_OP_READ))
+		return "reply type does not match the op";
+	if (c < op->base || c >= op->next)
+		return NULL;
+	off = (uint64_t)c * op->chunk_size;
+	clen = URPC_MIN((uint64_t)op->chunk_size, op->len - off);
+	if (unlikely(len != sizeof(*h) + (h->type == UDP_T_RD_DATA ? clen : 0)))
+		return "reply length mismatch";
+	if (op->done_mask & (1ull << (c - op->base)))
+		return NULL;
+	if (h->type == UDP_T_RD_DATA)
+		memcpy(op->local + off, buf + sizeof(*h), (size_t)clen);
+	udp_op_chunk_done(u, op, c, now);
+	return NULL;
+}
+
+/* ---- completions --------------------------------------------------------- */
+
+int urpc__udp_os_poll(struct udp_tp *u, struct urpc_tp_comp *comps, unsigned n)
+{
+	unsigned i, cnt = 0;
+	uint64_t now;
+
+	if (!u->nops)
+		return 0;
+	now = urpc__now_ns();
+	for (i = 0; i < UDP_OS_OPS; i++)
+		if (u->ops[i].state == UDP_OP_ACTIVE)
+			udp_op_timers(u, &u->ops[i], now);
+	urpc__udp_os_flush(u);
+	for (i = 0; i < UDP_OS_OPS && cnt < n; i++) {
+		struct udp_op *op = &u->ops[i];
+
+		if (op->state != UDP_OP_DONE)
+			continue;
+		comps[cnt].wr_id = op->wr_id;
+		comps[cnt].op = op->kind;
+		comps[cnt].status = op->status;
+		cnt++;
+		op->state = UDP_OP_FREE;
+		u->nops--;
+	}
+	return (int)cnt;
+}

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The udp transport's emulated one-sided protocol and registrations
+ * (udp_os.c), for udp.c. Calls only sw_mr.h below it.
+ */
+#ifndef URPC_TRANSPORT_UDP_OS_H
+#define URPC_TRANSPORT_UDP_OS_H
+
+#include "udp_int.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The registration and one-sided ops (transport.h). */
+int urpc__udp_os_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned access,
+			 struct urpc_tp_mr *mr);
+void urpc__udp_os_dereg_mem(struct urpc_tp *tp, struct urpc_tp_mr *mr);
+int urpc__udp_os_post_read(struct urpc_tp *tp, struct urpc_tp_peer *peer, void *local,
+			   const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			   uint64_t wr_id);
+int urpc__udp_os_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *local,
+			    const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			    uint64_t wr_id);
+
+/* Operations still using @peer complete with -ECONNRESET (their later replies are stale). */
+void urpc__udp_os_release_peer(struct udp_tp *u, struct urpc_tp_peer *peer);
+
+/*
+ * Serve a peer's RD_REQ or WR_DATA (@len bytes at @buf, from @src): the
+ * reply is queued. Returns NULL, or why the datagram is malformed.
+ */
+const char *urpc__udp_os_serve(struct udp_tp *u, const uint8_t *buf, uint32_t len,
+			       const struct sockaddr_in *src);
+
+/*
+ * Handle a reply (RD_DATA, WR_ACK, NAK) to one of our operations. Returns
+ * NULL (stale replies included: they are harmless), or why it is malformed.
+ */
+const char *urpc__udp_os_reply(struct udp_tp *u, const uint8_t *buf, uint32_t len,
+			       const struct sockaddr_in *src, uint64_t now);
+
+/* Send the queued one-sided datagrams; what does not fit is lost (retried). */
+void urpc__udp_os_flush(struct udp_tp *u);
+
+/*
+ * Run the operations' timers (resends, time-outs), send what they queued
+ * and hand out up to @n completions. The caller drained the socket first.
+ */
+int urpc__udp_os_poll(struct udp_tp *u, struct urpc_tp_comp *comps, unsigned n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_TRANSPORT_UDP_OS_H */
