@@ -577,4 +577,11 @@ const struct urpc_tp_ops urpc__tp_loop_ops = {
 	.post_read = urpc__loop_os_post_read,
 	.post_write = urpc__loop_os_post_write,
 	.poll_completions = urpc__loop_os_poll_completions,
+	/*
+	 * wait_arm, wait_ack, reg_dmabuf: NULL until src/rpc tests
+	 * URPC_TP_CAP_WAIT (rpc.c) and URPC_TP_CAP_DMABUF (msgbuf.c) instead
+	 * of the pointers; then urpc__tp_default_*().
+	 */
+	.ctl_pop = urpc__tp_default_ctl_pop,
+	.ctl_push = urpc__tp_default_ctl_push,
 };

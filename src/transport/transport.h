@@ -43,9 +43,16 @@ extern "C" {
 /* Largest endpoint description, in bytes (sent over session management). */
 #define URPC_TP_EP_MAX 64
 
-/* Capability bits reported in struct urpc_tp.caps. */
+/*
+ * Capability bits reported in struct urpc_tp.caps. A caller tests these,
+ * never an op for NULL: an op a transport lacks is a default that returns
+ * -ENOTSUP (see the ops table below).
+ */
 #define URPC_TP_CAP_ONE_SIDED_HW 0x1u /* READ/WRITE done by the NIC, no remote CPU */
 #define URPC_TP_CAP_INLINE 0x2u	      /* small sends are inlined */
+#define URPC_TP_CAP_WAIT 0x4u	      /* wait_arm()/wait_ack() can block (udp, verbs) */
+#define URPC_TP_CAP_DMABUF 0x8u	      /* reg_dmabuf() registers device memory (verbs) */
+#define URPC_TP_CAP_CTL 0x10u	      /* control messages for session management (verbs) */
 
 /* Access flags for reg_mem(). Local access is always granted. */
 #define URPC_TP_ACCESS_REMOTE_READ 0x1u
@@ -97,10 +104,15 @@ struct urpc_tp_rx {
 	uint32_t ring_idx;
 };
 
-/* One-sided operation kinds, as reported in completions. */
+/* One-sided operation kinds, as reported in completions (X-macro: name, value). */
+#define URPC_TP_OPS(X)                                                                             \
+	X(READ, 1)                                                                                 \
+	X(WRITE, 2)
+
 enum urpc_tp_op {
-	URPC_TP_OP_READ = 1,
-	URPC_TP_OP_WRITE = 2,
+#define URPC_TP_OP_ENUM(name, value) URPC_TP_OP_##name = value,
+	URPC_TP_OPS(URPC_TP_OP_ENUM)
+#undef URPC_TP_OP_ENUM
 };
 const char *urpc__tp_op_str(enum urpc_tp_op op);
 
@@ -160,6 +172,12 @@ struct urpc_tp {
 	struct urpc_tp_stats stats;
 };
 
+/*
+ * The ops table. No entry is NULL: an op that a transport lacks is one of
+ * the urpc__tp_default_*() below, which return -ENOTSUP (or do nothing,
+ * for the void ones), as rdma-core fills provider tables from dummy_ops.c;
+ * what a transport can do is reported in struct urpc_tp.caps.
+ */
 struct urpc_tp_ops {
 	const char *name;
 
@@ -257,7 +275,7 @@ struct urpc_tp_ops {
 	int (*poll_completions)(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n);
 
 	/*
-	 * Idle waiting (both NULL for a transport that cannot block: loop).
+	 * Idle waiting (URPC_TP_CAP_WAIT; loop cannot block).
 	 * wait_arm() asks to be woken by the next datagram or completion and
 	 * returns a file descriptor that poll(POLLIN) reports readable then,
 	 * or -errno. Work that arrived before the call does not wake it: after
@@ -282,15 +300,17 @@ struct urpc_tp_ops {
 	/*
 	 * Register device memory exported as a dma-buf (GPU memory): @len
 	 * bytes at @offset into the dma-buf @fd, addressed by peers as @iova.
-	 * As reg_mem() otherwise (dereg_mem() undoes it). NULL where the
-	 * transport cannot (loop, udp: they stage through host memory).
+	 * As reg_mem() otherwise (dereg_mem() undoes it). URPC_TP_CAP_DMABUF;
+	 * -ENOTSUP where the transport cannot (loop, udp: they stage through
+	 * host memory).
 	 * The caller may close @fd afterwards.
 	 */
 	int (*reg_dmabuf)(struct urpc_tp *tp, int fd, uint64_t offset, size_t len, uint64_t iova,
 			  unsigned access, struct urpc_tp_mr *mr);
 	/*
 	 * The transport's control messages to peers, carried by session
-	 * management (NULL where a transport has none: loop, udp). verbs
+	 * management (URPC_TP_CAP_CTL; loop and udp have none: ctl_pop()
+	 * returns -ENOTSUP, ctl_push() ignores the message). verbs
 	 * exchanges its RC QP's number and PSN this way. ctl_pop() hands out
 	 * the next message for a peer: writes at most URPC_TP_EP_MAX bytes to
 	 * @buf, sets *@peer (a handle resolved on this endpoint) and returns
@@ -302,6 +322,18 @@ struct urpc_tp_ops {
 	void (*ctl_push)(struct urpc_tp *tp, struct urpc_tp_peer *peer, const uint8_t *buf,
 			 size_t len);
 };
+
+/*
+ * The defaults of the optional ops, for the tables of transports that lack
+ * the capability: the int ones return -ENOTSUP, the void ones do nothing.
+ */
+int urpc__tp_default_wait_arm(struct urpc_tp *tp);
+void urpc__tp_default_wait_ack(struct urpc_tp *tp);
+int urpc__tp_default_reg_dmabuf(struct urpc_tp *tp, int fd, uint64_t offset, size_t len,
+				uint64_t iova, unsigned access, struct urpc_tp_mr *mr);
+int urpc__tp_default_ctl_pop(struct urpc_tp *tp, struct urpc_tp_peer **peer, uint8_t *buf);
+void urpc__tp_default_ctl_push(struct urpc_tp *tp, struct urpc_tp_peer *peer, const uint8_t *buf,
+			       size_t len);
 
 /* Fill @cfg with defaults for @kind. */
 void urpc__tp_cfg_init(struct urpc_tp_cfg *cfg, enum urpc_transport_kind kind);

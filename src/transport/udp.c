@@ -179,7 +179,7 @@ static int udp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	u->base.rq_depth = cfg->rq_depth;
 	u->base.sq_depth = cfg->sq_depth;
 	u->base.max_inline = 0;
-	u->base.caps = 0;
+	u->base.caps = URPC_TP_CAP_WAIT;
 	u->base.id = cfg->id;
 	u->chunk_size = mtu - (uint32_t)sizeof(struct udp_ext);
 	u->base.one_sided_timeout_ns =
@@ -590,4 +590,7 @@ const struct urpc_tp_ops urpc__tp_udp_ops = {
 	.poll_completions = udp_poll_completions,
 	.wait_arm = udp_wait_arm,
 	.wait_ack = udp_wait_ack,
+	/* reg_dmabuf: NULL until src/rpc tests URPC_TP_CAP_DMABUF (msgbuf.c) */
+	.ctl_pop = urpc__tp_default_ctl_pop,
+	.ctl_push = urpc__tp_default_ctl_push,
 };

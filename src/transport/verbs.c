@@ -139,7 +139,8 @@ static int verbs_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 		v->base.mtu = cfg->mtu;
 	v->base.rq_depth = cfg->rq_depth;
 	v->base.sq_depth = cfg->sq_depth;
-	v->base.caps = URPC_TP_CAP_ONE_SIDED_HW;
+	v->base.caps =
+		URPC_TP_CAP_ONE_SIDED_HW | URPC_TP_CAP_WAIT | URPC_TP_CAP_DMABUF | URPC_TP_CAP_CTL;
 	v->base.id = cfg->id;
 	v->nonce = verbs_random32();
 	v->base.one_sided_timeout_ns =

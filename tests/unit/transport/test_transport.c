@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The transport layer's shared parts: every ops table is complete (an op a
+ * transport lacks is a default that returns -ENOTSUP, and its capability
+ * bit is clear), and the software registration table of loop and udp
+ * (sw_mr.c) gives one errno for each failure.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/sw_mr.h"
+#include "transport/transport.h"
+
+/*
+ * Entries still NULL in a table until src/rpc tests the capability bits
+ * instead of the pointers (rpc.c's idle set-up for wait_arm/wait_ack,
+ * msgbuf.c's GPU registration for reg_dmabuf); each is allowed only where
+ * the transport lacks the capability.
+ */
+static bool pending_null(const char *op, unsigned caps)
+{
+	if (!strcmp(op, "wait_arm") || !strcmp(op, "wait_ack"))
+		return !(caps & URPC_TP_CAP_WAIT);
+	if (!strcmp(op, "reg_dmabuf"))
+		return !(caps & URPC_TP_CAP_DMABUF);
+	return false;
+}
+
+#define OPS_FOR_EACH(X)                                                                            \
+	X(create)                                                                                  \
+	X(destroy)                                                                                 \
+	X(get_endpoint)                                                                            \
+	X(resolve_peer)                                                                            \
+	X(release_peer)                                                                            \
+	X(tx_burst)                                                                                \
+	X(tx_flush)                                                                                \
+	X(rx_burst)                                                                                \
+	X(rx_release)                                                                              \
+	X(reg_mem)                                                                                 \
+	X(dereg_mem)                                                                               \
+	X(post_read)                                                                               \
+	X(post_write)                                                                              \
+	X(poll_completions)                                                                        \
+	X(wait_arm)                                                                                \
+	X(wait_ack)                                                                                \
+	X(reg_dmabuf)                                                                              \
+	X(ctl_pop)                                                                                 \
+	X(ctl_push)
+
+/* The caps an endpoint of @kind reports; the kinds without a device create one. */
+static unsigned caps_of(enum urpc_transport_kind kind)
+{
+	struct urpc_tp_cfg cfg;
+	struct urpc_tp *tp;
+	unsigned caps;
+
+	if (kind == URPC_TRANSPORT_VERBS) /* no device needed: what verbs.c sets */
+		return URPC_TP_CAP_WAIT | URPC_TP_CAP_DMABUF | URPC_TP_CAP_CTL;
+	urpc__tp_cfg_init(&cfg, kind);
+	cr_assert_eq(urpc__tp_ops(kind)->create(&cfg, &tp), 0);
+	caps = tp->caps;
+	cr_assert_eq(tp->ops, urpc__tp_ops(kind), "an endpoint uses its kind's table");
+	cr_assert_eq(tp->ops->destroy(tp), 0);
+	return caps;
+}
+
+Test(transport, every_ops_table_is_complete_and_matches_its_caps)
+{
+	const enum urpc_transport_kind kinds[] = {URPC_TRANSPORT_LOOP, URPC_TRANSPORT_UDP,
+						  URPC_TRANSPORT_VERBS};
+	unsigned i;
+
+	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		const struct urpc_tp_ops *ops = urpc__tp_ops(kinds[i]);
+		unsigned caps;
+
+		if (!ops) {
+			cr_assert_eq(kinds[i], URPC_TRANSPORT_VERBS, "only verbs may be left out");
+			continue;
+		}
+		caps = caps_of(kinds[i]);
+		cr_assert_not_null(ops->name);
+#define CHECK_OP(op)                                                                               \
+	cr_assert(ops->op || pending_null(#op, caps), "%s: the op " #op " is NULL", ops->name);
+		OPS_FOR_EACH(CHECK_OP)
+#undef CHECK_OP
+		/* A capability's ops are the transport's own; a missing one's the defaults. */
+		cr_assert_eq(!!(caps & URPC_TP_CAP_CTL), ops->ctl_pop != urpc__tp_default_ctl_pop,
+			     "%s: ctl_pop and URPC_TP_CAP_CTL disagree", ops->name);
+		cr_assert_eq(!!(caps & URPC_TP_CAP_CTL), ops->ctl_push != urpc__tp_default_ctl_push,
+			     "%s: ctl_push and URPC_TP_CAP_CTL disagree", ops->name);
+		if (ops->wait_arm)
+			cr_assert_eq(!!(caps & URPC_TP_CAP_WAIT),
+				     ops->wait_arm != urpc__tp_default_wait_arm, "%s", ops->name);
+		if (ops->reg_dmabuf)
+			cr_assert_eq(!!(caps & URPC_TP_CAP_DMABUF),
+				     ops->reg_dmabuf != urpc__tp_default_reg_dmabuf, "%s",
+				     ops->name);
+	}
+}
+
+Test(transport, the_defaults_refuse_with_enotsup)
+{
+	struct urpc_tp_peer *peer = NULL;
+	struct urpc_tp_mr mr;
+	uint8_t buf[URPC_TP_EP_MAX];
+
+	cr_assert_eq(urpc__tp_default_wait_arm(NULL), -ENOTSUP);
+	urpc__tp_default_wait_ack(NULL);
+	cr_assert_eq(urpc__tp_default_reg_dmabuf(NULL, 3, 0, 4096, 0, 0, &mr), -ENOTSUP);
+	cr_assert_eq(urpc__tp_default_ctl_pop(NULL, &peer, buf), -ENOTSUP);
+	urpc__tp_default_ctl_push(NULL, NULL, buf, 1);
+}
+
+Test(transport, op_kinds_have_names)
+{
+	cr_assert_str_eq(urpc__tp_op_str(URPC_TP_OP_READ), "READ");
+	cr_assert_str_eq(urpc__tp_op_str(URPC_TP_OP_WRITE), "WRITE");
+	cr_assert_str_eq(urpc__tp_op_str((enum urpc_tp_op)0), "?");
+}
+
+/* ---- sw_mr.c: one errno for each failure (see sw_mr.h) ---- */
+
+Test(sw_mr, one_errno_for_each_failure)
+{
+	struct urpc_sw_mr_table t;
+	struct urpc_tp_mr mr, other;
+	static uint8_t buf[4097];
+	uint8_t *mem = buf + 1; /* so that mem - 1 is a valid pointer */
+	void *top = (void *)(UINTPTR_MAX - 15);
+
+	urpc__sw_mr_init(&t, 1);
+	cr_assert_eq(urpc__sw_mr_reg(&t, NULL, 16, 0, &mr), -EINVAL);
+	cr_assert_eq(urpc__sw_mr_reg(&t, mem, 0, 0, &mr), -EINVAL);
+	cr_assert_eq(urpc__sw_mr_reg(&t, mem, 16, 0, NULL), -EINVAL);
+	cr_assert_eq(urpc__sw_mr_reg(&t, mem, 16, 0x80, &mr), -EINVAL);
+	cr_assert_eq(urpc__sw_mr_reg(&t, top, 32, 0, &mr), -EFAULT, "wraps the address space");
+	cr_assert_eq(t.n, 0);
+
+	cr_assert_eq(urpc__sw_mr_reg(&t, mem, 4096, URPC_TP_ACCESS_REMOTE_READ, &mr), 0);
+	cr_assert_neq(mr.rkey, 0);
+	cr_assert_eq(mr.lkey, mr.rkey);
+	cr_assert_eq(urpc__sw_mr_check_local(&t, &mr, mem + 16, 32), 0);
+	cr_assert_eq(urpc__sw_mr_check_local(&t, &mr, mem + 4090, 32), -EINVAL);
+	cr_assert_eq(urpc__sw_mr_check_local(&t, &mr, mem - 1, 2), -EINVAL);
+	cr_assert_eq(urpc__sw_mr_check_local(&t, &mr, mem, 0), -EINVAL);
+	cr_assert_eq(urpc__sw_mr_check_local(&t, NULL, mem, 1), -EINVAL);
+	cr_assert_eq(urpc__sw_mr_check_remote(&t, mr.rkey, URPC_TP_ACCESS_REMOTE_READ,
+					      (uintptr_t)mem, 4096),
+		     0);
+	cr_assert_eq(urpc__sw_mr_check_remote(&t, mr.rkey, URPC_TP_ACCESS_REMOTE_WRITE,
+					      (uintptr_t)mem, 1),
+		     -EACCES, "no write access");
+	cr_assert_eq(urpc__sw_mr_check_remote(&t, mr.rkey + 1, URPC_TP_ACCESS_REMOTE_READ,
+					      (uintptr_t)mem, 1),
+		     -EACCES, "no such key");
+	cr_assert_eq(urpc__sw_mr_check_remote(&t, mr.rkey, URPC_TP_ACCESS_REMOTE_READ,
+					      (uintptr_t)mem + 1, 4096),
+		     -EACCES, "past the end");
+	cr_assert_eq(
+		urpc__sw_mr_check_remote(&t, mr.rkey, URPC_TP_ACCESS_REMOTE_READ, UINT64_MAX, 2),
+		-EACCES, "wraps");
+
+	/* A copy of a live registration's description is not another registration. */
+	other = mr;
+	other.lkey ^= 1;
+	cr_assert_not(urpc__sw_mr_dereg(&t, &other));
+	cr_assert(urpc__sw_mr_dereg(&t, &mr));
+	cr_assert_null(mr.handle);
+	cr_assert_not(urpc__sw_mr_dereg(&t, &mr), "not live any more");
+	cr_assert_eq(urpc__sw_mr_check_local(&t, &mr, mem, 1), -EINVAL);
+	cr_assert_eq(t.n, 0);
+	urpc__sw_mr_fini(&t);
+}
+
+Test(sw_mr, keys_are_unique_and_entries_reused)
+{
+	enum { N = 40 };
+	struct urpc_sw_mr_table t;
+	struct urpc_tp_mr mr[N];
+	static uint8_t mem[N][64];
+	unsigned i, j;
+
+	urpc__sw_mr_init(&t, 7);
+	for (i = 0; i < N; i++)
+		cr_assert_eq(urpc__sw_mr_reg(&t, mem[i], 64, 0, &mr[i]), 0);
+	for (i = 0; i < N; i++)
+		for (j = i + 1; j < N; j++)
+			cr_assert_neq(mr[i].rkey, mr[j].rkey);
+	cr_assert(urpc__sw_mr_dereg(&t, &mr[3]));
+	cr_assert_eq(urpc__sw_mr_reg(&t, mem[3], 64, 0, &mr[3]), 0);
+	cr_assert_eq(t.n, N);
+	cr_assert_leq(t.cap, 64, "a freed entry is reused");
+	for (i = 0; i < N; i++)
+		cr_assert(urpc__sw_mr_dereg(&t, &mr[i]));
+	urpc__sw_mr_fini(&t);
+}
