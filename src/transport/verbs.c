@@ -5,7 +5,7 @@
  * ops table. It calls down into verbs_ud.c (datagrams), verbs_hs.c (the
  * RC handshake), verbs_rc.c (RC connections and one-sided operations) and
  * verbs_ctl.c (the outbox of control messages); none of them calls up.
- * verbs.h holds the types.
+ * verbs_int.h holds the types.
  *
  * Endpoint bytes (VERBS_EP_LEN, little-endian):
  *   0  u8  kind (URPC_TRANSPORT_VERBS)   1  u8  VERBS_EP_VERSION
@@ -15,7 +15,7 @@
  *  20  u8[16] GID
  */
 #define URPC_LOG_MODULE "verbs"
-#include "verbs.h"
+#include "verbs_int.h"
 
 #include <errno.h>
 #include <fcntl.h>

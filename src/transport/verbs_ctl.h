@@ -7,7 +7,7 @@
 #ifndef URPC_TRANSPORT_VERBS_CTL_H
 #define URPC_TRANSPORT_VERBS_CTL_H
 
-#include "verbs.h"
+#include "verbs_int.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -3,7 +3,7 @@
  * The verbs transport's RC handshake: control messages that session
  * management delivered (ctl_push), connecting a connection's QP to the
  * peer's, and the handshake's timers (REQ resends, the deadline). See
- * verbs.h for the states and messages. verbs.c calls in here through
+ * verbs_int.h for the states and messages. verbs.c calls in here through
  * verbs_hs.h; this file calls verbs_rc.h and verbs_ctl.h below it.
  */
 #define URPC_LOG_MODULE "verbs"

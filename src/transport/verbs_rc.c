@@ -2,7 +2,7 @@
 /*
  * The verbs transport's RC side: the life cycle of a connection's RC QP
  * (start, fail, tear down) and the one-sided operations that ride it
- * (post_read, post_write, poll_completions). See verbs.h for the states.
+ * (post_read, post_write, poll_completions). See verbs_int.h for the states.
  * verbs_hs.c (the handshake) and verbs.c call in here through verbs_rc.h;
  * this file calls only verbs_ctl.h (the outbox of control messages).
  *

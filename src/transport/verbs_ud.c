@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The verbs transport's datagrams: the UD QP, its receive ring and send
- * slots, and tx_burst, tx_flush, rx_burst, rx_release. See verbs.h; verbs.c
+ * slots, and tx_burst, tx_flush, rx_burst, rx_release. See verbs_int.h; verbs.c
  * calls in here through verbs_ud.h, and this file calls nothing above it.
  *
  * Sends: one ibv_post_send() per burst, a chain of WRs; a WR is inlined

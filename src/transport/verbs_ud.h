@@ -6,7 +6,7 @@
 #ifndef URPC_TRANSPORT_VERBS_UD_H
 #define URPC_TRANSPORT_VERBS_UD_H
 
-#include "verbs.h"
+#include "verbs_int.h"
 
 #ifdef __cplusplus
 extern "C" {

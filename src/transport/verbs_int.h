@@ -4,10 +4,15 @@
  * ladder (each file includes only the headers below it, and calls only
  * down):
  *   verbs.c     endpoint create/destroy, peers, memory, waiting, the ops
- *               table (calls verbs_ud.h and verbs_rc.h);
- *   verbs_rc.c  RC connections and one-sided operations (verbs_rc.h);
+ *               table (calls verbs_ud.h, verbs_hs.h, verbs_rc.h, verbs_ctl.h);
+ *   verbs_hs.c  the RC handshake: ctl_push, connecting, its timers
+ *               (verbs_hs.h; calls verbs_rc.h and verbs_ctl.h);
+ *   verbs_rc.c  RC connections and one-sided operations (verbs_rc.h;
+ *               calls verbs_ctl.h);
+ *   verbs_ctl.c the outbox of control messages, ctl_pop (verbs_ctl.h);
  *   verbs_ud.c  datagrams over the UD QP (verbs_ud.h);
- *   verbs.h     these types, and helpers with no state of their own.
+ *   verbs_int.h these types, and helpers with no state of their own.
+ * (verbs_dev.c and verbs_topo.c, device discovery, stand apart.)
  * Only src/transport/verbs*.c include this header.
  *
  * Datagrams ride one UD QP per endpoint. Its receive ring is one registered
@@ -33,8 +38,8 @@
  *
  * Threads: an endpoint belongs to the thread that created it.
  */
-#ifndef URPC_TRANSPORT_VERBS_H
-#define URPC_TRANSPORT_VERBS_H
+#ifndef URPC_TRANSPORT_VERBS_INT_H
+#define URPC_TRANSPORT_VERBS_INT_H
 
 #include <infiniband/verbs.h>
 #include <stdbool.h>
@@ -290,4 +295,4 @@ static inline enum ibv_mtu verbs_mtu_enum(uint32_t bytes)
 	return IBV_MTU_256;
 }
 
-#endif /* URPC_TRANSPORT_VERBS_H */
+#endif /* URPC_TRANSPORT_VERBS_INT_H */
