@@ -15,13 +15,14 @@
 
 #include "large.h"
 #include "msgbuf.h"
+#include "states.h"
 #include "tx.h"
 
 #define SLOT_MASK (URPC_SESSION_SLOTS - 1)
 #define WAITQ_MASK (URPC_SESSION_WAITQ - 1)
 
 /* Transmit (or retransmit) the request in client slot @i of @s. */
-static inline void send_req(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl)
+static inline void send_req(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_cslot *sl)
 {
 	struct urpc_msgbuf *req = sl->req;
 
@@ -34,7 +35,7 @@ static inline void send_req(struct urpc_rpc *rpc, struct urpc_session *s, struct
 }
 
 /* The datagram header a slot's request or stored response leaves from. */
-static inline const void *req_pkt_of(struct urpc_sslot *sl)
+static inline const void *req_pkt_of(struct urpc_cslot *sl)
 {
 	return sl->large_req ? (const void *)&sl->lpkt.h : (const void *)urpc__mb_hdr(sl->req);
 }
@@ -44,12 +45,12 @@ static inline void start_req(struct urpc_rpc *rpc, struct urpc_session *s, unsig
 			     uint8_t req_type, struct urpc_msgbuf *req, struct urpc_msgbuf *resp,
 			     urpc_cont_fn cont, void *tag, uint64_t deadline_ns)
 {
-	struct urpc_sslot *sl = &s->slots[i];
+	struct urpc_cslot *sl = &s->cli.slots[i];
 
 	urpc__cli_mark_busy(rpc, s);
-	s->free_mask &= ~(1u << i);
-	s->credits--;
-	sl->busy = true;
+	s->cli.free_mask &= ~(1u << i);
+	s->cli.credits--;
+	urpc__cli_set(rpc, sl, URPC_CLI_SENT);
 	sl->cur_req_num += URPC_SESSION_SLOTS;
 	sl->req = req;
 	sl->resp = resp;
@@ -59,7 +60,6 @@ static inline void start_req(struct urpc_rpc *rpc, struct urpc_session *s, unsig
 	sl->retries = 0;
 	sl->rto_ns = rpc->rto_ns;
 	sl->late_status = 0;
-	sl->req_acked = false;
 	sl->large_req = req->data_size > rpc->max_msg || urpc__mb_is_view(req);
 	if (unlikely(sl->large_req)) {
 		urpc__large_pkt_fill(&sl->lpkt, URPC_PKT_REQ, req_type, req, s->remote_num,
@@ -79,11 +79,11 @@ static inline void start_req(struct urpc_rpc *rpc, struct urpc_session *s, unsig
 
 void urpc__cli_kick(struct urpc_rpc *rpc, struct urpc_session *s)
 {
-	while (s->wq_head != s->wq_tail && s->free_mask && s->credits) {
-		struct urpc_waiting_req *w = &s->waitq[s->wq_head & WAITQ_MASK];
+	while (s->cli.wq_head != s->cli.wq_tail && s->cli.free_mask && s->cli.credits) {
+		struct urpc_waiting_req *w = &s->cli.waitq[s->cli.wq_head & WAITQ_MASK];
 
-		s->wq_head++;
-		start_req(rpc, s, (unsigned)__builtin_ctz(s->free_mask), w->req_type, w->req,
+		s->cli.wq_head++;
+		start_req(rpc, s, (unsigned)__builtin_ctz(s->cli.free_mask), w->req_type, w->req,
 			  w->resp, w->cont, w->tag, w->deadline_ns);
 	}
 }
@@ -128,16 +128,16 @@ URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_typ
 		deadline = rpc->now + (uint64_t)timeout_ms * 1000000;
 	}
 
-	if (likely(s->state == URPC_SESS_CONNECTED && s->free_mask && s->credits &&
-		   s->wq_head == s->wq_tail)) {
-		start_req(rpc, s, (unsigned)__builtin_ctz(s->free_mask), req_type, req, resp, cont,
-			  tag, deadline);
+	if (likely(s->state == URPC_SESS_CONNECTED && s->cli.free_mask && s->cli.credits &&
+		   s->cli.wq_head == s->cli.wq_tail)) {
+		start_req(rpc, s, (unsigned)__builtin_ctz(s->cli.free_mask), req_type, req, resp,
+			  cont, tag, deadline);
 		return 0;
 	}
-	if (unlikely(s->wq_tail - s->wq_head == URPC_SESSION_WAITQ))
+	if (unlikely(s->cli.wq_tail - s->cli.wq_head == URPC_SESSION_WAITQ))
 		return -ENOMEM; /* the queue is full: a continuation makes room */
 	urpc__cli_mark_busy(rpc, s);
-	s->waitq[s->wq_tail & WAITQ_MASK] = (struct urpc_waiting_req){
+	s->cli.waitq[s->cli.wq_tail & WAITQ_MASK] = (struct urpc_waiting_req){
 		.req = req,
 		.resp = resp,
 		.cont = cont,
@@ -145,11 +145,11 @@ URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_typ
 		.deadline_ns = deadline,
 		.req_type = req_type,
 	};
-	s->wq_tail++;
+	s->cli.wq_tail++;
 	return 0;
 }
 
-static void complete(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
+static void complete(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_cslot *sl,
 		     int status)
 {
 	urpc_cont_fn cont = sl->cont;
@@ -167,12 +167,12 @@ static void complete(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_s
 		urpc__tx_forget(rpc, req_pkt_of(sl), NULL);
 		rpc->tp->ops->tx_flush(rpc->tp);
 	}
-	sl->busy = false;
+	urpc__cli_set(rpc, sl, URPC_CLI_FREE);
 	sl->req = NULL;
 	sl->resp = NULL;
-	s->free_mask |= 1u << i;
-	s->credits++;
-	if (s->wq_head != s->wq_tail && s->state == URPC_SESS_CONNECTED)
+	s->cli.free_mask |= 1u << i;
+	s->cli.credits++;
+	if (s->cli.wq_head != s->cli.wq_tail && s->state == URPC_SESS_CONNECTED)
 		urpc__cli_kick(rpc, s);
 	urpc__run_cont(rpc, cont, tag, status, resp);
 }
@@ -186,27 +186,27 @@ void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status
 		return;
 	/* The buffers go back to the application: no copy may be sent later. */
 	for (i = 0; i < URPC_SESSION_SLOTS; i++)
-		if (s->slots[i].busy)
-			urpc__tx_forget(rpc, req_pkt_of(&s->slots[i]), NULL);
+		if (s->cli.slots[i].state != URPC_CLI_FREE)
+			urpc__tx_forget(rpc, req_pkt_of(&s->cli.slots[i]), NULL);
 	rpc->tp->ops->tx_flush(rpc->tp);
 	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
-		struct urpc_sslot *sl = &s->slots[i];
+		struct urpc_cslot *sl = &s->cli.slots[i];
 		struct urpc_msgbuf *resp = sl->resp;
 		urpc_cont_fn cont = sl->cont;
 
-		if (!sl->busy)
+		if (sl->state == URPC_CLI_FREE)
 			continue;
-		if (unlikely(sl->reading)) {
+		if (unlikely(sl->state == URPC_CLI_READING)) {
 			/*
 			 * The transport may still write into @resp: the operation
 			 * runs the continuation once it has completed.
 			 */
 			urpc__os_orphan_client(rpc, sl, status);
-			s->free_mask |= 1u << i;
-			s->credits++;
+			s->cli.free_mask |= 1u << i;
+			s->cli.credits++;
 			continue;
 		}
-		if (unlikely(sl->large_req && !sl->req_acked &&
+		if (unlikely(sl->large_req && sl->state == URPC_CLI_SENT &&
 			     s->state == URPC_SESS_DISCONNECTING)) {
 			/*
 			 * The server may be READing the request buffer right
@@ -217,19 +217,19 @@ void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status
 			 */
 			continue;
 		}
-		sl->busy = false;
+		urpc__cli_set(rpc, sl, URPC_CLI_FREE);
 		sl->req = NULL;
 		sl->resp = NULL;
-		s->free_mask |= 1u << i;
-		s->credits++;
+		s->cli.free_mask |= 1u << i;
+		s->cli.credits++;
 		urpc__run_cont(rpc, cont, sl->tag, status, resp);
 		if (rpc->sessions[num] != s)
 			return;
 	}
-	while (s->wq_head != s->wq_tail) {
-		struct urpc_waiting_req w = s->waitq[s->wq_head & WAITQ_MASK];
+	while (s->cli.wq_head != s->cli.wq_tail) {
+		struct urpc_waiting_req w = s->cli.waitq[s->cli.wq_head & WAITQ_MASK];
 
-		s->wq_head++;
+		s->cli.wq_head++;
 		urpc__run_cont(rpc, w.cont, w.tag, status, w.resp);
 		if (rpc->sessions[num] != s)
 			return;
@@ -244,17 +244,17 @@ void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status
 static void expire_waiting(struct urpc_rpc *rpc, struct urpc_session *s)
 {
 	struct urpc_waiting_req done[URPC_SESSION_WAITQ];
-	uint32_t i, keep = s->wq_head, n = 0;
+	uint32_t i, keep = s->cli.wq_head, n = 0;
 
-	for (i = s->wq_head; i != s->wq_tail; i++) {
-		const struct urpc_waiting_req *w = &s->waitq[i & WAITQ_MASK];
+	for (i = s->cli.wq_head; i != s->cli.wq_tail; i++) {
+		const struct urpc_waiting_req *w = &s->cli.waitq[i & WAITQ_MASK];
 
 		if (w->deadline_ns && rpc->now >= w->deadline_ns)
 			done[n++] = *w;
 		else if (keep++ != i)
-			s->waitq[(keep - 1) & WAITQ_MASK] = *w;
+			s->cli.waitq[(keep - 1) & WAITQ_MASK] = *w;
 	}
-	s->wq_tail = keep;
+	s->cli.wq_tail = keep;
 	/* Every one of them runs: they are out of the queue already. */
 	for (i = 0; i < n; i++)
 		urpc__run_cont(rpc, done[i].cont, done[i].tag, -ETIMEDOUT, done[i].resp);
@@ -266,18 +266,18 @@ void urpc__cli_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 	unsigned i;
 
 	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
-		struct urpc_sslot *sl = &s->slots[i];
+		struct urpc_cslot *sl = &s->cli.slots[i];
 
-		if (!sl->busy)
+		if (sl->state == URPC_CLI_FREE)
 			continue;
-		if (unlikely(sl->reading)) {
+		if (unlikely(sl->state == URPC_CLI_READING)) {
 			/* No retransmission; a deadline waits for the READ to finish. */
 			if (sl->deadline_ns && rpc->now >= sl->deadline_ns && !sl->late_status)
 				sl->late_status = -ETIMEDOUT;
 			continue;
 		}
 		if (sl->deadline_ns && rpc->now >= sl->deadline_ns) {
-			if (unlikely(sl->large_req && !sl->req_acked)) {
+			if (unlikely(sl->large_req && sl->state == URPC_CLI_SENT)) {
 				/*
 				 * The server may be reading the request buffer
 				 * right now: it goes back to the application
@@ -306,7 +306,7 @@ void urpc__cli_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 			send_req(rpc, s, sl);
 		}
 	}
-	if (s->wq_head != s->wq_tail)
+	if (s->cli.wq_head != s->cli.wq_tail)
 		expire_waiting(rpc, s);
 }
 
@@ -316,7 +316,7 @@ void urpc__cli_timers(struct urpc_rpc *rpc, struct urpc_session *s)
  * way or the descriptor was dropped (the retransmitted request brings it
  * again), true with *@st set when the request completes now with an error.
  */
-static bool client_read_resp(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
+static bool client_read_resp(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_cslot *sl,
 			     const uint8_t *data, uint32_t len, int *st)
 {
 	struct urpc_large_desc d;
@@ -352,7 +352,7 @@ static bool client_read_resp(struct urpc_rpc *rpc, struct urpc_session *s, struc
 	rpc->os[i].slot = sl->idx;
 	rpc->os[i].req_num = sl->cur_req_num;
 	rpc->os[i].len = (size_t)le64toh(d.len);
-	sl->reading = true;
+	urpc__cli_set(rpc, sl, URPC_CLI_READING);
 	sl->os_idx = i;
 	return false;
 }
@@ -363,17 +363,17 @@ static bool client_read_resp(struct urpc_rpc *rpc, struct urpc_session *s, struc
  * meanwhile completes the request now.
  */
 static URPC_COLD void client_ack(struct urpc_rpc *rpc, struct urpc_session *s,
-				 struct urpc_sslot *sl, uint32_t len)
+				 struct urpc_cslot *sl, uint32_t len)
 {
 	if (unlikely(len || !sl->large_req)) {
 		rpc->st.drop_bad_hdr++;
 		return;
 	}
-	if (sl->req_acked) {
+	if (sl->state == URPC_CLI_ACKED) {
 		rpc->st.dup_resps++;
 		return;
 	}
-	sl->req_acked = true;
+	urpc__cli_set(rpc, sl, URPC_CLI_ACKED);
 	rpc->st.acks_rx++;
 	if (sl->late_status)
 		complete(rpc, s, sl, sl->late_status);
@@ -386,12 +386,12 @@ static URPC_COLD void client_ack(struct urpc_rpc *rpc, struct urpc_session *s,
  * it with *@st.
  */
 static URPC_COLD bool client_rx_slow(struct urpc_rpc *rpc, struct urpc_session *s,
-				     struct urpc_sslot *sl, const struct urpc_pkthdr *h,
+				     struct urpc_cslot *sl, const struct urpc_pkthdr *h,
 				     const uint8_t *data, uint32_t len, int *st)
 {
 	uint16_t status = le16toh(h->status);
 
-	if (sl->reading) {
+	if (sl->state == URPC_CLI_READING) {
 		rpc->st.dup_resps++; /* a resent descriptor while we read */
 		return false;
 	}
@@ -414,11 +414,11 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		  const uint8_t *data, uint32_t len)
 {
 	uint64_t req_num = le64toh(h->req_num);
-	struct urpc_sslot *sl = &s->slots[req_num & SLOT_MASK];
+	struct urpc_cslot *sl = &s->cli.slots[req_num & SLOT_MASK];
 	int st = 0;
 
 	s->last_heard_ns = rpc->now;
-	if (unlikely(req_num != sl->cur_req_num || !sl->busy)) {
+	if (unlikely(req_num != sl->cur_req_num || sl->state == URPC_CLI_FREE)) {
 		if (req_num == sl->cur_req_num)
 			rpc->st.dup_resps++;
 		else
@@ -426,7 +426,8 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		return;
 	}
 	/* One test for everything but a plain answer. */
-	if (unlikely((h->status | h->flags | sl->reading | sl->late_status) != 0)) {
+	if (unlikely((h->status | h->flags | sl->late_status) != 0 ||
+		     sl->state == URPC_CLI_READING)) {
 		if (!client_rx_slow(rpc, s, sl, h, data, len, &st))
 			return;
 	} else if (unlikely(len > sl->resp->max_data_size)) {
@@ -443,9 +444,8 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 void urpc__cli_read_done(struct urpc_rpc *rpc, const struct urpc_os_op *op, int status)
 {
 	struct urpc_session *s = rpc->sessions[op->sess_num];
-	struct urpc_sslot *sl = &s->slots[op->slot];
+	struct urpc_cslot *sl = &s->cli.slots[op->slot];
 
-	sl->reading = false;
 	if (!status)
 		status = sl->late_status;
 	if (!status)

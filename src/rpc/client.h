@@ -41,7 +41,8 @@ static inline void urpc__cli_mark_busy(struct urpc_rpc *rpc, const struct urpc_s
  */
 static inline bool urpc__cli_busy(const struct urpc_session *s)
 {
-	return s->free_mask != (1u << URPC_SESSION_SLOTS) - 1 || s->wq_head != s->wq_tail;
+	return s->cli.free_mask != (1u << URPC_SESSION_SLOTS) - 1 ||
+	       s->cli.wq_head != s->cli.wq_tail;
 }
 
 #ifdef __cplusplus

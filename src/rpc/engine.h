@@ -46,30 +46,60 @@ enum urpc_session_role {
 	URPC_ROLE_SERVER = 2,
 };
 
-enum urpc_session_state {
-	URPC_SESS_CONNECTING = 1,
-	URPC_SESS_CONNECTED = 2,
-	URPC_SESS_DISCONNECTING = 3,
-	URPC_SESS_DISCONNECTED = 4,
-	URPC_SESS_RESET = 5, /* failed: connect failed, peer gone or reset */
-};
+/*
+ * Session states (urpc__session_transition() in session.c is their only
+ * writer; docs/ENGINE.md has the table). X(name, value, string).
+ */
+#define URPC_SESSION_STATES(X)                                                                     \
+	X(NEW, 0, "new")		     /* allocated, not yet connecting or accepted */       \
+	X(CONNECTING, 1, "connecting")	     /* client: CONNECT_REQ sent */                        \
+	X(CONNECTED, 2, "connected")	     /* requests flow */                                   \
+	X(DISCONNECTING, 3, "disconnecting") /* client: DISCONNECT_REQ sent */                     \
+	X(DISCONNECTED, 4, "disconnected")   /* client: closed; freed after its event */           \
+	X(RESET, 5,                                                                                \
+	  "reset") /* failed (connect failed, peer gone or reset), or closed by the client */
 
-/* Events of the session state machine (session_transition in session.c). */
-enum urpc_session_ev {
-	URPC_SEV_CONNECT_OK = 1,
-	URPC_SEV_CONNECT_FAILED = 2,
-	URPC_SEV_DISCONNECT_REQ = 3,
-	URPC_SEV_DISCONNECT_DONE = 4,
-	URPC_SEV_PEER_FAILED = 5,
-	URPC_SEV_RPC_DESTROY = 6,
-};
+/* Events of the session state machine. X(name, value, string). */
+#define URPC_SESSION_EVENTS(X)                                                                     \
+	X(CONNECT_START, 1, "connect-start")	 /* client: urpc_session_connect() */              \
+	X(ACCEPT, 2, "accept")			 /* server: a CONNECT_REQ was taken */             \
+	X(CONNECT_OK, 3, "connect-ok")		 /* client: CONNECT_RESP with success */           \
+	X(CONNECT_FAILED, 4, "connect-failed")	 /* client: refused or timed out */                \
+	X(DISCONNECT_REQ, 5, "disconnect-req")	 /* client: urpc_session_disconnect() */           \
+	X(DISCONNECT_DONE, 6, "disconnect-done") /* client: answered or given up */                \
+	X(PEER_CLOSED, 7, "peer-closed")	 /* server: the client disconnected */             \
+	X(PEER_FAILED, 8, "peer-failed")	 /* the peer reset or stopped answering */         \
+	X(RPC_DESTROY, 9, "rpc-destroy")	 /* the Rpc goes away */
 
-enum urpc_srv_slot_state {
-	URPC_SRV_IDLE = 0,
-	URPC_SRV_IN_HANDLER = 1, /* handler ran, response not enqueued yet (deferred) */
-	URPC_SRV_RESPONDED = 2,	 /* the stored response answers duplicates */
-	URPC_SRV_READING = 3,	 /* a large request's payload is being read from the client */
-};
+/*
+ * Client slot states (one request each; requests beyond the slots wait in
+ * the session's queue, outside any slot). X(name, value, string).
+ */
+#define URPC_CLI_STATES(X)                                                                         \
+	X(FREE, 0, "free")	 /* no request; its bit is set in free_mask */                     \
+	X(SENT, 1, "sent")	 /* sent, no answer yet; a large one may be READ by the server */  \
+	X(ACKED, 2, "acked")	 /* a large request the server has read; its answer is due */      \
+	X(READING, 3, "reading") /* a large response is being READ into resp (op os_idx) */
+
+/* Server slot states. X(name, value, string). */
+#define URPC_SRV_STATES(X)                                                                         \
+	X(IDLE, 0, "idle")	 /* no request yet */                                              \
+	X(READING, 1, "reading") /* a large request's payload is being READ from the client */     \
+	X(IN_HANDLER, 2, "in-handler") /* handler ran, response not enqueued yet (deferred) */     \
+	X(RESPONDED, 3, "responded")   /* the stored response answers duplicates */
+
+#define URPC__ENUM_SESS(name, val, str) URPC_SESS_##name = val,
+#define URPC__ENUM_SEV(name, val, str) URPC_SEV_##name = val,
+#define URPC__ENUM_CLI(name, val, str) URPC_CLI_##name = val,
+#define URPC__ENUM_SRV(name, val, str) URPC_SRV_##name = val,
+enum urpc_session_state { URPC_SESSION_STATES(URPC__ENUM_SESS) };
+enum urpc_session_ev { URPC_SESSION_EVENTS(URPC__ENUM_SEV) };
+enum urpc_cli_state { URPC_CLI_STATES(URPC__ENUM_CLI) };
+enum urpc_srv_state { URPC_SRV_STATES(URPC__ENUM_SRV) };
+#undef URPC__ENUM_SESS
+#undef URPC__ENUM_SEV
+#undef URPC__ENUM_CLI
+#undef URPC__ENUM_SRV
 
 /*
  * The datagram of a large message: the header, then where the payload lies
@@ -132,10 +162,11 @@ struct urpc_req_handle {
 #define URPC_RESENT_RESP 0x1u /* the stored response, again */
 #define URPC_RESENT_ACK 0x2u  /* ack_h (a large request read, its handler deferred) */
 
-/* One request slot of a session. Client and server use different fields. */
-struct urpc_sslot {
+/* A client slot: one request in flight (slot.h has its state machine). */
+struct urpc_cslot {
 	uint64_t cur_req_num; /* slot index + k * URPC_SESSION_SLOTS */
-	/* client side */
+	enum urpc_cli_state state;
+	uint32_t idx; /* this slot's index in its session */
 	struct urpc_msgbuf *req;
 	struct urpc_msgbuf *resp;
 	urpc_cont_fn cont;
@@ -144,22 +175,29 @@ struct urpc_sslot {
 	uint64_t rto_ns;      /* current retransmission timeout */
 	uint64_t deadline_ns; /* 0: none */
 	uint32_t retries;
-	uint32_t idx; /* this slot's index in its session */
-	bool busy;
-	bool large_req;	 /* the request travels as a descriptor (lpkt) */
-	bool req_acked;	 /* ... and the server said it has read it (URPC_PKT_F_ACK) */
-	bool reading;	 /* a large response is being read into @resp (op @os_idx) */
-	int late_status; /* the deadline passed while the peer or the NIC still used a buffer */
+	bool large_req; /* the request travels as a descriptor (lpkt) */
 	uint16_t os_idx;
-	/* server side */
-	enum urpc_srv_slot_state srv_state;
+	/*
+	 * The deadline passed while the server may still READ the request
+	 * (SENT, large) or we READ the response (READING): the request
+	 * completes with this once the buffers are free. 0 in other states.
+	 */
+	int late_status;
+	struct urpc_large_pkt lpkt; /* a large request's descriptor */
+};
+
+/* A server slot: the latest request on it and its stored response. */
+struct urpc_sslot {
+	uint64_t cur_req_num; /* slot index + k * URPC_SESSION_SLOTS */
+	enum urpc_srv_state state;
+	uint32_t idx;		       /* this slot's index in its session */
 	uint8_t resent;		       /* URPC_RESENT_*: copies that may still be in flight */
 	uint64_t resp_epoch;	       /* rpc->tx_epoch when the stored response was last queued */
 	struct urpc_msgbuf resp_mb;    /* preallocated; holds the stored response */
 	struct urpc_msgbuf large_resp; /* a large stored response (the client reads it) */
 	struct urpc_req_handle h;
-	struct urpc_large_pkt lpkt; /* client: large request; server: large response */
-	struct urpc_pkthdr ack_h;   /* server: URPC_PKT_F_ACK of a large request */
+	struct urpc_large_pkt lpkt; /* a large response's descriptor */
+	struct urpc_pkthdr ack_h;   /* URPC_PKT_F_ACK of a large request */
 };
 
 /* A request waiting for a free slot (client). */
@@ -172,6 +210,36 @@ struct urpc_waiting_req {
 	uint8_t req_type;
 };
 
+/* What only a client session has. */
+struct urpc_cli_half {
+	/* session management */
+	uint64_t sm_next_retry_ns;
+	uint64_t sm_deadline_ns;
+	uint64_t next_ping_ns;
+	uint64_t ping_tx_ns; /* when the unanswered ping left; 0: none */
+	uint64_t sm_tx_ns;   /* when the first CONNECT_REQ left; 0 once resent */
+	int pending_ev;	     /* an sm_handler event to raise on the next loop pass, or 0 */
+	int pending_status;  /* its status */
+	bool free_after_ev;  /* free the session once pending_ev was raised */
+	int fail_status;     /* fail every pending request with this on the next pass, or 0 */
+	/* datapath */
+	uint32_t credits;
+	uint32_t free_mask; /* bit i set: slot i is FREE */
+	uint32_t wq_head, wq_tail;
+	struct urpc_cslot slots[URPC_SESSION_SLOTS];
+	struct urpc_waiting_req waitq[URPC_SESSION_WAITQ];
+};
+
+/* What only a server session has. */
+struct urpc_srv_half {
+	uint32_t deferred; /* slots IN_HANDLER: handlers that have not responded yet */
+	struct urpc_sslot slots[URPC_SESSION_SLOTS];
+};
+
+/*
+ * A session. Only the half of its role is allocated (session_table.c):
+ * a client session never touches srv, a server session never cli.
+ */
 struct urpc_session {
 	enum urpc_session_role role;
 	enum urpc_session_state state;
@@ -182,25 +250,12 @@ struct urpc_session {
 	uint8_t remote_rpc_id;
 	struct sockaddr_in peer_nexus;
 	struct urpc_tp_peer *peer; /* NULL until the endpoint is resolved */
-	/* session management */
 	uint64_t sm_seq;
-	uint64_t sm_next_retry_ns;
-	uint64_t sm_deadline_ns;
 	uint64_t last_heard_ns;
-	uint64_t next_ping_ns;
-	uint64_t ping_tx_ns; /* client: when the unanswered ping left; 0: none */
-	uint64_t sm_tx_ns;   /* client: when the first CONNECT_REQ left; 0 once resent */
-	int pending_ev;	     /* an sm_handler event to raise on the next loop pass, or 0 */
-	int pending_status;  /* its status */
-	bool free_after_ev;  /* free the session once pending_ev was raised */
-	int fail_status;     /* fail every pending request with this on the next pass, or 0 */
-	/* datapath */
-	uint32_t credits;
-	uint32_t free_mask; /* bit i set: slot i is free (client) */
-	uint32_t deferred;  /* server: slots whose handler has not responded yet */
-	uint32_t wq_head, wq_tail;
-	struct urpc_sslot slots[URPC_SESSION_SLOTS];
-	struct urpc_waiting_req waitq[URPC_SESSION_WAITQ];
+	union {
+		struct urpc_cli_half cli;
+		struct urpc_srv_half srv;
+	};
 };
 
 typedef uint64_t (*urpc_clock_fn)(void *arg);
@@ -243,6 +298,7 @@ struct urpc_rpc {
 	uint32_t os_busy; /* entries in use */
 	struct urpc_tp_tx tx[URPC_TX_BATCH];
 	struct urpc_rpc_stats st;
+	uint64_t bad_transitions; /* illegal slot or session transitions (slot.h); must stay 0 */
 };
 
 /*

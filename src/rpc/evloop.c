@@ -229,7 +229,7 @@ static bool idle_wake_time(const struct urpc_rpc *rpc, uint64_t *wake_ns)
 
 		if (!s)
 			continue;
-		if (s->role == URPC_ROLE_SERVER ? s->deferred != 0 : urpc__cli_busy(s))
+		if (s->role == URPC_ROLE_SERVER ? s->srv.deferred != 0 : urpc__cli_busy(s))
 			return false;
 		t = URPC_MIN(t, urpc__session_next_timer(rpc, s));
 	}

@@ -13,6 +13,7 @@
 #include "../util/log.h"
 #include "../util/seam.h"
 #include "msgbuf.h"
+#include "states.h"
 #include "tx.h"
 
 URPC_COLD void urpc__large_pkt_fill(struct urpc_large_pkt *p, enum urpc_pkt_type type,
@@ -27,7 +28,7 @@ URPC_COLD void urpc__large_pkt_fill(struct urpc_large_pkt *p, enum urpc_pkt_type
 	p->d.reserved = 0;
 }
 
-void urpc__os_orphan_client(struct urpc_rpc *rpc, struct urpc_sslot *sl, int status)
+void urpc__os_orphan_client(struct urpc_rpc *rpc, struct urpc_cslot *sl, int status)
 {
 	struct urpc_os_op *op = &rpc->os[sl->os_idx];
 
@@ -37,8 +38,7 @@ void urpc__os_orphan_client(struct urpc_rpc *rpc, struct urpc_sslot *sl, int sta
 	op->req = sl->req;
 	op->resp = sl->resp;
 	op->status = status;
-	sl->reading = false;
-	sl->busy = false;
+	urpc__cli_set(rpc, sl, URPC_CLI_FREE);
 	sl->req = NULL;
 	sl->resp = NULL;
 }
@@ -89,7 +89,7 @@ void urpc__os_session_gone(struct urpc_rpc *rpc, struct urpc_session *s)
 		if (!op->busy || op->orphan || op->sess_num != s->local_num)
 			continue;
 		if (op->kind == URPC_OS_CLI_RESP) {
-			struct urpc_sslot *sl = &s->slots[op->slot];
+			struct urpc_cslot *sl = &s->cli.slots[op->slot];
 
 			/* Not failed before (fail_all orphans what it finds). */
 			urpc__os_orphan_client(rpc, sl, -ECONNRESET);
@@ -97,8 +97,10 @@ void urpc__os_session_gone(struct urpc_rpc *rpc, struct urpc_session *s)
 			op->orphan = true;
 		}
 	}
+	if (s->role != URPC_ROLE_SERVER)
+		return;
 	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
-		struct urpc_sslot *sl = &s->slots[i];
+		struct urpc_sslot *sl = &s->srv.slots[i];
 
 		if (sl->large_resp.buf) {
 			urpc__tx_forget(rpc, &sl->lpkt.h, NULL);

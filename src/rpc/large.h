@@ -61,7 +61,7 @@ static inline bool urpc__large_desc_parse(struct urpc_rpc *rpc, const uint8_t *d
  * buffers; the slot is free from now on (its session's masks are the
  * caller's). Cold path.
  */
-void urpc__os_orphan_client(struct urpc_rpc *rpc, struct urpc_sslot *sl, int status);
+void urpc__os_orphan_client(struct urpc_rpc *rpc, struct urpc_cslot *sl, int status);
 
 /*
  * Completion @c: frees its table entry. An orphan's completion is handled

@@ -59,13 +59,14 @@ bool urpc__mb_is_lent(const struct urpc_rpc *rpc, const struct urpc_msgbuf *mb)
 	s = mb->priv_sess < rpc->hi_session ? rpc->sessions[mb->priv_sess] : NULL;
 	if (s && s->role == URPC_ROLE_CLIENT) {
 		for (i = 0; i < URPC_SESSION_SLOTS; i++) {
-			const struct urpc_sslot *sl = &s->slots[i];
+			const struct urpc_cslot *sl = &s->cli.slots[i];
 
-			if (sl->busy && (mb_same(sl->req, mb) || mb_same(sl->resp, mb)))
+			if (sl->state != URPC_CLI_FREE &&
+			    (mb_same(sl->req, mb) || mb_same(sl->resp, mb)))
 				return true;
 		}
-		for (i = s->wq_head; i != s->wq_tail; i++) {
-			const struct urpc_waiting_req *w = &s->waitq[i % URPC_SESSION_WAITQ];
+		for (i = s->cli.wq_head; i != s->cli.wq_tail; i++) {
+			const struct urpc_waiting_req *w = &s->cli.waitq[i % URPC_SESSION_WAITQ];
 
 			if (mb_same(w->req, mb) || mb_same(w->resp, mb))
 				return true;
@@ -267,17 +268,17 @@ void urpc__mb_held(const struct urpc_rpc *rpc, size_t *bufs, size_t *views)
 			continue;
 		if (s->role == URPC_ROLE_SERVER) {
 			for (j = 0; j < URPC_SESSION_SLOTS; j++) {
-				held_add(&s->slots[j].resp_mb, bufs, views);
-				held_add(&s->slots[j].large_resp, bufs, views);
+				held_add(&s->srv.slots[j].resp_mb, bufs, views);
+				held_add(&s->srv.slots[j].large_resp, bufs, views);
 			}
 			continue;
 		}
 		for (j = 0; j < URPC_SESSION_SLOTS; j++)
-			if (s->slots[j].busy)
-				held_pair(s->slots[j].req, s->slots[j].resp, bufs, views);
-		for (j = s->wq_head; j != s->wq_tail; j++)
-			held_pair(s->waitq[j % URPC_SESSION_WAITQ].req,
-				  s->waitq[j % URPC_SESSION_WAITQ].resp, bufs, views);
+			if (s->cli.slots[j].state != URPC_CLI_FREE)
+				held_pair(s->cli.slots[j].req, s->cli.slots[j].resp, bufs, views);
+		for (j = s->cli.wq_head; j != s->cli.wq_tail; j++)
+			held_pair(s->cli.waitq[j % URPC_SESSION_WAITQ].req,
+				  s->cli.waitq[j % URPC_SESSION_WAITQ].resp, bufs, views);
 	}
 	for (i = 0; i < URPC_OS_OPS; i++) {
 		const struct urpc_os_op *op = &rpc->os[i];

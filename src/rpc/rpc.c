@@ -26,6 +26,7 @@
 #include "msgbuf.h"
 #include "session.h"
 #include "session_table.h"
+#include "states.h"
 #include "tx.h"
 
 URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o)
@@ -343,9 +344,67 @@ int urpc__rpc_session_info(struct urpc_rpc *rpc, int session, struct urpc_sessio
 	return 0;
 }
 
+/* urpc__rpc_check() of client session @s (number @i); adds what it owes to *@owed. */
+static int check_client(const struct urpc_rpc *rpc, const struct urpc_session *s, uint32_t i,
+			uint64_t *owed, char *why, size_t n)
+{
+	const struct urpc_cli_half *c = &s->cli;
+	unsigned j, busy = 0;
+
+	for (j = 0; j < URPC_SESSION_SLOTS; j++) {
+		const struct urpc_cslot *sl = &c->slots[j];
+		bool free_bit = (c->free_mask >> j) & 1;
+
+		busy += sl->state != URPC_CLI_FREE;
+		if ((sl->state == URPC_CLI_FREE) != free_bit) {
+			snprintf(why, n, "session %u slot %u: %s but free bit %d", i, j,
+				 urpc__cli_state_str(sl->state), free_bit);
+			return -EFAULT;
+		}
+		if ((sl->state == URPC_CLI_ACKED && !sl->large_req) ||
+		    (sl->late_status && sl->state != URPC_CLI_FREE &&
+		     !(sl->state == URPC_CLI_SENT && sl->large_req) &&
+		     sl->state != URPC_CLI_READING)) {
+			snprintf(why, n, "session %u slot %u: %s with large %d, late status %d", i,
+				 j, urpc__cli_state_str(sl->state), sl->large_req, sl->late_status);
+			return -EFAULT;
+		}
+	}
+	if (c->wq_tail - c->wq_head > URPC_SESSION_WAITQ) {
+		snprintf(why, n, "session %u: wait queue holds %u of %u", i,
+			 c->wq_tail - c->wq_head, URPC_SESSION_WAITQ);
+		return -EFAULT;
+	}
+	if (busy + c->credits != URPC_SESSION_SLOTS) {
+		snprintf(why, n, "session %u: %u slots busy but %u credits", i, busy, c->credits);
+		return -EFAULT;
+	}
+	if (urpc__cli_busy(s) && !(rpc->busy_map[i >> 6] & (1ull << (i & 63)))) {
+		snprintf(why, n, "client session %u has requests but no busy bit", i);
+		return -EFAULT;
+	}
+	*owed += busy + (c->wq_tail - c->wq_head);
+	return 0;
+}
+
+/* urpc__rpc_check() of server session @s (number @i). */
+static int check_server(const struct urpc_session *s, uint32_t i, char *why, size_t n)
+{
+	unsigned j, deferred = 0;
+
+	for (j = 0; j < URPC_SESSION_SLOTS; j++)
+		deferred += s->srv.slots[j].state == URPC_SRV_IN_HANDLER;
+	if (deferred != s->srv.deferred) {
+		snprintf(why, n, "server session %u: %u slots in handler, deferred says %u", i,
+			 deferred, s->srv.deferred);
+		return -EFAULT;
+	}
+	return 0;
+}
+
 /*
  * The engine's own bookkeeping, checked against itself (tests/sim after
- * every step): slot masks against slot flags, the busy bitmap, deferred
+ * every step): slot masks against slot states, credits, the busy bitmap, deferred
  * counts against server slots, the one-sided table against its free list,
  * the session count. Writes the first inconsistency to @why and returns
  * -EFAULT; else 0 with *@pending_conts set to the continuations the engine
@@ -354,12 +413,17 @@ int urpc__rpc_session_info(struct urpc_rpc *rpc, int session, struct urpc_sessio
 int urpc__rpc_check(const struct urpc_rpc *rpc, uint64_t *pending_conts, char *why, size_t n)
 {
 	uint64_t owed = 0, open = 0;
-	unsigned i, j, busy_os = 0, nfree = 0;
+	unsigned i, busy_os = 0, nfree = 0;
 	uint16_t f;
+	int ret;
 
+	if (rpc->bad_transitions) {
+		snprintf(why, n, "%llu illegal slot transitions",
+			 (unsigned long long)rpc->bad_transitions);
+		return -EFAULT;
+	}
 	for (i = 0; i < rpc->hi_session; i++) {
 		const struct urpc_session *s = rpc->sessions[i];
-		unsigned busy = 0, deferred = 0;
 
 		if (!s)
 			continue;
@@ -368,36 +432,10 @@ int urpc__rpc_check(const struct urpc_rpc *rpc, uint64_t *pending_conts, char *w
 			snprintf(why, n, "session %u says it is number %u", i, s->local_num);
 			return -EFAULT;
 		}
-		for (j = 0; j < URPC_SESSION_SLOTS; j++) {
-			const struct urpc_sslot *sl = &s->slots[j];
-
-			busy += sl->busy;
-			deferred += sl->srv_state == URPC_SRV_IN_HANDLER;
-			if (s->role == URPC_ROLE_CLIENT &&
-			    sl->busy == !!(s->free_mask & (1u << j))) {
-				snprintf(why, n, "session %u slot %u: busy %d but free bit %d", i,
-					 j, sl->busy, !!(s->free_mask & (1u << j)));
-				return -EFAULT;
-			}
-		}
-		if (s->role == URPC_ROLE_SERVER && deferred != s->deferred) {
-			snprintf(why, n, "server session %u: %u slots in handler, deferred says %u",
-				 i, deferred, s->deferred);
-			return -EFAULT;
-		}
-		if (s->wq_tail - s->wq_head > URPC_SESSION_WAITQ) {
-			snprintf(why, n, "session %u: wait queue holds %u of %u", i,
-				 s->wq_tail - s->wq_head, URPC_SESSION_WAITQ);
-			return -EFAULT;
-		}
-		if (s->role == URPC_ROLE_CLIENT) {
-			owed += busy + (s->wq_tail - s->wq_head);
-			if (urpc__cli_busy(s) && !(rpc->busy_map[i >> 6] & (1ull << (i & 63)))) {
-				snprintf(why, n, "client session %u has requests but no busy bit",
-					 i);
-				return -EFAULT;
-			}
-		}
+		ret = s->role == URPC_ROLE_CLIENT ? check_client(rpc, s, i, &owed, why, n)
+						  : check_server(s, i, why, n);
+		if (ret)
+			return ret;
 	}
 	if (open != rpc->st.sessions) {
 		snprintf(why, n, "%llu sessions in the table, the counter says %llu",

@@ -21,6 +21,7 @@
 #include "large.h"
 #include "msgbuf.h"
 #include "session_table.h"
+#include "states.h"
 #include "tx.h"
 
 #define SLOT_MASK (URPC_SESSION_SLOTS - 1)
@@ -60,7 +61,7 @@ static void server_error_resp(struct urpc_rpc *rpc, struct urpc_session *s, stru
 	urpc__pkthdr_fill(urpc__mb_hdr(&sl->resp_mb), URPC_PKT_RESP, req_type, (uint16_t)err, 0,
 			  s->remote_num, sl->cur_req_num, s->token);
 	sl->resp_mb.data_size = 0;
-	sl->srv_state = URPC_SRV_RESPONDED;
+	urpc__srv_set(rpc, sl, URPC_SRV_RESPONDED);
 	server_send_resp(rpc, s, sl);
 }
 
@@ -88,14 +89,14 @@ static void server_run_handler(struct urpc_rpc *rpc, struct urpc_session *s, str
 			       const struct urpc_handler *hd, uint8_t req_type, const uint8_t *data,
 			       size_t len)
 {
-	sl->srv_state = URPC_SRV_IN_HANDLER;
+	urpc__srv_set(rpc, sl, URPC_SRV_IN_HANDLER);
 	sl->resp_mb.data_size = 0;
 	sl->h.rpc = rpc;
 	sl->h.sess = s;
 	sl->h.data = data;
 	sl->h.len = len;
 	sl->h.req_type = req_type;
-	s->deferred++;
+	s->srv.deferred++;
 	rpc->st.reqs_handled++;
 	rpc->in_cb++;
 	hd->fn(&sl->h, hd->arg);
@@ -157,7 +158,7 @@ static bool server_read_req(struct urpc_rpc *rpc, struct urpc_session *s, struct
 	op->req_num = sl->cur_req_num;
 	op->len = (size_t)total;
 	op->req_type = h->req_type;
-	sl->srv_state = URPC_SRV_READING;
+	urpc__srv_set(rpc, sl, URPC_SRV_READING);
 	return true;
 
 out_drop:
@@ -169,17 +170,17 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		  const uint8_t *data, uint32_t len)
 {
 	uint64_t req_num = le64toh(h->req_num);
-	struct urpc_sslot *sl = &s->slots[req_num & SLOT_MASK];
+	struct urpc_sslot *sl = &s->srv.slots[req_num & SLOT_MASK];
 	const struct urpc_handler *hd;
 
 	s->last_heard_ns = rpc->now;
 	if (unlikely(req_num <= sl->cur_req_num)) {
-		if (req_num == sl->cur_req_num && sl->srv_state != URPC_SRV_IDLE) {
+		if (req_num == sl->cur_req_num && sl->state != URPC_SRV_IDLE) {
 			rpc->st.dup_reqs++;
-			if (sl->srv_state == URPC_SRV_RESPONDED) {
+			if (sl->state == URPC_SRV_RESPONDED) {
 				server_send_resp(rpc, s, sl);
 				sl->resent |= URPC_RESENT_RESP;
-			} else if (sl->srv_state == URPC_SRV_IN_HANDLER &&
+			} else if (sl->state == URPC_SRV_IN_HANDLER &&
 				   (sl->resent & URPC_RESENT_ACK)) {
 				server_send_ack(rpc, s, sl); /* the first one was lost */
 			}
@@ -188,7 +189,7 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		}
 		return;
 	}
-	if (unlikely(sl->srv_state == URPC_SRV_IN_HANDLER || sl->srv_state == URPC_SRV_READING)) {
+	if (unlikely(sl->state == URPC_SRV_IN_HANDLER || sl->state == URPC_SRV_READING)) {
 		/*
 		 * The client gave up on the slot's previous request (deadline)
 		 * while its handler has not answered yet. The handle the
@@ -271,13 +272,13 @@ URPC_API struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h)
  */
 static inline bool resp_dropped(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl)
 {
-	s->deferred--;
+	s->srv.deferred--;
 	if (likely(s->state == URPC_SESS_CONNECTED))
 		return false;
-	sl->srv_state = URPC_SRV_IDLE;
+	urpc__srv_set(rpc, sl, URPC_SRV_IDLE);
 	if (sl->large_resp.buf)
 		urpc__mb_release(rpc, &sl->large_resp);
-	if (!s->deferred)
+	if (!s->srv.deferred)
 		urpc__sess_free(rpc, s);
 	return true;
 }
@@ -370,7 +371,7 @@ URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *re
 	s = h->sess;
 	if (unlikely(!urpc__rpc_is_owner(rpc)))
 		return -EPERM;
-	if (unlikely(sl->srv_state != URPC_SRV_IN_HANDLER))
+	if (unlikely(sl->state != URPC_SRV_IN_HANDLER))
 		return -EINVAL;
 	if (unlikely(resp != &sl->resp_mb)) {
 		ret = resp ? resp_take(rpc, s, sl, resp) : -EINVAL;
@@ -389,7 +390,7 @@ URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *re
 		urpc__pkthdr_fill(urpc__mb_hdr(&sl->resp_mb), URPC_PKT_RESP, h->req_type, 0,
 				  (uint32_t)sl->resp_mb.data_size, s->remote_num, sl->cur_req_num,
 				  s->token);
-	sl->srv_state = URPC_SRV_RESPONDED;
+	urpc__srv_set(rpc, sl, URPC_SRV_RESPONDED);
 	server_send_resp(rpc, s, sl);
 	return 0;
 }
@@ -400,7 +401,7 @@ URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *re
 void urpc__srv_read_done(struct urpc_rpc *rpc, struct urpc_os_op *op, int status)
 {
 	struct urpc_session *s = rpc->sessions[op->sess_num];
-	struct urpc_sslot *sl = &s->slots[op->slot];
+	struct urpc_sslot *sl = &s->srv.slots[op->slot];
 
 	if (unlikely(status)) {
 		URPC_WARN_RATELIMIT(rpc->id, "reading a %zu-byte request failed: %s", op->len,
@@ -410,7 +411,7 @@ void urpc__srv_read_done(struct urpc_rpc *rpc, struct urpc_os_op *op, int status
 		server_run_handler(rpc, s, sl, &rpc->handlers[op->req_type], op->req_type,
 				   op->buf.buf, op->len);
 		/* Deferred: let the client's deadline free its buffer meanwhile. */
-		if (sl->srv_state == URPC_SRV_IN_HANDLER && s->state == URPC_SESS_CONNECTED)
+		if (sl->state == URPC_SRV_IN_HANDLER && s->state == URPC_SESS_CONNECTED)
 			server_send_ack(rpc, s, sl);
 	}
 	/* The handler's view of the request is gone with it. */

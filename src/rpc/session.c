@@ -19,6 +19,7 @@
 #include "client.h"
 #include "large.h"
 #include "session_table.h"
+#include "states.h"
 #include "tx.h"
 
 /*
@@ -124,9 +125,9 @@ static void raise_event(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_
 static void defer_event(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_sm_event ev,
 			int status, bool free_after)
 {
-	s->pending_ev = ev;
-	s->pending_status = status;
-	s->free_after_ev = free_after;
+	s->cli.pending_ev = ev;
+	s->cli.pending_status = status;
+	s->cli.free_after_ev = free_after;
 	rpc->have_pending = true;
 }
 
@@ -142,11 +143,11 @@ static void client_failed_free(struct urpc_rpc *rpc, struct urpc_session *s, uin
 		urpc__sess_free(rpc, s);
 }
 
+/* Server session @s is over (RESET already): freed unless a handler still holds it. */
 static void server_drop(struct urpc_rpc *rpc, struct urpc_session *s)
 {
-	s->state = URPC_SESS_RESET;
 	/* A deferred handler still holds a handle into this session. */
-	if (!s->deferred)
+	if (!s->srv.deferred)
 		urpc__sess_free(rpc, s);
 }
 
@@ -156,15 +157,32 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 	enum urpc_session_state from = s->state;
 	uint32_t num = s->local_num;
 
-	URPC_DBG(rpc->id, "session %u (%s) event %d status %d", s->local_num,
-		 urpc__session_state_str(from), ev, status);
+	URPC_DBG(rpc->id, "session %u (%s) event %s status %d", s->local_num,
+		 urpc__session_state_str(from), urpc__session_ev_str(ev), status);
 	switch (ev) {
+	case URPC_SEV_CONNECT_START:
+		if (from != URPC_SESS_NEW || s->role != URPC_ROLE_CLIENT)
+			return;
+		s->state = URPC_SESS_CONNECTING;
+		s->sm_seq = 1;
+		s->cli.sm_deadline_ns = rpc->now + rpc->connect_timeout_ns;
+		s->cli.sm_next_retry_ns = rpc->now + rpc->sm_retry_ns;
+		s->cli.sm_tx_ns = rpc->now;
+		sm_send_session(rpc, s, URPC_SM_PKT_CONNECT_REQ, 0);
+		return;
+	case URPC_SEV_ACCEPT:
+		if (from != URPC_SESS_NEW || s->role != URPC_ROLE_SERVER)
+			return;
+		s->state = URPC_SESS_CONNECTED;
+		s->last_heard_ns = rpc->now;
+		sm_send_session(rpc, s, URPC_SM_PKT_CONNECT_RESP, 0);
+		return;
 	case URPC_SEV_CONNECT_OK:
 		if (from != URPC_SESS_CONNECTING)
 			return;
 		s->state = URPC_SESS_CONNECTED;
 		s->last_heard_ns = rpc->now;
-		s->next_ping_ns = rpc->now + rpc->ping_ns;
+		s->cli.next_ping_ns = rpc->now + rpc->ping_ns;
 		raise_event(rpc, s, URPC_SM_CONNECTED, 0);
 		s = urpc__rpc_session(rpc, (int)s->local_num) == s ? s : NULL;
 		if (s && s->state == URPC_SESS_CONNECTED)
@@ -183,13 +201,13 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 		if (from == URPC_SESS_CONNECTING || from == URPC_SESS_CONNECTED) {
 			s->state = URPC_SESS_DISCONNECTING;
 			s->sm_seq++;
-			s->sm_deadline_ns = rpc->now + rpc->connect_timeout_ns;
-			s->sm_next_retry_ns = rpc->now + rpc->sm_retry_ns;
-			s->fail_status = -ECONNRESET;
+			s->cli.sm_deadline_ns = rpc->now + rpc->connect_timeout_ns;
+			s->cli.sm_next_retry_ns = rpc->now + rpc->sm_retry_ns;
+			s->cli.fail_status = -ECONNRESET;
 			rpc->have_pending = true;
 			/* Not while it READs the server's responses: the timers send it. */
 			if (urpc__os_session_reading(rpc, s))
-				s->sm_next_retry_ns = rpc->now;
+				s->cli.sm_next_retry_ns = rpc->now;
 			else
 				sm_send_session(rpc, s, URPC_SM_PKT_DISCONNECT_REQ, 0);
 		}
@@ -200,11 +218,18 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 			return;
 		s->state = URPC_SESS_DISCONNECTED;
 		/* Large requests held while the server might read them fail now. */
-		s->fail_status = -ECONNRESET;
+		s->cli.fail_status = -ECONNRESET;
 		defer_event(rpc, s, URPC_SM_DISCONNECTED, 0, true);
+		return;
+	case URPC_SEV_PEER_CLOSED:
+		if (s->role != URPC_ROLE_SERVER || from != URPC_SESS_CONNECTED)
+			return;
+		s->state = URPC_SESS_RESET;
+		server_drop(rpc, s);
 		return;
 	case URPC_SEV_PEER_FAILED:
 		if (s->role == URPC_ROLE_SERVER) {
+			s->state = URPC_SESS_RESET;
 			rpc->st.resets++;
 			server_drop(rpc, s);
 			return;
@@ -248,23 +273,23 @@ void urpc__session_run_pending(struct urpc_rpc *rpc)
 		struct urpc_session *s = rpc->sessions[i];
 		int ev;
 
-		if (!s)
+		if (!s || s->role != URPC_ROLE_CLIENT)
 			continue;
-		if (s->fail_status) {
-			int st = s->fail_status;
+		if (s->cli.fail_status) {
+			int st = s->cli.fail_status;
 
-			s->fail_status = 0;
+			s->cli.fail_status = 0;
 			urpc__cli_fail_all(rpc, s, st);
 			s = rpc->sessions[i];
 			if (!s)
 				continue;
 		}
-		ev = s->pending_ev;
+		ev = s->cli.pending_ev;
 		if (!ev)
 			continue;
-		s->pending_ev = 0;
-		raise_event(rpc, s, (enum urpc_sm_event)ev, s->pending_status);
-		if (rpc->sessions[i] == s && s->free_after_ev)
+		s->cli.pending_ev = 0;
+		raise_event(rpc, s, (enum urpc_sm_event)ev, s->cli.pending_status);
+		if (rpc->sessions[i] == s && s->cli.free_after_ev)
 			urpc__sess_free(rpc, s);
 	}
 }
@@ -291,17 +316,12 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 		return -ENOMEM;
 	}
 	rpc->now = rpc->clock(rpc->clock_arg);
-	s->state = URPC_SESS_CONNECTING;
 	s->remote_rpc_id = remote_rpc_id;
 	s->peer_nexus = addr;
 	do
 		s->token = urpc__rand_next(&rpc->rng);
 	while (!s->token);
-	s->sm_seq = 1;
-	s->sm_deadline_ns = rpc->now + rpc->connect_timeout_ns;
-	s->sm_next_retry_ns = rpc->now + rpc->sm_retry_ns;
-	s->sm_tx_ns = rpc->now;
-	sm_send_session(rpc, s, URPC_SM_PKT_CONNECT_REQ, 0);
+	urpc__session_transition(rpc, s, URPC_SEV_CONNECT_START, 0);
 	*session_out = (int)s->local_num;
 	return 0;
 }
@@ -370,16 +390,14 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		sm_reply_raw(rpc, p, URPC_SM_PKT_CONNECT_RESP, -ENOMEM);
 		return;
 	}
-	s->state = URPC_SESS_CONNECTED;
 	s->remote_rpc_id = p->client_rpc_id;
 	s->remote_num = p->client_sess;
 	s->token = p->token;
 	s->sm_seq = p->seq;
 	s->peer_nexus = p->from;
-	s->last_heard_ns = rpc->now;
 	ret = rpc->tp->ops->resolve_peer(rpc->tp, p->ep, p->ep_len, &s->peer);
 	for (i = 0; !ret && i < URPC_SESSION_SLOTS; i++) {
-		ret = urpc__pool_alloc(rpc->pool, rpc->max_msg, &s->slots[i].resp_mb);
+		ret = urpc__pool_alloc(rpc->pool, rpc->max_msg, &s->srv.slots[i].resp_mb);
 		if (ret)
 			break;
 		/*
@@ -388,9 +406,9 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		 * trusts max_data_size must not resize it to what
 		 * urpc_resp_enqueue() refuses. The class is still found from it.
 		 */
-		s->slots[i].resp_mb.max_data_size = rpc->max_msg;
+		s->srv.slots[i].resp_mb.max_data_size = rpc->max_msg;
 		/* The library's for good: urpc_msgbuf_free() refuses it. */
-		s->slots[i].resp_mb.priv_sess = URPC_MB_SESS_LIBRARY;
+		s->srv.slots[i].resp_mb.priv_sess = URPC_MB_SESS_LIBRARY;
 	}
 	if (ret) {
 		URPC_WARN_RATELIMIT(rpc->id, "refusing a session: %s", urpc_strerror(ret));
@@ -398,7 +416,7 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		sm_reply_raw(rpc, p, URPC_SM_PKT_CONNECT_RESP, ret);
 		return;
 	}
-	sm_send_session(rpc, s, URPC_SM_PKT_CONNECT_RESP, 0);
+	urpc__session_transition(rpc, s, URPC_SEV_ACCEPT, 0);
 }
 
 /* The session a packet names on this side, if its token matches. */
@@ -438,14 +456,14 @@ void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 			return;
 		}
 		s->remote_num = p->server_sess;
-		if (s->sm_tx_ns) /* Karn: only a connect that was not resent times the path */
-			urpc__session_rtt_sample(rpc, rpc->now - s->sm_tx_ns);
+		if (s->cli.sm_tx_ns) /* Karn: only a connect that was not resent times the path */
+			urpc__session_rtt_sample(rpc, rpc->now - s->cli.sm_tx_ns);
 		urpc__session_transition(rpc, s, URPC_SEV_CONNECT_OK, 0);
 		return;
 	case URPC_SM_PKT_DISCONNECT_REQ:
 		s = sm_lookup(rpc, p, URPC_ROLE_SERVER);
-		if (s && s->state == URPC_SESS_CONNECTED)
-			server_drop(rpc, s);
+		if (s)
+			urpc__session_transition(rpc, s, URPC_SEV_PEER_CLOSED, 0);
 		sm_reply_raw(rpc, p, URPC_SM_PKT_DISCONNECT_RESP, 0);
 		return;
 	case URPC_SM_PKT_DISCONNECT_RESP:
@@ -471,9 +489,9 @@ void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 			return;
 		}
 		s->last_heard_ns = rpc->now;
-		if (s->ping_tx_ns) {
-			urpc__session_rtt_sample(rpc, rpc->now - s->ping_tx_ns);
-			s->ping_tx_ns = 0;
+		if (s->cli.ping_tx_ns) {
+			urpc__session_rtt_sample(rpc, rpc->now - s->cli.ping_tx_ns);
+			s->cli.ping_tx_ns = 0;
 		}
 		return;
 	case URPC_SM_PKT_RESET:
@@ -531,42 +549,43 @@ void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 	}
 	switch (s->state) {
 	case URPC_SESS_CONNECTING:
-		if (now >= s->sm_deadline_ns) {
+		if (now >= s->cli.sm_deadline_ns) {
 			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED, -ETIMEDOUT);
-		} else if (now >= s->sm_next_retry_ns) {
-			s->sm_next_retry_ns = now + rpc->sm_retry_ns;
-			s->sm_tx_ns = 0;
+		} else if (now >= s->cli.sm_next_retry_ns) {
+			s->cli.sm_next_retry_ns = now + rpc->sm_retry_ns;
+			s->cli.sm_tx_ns = 0;
 			sm_send_session(rpc, s, URPC_SM_PKT_CONNECT_REQ, 0);
 		}
 		return;
 	case URPC_SESS_CONNECTED:
 		if (now - s->last_heard_ns > rpc->peer_timeout_ns) {
 			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
-		} else if (now >= s->next_ping_ns) {
-			s->next_ping_ns = now + rpc->ping_ns;
+		} else if (now >= s->cli.next_ping_ns) {
+			s->cli.next_ping_ns = now + rpc->ping_ns;
 			/*
 			 * Times the round trip; an answer that comes after the
 			 * next ping left is timed from that one (a little short).
 			 */
-			s->ping_tx_ns = now;
+			s->cli.ping_tx_ns = now;
 			sm_send_session(rpc, s, URPC_SM_PKT_PING_REQ, 0);
 		}
 		return;
 	case URPC_SESS_DISCONNECTING:
-		if (unlikely(now >= s->sm_next_retry_ns && urpc__os_session_reading(rpc, s))) {
+		if (unlikely(now >= s->cli.sm_next_retry_ns && urpc__os_session_reading(rpc, s))) {
 			/*
 			 * The server frees its large responses on the request:
 			 * wait for our READs of them (bounded by the transport's
 			 * deadlines), then start counting.
 			 */
-			s->sm_deadline_ns = now + rpc->connect_timeout_ns;
-		} else if (now >= s->sm_deadline_ns) {
+			s->cli.sm_deadline_ns = now + rpc->connect_timeout_ns;
+		} else if (now >= s->cli.sm_deadline_ns) {
 			urpc__session_transition(rpc, s, URPC_SEV_DISCONNECT_DONE, 0);
-		} else if (now >= s->sm_next_retry_ns) {
-			s->sm_next_retry_ns = now + rpc->sm_retry_ns;
+		} else if (now >= s->cli.sm_next_retry_ns) {
+			s->cli.sm_next_retry_ns = now + rpc->sm_retry_ns;
 			sm_send_session(rpc, s, URPC_SM_PKT_DISCONNECT_REQ, 0);
 		}
 		return;
+	case URPC_SESS_NEW:
 	case URPC_SESS_DISCONNECTED:
 	case URPC_SESS_RESET:
 		return;
@@ -581,9 +600,10 @@ uint64_t urpc__session_next_timer(const struct urpc_rpc *rpc, const struct urpc_
 	switch (s->state) {
 	case URPC_SESS_CONNECTING:
 	case URPC_SESS_DISCONNECTING:
-		return URPC_MIN(s->sm_deadline_ns, s->sm_next_retry_ns);
+		return URPC_MIN(s->cli.sm_deadline_ns, s->cli.sm_next_retry_ns);
 	case URPC_SESS_CONNECTED:
-		return URPC_MIN(s->next_ping_ns, s->last_heard_ns + rpc->peer_timeout_ns + 1);
+		return URPC_MIN(s->cli.next_ping_ns, s->last_heard_ns + rpc->peer_timeout_ns + 1);
+	case URPC_SESS_NEW:
 	case URPC_SESS_DISCONNECTED:
 	case URPC_SESS_RESET:
 		break;

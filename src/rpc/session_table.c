@@ -8,26 +8,17 @@
 #define URPC_LOG_MODULE "session"
 #include "session_table.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "large.h"
 #include "tx.h"
 
-const char *urpc__session_state_str(enum urpc_session_state s)
+size_t urpc__sess_size(enum urpc_session_role role)
 {
-	switch (s) {
-	case URPC_SESS_CONNECTING:
-		return "connecting";
-	case URPC_SESS_CONNECTED:
-		return "connected";
-	case URPC_SESS_DISCONNECTING:
-		return "disconnecting";
-	case URPC_SESS_DISCONNECTED:
-		return "disconnected";
-	case URPC_SESS_RESET:
-		return "reset";
-	}
-	return "?";
+	return offsetof(struct urpc_session, cli) + (role == URPC_ROLE_CLIENT
+							     ? sizeof(struct urpc_cli_half)
+							     : sizeof(struct urpc_srv_half));
 }
 
 struct urpc_session *urpc__sess_alloc(struct urpc_rpc *rpc, enum urpc_session_role role)
@@ -40,17 +31,24 @@ struct urpc_session *urpc__sess_alloc(struct urpc_rpc *rpc, enum urpc_session_ro
 			break;
 	if (num == rpc->max_sessions)
 		return NULL;
-	s = calloc(1, sizeof(*s));
+	s = calloc(1, urpc__sess_size(role));
 	if (!s)
 		return NULL;
 	s->role = role;
 	s->local_num = num;
-	s->credits = URPC_SESSION_SLOTS;
-	s->free_mask = (1u << URPC_SESSION_SLOTS) - 1;
 	s->rx_word = URPC_PKT_WORD(role == URPC_ROLE_CLIENT ? URPC_PKT_RESP : URPC_PKT_REQ);
-	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
-		s->slots[i].cur_req_num = i;
-		s->slots[i].idx = i;
+	if (role == URPC_ROLE_CLIENT) {
+		s->cli.credits = URPC_SESSION_SLOTS;
+		s->cli.free_mask = (1u << URPC_SESSION_SLOTS) - 1;
+		for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+			s->cli.slots[i].cur_req_num = i;
+			s->cli.slots[i].idx = i;
+		}
+	} else {
+		for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+			s->srv.slots[i].cur_req_num = i;
+			s->srv.slots[i].idx = i;
+		}
 	}
 	rpc->sessions[num] = s;
 	if (num >= rpc->hi_session)
@@ -76,9 +74,9 @@ void urpc__sess_free(struct urpc_rpc *rpc, struct urpc_session *s)
 		rpc->tp->ops->tx_flush(rpc->tp);
 		rpc->tp->ops->release_peer(rpc->tp, s->peer);
 	}
-	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
-		if (s->slots[i].resp_mb.buf)
-			(void)urpc__pool_free(rpc->pool, &s->slots[i].resp_mb);
+	for (i = 0; s->role == URPC_ROLE_SERVER && i < URPC_SESSION_SLOTS; i++) {
+		if (s->srv.slots[i].resp_mb.buf)
+			(void)urpc__pool_free(rpc->pool, &s->srv.slots[i].resp_mb);
 	}
 	rpc->sessions[s->local_num] = NULL;
 	while (rpc->hi_session && !rpc->sessions[rpc->hi_session - 1])

@@ -8,12 +8,14 @@
 #define URPC_RPC_SESSION_TABLE_H
 
 #include "engine.h"
+#include "states.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-const char *urpc__session_state_str(enum urpc_session_state s);
+/* Bytes of a session of @role: the common part and the half of its role. */
+size_t urpc__sess_size(enum urpc_session_role role);
 
 /* A new session with the lowest free number, or NULL. Not the datapath. */
 struct urpc_session *urpc__sess_alloc(struct urpc_rpc *rpc, enum urpc_session_role role);

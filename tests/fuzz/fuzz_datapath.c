@@ -478,7 +478,9 @@ static void cmd_pkt(struct urpc_rpc *rpc, struct fz_in *in)
 		if (patch & DP_P_SIZE)
 			h.msg_size = htole32((uint32_t)(len - hl));
 		if ((patch & DP_P_REQ) && s) {
-			uint64_t cur = s->slots[sel & 7].cur_req_num;
+			uint64_t cur = s->role == URPC_ROLE_CLIENT
+					       ? s->cli.slots[sel & 7].cur_req_num
+					       : s->srv.slots[sel & 7].cur_req_num;
 			uint64_t ahead = URPC_SESSION_SLOTS * (uint64_t)(1 + (sel >> 5));
 			static const int rel[3] = {0, 1, -1};
 			unsigned r = (sel >> 3) & 3;

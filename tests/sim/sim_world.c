@@ -1225,32 +1225,32 @@ static const char *engine_view(const struct sreq *r, char *buf, size_t n)
 		return buf;
 	}
 	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
-		const struct urpc_sslot *sl = &s->slots[i];
+		const struct urpc_cslot *sl = &s->cli.slots[i];
 
-		if (sl->busy && sl->tag == r) {
+		if (sl->state != URPC_CLI_FREE && sl->tag == r) {
 			const struct snode *srv = &W->nodes[r->sess == nd->sess[1] ? N_M : N_S];
 			const struct urpc_session *ss =
 				srv->rpc_up ? urpc__rpc_session(srv->rpc, (int)s->remote_num)
 					    : NULL;
 			int k = snprintf(buf, n,
-					 "session %s, slot %u: req_num %llu large %d acked %d "
-					 "reading %d late %d retries %u deadline %.3f ms",
+					 "session %s, slot %u: req_num %llu %s large %d "
+					 "late %d retries %u deadline %.3f ms",
 					 urpc__session_state_str(s->state), i,
-					 (unsigned long long)sl->cur_req_num, sl->large_req,
-					 sl->req_acked, sl->reading, sl->late_status, sl->retries,
-					 sl->deadline_ns / 1e6);
+					 (unsigned long long)sl->cur_req_num,
+					 urpc__cli_state_str(sl->state), sl->large_req,
+					 sl->late_status, sl->retries, sl->deadline_ns / 1e6);
 
-			if (ss && k > 0 && (size_t)k < n)
+			if (ss && ss->role == URPC_ROLE_SERVER && k > 0 && (size_t)k < n)
 				snprintf(buf + k, n - (size_t)k,
-					 "; server session %u %s, its slot: req_num %llu state %d",
+					 "; server session %u %s, its slot: req_num %llu %s",
 					 s->remote_num, urpc__session_state_str(ss->state),
-					 (unsigned long long)ss->slots[i].cur_req_num,
-					 ss->slots[i].srv_state);
+					 (unsigned long long)ss->srv.slots[i].cur_req_num,
+					 urpc__srv_state_str(ss->srv.slots[i].state));
 			return buf;
 		}
 	}
 	snprintf(buf, n, "session %s holds it in no slot (waiting: %u)",
-		 urpc__session_state_str(s->state), s->wq_tail - s->wq_head);
+		 urpc__session_state_str(s->state), s->cli.wq_tail - s->cli.wq_head);
 	return buf;
 }
 
