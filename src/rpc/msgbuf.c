@@ -123,7 +123,7 @@ static int gpu_view_new(struct urpc_rpc *rpc, void *dev, size_t len, unsigned ac
 		return -ENOMEM;
 	g->dev = dev;
 	g->len = len;
-	if (rpc->tp->ops->reg_dmabuf) {
+	if (rpc->tp->caps & URPC_TP_CAP_DMABUF) {
 		ret = urpc__cuda_dmabuf_fd(dev, len, &fd, &off);
 		if (!ret) {
 			ret = rpc->tp->ops->reg_dmabuf(rpc->tp, fd, off, len,

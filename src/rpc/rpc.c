@@ -151,7 +151,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	rpc->os_free = 0;
 
 	/* Idle blocking needs a transport that can wait (loop cannot). */
-	if (o->idle_block_us && rpc->tp->ops->wait_arm && rpc->tp->ops->wait_ack) {
+	if (o->idle_block_us && (rpc->tp->caps & URPC_TP_CAP_WAIT)) {
 		rpc->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		if (rpc->wake_fd < 0) {
 			ret = -errno;

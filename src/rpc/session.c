@@ -504,7 +504,7 @@ void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		s = sm_lookup(rpc, p,
 			      p->type == URPC_SM_PKT_TP_CTL_C2S ? URPC_ROLE_SERVER
 								: URPC_ROLE_CLIENT);
-		if (s && s->peer && rpc->tp->ops->ctl_push)
+		if (s && s->peer && (rpc->tp->caps & URPC_TP_CAP_CTL))
 			rpc->tp->ops->ctl_push(rpc->tp, s->peer, p->ep, p->ep_len);
 		return;
 	}
