@@ -6,8 +6,11 @@
  * verbs_hs.c (the handshake) and verbs.c call in here through verbs_rc.h;
  * this file calls only verbs_ctl.h (the outbox of control messages).
  *
- * An operation is cut into chunks of rc_chunk bytes; at most rc_chunks of
- * them are at the NIC at once, and each completion lets the next one go.
+ * An operation is cut into chunks of rc_chunk bytes (256 KiB); at most
+ * rc_chunks (16) of them are at the NIC at once, and each completion lets
+ * the next one go. The chunk is the grain of progress: on Soft-RoCE under
+ * host load (TCG, MTU 1024) 64 MiB moved at 3.4 MB/s, and 1 MiB chunks
+ * went more than a second without a completion.
  * Its deadline follows progress: it fails (with its connection, -ETIMEDOUT)
  * only when neither its own chunks nor the operations ahead of it on the
  * connection completed anything for one_sided_timeout (plus the allowance

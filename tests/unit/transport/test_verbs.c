@@ -122,7 +122,7 @@ static void relay_to(struct urpc_tp *tp)
 	struct urpc_tp *from;
 	int n;
 
-	if (!cur || !tp->ops->ctl_pop)
+	if (!cur || !(tp->caps & URPC_TP_CAP_CTL))
 		return;
 	from = tp == cur->a ? cur->b : cur->a;
 	via = tp == cur->a ? cur->a2b : cur->b2a;
@@ -274,11 +274,12 @@ static int one_op(struct pair *p, bool write, struct region *local, uint64_t rad
 }
 
 /*
- * Large operations go out as a chain of chunks, the last one signaled
- * (URPC_VERBS_RC_CHUNK=4096 here, so 64 KiB is 16 chunks): each operation
- * still completes exactly once, the bytes land where they belong whatever
- * the remainder, and a chunk outside the peer's region fails the whole
- * operation, whether it is the signaled last one or an unsignaled first.
+ * Large operations go out in chunks, at most 16 at the NIC, each
+ * completion sending the next (URPC_VERBS_RC_CHUNK=4096 here, so 64 KiB + 5
+ * is 17 chunks: the last goes out only when one of the first 16 is back):
+ * each operation still completes exactly once, the bytes land where they
+ * belong whatever the remainder, and a chunk outside the peer's region
+ * fails the whole operation, whether it is the last one or the first.
  */
 Test(verbs, chunked_operations_complete_once_and_fail_on_any_chunk, .timeout = 120)
 {
