@@ -578,10 +578,11 @@ const struct urpc_tp_ops urpc__tp_loop_ops = {
 	.post_write = urpc__loop_os_post_write,
 	.poll_completions = urpc__loop_os_poll_completions,
 	/*
-	 * wait_arm, wait_ack, reg_dmabuf: NULL until src/rpc tests
-	 * URPC_TP_CAP_WAIT (rpc.c) and URPC_TP_CAP_DMABUF (msgbuf.c) instead
-	 * of the pointers; then urpc__tp_default_*().
+	 * wait_arm, wait_ack: NULL until tests/integration/test_idle.c stops
+	 * asserting that they are (src/rpc tests URPC_TP_CAP_WAIT since
+	 * 0f5e667); then urpc__tp_default_wait_arm/_wait_ack.
 	 */
+	.reg_dmabuf = urpc__tp_default_reg_dmabuf,
 	.ctl_pop = urpc__tp_default_ctl_pop,
 	.ctl_push = urpc__tp_default_ctl_push,
 };

@@ -590,7 +590,7 @@ const struct urpc_tp_ops urpc__tp_udp_ops = {
 	.poll_completions = udp_poll_completions,
 	.wait_arm = udp_wait_arm,
 	.wait_ack = udp_wait_ack,
-	/* reg_dmabuf: NULL until src/rpc tests URPC_TP_CAP_DMABUF (msgbuf.c) */
+	.reg_dmabuf = urpc__tp_default_reg_dmabuf,
 	.ctl_pop = urpc__tp_default_ctl_pop,
 	.ctl_push = urpc__tp_default_ctl_push,
 };

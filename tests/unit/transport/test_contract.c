@@ -107,7 +107,7 @@ static void relay_to(struct urpc_tp *tp)
 	struct urpc_tp *from;
 	int n;
 
-	if (!cur || !tp->ops->ctl_pop)
+	if (!cur || !(tp->caps & URPC_TP_CAP_CTL))
 		return;
 	from = tp == cur->a ? cur->b : cur->a;
 	via = tp == cur->a ? cur->a2b : cur->b2a;
