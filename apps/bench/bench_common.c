@@ -9,141 +9,63 @@
 
 #include <arpa/inet.h>
 #include <assert.h>
-#include <getopt.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../common/cli.h"
-
 /* ---- the command line ------------------------------------------------------------ */
 
-#define BENCH_MAX_OPTS 32
-#define BENCH_OPT_LONG 256 /* getopt value of table row i without a letter: 256 + i */
+/* --transport: loop, udp or verbs; the benchmarks name no default. */
+static int parse_transport(const char *prog, const char *val, void *dst)
+{
+	return urpc_app_parse_transport(prog, val,
+					(1u << URPC_TRANSPORT_LOOP) | (1u << URPC_TRANSPORT_UDP) |
+						(1u << URPC_TRANSPORT_VERBS),
+					"loop, udp or verbs", "", dst);
+}
 
 /* The rows for the shared flags @flags asks for, appended to @tab (room for 7). */
-static unsigned cli_rows(struct bench_cli *cli, unsigned flags, struct bench_opt *tab)
+static unsigned cli_rows(struct bench_cli *cli, unsigned flags, struct urpc_app_opt *tab)
 {
 	unsigned n = 0;
 
 	if (flags & BENCH_CLI_TRANSPORT)
-		tab[n++] = (struct bench_opt){.name = "transport",
-					      .key = 't',
-					      .arg = BENCH_ARG_TRANSPORT,
-					      .dst = &cli->transport};
+		tab[n++] = (struct urpc_app_opt){
+			URPC_APP_FN("transport", 't', &cli->transport, parse_transport)};
 	if (flags & BENCH_CLI_DURATION)
-		tab[n++] = (struct bench_opt){.name = "duration",
-					      .key = 'd',
-					      .arg = BENCH_ARG_SECONDS,
-					      .dst = &cli->duration,
-					      .min = 0.01,
-					      .max = 3600};
+		tab[n++] = (struct urpc_app_opt){
+			URPC_APP_SECONDS("duration", 'd', &cli->duration, 0.01, 3600),
+			.set = &cli->duration_set};
 	if (flags & BENCH_CLI_DEVICES) {
-		tab[n++] = (struct bench_opt){
-			.name = "device", .arg = BENCH_ARG_STR, .dst = &cli->device};
-		tab[n++] = (struct bench_opt){
-			.name = "server-device", .arg = BENCH_ARG_STR, .dst = &cli->server_device};
+		tab[n++] = (struct urpc_app_opt){URPC_APP_STR("device", 0, &cli->device)};
+		tab[n++] = (struct urpc_app_opt){
+			URPC_APP_STR("server-device", 0, &cli->server_device)};
 	}
 	if (flags & BENCH_CLI_PERFTEST)
-		tab[n++] = (struct bench_opt){
-			.name = "perftest-server", .arg = BENCH_ARG_STR, .dst = &cli->perftest_ip};
+		tab[n++] = (struct urpc_app_opt){
+			URPC_APP_STR("perftest-server", 0, &cli->perftest_ip)};
 	if (flags & BENCH_CLI_NO_BASELINE)
-		tab[n++] = (struct bench_opt){
-			.name = "no-baseline", .arg = BENCH_ARG_FALSE, .dst = &cli->baseline};
+		tab[n++] = (struct urpc_app_opt){URPC_APP_FALSE("no-baseline", 0, &cli->baseline)};
 	if (flags & BENCH_CLI_CSV)
-		tab[n++] =
-			(struct bench_opt){.name = "csv", .arg = BENCH_ARG_STR, .dst = &cli->csv};
+		tab[n++] = (struct urpc_app_opt){URPC_APP_STR("csv", 0, &cli->csv)};
 	return n;
 }
 
-/* Store @val for row @r; 0, or -EINVAL reported. */
-static int set_opt(const char *prog, const struct bench_opt *r, const char *val)
-{
-	char what[48];
-	int n;
-
-	snprintf(what, sizeof(what), "--%s", r->name);
-	switch (r->arg) {
-	case BENCH_ARG_STR:
-		*(const char **)r->dst = val;
-		return 0;
-	case BENCH_ARG_FALSE:
-		*(bool *)r->dst = false;
-		return 0;
-	case BENCH_ARG_ULONG:
-		return urpc_app_parse_ulong(prog, val, what, (unsigned long)r->min,
-					    (unsigned long)r->max, r->dst);
-	case BENCH_ARG_SECONDS:
-		return bench_parse_seconds(prog, val, what, r->min, r->max, r->dst);
-	case BENCH_ARG_LIST:
-		n = bench_parse_list(prog, val, what, (unsigned long)r->min, (unsigned long)r->max,
-				     r->dst, r->cap);
-		if (n < 0)
-			return n;
-		*r->count = (unsigned)n;
-		return 0;
-	case BENCH_ARG_TRANSPORT:
-		return bench_parse_transport(prog, val, r->dst);
-	case BENCH_ARG_FN:
-		return r->fn(prog, val, r->dst);
-	}
-	return -EINVAL;
-}
-
 int bench_parse_args(const char *prog, int argc, char **argv, struct bench_cli *cli, unsigned flags,
-		     const struct bench_opt *own, unsigned nown, void (*usage)(FILE *f))
+		     const struct urpc_app_opt *own, unsigned nown, void (*usage)(FILE *f))
 {
-	struct bench_opt tab[BENCH_MAX_OPTS];
-	struct option lopts[BENCH_MAX_OPTS + 2];
-	char shorts[2 * BENCH_MAX_OPTS + 4], *p = shorts;
-	unsigned i, n;
-	int c;
+	struct urpc_app_opt tab[URPC_APP_MAX_OPTS];
+	struct urpc_app_cmdline cl = {
+		.prog = prog, .usage = usage, .opts = tab, .refusal = URPC_APP_REFUSE_NAMED};
+	int ret;
 
-	n = cli_rows(cli, flags, tab);
-	assert(n + nown <= BENCH_MAX_OPTS);
-	memcpy(tab + n, own, nown * sizeof(*own));
-	n += nown;
-	*p++ = ':'; /* a missing value returns ':', reported below with the option's name */
-	for (i = 0; i < n; i++) {
-		bool has_arg = tab[i].arg != BENCH_ARG_FALSE;
-
-		lopts[i] =
-			(struct option){.name = tab[i].name,
-					.has_arg = has_arg ? required_argument : no_argument,
-					.val = tab[i].key ? tab[i].key : BENCH_OPT_LONG + (int)i};
-		if (tab[i].key) {
-			*p++ = (char)tab[i].key;
-			if (has_arg)
-				*p++ = ':';
-		}
-	}
-	lopts[n] = (struct option){.name = "help", .has_arg = no_argument, .val = 'h'};
-	lopts[n + 1] = (struct option){0};
-	*p++ = 'h';
-	*p = '\0';
-
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, shorts, lopts, NULL)) != -1) {
-		const struct bench_opt *r = NULL;
-
-		if (c == 'h') {
-			usage(stdout);
-			return 1;
-		}
-		if (c >= BENCH_OPT_LONG)
-			r = &tab[c - BENCH_OPT_LONG];
-		for (i = 0; i < n && !r && c != ':' && c != '?'; i++)
-			if (tab[i].key == c)
-				r = &tab[i];
-		if (!r)
-			return urpc_app_bad_option(prog, c, argv, optind);
-		if (set_opt(prog, r, optarg))
-			return 2;
-		if (r->dst == &cli->duration)
-			cli->duration_set = true;
-	}
-	if (urpc_app_no_operands(prog, argc, argv, optind))
-		return 2;
+	cl.nopts = cli_rows(cli, flags, tab);
+	assert(cl.nopts + nown <= URPC_APP_MAX_OPTS);
+	memcpy(tab + cl.nopts, own, nown * sizeof(*own));
+	cl.nopts += nown;
+	ret = urpc_app_parse_args(&cl, argc, argv, NULL);
+	if (ret)
+		return ret;
 	if (!cli->server_device)
 		cli->server_device = cli->device;
 	if (flags & BENCH_CLI_PERFTEST) {

@@ -23,6 +23,8 @@
 
 #include <urpc/urpc.h>
 
+#include "../common/cli.h"
+
 #define BENCH_REQ_TYPE 1
 #define BENCH_SRV_ID 1
 #define BENCH_CLI_ID 2
@@ -42,67 +44,6 @@ static inline uint64_t bench_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* A decimal number of seconds in [@min, @max] for option @what; 0 or -EINVAL reported. */
-static inline int bench_parse_seconds(const char *prog, const char *s, const char *what, double min,
-				      double max, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !(v >= min && v <= max)) {
-		fprintf(stderr, "%s: %s must be a number of seconds from %g to %g, got '%s'\n",
-			prog, what, min, max, s);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
-/* --transport: loop, udp or verbs; 0 or -EINVAL reported. */
-static inline int bench_parse_transport(const char *prog, const char *s,
-					enum urpc_transport_kind *out)
-{
-	if (urpc_transport_parse(s, out) || *out == URPC_TRANSPORT_DEFAULT) {
-		fprintf(stderr, "%s: --transport must be loop, udp or verbs, got '%s'\n", prog, s);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-/*
- * A comma-separated list of integers in [@min, @max], at most @cap of them,
- * into @out; the count, or -EINVAL reported.
- */
-static inline int bench_parse_list(const char *prog, const char *s, const char *what,
-				   unsigned long min, unsigned long max, unsigned long *out,
-				   unsigned cap)
-{
-	const char *p = s;
-	unsigned n = 0;
-
-	for (;;) {
-		unsigned long v;
-		char *end;
-
-		errno = 0;
-		v = strtoul(p, &end, 10);
-		if (errno || end == p || (*end && *end != ',') || p[0] < '0' || p[0] > '9' ||
-		    v < min || v > max || n == cap) {
-			fprintf(stderr,
-				"%s: %s must be a comma-separated list of at most %u integers from "
-				"%lu to %lu, got '%s'\n",
-				prog, what, cap, min, max, s);
-			return -EINVAL;
-		}
-		out[n++] = v;
-		if (!*end)
-			return (int)n;
-		p = end + 1;
-	}
 }
 
 /* Sort helper and the @q quantile (0..1, nearest rank) of @n sorted samples. */
@@ -392,29 +333,6 @@ enum {
 	BENCH_CLI_ALL = (1u << 6) - 1,
 };
 
-/* What one option of a program's own sets. */
-enum bench_arg {
-	BENCH_ARG_STR,	     /* const char **: the value as given */
-	BENCH_ARG_FALSE,     /* bool *: false; the option takes no value */
-	BENCH_ARG_ULONG,     /* unsigned long *: an integer from min to max */
-	BENCH_ARG_SECONDS,   /* double *: seconds from min to max */
-	BENCH_ARG_LIST,	     /* unsigned long[cap], its length in *count: integers */
-	BENCH_ARG_TRANSPORT, /* enum urpc_transport_kind *: loop, udp or verbs */
-	BENCH_ARG_FN,	     /* fn(prog, value, dst): 0, or -EINVAL reported */
-};
-
-/* One option: --name (and -key when key is not 0), and where its value goes. */
-struct bench_opt {
-	const char *name;
-	int key;
-	enum bench_arg arg;
-	void *dst;
-	double min, max; /* ULONG, SECONDS, LIST */
-	unsigned cap;	 /* LIST */
-	unsigned *count; /* LIST */
-	int (*fn)(const char *prog, const char *val, void *dst);
-};
-
 /* Defaults: udp, 2 s, the baseline on, everything else unset. */
 void bench_cli_init(struct bench_cli *cli);
 
@@ -428,7 +346,7 @@ void bench_cli_init(struct bench_cli *cli);
  * Returns 0: run; 1: help printed; 2: bad usage (reported).
  */
 int bench_parse_args(const char *prog, int argc, char **argv, struct bench_cli *cli, unsigned flags,
-		     const struct bench_opt *own, unsigned nown, void (*usage)(FILE *f));
+		     const struct urpc_app_opt *own, unsigned nown, void (*usage)(FILE *f));
 
 /* ---- set-up and output (bench_common.c) ------------------------------------------ */
 

@@ -12,7 +12,6 @@
  * instructions per RPC without the setup cost. Uses only <urpc/urpc.h>.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -79,37 +78,15 @@ static void usage(FILE *f)
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	static const struct option lopts[] = {
-		{"count", required_argument, NULL, 'n'},
-		{"window", required_argument, NULL, 'w'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	const struct urpc_app_opt opts[] = {
+		{URPC_APP_ULONG("count", 'n', &o->count, 1, 4000000000ul)},
+		{URPC_APP_ULONG("window", 'w', &o->window, 1, MAX_WINDOW)},
 	};
-	int c;
+	const struct urpc_app_cmdline cl = {URPC_APP_CMDLINE(PROG, usage, opts)};
 
 	o->count = 1000000;
 	o->window = 8;
-	while ((c = getopt_long(argc, argv, "n:w:h", lopts, NULL)) != -1) {
-		switch (c) {
-		case 'n':
-			if (urpc_app_parse_ulong(PROG, optarg, "--count", 1, 4000000000ul,
-						 &o->count))
-				return 2;
-			break;
-		case 'w':
-			if (urpc_app_parse_ulong(PROG, optarg, "--window", 1, MAX_WINDOW,
-						 &o->window))
-				return 2;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	return urpc_app_no_operands(PROG, argc, argv, optind);
+	return urpc_app_parse_args(&cl, argc, argv, NULL);
 }
 
 /*

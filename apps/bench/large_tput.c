@@ -24,7 +24,6 @@
  * Uses only <urpc/urpc.h>.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -308,40 +307,14 @@ static int parse_threads(const char *prog, const char *val, void *dst)
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	const struct bench_opt own[] = {
-		{.name = "sizes", .key = 's', .arg = BENCH_ARG_FN, .dst = o, .fn = parse_sizes},
-		{.name = "window",
-		 .key = 'w',
-		 .arg = BENCH_ARG_ULONG,
-		 .dst = &o->window,
-		 .min = 1,
-		 .max = MAX_WINDOW},
-		{.name = "count",
-		 .key = 'n',
-		 .arg = BENCH_ARG_ULONG,
-		 .dst = &o->count,
-		 .min = 1,
-		 .max = 1000000000ul},
-		{.name = "direction",
-		 .key = 'D',
-		 .arg = BENCH_ARG_FN,
-		 .dst = &o->resp_dir,
-		 .fn = parse_direction},
-		{.name = "threads",
-		 .key = 'T',
-		 .arg = BENCH_ARG_FN,
-		 .dst = &o->threads,
-		 .fn = parse_threads},
-		{.name = "memcpy-time",
-		 .arg = BENCH_ARG_SECONDS,
-		 .dst = &o->memcpy_s,
-		 .min = 0.01,
-		 .max = 60},
-		{.name = "rto-us",
-		 .arg = BENCH_ARG_ULONG,
-		 .dst = &o->rto_us,
-		 .min = 100,
-		 .max = 10000000ul},
+	const struct urpc_app_opt own[] = {
+		{URPC_APP_FN("sizes", 's', o, parse_sizes)},
+		{URPC_APP_ULONG("window", 'w', &o->window, 1, MAX_WINDOW)},
+		{URPC_APP_ULONG("count", 'n', &o->count, 1, 1000000000ul)},
+		{URPC_APP_FN("direction", 'D', &o->resp_dir, parse_direction)},
+		{URPC_APP_FN("threads", 'T', &o->threads, parse_threads)},
+		{URPC_APP_SECONDS("memcpy-time", 0, &o->memcpy_s, 0.01, 60)},
+		{URPC_APP_ULONG("rto-us", 0, &o->rto_us, 100, 10000000ul)},
 	};
 	int ret;
 
@@ -355,7 +328,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	ret = bench_parse_args(PROG, argc, argv, &o->cli,
 			       BENCH_CLI_TRANSPORT | BENCH_CLI_DURATION | BENCH_CLI_DEVICES |
 				       BENCH_CLI_CSV,
-			       own, 7, usage);
+			       own, URPC_APP_NOPTS(own), usage);
 	if (ret)
 		return ret;
 	if (o->cli.duration_set && o->count) {

@@ -7,7 +7,6 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <getopt.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -147,23 +146,17 @@ static void usage(FILE *f)
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	const struct bench_opt own[] = {
-		{.name = "sizes",
-		 .key = 's',
-		 .arg = BENCH_ARG_LIST,
-		 .dst = o->sizes,
-		 .min = MIN_SIZE,
-		 .max = MAX_SIZE,
-		 .cap = MAX_SIZES,
-		 .count = &o->nsizes},
-		{.name = "cdf", .arg = BENCH_ARG_STR, .dst = &o->cdf},
+	const struct urpc_app_opt own[] = {
+		{URPC_APP_LIST("sizes", 's', o->sizes, MIN_SIZE, MAX_SIZE, MAX_SIZES, &o->nsizes)},
+		{URPC_APP_STR("cdf", 0, &o->cdf)},
 	};
 
 	memset(o, 0, sizeof(*o));
 	bench_cli_init(&o->cli);
-	o->nsizes = (unsigned)bench_parse_list(PROG, DEFAULT_SIZES, "--sizes", MIN_SIZE, MAX_SIZE,
-					       o->sizes, MAX_SIZES);
-	return bench_parse_args(PROG, argc, argv, &o->cli, BENCH_CLI_ALL, own, 2, usage);
+	o->nsizes = (unsigned)urpc_app_parse_list(PROG, DEFAULT_SIZES, "--sizes", MIN_SIZE,
+						  MAX_SIZE, o->sizes, MAX_SIZES);
+	return bench_parse_args(PROG, argc, argv, &o->cli, BENCH_CLI_ALL, own, URPC_APP_NOPTS(own),
+				usage);
 }
 
 /* ---- samples ------------------------------------------------------------------ */

@@ -5,7 +5,6 @@
  * and beyond. See usage() for the method. Uses only <urpc/urpc.h>.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -159,43 +158,24 @@ static void usage(FILE *f)
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	const struct bench_opt own[] = {
-		{.name = "sessions",
-		 .key = 'n',
-		 .arg = BENCH_ARG_LIST,
-		 .dst = o->counts,
-		 .min = 1,
-		 .max = MAX_SESSIONS,
-		 .cap = MAX_COUNTS,
-		 .count = &o->ncounts},
-		{.name = "connect-batch",
-		 .arg = BENCH_ARG_ULONG,
-		 .dst = &o->connect_batch,
-		 .min = 1,
-		 .max = 65536},
-		{.name = "window",
-		 .key = 'w',
-		 .arg = BENCH_ARG_ULONG,
-		 .dst = &o->window,
-		 .min = 1,
-		 .max = 65536},
-		{.name = "ping-ms",
-		 .arg = BENCH_ARG_ULONG,
-		 .dst = &o->ping_ms,
-		 .min = 1,
-		 .max = 60000},
+	const struct urpc_app_opt own[] = {
+		{URPC_APP_LIST("sessions", 'n', o->counts, 1, MAX_SESSIONS, MAX_COUNTS,
+			       &o->ncounts)},
+		{URPC_APP_ULONG("connect-batch", 0, &o->connect_batch, 1, 65536)},
+		{URPC_APP_ULONG("window", 'w', &o->window, 1, 65536)},
+		{URPC_APP_ULONG("ping-ms", 0, &o->ping_ms, 1, 60000)},
 	};
 
 	memset(o, 0, sizeof(*o));
 	bench_cli_init(&o->cli);
 	o->connect_batch = 256;
 	o->window = 64;
-	o->ncounts = (unsigned)bench_parse_list(PROG, DEFAULT_COUNTS, "--sessions", 1, MAX_SESSIONS,
-						o->counts, MAX_COUNTS);
+	o->ncounts = (unsigned)urpc_app_parse_list(PROG, DEFAULT_COUNTS, "--sessions", 1,
+						   MAX_SESSIONS, o->counts, MAX_COUNTS);
 	return bench_parse_args(PROG, argc, argv, &o->cli,
 				BENCH_CLI_TRANSPORT | BENCH_CLI_DURATION | BENCH_CLI_DEVICES |
 					BENCH_CLI_CSV,
-				own, 4, usage);
+				own, URPC_APP_NOPTS(own), usage);
 }
 
 static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)

@@ -8,7 +8,6 @@
 #define _GNU_SOURCE /* sendmmsg, recvmmsg */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <getopt.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -153,35 +152,20 @@ static void usage(FILE *f)
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	const struct bench_opt own[] = {
-		{.name = "windows",
-		 .key = 'w',
-		 .arg = BENCH_ARG_LIST,
-		 .dst = o->windows,
-		 .min = 1,
-		 .max = MAX_WINDOW,
-		 .cap = MAX_WINDOWS,
-		 .count = &o->nwindows},
-		{.name = "batch",
-		 .key = 'b',
-		 .arg = BENCH_ARG_ULONG,
-		 .dst = &o->batch,
-		 .min = 1,
-		 .max = MAX_WINDOW},
-		{.name = "size",
-		 .key = 's',
-		 .arg = BENCH_ARG_ULONG,
-		 .dst = &o->size,
-		 .min = MIN_SIZE,
-		 .max = MAX_SIZE},
+	const struct urpc_app_opt own[] = {
+		{URPC_APP_LIST("windows", 'w', o->windows, 1, MAX_WINDOW, MAX_WINDOWS,
+			       &o->nwindows)},
+		{URPC_APP_ULONG("batch", 'b', &o->batch, 1, MAX_WINDOW)},
+		{URPC_APP_ULONG("size", 's', &o->size, MIN_SIZE, MAX_SIZE)},
 	};
 
 	memset(o, 0, sizeof(*o));
 	bench_cli_init(&o->cli);
 	o->size = 32;
-	o->nwindows = (unsigned)bench_parse_list(PROG, DEFAULT_WINDOWS, "--windows", 1, MAX_WINDOW,
-						 o->windows, MAX_WINDOWS);
-	return bench_parse_args(PROG, argc, argv, &o->cli, BENCH_CLI_ALL, own, 3, usage);
+	o->nwindows = (unsigned)urpc_app_parse_list(PROG, DEFAULT_WINDOWS, "--windows", 1,
+						    MAX_WINDOW, o->windows, MAX_WINDOWS);
+	return bench_parse_args(PROG, argc, argv, &o->cli, BENCH_CLI_ALL, own, URPC_APP_NOPTS(own),
+				usage);
 }
 
 /* ---- urpc ------------------------------------------------------------------------ */

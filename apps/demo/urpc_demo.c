@@ -5,7 +5,6 @@
  * It drives the transport layer directly (the Rpc engine is not there yet).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,53 +44,29 @@ static void usage(FILE *f)
 		"Exit status: 0 on success, 1 on a failed transfer or verification, 2 on bad usage.\n");
 }
 
+/* --transport: this process holds both endpoints, so udp or loop. */
+static int parse_transport(const char *prog, const char *val, void *dst)
+{
+	return urpc_app_parse_transport(prog, val,
+					(1u << URPC_TRANSPORT_UDP) | (1u << URPC_TRANSPORT_LOOP),
+					"udp or loop", "", dst);
+}
+
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	static const struct option lopts[] = {{"transport", required_argument, NULL, 't'},
-					      {"count", required_argument, NULL, 'n'},
-					      {"size", required_argument, NULL, 's'},
-					      {"bulk", required_argument, NULL, 'b'},
-					      {"help", no_argument, NULL, 'h'},
-					      {NULL, 0, NULL, 0}};
-	int c;
+	const struct urpc_app_opt opts[] = {
+		{URPC_APP_FN("transport", 't', &o->kind, parse_transport)},
+		{URPC_APP_ULONG("count", 'n', &o->count, 0, 1e9)},
+		{URPC_APP_ULONG("size", 's', &o->size, 0, 65536)},
+		{URPC_APP_ULONG("bulk", 'b', &o->bulk_mib, 0, 1024)},
+	};
+	const struct urpc_app_cmdline cl = {URPC_APP_CMDLINE(PROG, usage, opts)};
 
 	o->kind = URPC_TRANSPORT_UDP;
 	o->count = 100000;
 	o->size = 32;
 	o->bulk_mib = 8;
-	while ((c = getopt_long(argc, argv, "t:n:s:b:h", lopts, NULL)) != -1) {
-		switch (c) {
-		case 't':
-			if (urpc_app_parse_transport(PROG, optarg,
-						     (1u << URPC_TRANSPORT_UDP) |
-							     (1u << URPC_TRANSPORT_LOOP),
-						     "udp or loop", "", &o->kind))
-				return 2;
-			break;
-		case 'n':
-			if (urpc_app_parse_ulong(PROG, optarg, "--count", 0, 1000000000ul,
-						 &o->count))
-				return 2;
-			break;
-		case 's':
-			if (urpc_app_parse_ulong(PROG, optarg, "--size", 0, 65536, &o->size))
-				return 2;
-			break;
-		case 'b':
-			if (urpc_app_parse_ulong(PROG, optarg, "--bulk", 0, 1024, &o->bulk_mib))
-				return 2;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (urpc_app_no_operands(PROG, argc, argv, optind))
-		return 2;
-	return 0;
+	return urpc_app_parse_args(&cl, argc, argv, NULL);
 }
 
 struct side {

@@ -6,7 +6,6 @@
  * name, and the response printed. Uses only <urpc/urpc.h>.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,19 +52,31 @@ static void usage(FILE *f)
 		"timeout, ...), 2 on bad usage.\n");
 }
 
+/* --timeout: 1 to 3600000 ms, refused as the other integers are, 0 on its own. */
+static int parse_timeout(const char *prog, const char *val, void *dst)
+{
+	if (urpc_app_parse_ulong(prog, val, "--timeout", 0, 3600000, dst))
+		return -EINVAL;
+	if (!*(unsigned long *)dst) {
+		fprintf(stderr, "urpc-hello-client: --timeout must be at least 1\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	static const struct option lopts[] = {
-		{"server", required_argument, NULL, 's'},
-		{"rpc-id", required_argument, NULL, 'r'},
-		{"bind", required_argument, NULL, 'b'},
-		{"transport", required_argument, NULL, 't'},
-		{"timeout", required_argument, NULL, 'T'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	const struct urpc_app_opt opts[] = {
+		{URPC_APP_STR("server", 's', &o->server)},
+		{URPC_APP_ULONG("rpc-id", 'r', &o->rpc_id, 0, 255)},
+		{URPC_APP_STR("bind", 'b', &o->bind)},
+		{URPC_APP_NET_TRANSPORT(&o->kind, &o->kind_set)},
+		{URPC_APP_FN("timeout", 'T', &o->timeout_ms, parse_timeout)},
 	};
-	int c;
+	const struct urpc_app_cmdline cl = {URPC_APP_CMDLINE(PROG, usage, opts),
+					    .max_operands = 1}; /* NAME */
+	int ret, first;
 
 	o->server = "127.0.0.1:31850";
 	o->bind = "127.0.0.1";
@@ -73,47 +84,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	o->rpc_id = 0;
 	o->timeout_ms = 3000;
 	o->kind_set = false;
-	while ((c = getopt_long(argc, argv, "s:r:b:t:T:h", lopts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			o->server = optarg;
-			break;
-		case 'r':
-			if (urpc_app_parse_ulong(PROG, optarg, "--rpc-id", 0, 255, &o->rpc_id))
-				return 2;
-			break;
-		case 'b':
-			o->bind = optarg;
-			break;
-		case 't':
-			if (urpc_app_parse_transport(PROG, optarg, URPC_APP_TRANSPORTS_NET,
-						     "udp, verbs or default", URPC_APP_NET_NOTE,
-						     &o->kind))
-				return 2;
-			o->kind_set = true;
-			break;
-		case 'T':
-			if (urpc_app_parse_ulong(PROG, optarg, "--timeout", 0, 3600000,
-						 &o->timeout_ms))
-				return 2;
-			if (!o->timeout_ms) {
-				fprintf(stderr,
-					"urpc-hello-client: --timeout must be at least 1\n");
-				return 2;
-			}
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind < argc)
-		o->name = argv[optind++];
-	if (urpc_app_no_operands(PROG, argc, argv, optind))
-		return 2;
+	ret = urpc_app_parse_args(&cl, argc, argv, &first);
+	if (ret)
+		return ret;
+	if (first < argc)
+		o->name = argv[first];
 	if (!o->name[0]) {
 		fprintf(stderr, "urpc-hello-client: NAME must not be empty\n");
 		return 2;

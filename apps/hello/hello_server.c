@@ -7,7 +7,6 @@
  * urpc-hello-client against it. Uses only <urpc/urpc.h>.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -62,52 +61,19 @@ static void usage(FILE *f)
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	static const struct option lopts[] = {
-		{"host", required_argument, NULL, 'H'},
-		{"port", required_argument, NULL, 'p'},
-		{"transport", required_argument, NULL, 't'},
-		{"count", required_argument, NULL, 'n'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	const struct urpc_app_opt opts[] = {
+		{URPC_APP_STR("host", 'H', &o->host)},
+		{URPC_APP_ULONG("port", 'p', &o->port, 0, 65535)},
+		{URPC_APP_NET_TRANSPORT(&o->kind, &o->kind_set)},
+		{URPC_APP_ULONG("count", 'n', &o->count, 0, 1e9)},
 	};
-	int c;
+	const struct urpc_app_cmdline cl = {URPC_APP_CMDLINE(PROG, usage, opts)};
 
 	o->host = "127.0.0.1";
 	o->port = 31850;
 	o->count = 0;
 	o->kind_set = false;
-	while ((c = getopt_long(argc, argv, "H:p:t:n:h", lopts, NULL)) != -1) {
-		switch (c) {
-		case 'H':
-			o->host = optarg;
-			break;
-		case 'p':
-			if (urpc_app_parse_ulong(PROG, optarg, "--port", 0, 65535, &o->port))
-				return 2;
-			break;
-		case 't':
-			if (urpc_app_parse_transport(PROG, optarg, URPC_APP_TRANSPORTS_NET,
-						     "udp, verbs or default", URPC_APP_NET_NOTE,
-						     &o->kind))
-				return 2;
-			o->kind_set = true;
-			break;
-		case 'n':
-			if (urpc_app_parse_ulong(PROG, optarg, "--count", 0, 1000000000ul,
-						 &o->count))
-				return 2;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (urpc_app_no_operands(PROG, argc, argv, optind))
-		return 2;
-	return 0;
+	return urpc_app_parse_args(&cl, argc, argv, NULL);
 }
 
 struct server {

@@ -13,7 +13,6 @@
  * key is in flight, so the model is exact. Uses only <urpc/urpc.h>.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <poll.h>
@@ -59,6 +58,7 @@ struct opts {
 	unsigned long mget;
 	unsigned long timeout_ms;
 	unsigned long seed;
+	int first_arg; /* argv index of COMMAND, the first operand */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -137,34 +137,59 @@ static void usage(FILE *f)
 		KV_MAX_VALUE >> 20, KV_MAX_MGET_KEYS);
 }
 
+/* --workload A|B|C (either case): the share of reads; dst is the struct opts. */
+static int parse_workload(const char *prog, const char *val, void *dst)
+{
+	struct opts *o = dst;
+
+	if (!strcmp(val, "A") || !strcmp(val, "a")) {
+		o->read_pct = 50;
+	} else if (!strcmp(val, "B") || !strcmp(val, "b")) {
+		o->read_pct = 95;
+	} else if (!strcmp(val, "C") || !strcmp(val, "c")) {
+		o->read_pct = 100;
+	} else {
+		fprintf(stderr,
+			PROG
+			": --workload must be A (50%% reads), B (95%%) or C (100%%), got '%s'\n",
+			val);
+		return -EINVAL;
+	}
+	o->workload = (char)(val[0] & ~0x20);
+	return 0;
+}
+
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_NO_PRELOAD = 256, OPT_SEED, OPT_LOAD };
-	static const struct option lopts[] = {
-		{"server", required_argument, NULL, 's'},
-		{"bind", required_argument, NULL, 'b'},
-		{"transport", required_argument, NULL, 't'},
-		{"device", required_argument, NULL, 'd'},
-		{"timeout", required_argument, NULL, 'T'},
-		{"help", no_argument, NULL, 'h'},
-		{"load", no_argument, NULL, OPT_LOAD},
-		{"workload", required_argument, NULL, 'w'},
-		{"zipf", no_argument, NULL, 'z'},
-		{"keys", required_argument, NULL, 'k'},
-		{"value-size", required_argument, NULL, 'v'},
-		{"threads", required_argument, NULL, 'j'},
-		{"depth", required_argument, NULL, 'q'},
-		{"sessions", required_argument, NULL, 'S'},
-		{"duration", required_argument, NULL, 'D'},
-		{"ops", required_argument, NULL, 'n'},
-		{"mget", required_argument, NULL, 'g'},
-		{"no-preload", no_argument, NULL, OPT_NO_PRELOAD},
-		{"verify", no_argument, NULL, 'V'},
-		{"seed", required_argument, NULL, OPT_SEED},
-		{NULL, 0, NULL, 0},
+	bool *load = &o->load; /* every load option sets it */
+	const struct urpc_app_opt opts[] = {
+		{URPC_APP_STR("server", 's', &o->server)},
+		{URPC_APP_STR("bind", 'b', &o->bind)},
+		{URPC_APP_NET_TRANSPORT(&o->kind, &o->kind_set)},
+		{URPC_APP_STR("device", 'd', &o->device)},
+		{URPC_APP_ULONG("timeout", 'T', &o->timeout_ms, 1, 3600000)},
+		{URPC_APP_HELP},
+		{URPC_APP_TRUE("load", 0, load)},
+		{URPC_APP_FN("workload", 'w', o, parse_workload), .set = load},
+		{URPC_APP_TRUE("zipf", 'z', &o->zipf), .set = load},
+		{URPC_APP_ULONG("keys", 'k', &o->keys, 1, 100000000), .set = load},
+		{URPC_APP_ULONG("value-size", 'v', &o->value_size, 1, KV_MAX_VALUE), .set = load},
+		{URPC_APP_ULONG("threads", 'j', &o->threads, 1, 64), .set = load},
+		{URPC_APP_ULONG("depth", 'q', &o->depth, 1, 1024), .set = load},
+		{URPC_APP_ULONG("sessions", 'S', &o->sessions, 1, 16), .set = load},
+		{URPC_APP_ULONG("duration", 'D', &o->duration_s, 1, 86400), .set = load},
+		{URPC_APP_ULONG("ops", 'n', &o->ops, 1, 1ul << 40), .set = load},
+		{URPC_APP_ULONG("mget", 'g', &o->mget, 1, KV_MAX_MGET_KEYS), .set = load},
+		{URPC_APP_FALSE("no-preload", 0, &o->preload), .set = load},
+		{URPC_APP_TRUE("verify", 'V', &o->verify), .set = load},
+		{URPC_APP_ULONG("seed", 0, &o->seed, 0, 0x1p64)}, /* 0x1p64: ULONG_MAX */
 	};
-	int c;
+	/* in_order: the first operand is the command, and the rest its arguments. */
+	const struct urpc_app_cmdline cl = {URPC_APP_CMDLINE(PROG, usage, opts),
+					    .refusal = URPC_APP_REFUSE_TRY, .max_operands = ~0u,
+					    .in_order = true};
+	int ret;
 
 	memset(o, 0, sizeof(*o));
 	o->server = "127.0.0.1:31860";
@@ -180,122 +205,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	o->duration_s = 5;
 	o->mget = 1;
 	o->timeout_ms = 3000;
-	/* '+': stop at the first non-option, the interactive command. */
-	while ((c = getopt_long(argc, argv, "+s:b:t:d:T:hw:zk:v:j:q:S:D:n:g:V", lopts, NULL)) !=
-	       -1) {
-		unsigned long v;
-
-		switch (c) {
-		case 's':
-			o->server = optarg;
-			break;
-		case 'b':
-			o->bind = optarg;
-			break;
-		case 't':
-			if (urpc_app_parse_transport(PROG, optarg, URPC_APP_TRANSPORTS_NET,
-						     "udp, verbs or default", URPC_APP_NET_NOTE,
-						     &o->kind))
-				return 2;
-			o->kind_set = true;
-			break;
-		case 'd':
-			o->device = optarg;
-			break;
-		case 'T':
-			if (urpc_app_parse_ulong(PROG, optarg, "--timeout", 1, 3600000,
-						 &o->timeout_ms))
-				return 2;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		case OPT_LOAD:
-			o->load = true;
-			break;
-		case 'w':
-			o->load = true;
-			if (!strcmp(optarg, "A") || !strcmp(optarg, "a")) {
-				o->read_pct = 50;
-			} else if (!strcmp(optarg, "B") || !strcmp(optarg, "b")) {
-				o->read_pct = 95;
-			} else if (!strcmp(optarg, "C") || !strcmp(optarg, "c")) {
-				o->read_pct = 100;
-			} else {
-				fprintf(stderr,
-					PROG
-					": --workload must be A (50%% reads), B (95%%) or C (100%%), got '%s'\n",
-					optarg);
-				return 2;
-			}
-			o->workload = (char)(optarg[0] & ~0x20);
-			break;
-		case 'z':
-			o->load = o->zipf = true;
-			break;
-		case 'k':
-			o->load = true;
-			if (urpc_app_parse_ulong(PROG, optarg, "--keys", 1, 100000000, &o->keys))
-				return 2;
-			break;
-		case 'v':
-			o->load = true;
-			if (urpc_app_parse_ulong(PROG, optarg, "--value-size", 1, KV_MAX_VALUE,
-						 &o->value_size))
-				return 2;
-			break;
-		case 'j':
-			o->load = true;
-			if (urpc_app_parse_ulong(PROG, optarg, "--threads", 1, 64, &o->threads))
-				return 2;
-			break;
-		case 'q':
-			o->load = true;
-			if (urpc_app_parse_ulong(PROG, optarg, "--depth", 1, 1024, &o->depth))
-				return 2;
-			break;
-		case 'S':
-			o->load = true;
-			if (urpc_app_parse_ulong(PROG, optarg, "--sessions", 1, 16, &o->sessions))
-				return 2;
-			break;
-		case 'D':
-			o->load = true;
-			if (urpc_app_parse_ulong(PROG, optarg, "--duration", 1, 86400,
-						 &o->duration_s))
-				return 2;
-			break;
-		case 'n':
-			o->load = true;
-			if (urpc_app_parse_ulong(PROG, optarg, "--ops", 1, 1ul << 40, &o->ops))
-				return 2;
-			break;
-		case 'g':
-			o->load = true;
-			if (urpc_app_parse_ulong(PROG, optarg, "--mget", 1, KV_MAX_MGET_KEYS,
-						 &o->mget))
-				return 2;
-			break;
-		case OPT_NO_PRELOAD:
-			o->load = true;
-			o->preload = false;
-			break;
-		case 'V':
-			o->load = o->verify = true;
-			break;
-		case OPT_SEED:
-			if (urpc_app_parse_ulong(PROG, optarg, "--seed", 0, ~0ul, &v))
-				return 2;
-			o->seed = v;
-			break;
-		default:
-			fprintf(stderr, "Try '" PROG " --help' for more information.\n");
-			return 2;
-		}
-	}
-	if (o->load && optind < argc) {
+	ret = urpc_app_parse_args(&cl, argc, argv, &o->first_arg);
+	if (ret)
+		return ret;
+	if (o->load && o->first_arg < argc) {
 		fprintf(stderr, PROG ": unexpected argument '%s' in load mode (see --help)\n",
-			argv[optind]);
+			argv[o->first_arg]);
 		return 2;
 	}
 	if (o->verify && o->value_size < VAL_HDR) {
@@ -1778,7 +1693,7 @@ int main(int argc, char **argv)
 	if (o.load)
 		status = run_load(nx, &o);
 	else
-		status = run_shell(nx, &o, argc - optind, argv + optind);
+		status = run_shell(nx, &o, argc - o.first_arg, argv + o.first_arg);
 	if (urpc_app_nexus_destroy(PROG, nx))
 		status = 1;
 	return status;

@@ -11,7 +11,6 @@
  * <urpc/urpc.h>.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -123,29 +122,19 @@ static void usage(FILE *f)
 		KV_MAX_VALUE >> 20, KV_MAX_THREADS);
 }
 
-static int parse_transport(const char *s, struct opts *o)
-{
-	if (urpc_app_parse_transport(PROG, s, URPC_APP_TRANSPORTS_NET, "udp, verbs or default",
-				     URPC_APP_NET_NOTE, &o->kind))
-		return -EINVAL;
-	o->kind_set = true;
-	return 0;
-}
-
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	static const struct option lopts[] = {
-		{"host", required_argument, NULL, 'H'},
-		{"port", required_argument, NULL, 'p'},
-		{"threads", required_argument, NULL, 'j'},
-		{"memory", required_argument, NULL, 'm'},
-		{"transport", required_argument, NULL, 't'},
-		{"device", required_argument, NULL, 'd'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	const struct urpc_app_opt opts[] = {
+		{URPC_APP_STR("host", 'H', &o->host)},
+		{URPC_APP_ULONG("port", 'p', &o->port, 0, 65535)},
+		{URPC_APP_ULONG("threads", 'j', &o->threads, 1, KV_MAX_THREADS)},
+		{URPC_APP_ULONG("memory", 'm', &o->memory_mib, 1, 1ul << 20)},
+		{URPC_APP_NET_TRANSPORT(&o->kind, &o->kind_set)},
+		{URPC_APP_STR("device", 'd', &o->device)},
 	};
-	int c;
+	const struct urpc_app_cmdline cl = {URPC_APP_CMDLINE(PROG, usage, opts),
+					    .refusal = URPC_APP_REFUSE_TRY};
 
 	o->host = "127.0.0.1";
 	o->device = NULL;
@@ -153,43 +142,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	o->threads = 2;
 	o->memory_mib = 256;
 	o->kind_set = false;
-	while ((c = getopt_long(argc, argv, "H:p:j:m:t:d:h", lopts, NULL)) != -1) {
-		switch (c) {
-		case 'H':
-			o->host = optarg;
-			break;
-		case 'p':
-			if (urpc_app_parse_ulong(PROG, optarg, "--port", 0, 65535, &o->port))
-				return 2;
-			break;
-		case 'j':
-			if (urpc_app_parse_ulong(PROG, optarg, "--threads", 1, KV_MAX_THREADS,
-						 &o->threads))
-				return 2;
-			break;
-		case 'm':
-			if (urpc_app_parse_ulong(PROG, optarg, "--memory", 1, 1ul << 20,
-						 &o->memory_mib))
-				return 2;
-			break;
-		case 't':
-			if (parse_transport(optarg, o))
-				return 2;
-			break;
-		case 'd':
-			o->device = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			fprintf(stderr, "Try '" PROG " --help' for more information.\n");
-			return 2;
-		}
-	}
-	if (urpc_app_no_operands(PROG, argc, argv, optind))
-		return 2;
-	return 0;
+	return urpc_app_parse_args(&cl, argc, argv, NULL);
 }
 
 /* ---- the hash table of one thread (owner thread only) ---- */
