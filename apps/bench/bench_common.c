@@ -215,7 +215,8 @@ void bench_drain(const char *prog, struct urpc_rpc *rpc, const struct bench_serv
 
 /* ---- the raw baselines ------------------------------------------------------------ */
 
-int bench_udp_socket(struct sockaddr_in *addr)
+/* A UDP socket bound to 127.0.0.1, any port, its address in @addr; the fd or -errno. */
+static int udp_socket(struct sockaddr_in *addr)
 {
 	socklen_t len = sizeof(*addr);
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
@@ -233,4 +234,42 @@ int bench_udp_socket(struct sockaddr_in *addr)
 		return err;
 	}
 	return fd;
+}
+
+int bench_udp_pair_start(struct bench_udp_pair *p, void *(*echo)(void *p))
+{
+	struct sockaddr_in srv, cli;
+	int ret;
+
+	atomic_store(&p->stop, false);
+	p->srv_fd = udp_socket(&srv);
+	if (p->srv_fd < 0)
+		return p->srv_fd;
+	p->cli_fd = udp_socket(&cli);
+	if (p->cli_fd < 0) {
+		ret = p->cli_fd;
+		goto out_close_srv;
+	}
+	if (connect(p->cli_fd, (struct sockaddr *)&srv, sizeof(srv))) {
+		ret = -errno;
+		goto out_close_cli;
+	}
+	ret = -pthread_create(&p->th, NULL, echo, p);
+	if (ret)
+		goto out_close_cli;
+	return 0;
+
+out_close_cli:
+	close(p->cli_fd);
+out_close_srv:
+	close(p->srv_fd);
+	return ret;
+}
+
+void bench_udp_pair_stop(struct bench_udp_pair *p)
+{
+	atomic_store(&p->stop, true);
+	pthread_join(p->th, NULL);
+	close(p->cli_fd);
+	close(p->srv_fd);
 }

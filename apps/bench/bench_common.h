@@ -395,9 +395,24 @@ void bench_drain(const char *prog, struct urpc_rpc *rpc, const struct bench_serv
 		 const struct bench_sm *sm, unsigned want, bool (*busy)(const void *arg),
 		 const void *arg);
 
-struct sockaddr_in;
+/*
+ * The raw UDP baselines' pair over 127.0.0.1: a server socket that an echo
+ * thread busy-polls until @stop, and a client socket connected to it.
+ */
+struct bench_udp_pair {
+	int srv_fd;	  /* the echo thread's */
+	int cli_fd;	  /* connected to srv_fd */
+	atomic_bool stop; /* set by bench_udp_pair_stop(); the echo thread polls it */
+	pthread_t th;
+};
 
-/* A UDP socket bound to 127.0.0.1, any port, its address in @addr; the fd or -errno. */
-int bench_udp_socket(struct sockaddr_in *addr);
+/*
+ * Open both sockets and run @echo(@p) on a thread of its own; 0, or -errno
+ * with nothing left open.
+ */
+int bench_udp_pair_start(struct bench_udp_pair *p, void *(*echo)(void *p));
+
+/* Stop and join the echo thread, then close both sockets. */
+void bench_udp_pair_stop(struct bench_udp_pair *p);
 
 #endif /* URPC_APPS_BENCH_COMMON_H */

@@ -5,10 +5,8 @@
  * ping-pong, busy-polled, on udp; perftest's ib_send_lat (UD and RC) on
  * verbs. See usage() for the method. Uses only <urpc/urpc.h>.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -16,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <urpc/urpc.h>
 
@@ -283,29 +280,21 @@ static int measure_urpc(struct client *c, size_t size, struct samples *s)
 
 /* ---- the raw UDP ping-pong ------------------------------------------------------- */
 
-struct echo {
-	int fd;
-	atomic_bool stop;
-	atomic_ulong echoed;
-};
-
-/* Busy-poll the socket; send every datagram back where it came from. */
+/* The pair's echo thread: busy-poll, send every datagram back where it came from. */
 static void *echo_main(void *arg)
 {
-	struct echo *e = arg;
+	struct bench_udp_pair *p = arg;
 	uint8_t buf[MAX_SIZE];
 	struct sockaddr_in from;
 	socklen_t flen;
 	ssize_t n;
 
-	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
+	while (!atomic_load_explicit(&p->stop, memory_order_relaxed)) {
 		flen = sizeof(from);
-		n = recvfrom(e->fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from,
+		n = recvfrom(p->srv_fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from,
 			     &flen);
-		if (n < 0)
-			continue;
-		if (sendto(e->fd, buf, (size_t)n, 0, (struct sockaddr *)&from, flen) == n)
-			atomic_fetch_add_explicit(&e->echoed, 1, memory_order_relaxed);
+		if (n >= 0)
+			sendto(p->srv_fd, buf, (size_t)n, 0, (struct sockaddr *)&from, flen);
 	}
 	return NULL;
 }
@@ -344,50 +333,32 @@ static int64_t one_ping(int fd, uint8_t *buf, size_t size, uint64_t seq)
 
 static int measure_udp(const struct opts *o, size_t size, struct samples *s)
 {
-	struct sockaddr_in srv, cli;
+	struct bench_udp_pair up;
 	uint8_t buf[MAX_SIZE];
-	struct echo e = {0};
-	pthread_t th;
 	uint64_t seq = 0;
 	double t_end;
 	int64_t ns;
-	int fd, ret = 0, i;
+	int ret, i;
 
-	e.fd = bench_udp_socket(&srv);
-	if (e.fd < 0)
-		return e.fd;
-	fd = bench_udp_socket(&cli);
-	if (fd < 0) {
-		close(e.fd);
-		return fd;
-	}
-	if (connect(fd, (struct sockaddr *)&srv, sizeof(srv))) {
-		ret = -errno;
-		goto out;
-	}
-	ret = -pthread_create(&th, NULL, echo_main, &e);
+	ret = bench_udp_pair_start(&up, echo_main);
 	if (ret)
-		goto out;
+		return ret;
 	memset(buf, 0xa5, sizeof(buf));
 	s->n = 0;
 	for (i = 0; i < WARMUP + 1 && ret >= 0; i++) {
-		ns = one_ping(fd, buf, size, ++seq);
+		ns = one_ping(up.cli_fd, buf, size, ++seq);
 		if (ns < 0)
 			ret = (int)ns;
 	}
 	t_end = bench_now_s() + o->cli.duration;
 	while (!ret && ((s->n & 63) || bench_now_s() < t_end)) {
-		ns = one_ping(fd, buf, size, ++seq);
+		ns = one_ping(up.cli_fd, buf, size, ++seq);
 		if (ns < 0)
 			ret = (int)ns;
 		else if (ns && samples_add(s, (uint64_t)ns))
 			ret = -ENOMEM;
 	}
-	atomic_store(&e.stop, true);
-	pthread_join(th, NULL);
-out:
-	close(fd);
-	close(e.fd);
+	bench_udp_pair_stop(&up);
 	return ret;
 }
 

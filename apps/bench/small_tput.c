@@ -6,10 +6,8 @@
  * on verbs. See usage() for the method. Uses only <urpc/urpc.h>.
  */
 #define _GNU_SOURCE /* sendmmsg, recvmmsg */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -17,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <urpc/urpc.h>
 
@@ -318,22 +315,17 @@ static int pump(struct client *c, unsigned long batch, double warm_s, double sec
 
 #define RAW_BATCH 64
 
-struct echo {
-	int fd;
-	atomic_bool stop;
-};
-
-/* Busy-poll; answer every datagram where it came from, in batches. */
+/* The pair's echo thread: busy-poll, answer every datagram where it came from, in batches. */
 static void *echo_main(void *arg)
 {
-	struct echo *e = arg;
+	struct bench_udp_pair *p = arg;
 	static uint8_t bufs[RAW_BATCH][MAX_SIZE];
 	struct sockaddr_in from[RAW_BATCH];
 	struct mmsghdr m[RAW_BATCH];
 	struct iovec iov[RAW_BATCH];
 	int i, n, sent;
 
-	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
+	while (!atomic_load_explicit(&p->stop, memory_order_relaxed)) {
 		for (i = 0; i < RAW_BATCH; i++) {
 			iov[i].iov_base = bufs[i];
 			iov[i].iov_len = MAX_SIZE;
@@ -343,13 +335,13 @@ static void *echo_main(void *arg)
 			m[i].msg_hdr.msg_name = &from[i];
 			m[i].msg_hdr.msg_namelen = sizeof(from[i]);
 		}
-		n = recvmmsg(e->fd, m, RAW_BATCH, MSG_DONTWAIT, NULL);
+		n = recvmmsg(p->srv_fd, m, RAW_BATCH, MSG_DONTWAIT, NULL);
 		if (n <= 0)
 			continue;
 		for (i = 0; i < n; i++)
 			iov[i].iov_len = m[i].msg_len;
 		for (sent = 0; sent < n;) {
-			int r = sendmmsg(e->fd, m + sent, (unsigned)(n - sent), 0);
+			int r = sendmmsg(p->srv_fd, m + sent, (unsigned)(n - sent), 0);
 
 			if (r <= 0)
 				break;
@@ -369,31 +361,18 @@ static int raw_echo(const struct opts *o, unsigned window, unsigned long batch, 
 	static uint8_t tx[RAW_BATCH][MAX_SIZE], rx[RAW_BATCH][MAX_SIZE];
 	struct mmsghdr tm[RAW_BATCH], rm[RAW_BATCH];
 	struct iovec tiov[RAW_BATCH], riov[RAW_BATCH];
-	struct sockaddr_in srv, cli;
-	struct echo e = {0};
+	struct bench_udp_pair up;
 	unsigned long done = 0, c0 = 0;
 	unsigned outstanding = 0;
 	double t, t0 = 0, t_start, t_seen;
-	pthread_t th;
-	int fd, i, n, ret = 0;
+	int fd, i, n, ret;
 
 	if (batch > RAW_BATCH)
 		batch = RAW_BATCH;
-	e.fd = bench_udp_socket(&srv);
-	if (e.fd < 0)
-		return e.fd;
-	fd = bench_udp_socket(&cli);
-	if (fd < 0) {
-		close(e.fd);
-		return fd;
-	}
-	if (connect(fd, (struct sockaddr *)&srv, sizeof(srv))) {
-		ret = -errno;
-		goto out;
-	}
-	ret = -pthread_create(&th, NULL, echo_main, &e);
+	ret = bench_udp_pair_start(&up, echo_main);
 	if (ret)
-		goto out;
+		return ret;
+	fd = up.cli_fd;
 	for (i = 0; i < RAW_BATCH; i++) {
 		memset(tx[i], 0xa5, o->size);
 		tiov[i].iov_base = tx[i];
@@ -438,12 +417,8 @@ static int raw_echo(const struct opts *o, unsigned window, unsigned long batch, 
 			t_seen = t;
 		}
 	}
-	atomic_store(&e.stop, true);
-	pthread_join(th, NULL);
-out:
-	close(fd);
-	close(e.fd);
-	return ret;
+	bench_udp_pair_stop(&up);
+	return 0;
 }
 
 /* ---- main ------------------------------------------------------------------------ */
