@@ -69,6 +69,7 @@
 #include "../util/seam.h"
 #include "loop_int.h"
 #include "loop_os.h"
+#include "tp_default.h"
 #include "transport.h"
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -1,5 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Transport selection and the helpers every implementation shares. */
+/*
+ * The top of src/transport: the registry of transports (urpc__tp_ops()
+ * names loop's, udp's and verbs's tables), the choice of the default kind,
+ * and the registration hooks the pool and the registration cache call
+ * (they reach a transport only through its ops table). No transport calls
+ * into this file: the default ops they share are in tp_default.c.
+ */
 #define URPC_LOG_MODULE "transport"
 #include "transport.h"
 
@@ -11,45 +17,6 @@
 #include "../mem/regcache.h"
 #include "../util/log.h"
 #include "verbs_dev.h"
-
-const char *urpc__tp_op_str(enum urpc_tp_op op)
-{
-	switch (op) {
-#define URPC_TP_OP_CASE(name, value)                                                               \
-	case URPC_TP_OP_##name:                                                                    \
-		return #name;
-		URPC_TP_OPS(URPC_TP_OP_CASE)
-#undef URPC_TP_OP_CASE
-	}
-	return "?";
-}
-
-/* ---- the defaults of optional ops (see transport.h) ---- */
-
-int urpc__tp_default_wait_arm(struct urpc_tp *tp)
-{
-	return -ENOTSUP;
-}
-
-void urpc__tp_default_wait_ack(struct urpc_tp *tp)
-{
-}
-
-int urpc__tp_default_reg_dmabuf(struct urpc_tp *tp, int fd, uint64_t offset, size_t len,
-				uint64_t iova, unsigned access, struct urpc_tp_mr *mr)
-{
-	return -ENOTSUP;
-}
-
-int urpc__tp_default_ctl_pop(struct urpc_tp *tp, struct urpc_tp_peer **peer, uint8_t *buf)
-{
-	return -ENOTSUP;
-}
-
-void urpc__tp_default_ctl_push(struct urpc_tp *tp, struct urpc_tp_peer *peer, const uint8_t *buf,
-			       size_t len)
-{
-}
 
 void urpc__tp_cfg_init(struct urpc_tp_cfg *cfg, enum urpc_transport_kind kind)
 {

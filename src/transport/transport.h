@@ -114,7 +114,18 @@ enum urpc_tp_op {
 	URPC_TP_OPS(URPC_TP_OP_ENUM)
 #undef URPC_TP_OP_ENUM
 };
-const char *urpc__tp_op_str(enum urpc_tp_op op);
+/* In the header, beside its enum, so that no transport calls transport.c for it. */
+static inline const char *urpc__tp_op_str(enum urpc_tp_op op)
+{
+	switch (op) {
+#define URPC_TP_OP_CASE(name, value)                                                               \
+	case URPC_TP_OP_##name:                                                                    \
+		return #name;
+		URPC_TP_OPS(URPC_TP_OP_CASE)
+#undef URPC_TP_OP_CASE
+	}
+	return "?";
+}
 
 /* A completed one-sided operation. */
 struct urpc_tp_comp {
@@ -174,9 +185,9 @@ struct urpc_tp {
 
 /*
  * The ops table. No entry is NULL: an op that a transport lacks is one of
- * the urpc__tp_default_*() below, which return -ENOTSUP (or do nothing,
- * for the void ones), as rdma-core fills provider tables from dummy_ops.c;
- * what a transport can do is reported in struct urpc_tp.caps.
+ * the urpc__tp_default_*() of tp_default.h, which return -ENOTSUP (or do
+ * nothing, for the void ones), as rdma-core fills provider tables from
+ * dummy_ops.c; what a transport can do is reported in struct urpc_tp.caps.
  */
 struct urpc_tp_ops {
 	const char *name;
@@ -322,18 +333,6 @@ struct urpc_tp_ops {
 	void (*ctl_push)(struct urpc_tp *tp, struct urpc_tp_peer *peer, const uint8_t *buf,
 			 size_t len);
 };
-
-/*
- * The defaults of the optional ops, for the tables of transports that lack
- * the capability: the int ones return -ENOTSUP, the void ones do nothing.
- */
-int urpc__tp_default_wait_arm(struct urpc_tp *tp);
-void urpc__tp_default_wait_ack(struct urpc_tp *tp);
-int urpc__tp_default_reg_dmabuf(struct urpc_tp *tp, int fd, uint64_t offset, size_t len,
-				uint64_t iova, unsigned access, struct urpc_tp_mr *mr);
-int urpc__tp_default_ctl_pop(struct urpc_tp *tp, struct urpc_tp_peer **peer, uint8_t *buf);
-void urpc__tp_default_ctl_push(struct urpc_tp *tp, struct urpc_tp_peer *peer, const uint8_t *buf,
-			       size_t len);
 
 /* Fill @cfg with defaults for @kind. */
 void urpc__tp_cfg_init(struct urpc_tp_cfg *cfg, enum urpc_transport_kind kind);

@@ -27,6 +27,7 @@
 #include "../util/log.h"
 #include "../util/rand.h"
 #include "../util/seam.h"
+#include "tp_default.h"
 #include "transport.h"
 #include "udp_int.h"
 #include "udp_os.h"

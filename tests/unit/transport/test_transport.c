@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "transport/sw_mr.h"
+#include "transport/tp_default.h"
 #include "transport/transport.h"
 
 /*

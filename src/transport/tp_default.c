@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/* The default ops (tp_default.h): owns nothing, calls nothing. */
+#include "tp_default.h"
+
+#include <errno.h>
+
+int urpc__tp_default_wait_arm(struct urpc_tp *tp)
+{
+	return -ENOTSUP;
+}
+
+void urpc__tp_default_wait_ack(struct urpc_tp *tp)
+{
+}
+
+int urpc__tp_default_reg_dmabuf(struct urpc_tp *tp, int fd, uint64_t offset, size_t len,
+				uint64_t iova, unsigned access, struct urpc_tp_mr *mr)
+{
+	return -ENOTSUP;
+}
+
+int urpc__tp_default_ctl_pop(struct urpc_tp *tp, struct urpc_tp_peer **peer, uint8_t *buf)
+{
+	return -ENOTSUP;
+}
+
+void urpc__tp_default_ctl_push(struct urpc_tp *tp, struct urpc_tp_peer *peer, const uint8_t *buf,
+			       size_t len)
+{
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The default ops of the transport contract (transport.h), for the ops
+ * tables of transports that lack a capability, as rdma-core fills its
+ * provider tables from dummy_ops.c: the int ones return -ENOTSUP, the void
+ * ones do nothing. The floor of src/transport: owns nothing, calls nothing,
+ * and includes no header of ours (the types are only named), so every
+ * transport, and transport.c, may use it without a circle.
+ */
+#ifndef URPC_TRANSPORT_TP_DEFAULT_H
+#define URPC_TRANSPORT_TP_DEFAULT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct urpc_tp;
+struct urpc_tp_mr;
+struct urpc_tp_peer;
+
+int urpc__tp_default_wait_arm(struct urpc_tp *tp);
+void urpc__tp_default_wait_ack(struct urpc_tp *tp);
+int urpc__tp_default_reg_dmabuf(struct urpc_tp *tp, int fd, uint64_t offset, size_t len,
+				uint64_t iova, unsigned access, struct urpc_tp_mr *mr);
+int urpc__tp_default_ctl_pop(struct urpc_tp *tp, struct urpc_tp_peer **peer, uint8_t *buf);
+void urpc__tp_default_ctl_push(struct urpc_tp *tp, struct urpc_tp_peer *peer, const uint8_t *buf,
+			       size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_TRANSPORT_TP_DEFAULT_H */
