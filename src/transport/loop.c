@@ -578,11 +578,8 @@ const struct urpc_tp_ops urpc__tp_loop_ops = {
 	.post_read = urpc__loop_os_post_read,
 	.post_write = urpc__loop_os_post_write,
 	.poll_completions = urpc__loop_os_poll_completions,
-	/*
-	 * wait_arm, wait_ack: NULL until tests/integration/test_idle.c stops
-	 * asserting that they are (src/rpc tests URPC_TP_CAP_WAIT since
-	 * 0f5e667); then urpc__tp_default_wait_arm/_wait_ack.
-	 */
+	.wait_arm = urpc__tp_default_wait_arm, /* loop cannot block: no URPC_TP_CAP_WAIT */
+	.wait_ack = urpc__tp_default_wait_ack,
 	.reg_dmabuf = urpc__tp_default_reg_dmabuf,
 	.ctl_pop = urpc__tp_default_ctl_pop,
 	.ctl_push = urpc__tp_default_ctl_push,

@@ -570,9 +570,14 @@ Test(idle, loop_transport_never_blocks, .timeout = TEST_TIMEOUT_S)
 	int64_t q0, q1;
 	double busy;
 	unsigned i, sent = 0, done = 0;
+	struct urpc_tp_cfg tc;
+	struct urpc_tp *tp;
 
-	cr_assert_null(urpc__tp_loop_ops.wait_arm, "loop cannot block");
-	cr_assert_null(urpc__tp_loop_ops.wait_ack);
+	urpc__tp_cfg_init(&tc, URPC_TRANSPORT_LOOP);
+	cr_assert_eq(urpc__tp_loop_ops.create(&tc, &tp), 0);
+	cr_assert_not(tp->caps & URPC_TP_CAP_WAIT, "loop cannot block");
+	cr_assert_eq(tp->ops->wait_arm(tp), -ENOTSUP, "loop has nothing to sleep on");
+	cr_assert_eq(tp->ops->destroy(tp), 0);
 
 	memset(&sv, 0, sizeof(sv));
 	nx = nexus_up();

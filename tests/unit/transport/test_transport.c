@@ -9,24 +9,10 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "transport/sw_mr.h"
 #include "transport/tp_default.h"
 #include "transport/transport.h"
-
-/*
- * The entries still NULL: loop's wait_arm and wait_ack, until
- * tests/integration/test_idle.c stops asserting that they are (src/rpc
- * tests URPC_TP_CAP_WAIT instead of the pointers); only where the
- * transport lacks the capability.
- */
-static bool pending_null(const char *op, unsigned caps)
-{
-	if (!strcmp(op, "wait_arm") || !strcmp(op, "wait_ack"))
-		return !(caps & URPC_TP_CAP_WAIT);
-	return false;
-}
 
 #define OPS_FOR_EACH(X)                                                                            \
 	X(create)                                                                                  \
@@ -82,8 +68,7 @@ Test(transport, every_ops_table_is_complete_and_matches_its_caps)
 		}
 		caps = caps_of(kinds[i]);
 		cr_assert_not_null(ops->name);
-#define CHECK_OP(op)                                                                               \
-	cr_assert(ops->op || pending_null(#op, caps), "%s: the op " #op " is NULL", ops->name);
+#define CHECK_OP(op) cr_assert(ops->op, "%s: the op " #op " is NULL", ops->name);
 		OPS_FOR_EACH(CHECK_OP)
 #undef CHECK_OP
 		/* A capability's ops are the transport's own; a missing one's the defaults. */
@@ -91,9 +76,12 @@ Test(transport, every_ops_table_is_complete_and_matches_its_caps)
 			     "%s: ctl_pop and URPC_TP_CAP_CTL disagree", ops->name);
 		cr_assert_eq(!!(caps & URPC_TP_CAP_CTL), ops->ctl_push != urpc__tp_default_ctl_push,
 			     "%s: ctl_push and URPC_TP_CAP_CTL disagree", ops->name);
-		if (ops->wait_arm)
-			cr_assert_eq(!!(caps & URPC_TP_CAP_WAIT),
-				     ops->wait_arm != urpc__tp_default_wait_arm, "%s", ops->name);
+		cr_assert_eq(!!(caps & URPC_TP_CAP_WAIT),
+			     ops->wait_arm != urpc__tp_default_wait_arm,
+			     "%s: wait_arm and URPC_TP_CAP_WAIT disagree", ops->name);
+		cr_assert_eq(!!(caps & URPC_TP_CAP_WAIT),
+			     ops->wait_ack != urpc__tp_default_wait_ack,
+			     "%s: wait_ack and URPC_TP_CAP_WAIT disagree", ops->name);
 		cr_assert_eq(!!(caps & URPC_TP_CAP_DMABUF),
 			     ops->reg_dmabuf != urpc__tp_default_reg_dmabuf,
 			     "%s: reg_dmabuf and URPC_TP_CAP_DMABUF disagree", ops->name);
