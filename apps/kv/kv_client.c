@@ -684,7 +684,7 @@ static int shell_exec(struct shell *sh, char *line)
 	return 1;
 }
 
-/* Read commands from stdin, polling the Rpc meanwhile (sessions need heartbeats). */
+/* Read commands from stdin, polling the Rpc meanwhile (answers and session events come from the loop). */
 static int shell_loop(struct shell *sh)
 {
 	static char buf[65536];

@@ -263,8 +263,8 @@ struct urpc_rpc_opts {
 	void *sm_arg;
 	uint32_t rto_us;	     /* first retransmission timeout; default 5000 */
 	uint32_t rto_max_us;	     /* cap of the exponential back-off; default 200000 */
-	uint32_t ping_interval_ms;   /* session heartbeat; default 100 */
-	uint32_t peer_timeout_ms;    /* peer declared failed after this silence; default 500 */
+	uint32_t ping_interval_ms;   /* Nexus heartbeat per peer process; default 100 */
+	uint32_t peer_timeout_ms;    /* peer process failed after this silence; default 500 */
 	uint32_t connect_timeout_ms; /* connect fails after this; default 2000 */
 	uint32_t max_sessions;	     /* sessions this Rpc may hold; default 1024 */
 	uint64_t seed;		     /* loop transport fault switches and tokens; 0: random */
@@ -306,7 +306,7 @@ struct urpc_rpc_opts {
 	 * be read; its handler never runs); as a client, -ETIMEDOUT (the
 	 * response could not be read). udp and verbs; the loop transport never
 	 * times out. 0 (the default): derived from the session-management
-	 * round trips this Rpc measures (connects, heartbeats), smoothed as
+	 * round trips this Rpc measures (its connects), smoothed as
 	 * TCP's RTO (srtt + 4 rttvar): 16 RTOs, at least 1000 ms, at most 60 s;
 	 * 1000 ms before the first sample.
 	 */
@@ -356,11 +356,12 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc);
  * idle that long sleeps in poll() instead of spinning, and wakes for
  * traffic, session management, its timers, or the end of @ms.
  *
- * Liveness: peers hear from this Rpc only while its owner runs the event
- * loop. Heartbeats are sent and answered from here, and a peer that hears
- * nothing for peer_timeout_ms (default 500 ms) resets its sessions with
- * this Rpc: run the loop at least every peer_timeout_ms / 2, and never block
- * inside a handler or continuation.
+ * Liveness belongs to the process: the Nexus's session-management thread
+ * sends and answers the heartbeats (one per peer process), so sessions
+ * survive an owner that does not run the loop for a while. Nothing else
+ * moves without the loop: requests, responses, handlers, retransmissions,
+ * deadlines and session events (a peer's failure among them) all happen
+ * here (docs/API.md, "Liveness").
  * @return 0, -EINVAL (@rpc NULL), or -EPERM (not the owner, or called from a
  *         callback).
  */

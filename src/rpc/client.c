@@ -417,7 +417,6 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 	struct urpc_cslot *sl = &s->cli.slots[req_num & SLOT_MASK];
 	int st = 0;
 
-	s->last_heard_ns = rpc->now;
 	if (unlikely(req_num != sl->cur_req_num || sl->state == URPC_CLI_FREE)) {
 		if (req_num == sl->cur_req_num)
 			rpc->st.dup_resps++;

@@ -24,6 +24,7 @@
 #include "../util/compiler.h"
 #include "../util/rand.h"
 #include "nexus.h"
+#include "nexus_peer.h"
 #include "pkthdr.h"
 #include "sm.h"
 
@@ -215,13 +216,12 @@ struct urpc_cli_half {
 	/* session management */
 	uint64_t sm_next_retry_ns;
 	uint64_t sm_deadline_ns;
-	uint64_t next_ping_ns;
-	uint64_t ping_tx_ns; /* when the unanswered ping left; 0: none */
-	uint64_t sm_tx_ns;   /* when the first CONNECT_REQ left; 0 once resent */
-	int pending_ev;	     /* an sm_handler event to raise on the next loop pass, or 0 */
-	int pending_status;  /* its status */
-	bool free_after_ev;  /* free the session once pending_ev was raised */
-	int fail_status;     /* fail every pending request with this on the next pass, or 0 */
+	uint64_t sm_tx_ns;	/* when the first CONNECT_REQ left; 0 once resent */
+	uint64_t probe_next_ns; /* a PING_REQ awaits its answer: resend then; 0: none */
+	int pending_ev;		/* an sm_handler event to raise on the next loop pass, or 0 */
+	int pending_status;	/* its status */
+	bool free_after_ev;	/* free the session once pending_ev was raised */
+	int fail_status;	/* fail every pending request with this on the next pass, or 0 */
 	/* datapath */
 	uint32_t credits;
 	uint32_t free_mask; /* bit i set: slot i is FREE */
@@ -251,7 +251,13 @@ struct urpc_session {
 	struct sockaddr_in peer_nexus;
 	struct urpc_tp_peer *peer; /* NULL until the endpoint is resolved */
 	uint64_t sm_seq;
-	uint64_t last_heard_ns;
+	/*
+	 * Liveness comes from the Nexus (nexus_peer.h): the heartbeat entry of
+	 * the peer's Nexus, and its generations when the session was
+	 * established; the session fails when they move.
+	 */
+	struct urpc_nx_peer *nxp;
+	uint32_t nx_fail_gen, nx_rpc_gen, nx_probe_gen;
 	union {
 		struct urpc_cli_half cli;
 		struct urpc_srv_half srv;

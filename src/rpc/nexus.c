@@ -2,11 +2,13 @@
 /*
  * The Nexus: one per process. It owns the session-management (SM) UDP
  * socket and the thread that receives on it, the request-handler table and
- * the table of attached Rpcs (rpc id -> SM queue).
+ * the table of attached Rpcs (rpc id -> SM queue), and the heartbeats
+ * between this process and the peer processes its sessions reach
+ * (nexus_peer.h: one per remote Nexus, sent and answered by the SM thread).
  *
  * Threads: the SM thread is the only reader of the socket and the only
  * producer of every attached SM queue. nx->lock guards the Rpc table, the
- * handler table and the frozen flag; the SM thread holds it only while it
+ * handler table, the frozen flag and the peer table; the SM thread holds it only while it
  * looks up a queue and pushes one packet, and attach/detach/register hold it
  * briefly. No Rpc datapath ever takes it: an Rpc drains its queue lock-free
  * and reads the handler table, which is frozen (read-only) from the first
@@ -15,11 +17,10 @@
 #define _GNU_SOURCE
 #define URPC_LOG_MODULE "nexus"
 #include "nexus.h"
+#include "nexus_int.h"
 
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <errno.h>
-#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,92 +32,10 @@
 #include <unistd.h>
 
 #include "../util/log.h"
-
-#define NEXUS_MAX_RPCS 256     /* rpc ids are uint8_t */
-#define NEXUS_MAX_HANDLERS 256 /* req types are uint8_t */
-#define SM_POLL_MS 50	       /* the SM thread re-checks its stop flag this often */
-#define SM_RX_BUDGET 64	       /* datagrams handled per wake-up before re-checking */
-
-struct urpc_nexus {
-	struct urpc_sm_net net; /* simulated: send through it; no socket, no thread */
-	bool sim;
-	int fd;	  /* the SM socket */
-	int evfd; /* eventfd that wakes the SM thread for destroy */
-	uint16_t port;
-	char host[INET_ADDRSTRLEN];
-	pthread_t thread;
-	atomic_bool stop; /* set by destroy; the SM thread exits when it sees it */
-
-	pthread_mutex_t lock; /* guards the fields below */
-	struct urpc_sm_queue *rpcs[NEXUS_MAX_RPCS];
-	unsigned nr_attached;
-	bool frozen; /* an Rpc was attached: the handler table is read-only */
-	struct urpc_handler handlers[NEXUS_MAX_HANDLERS];
-
-	/* Counters: updated with relaxed atomics, read by urpc__nexus_get_stats(). */
-	struct urpc_nexus_stats stats;
-};
-
-static inline void stat_inc(uint64_t *c)
-{
-	__atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
-}
+#include "../util/seam.h"
+#include "nexus_peer.h"
 
 /* ---- public API ---------------------------------------------------------- */
-
-/* Fill @o with the defaults. Owns nothing. Thread: any. */
-URPC_API void urpc_nexus_opts_init(struct urpc_nexus_opts *o)
-{
-	if (!o)
-		return;
-	memset(o, 0, sizeof(*o));
-	o->host = "127.0.0.1";
-	o->port = 0;
-}
-
-/* Name of an SM event for logs. Thread: any. */
-URPC_API const char *urpc_sm_event_str(enum urpc_sm_event ev)
-{
-	switch (ev) {
-	case URPC_SM_CONNECTED:
-		return "connected";
-	case URPC_SM_CONNECT_FAILED:
-		return "connect_failed";
-	case URPC_SM_DISCONNECTED:
-		return "disconnected";
-	case URPC_SM_RESET:
-		return "reset";
-	}
-	return "?";
-}
-
-/* The port the SM socket is bound to (fixed at create). Thread: any. */
-URPC_API uint16_t urpc_nexus_port(const struct urpc_nexus *nx)
-{
-	return nx ? nx->port : 0;
-}
-
-/*
- * Install @fn for @req_type. The handler table belongs to @nx; @arg stays
- * the caller's. Thread: any, before the first Rpc attaches (takes nx->lock).
- */
-URPC_API int urpc_nexus_register_handler(struct urpc_nexus *nx, uint8_t req_type,
-					 urpc_req_handler_fn fn, void *arg)
-{
-	int ret = 0;
-
-	if (!nx || !fn)
-		return -EINVAL;
-	pthread_mutex_lock(&nx->lock);
-	if (nx->frozen)
-		ret = -EBUSY;
-	else if (nx->handlers[req_type].fn)
-		ret = -EEXIST;
-	else
-		nx->handlers[req_type] = (struct urpc_handler){.fn = fn, .arg = arg};
-	pthread_mutex_unlock(&nx->lock);
-	return ret;
-}
 
 /* ---- the SM thread ------------------------------------------------------- */
 
@@ -195,6 +114,108 @@ static void route(struct urpc_nexus *nx, const struct urpc_sm_pkt *p)
 		stat_inc(&nx->stats.drop_no_rpc);
 }
 
+/* ---- heartbeats (nexus_peer.h) ---- */
+
+static_assert(URPC_NXP_RPC_BYTES <= URPC_TP_EP_MAX, "a heartbeat's Rpc ids fit ep[]");
+
+/* Tell every attached Rpc to look at its peers' generations. nx->lock held. */
+static void notify_rpcs(struct urpc_nexus *nx)
+{
+	struct urpc_sm_pkt p;
+	unsigned i;
+
+	memset(&p, 0, sizeof(p));
+	p.type = URPC_SM_PKT_NX_NOTICE;
+	for (i = 0; i < NEXUS_MAX_RPCS; i++)
+		if (nx->rpcs[i] && urpc__sm_queue_push(nx->rpcs[i], &p) < 0)
+			stat_inc(&nx->stats.drop_queue_full); /* its session scan still sees it */
+}
+
+/* A heartbeat of @type to @to, with what we said of it (@failed_it). nx->lock held. */
+static void heartbeat_send(struct urpc_nexus *nx, const struct sockaddr_in *to,
+			   enum urpc_sm_pkt_type type, uint64_t failed_it)
+{
+	struct urpc_sm_pkt p;
+	unsigned i;
+
+	memset(&p, 0, sizeof(p));
+	p.type = type;
+	p.seq = failed_it;
+	p.ep_len = URPC_NXP_RPC_BYTES;
+	for (i = 0; i < NEXUS_MAX_RPCS; i++)
+		if (nx->rpcs[i])
+			p.ep[i / 8] |= (uint8_t)(1u << (i & 7));
+	if (urpc__nexus_sm_send(nx, to, &p) == 0)
+		stat_inc(&nx->stats.heartbeats_tx);
+}
+
+static void ping_peer(void *arg, const struct urpc_nx_peer *peer)
+{
+	struct urpc_nexus *nx = arg;
+
+	if (!atomic_load_explicit(&nx->mute, memory_order_relaxed))
+		heartbeat_send(nx, &peer->addr, URPC_SM_PKT_NX_PING, peer->failed_it);
+}
+
+void urpc__nexus_set_mute(struct urpc_nexus *nx, bool mute)
+{
+	atomic_store_explicit(&nx->mute, mute, memory_order_relaxed);
+}
+
+/* A heartbeat @p arrived: refresh its peer; answer a ping. SM thread. */
+static void heartbeat_rx(struct urpc_nexus *nx, const struct urpc_sm_pkt *p)
+{
+	static const uint8_t none[URPC_NXP_RPC_BYTES];
+	const struct urpc_nx_peer *peer;
+	uint64_t failed_it = 0;
+
+	stat_inc(&nx->stats.heartbeats_rx);
+	pthread_mutex_lock(&nx->lock);
+	if (urpc__nxp_heard(&nx->peers, &p->from, p->nexus_inc, p->nexus_epoch, p->seq,
+			    p->ep_len == sizeof(none) ? p->ep : none, urpc__now_ns()))
+		notify_rpcs(nx);
+	if (p->type == URPC_SM_PKT_NX_PING) {
+		for (peer = nx->peers.head; peer; peer = peer->next)
+			if (peer->addr.sin_addr.s_addr == p->from.sin_addr.s_addr &&
+			    peer->addr.sin_port == p->from.sin_port)
+				failed_it = peer->failed_it;
+		heartbeat_send(nx, &p->from, URPC_SM_PKT_NX_PONG, failed_it);
+	}
+	pthread_mutex_unlock(&nx->lock);
+}
+
+uint64_t urpc__nexus_tick(struct urpc_nexus *nx)
+{
+	uint64_t now = urpc__now_ns(), due;
+	bool failed;
+
+	pthread_mutex_lock(&nx->lock);
+	due = urpc__nxp_tick(&nx->peers, now, &failed, ping_peer, nx);
+	if (failed)
+		notify_rpcs(nx);
+	pthread_mutex_unlock(&nx->lock);
+	return due;
+}
+
+struct urpc_nx_peer *urpc__nexus_peer_get(struct urpc_nexus *nx, const struct sockaddr_in *addr,
+					  uint64_t ping_ns, uint64_t timeout_ns)
+{
+	struct urpc_nx_peer *p;
+
+	pthread_mutex_lock(&nx->lock);
+	p = urpc__nxp_get(&nx->peers, addr, ping_ns, timeout_ns, urpc__now_ns());
+	pthread_mutex_unlock(&nx->lock);
+	/* The SM thread pings it on its next wake-up (within SM_POLL_MS). */
+	return p;
+}
+
+void urpc__nexus_peer_put(struct urpc_nexus *nx, struct urpc_nx_peer *p)
+{
+	pthread_mutex_lock(&nx->lock);
+	urpc__nxp_put(&nx->peers, p, urpc__now_ns());
+	pthread_mutex_unlock(&nx->lock);
+}
+
 /*
  * One datagram of @n bytes (its real length, perhaps more than @buf holds)
  * from @from: decoded and routed, or dropped and counted. SM thread only
@@ -206,6 +227,8 @@ static void sm_input(struct urpc_nexus *nx, const uint8_t *buf, size_t n,
 	struct urpc_sm_pkt pkt;
 
 	stat_inc(&nx->stats.sm_rx);
+	if (atomic_load_explicit(&nx->mute, memory_order_relaxed))
+		return;
 	if (n > URPC_SM_PKT_MAX || urpc__sm_decode(buf, n, &pkt) < 0 ||
 	    from->sin_family != AF_INET) {
 		char addr[INET_ADDRSTRLEN] = "?";
@@ -217,6 +240,17 @@ static void sm_input(struct urpc_nexus *nx, const uint8_t *buf, size_t n,
 		return;
 	}
 	pkt.from = *from;
+	if (pkt.type == URPC_SM_PKT_NX_PING || pkt.type == URPC_SM_PKT_NX_PONG) {
+		heartbeat_rx(nx, &pkt);
+		return;
+	}
+	/* A restarted peer fails before what it sends now opens a session. */
+	pthread_mutex_lock(&nx->lock);
+	if (urpc__nxp_seen(&nx->peers, from, pkt.nexus_inc, pkt.nexus_epoch,
+			   urpc__sm_pkt_to_server(pkt.type) ? pkt.client_rpc_id : pkt.server_rpc_id,
+			   pkt.rpc_inc, urpc__now_ns()))
+		notify_rpcs(nx);
+	pthread_mutex_unlock(&nx->lock);
 	route(nx, &pkt);
 }
 
@@ -263,7 +297,14 @@ static void *sm_thread(void *arg)
 
 	/* Acquire pairs with the release store of stop in urpc_nexus_destroy(). */
 	while (!atomic_load_explicit(&nx->stop, memory_order_acquire)) {
-		int ret = poll(pfd, URPC_ARRAY_SIZE(pfd), SM_POLL_MS);
+		uint64_t due = urpc__nexus_tick(nx), now = urpc__now_ns();
+		int wait_ms = SM_POLL_MS, ret;
+
+		if (due <= now)
+			wait_ms = 1;
+		else if (due - now < (uint64_t)SM_POLL_MS * 1000000)
+			wait_ms = (int)((due - now + 999999) / 1000000);
+		ret = poll(pfd, URPC_ARRAY_SIZE(pfd), wait_ms);
 
 		if (ret < 0) {
 			if (errno != EINTR)
@@ -315,6 +356,7 @@ URPC_API int urpc_nexus_create(const struct urpc_nexus_opts *o, struct urpc_nexu
 		return -ENOMEM;
 	inet_ntop(AF_INET, &addr.sin_addr, nx->host, sizeof(nx->host));
 	atomic_init(&nx->stop, false);
+	nx->incarnation = urpc__entropy64() | 1;
 	ret = pthread_mutex_init(&nx->lock, NULL);
 	if (ret) {
 		ret = -ret;
@@ -362,6 +404,7 @@ out_close_evfd:
 out_close_fd:
 	close(nx->fd);
 out_destroy_lock:
+	urpc__nxp_clear(&nx->peers);
 	pthread_mutex_destroy(&nx->lock);
 out_free:
 	free(nx);
@@ -401,6 +444,7 @@ URPC_API int urpc_nexus_destroy(struct urpc_nexus *nx)
 	close(nx->evfd);
 	close(nx->fd);
 out_free:
+	urpc__nxp_clear(&nx->peers);
 	pthread_mutex_destroy(&nx->lock);
 	free(nx);
 	return 0;
@@ -435,6 +479,7 @@ int urpc__nexus_create_sim(const char *host, uint16_t port, const struct urpc_sm
 	nx->fd = -1;
 	nx->evfd = -1;
 	atomic_init(&nx->stop, false);
+	nx->incarnation = urpc__entropy64() | 1;
 	*out = nx;
 	return 0;
 }
@@ -449,41 +494,6 @@ void urpc__nexus_sm_input(struct urpc_nexus *nx, const uint8_t *buf, size_t len,
 /* ---- internal interface (nexus.h) ---------------------------------------- */
 
 /*
- * Attach Rpc @rpc_id's queue @q (still owned by the Rpc). Freezes the
- * handler table. 0 or -EEXIST. Thread: any (takes nx->lock).
- */
-int urpc__nexus_attach_rpc(struct urpc_nexus *nx, uint8_t rpc_id, struct urpc_sm_queue *q)
-{
-	int ret = 0;
-
-	assert(q);
-	pthread_mutex_lock(&nx->lock);
-	if (nx->rpcs[rpc_id]) {
-		ret = -EEXIST;
-	} else {
-		nx->rpcs[rpc_id] = q;
-		nx->nr_attached++;
-		nx->frozen = true;
-	}
-	pthread_mutex_unlock(&nx->lock);
-	return ret;
-}
-
-/*
- * Detach Rpc @rpc_id. The SM thread pushes only while holding nx->lock, so
- * once this returns it no longer touches the queue. Thread: any.
- */
-void urpc__nexus_detach_rpc(struct urpc_nexus *nx, uint8_t rpc_id)
-{
-	pthread_mutex_lock(&nx->lock);
-	if (nx->rpcs[rpc_id]) {
-		nx->rpcs[rpc_id] = NULL;
-		nx->nr_attached--;
-	}
-	pthread_mutex_unlock(&nx->lock);
-}
-
-/*
  * Encode @p and send it to @to from the SM socket. 0 or -errno; not logged
  * (the caller knows the context) and not retried. Thread: any.
  */
@@ -491,8 +501,20 @@ int urpc__nexus_sm_send(struct urpc_nexus *nx, const struct sockaddr_in *to,
 			const struct urpc_sm_pkt *p)
 {
 	uint8_t buf[URPC_SM_PKT_MAX];
-	size_t len = urpc__sm_encode(p, buf);
+	struct urpc_sm_pkt out = *p;
+	size_t len;
 	ssize_t n;
+
+	out.nexus_inc = nx->incarnation;
+	out.nexus_epoch = atomic_load_explicit(&nx->epoch, memory_order_relaxed);
+	/* From an Rpc (a request from a client, an answer from a server), or the Nexus's own. */
+	out.rpc_inc = 0;
+	if (p->type != URPC_SM_PKT_NX_PING && p->type != URPC_SM_PKT_NX_PONG)
+		out.rpc_inc = atomic_load_explicit(
+			&nx->rpc_inc[urpc__sm_pkt_to_server(p->type) ? p->client_rpc_id
+								     : p->server_rpc_id],
+			memory_order_relaxed);
+	len = urpc__sm_encode(&out, buf);
 
 	if (nx->sim) {
 		n = nx->net.send(nx->net.arg, nx, to, buf, len);
@@ -507,111 +529,5 @@ int urpc__nexus_sm_send(struct urpc_nexus *nx, const struct sockaddr_in *to,
 	if (n < 0)
 		return -errno;
 	stat_inc(&nx->stats.sm_tx);
-	return 0;
-}
-
-/* Copy the counters. Thread: any. */
-void urpc__nexus_get_stats(const struct urpc_nexus *nx, struct urpc_nexus_stats *st)
-{
-	st->sm_rx = __atomic_load_n(&nx->stats.sm_rx, __ATOMIC_RELAXED);
-	st->sm_tx = __atomic_load_n(&nx->stats.sm_tx, __ATOMIC_RELAXED);
-	st->drop_bad_pkt = __atomic_load_n(&nx->stats.drop_bad_pkt, __ATOMIC_RELAXED);
-	st->drop_no_rpc = __atomic_load_n(&nx->stats.drop_no_rpc, __ATOMIC_RELAXED);
-	st->drop_queue_full = __atomic_load_n(&nx->stats.drop_queue_full, __ATOMIC_RELAXED);
-	st->replied_no_rpc = __atomic_load_n(&nx->stats.replied_no_rpc, __ATOMIC_RELAXED);
-}
-
-/*
- * The handler table (NEXUS_MAX_HANDLERS entries, indexed by req type). An
- * Rpc reads it without the lock: it is frozen by that Rpc's attach, whose
- * lock/unlock orders every registration before the reads. Thread: any.
- */
-const struct urpc_handler *urpc__nexus_handlers(const struct urpc_nexus *nx)
-{
-	return nx->handlers;
-}
-
-/* The IPv4 address the SM socket is bound to, as text. Thread: any. */
-const char *urpc__nexus_host(const struct urpc_nexus *nx)
-{
-	return nx->host;
-}
-
-/*
- * A plausible DNS name: letters, digits, '-' and '.', not starting with '-'
- * or '.', and a last label that is not all digits (no top-level domain is;
- * this keeps getaddrinfo from accepting inet_aton forms like "10.1").
- */
-static bool is_host_name(const char *h)
-{
-	bool last_numeric = true;
-	const char *c;
-
-	if (!*h || *h == '-' || *h == '.')
-		return false;
-	for (c = h; *c; c++) {
-		if (*c == '.') {
-			last_numeric = true;
-			continue;
-		}
-		if (!isalnum((unsigned char)*c) && *c != '-')
-			return false;
-		if (!isdigit((unsigned char)*c))
-			last_numeric = false;
-	}
-	return !last_numeric;
-}
-
-/*
- * Parse "a.b.c.d:port" or "name:port" (IPv4 through getaddrinfo) into @out.
- * The port must be 1..65535 in decimal digits only. 0 or -EINVAL (@out
- * unspecified). Owns nothing. Thread: any; may block in the resolver, so
- * not for the datapath.
- */
-int urpc__parse_host_port(const char *s, struct sockaddr_in *out)
-{
-	struct addrinfo hints, *res = NULL;
-	char host[256];
-	const char *colon, *c;
-	size_t host_len;
-	uint32_t port = 0;
-
-	if (!s || !out)
-		return -EINVAL;
-	colon = strrchr(s, ':');
-	if (!colon || colon == s)
-		return -EINVAL;
-	host_len = (size_t)(colon - s);
-	if (host_len >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, s, host_len);
-	host[host_len] = '\0';
-
-	if (!colon[1] || strlen(colon + 1) > 5)
-		return -EINVAL;
-	for (c = colon + 1; *c; c++) {
-		if (*c < '0' || *c > '9')
-			return -EINVAL;
-		port = port * 10 + (uint32_t)(*c - '0');
-	}
-	if (port == 0 || port > UINT16_MAX)
-		return -EINVAL;
-
-	memset(out, 0, sizeof(*out));
-	out->sin_family = AF_INET;
-	out->sin_port = htons((uint16_t)port);
-	if (inet_pton(AF_INET, host, &out->sin_addr) == 1)
-		return 0;
-
-	/* Names only; anything else would just make the resolver work for nothing. */
-	if (!is_host_name(host))
-		return -EINVAL;
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_INET;
-	hints.ai_socktype = SOCK_DGRAM;
-	if (getaddrinfo(host, NULL, &hints, &res) != 0 || !res)
-		return -EINVAL;
-	out->sin_addr = ((const struct sockaddr_in *)(const void *)res->ai_addr)->sin_addr;
-	freeaddrinfo(res);
 	return 0;
 }

@@ -7,8 +7,9 @@
  * that receives on it. Only clients initiate: CONNECT_REQ, DISCONNECT_REQ
  * and PING_REQ go client -> server and are pushed into the queue of Rpc
  * server_rpc_id; their responses and RESET (server -> client, e.g. when the
- * server Rpc is destroyed) go into the queue of Rpc client_rpc_id. A server
- * notices a dead client by the absence of its pings.
+ * server Rpc is destroyed) go into the queue of Rpc client_rpc_id.
+ * Liveness is per peer process: the SM thread heartbeats the peers' Nexuses
+ * (nexus_peer.h).
  *
  * A CONNECT_REQ, DISCONNECT_REQ or PING_REQ for an Rpc id that does not
  * exist is answered by the SM thread itself, with status -ENOENT (connect)
@@ -23,16 +24,13 @@
 
 #include <urpc/urpc.h>
 
+#include "../util/addr.h"
+#include "nexus_types.h"
 #include "sm.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-struct urpc_handler {
-	urpc_req_handler_fn fn; /* NULL: no handler for this type */
-	void *arg;
-};
 
 /*
  * Attach Rpc @rpc_id with its SM queue @q (owned by the Rpc; must stay valid
@@ -54,32 +52,35 @@ void urpc__nexus_detach_rpc(struct urpc_nexus *nx, uint8_t rpc_id);
 int urpc__nexus_sm_send(struct urpc_nexus *nx, const struct sockaddr_in *to,
 			const struct urpc_sm_pkt *p);
 
-/*
- * Session management through a simulated network instead of the kernel
- * (tests/sim): send() carries one encoded SM datagram from @from to @to
- * (0 or -errno); the simulator delivers it later with urpc__nexus_sm_input()
- * to the Nexus bound at @to, or drops it. The interface a transport would
- * have, cut down to what session management needs.
- */
-struct urpc_sm_net {
-	int (*send)(void *arg, struct urpc_nexus *from, const struct sockaddr_in *to,
-		    const uint8_t *buf, size_t len);
-	void *arg;
-};
 int urpc__nexus_create_sim(const char *host, uint16_t port, const struct urpc_sm_net *net,
 			   struct urpc_nexus **out);
 void urpc__nexus_sm_input(struct urpc_nexus *nx, const uint8_t *buf, size_t len,
 			  const struct sockaddr_in *from);
 
-/* Counters of the SM thread; every field always exists. */
-struct urpc_nexus_stats {
-	uint64_t sm_rx;		  /* datagrams received on the SM socket */
-	uint64_t sm_tx;		  /* SM packets sent (urpc__nexus_sm_send and own replies) */
-	uint64_t drop_bad_pkt;	  /* datagrams that failed urpc__sm_decode() */
-	uint64_t drop_no_rpc;	  /* responses/RESET for an Rpc id that is not attached */
-	uint64_t drop_queue_full; /* packets lost because the Rpc's SM queue was full */
-	uint64_t replied_no_rpc;  /* requests for a missing Rpc answered by the SM thread */
-};
+struct urpc_nx_peer; /* nexus_peer.h */
+
+/*
+ * A reference to the heartbeat entry of the peer Nexus at @addr, for one
+ * session; @ping_ns and @timeout_ns are its Rpc's interval and silence
+ * limit. NULL: out of memory. Thread: any (takes the Nexus lock; cold).
+ */
+struct urpc_nx_peer *urpc__nexus_peer_get(struct urpc_nexus *nx, const struct sockaddr_in *addr,
+					  uint64_t ping_ns, uint64_t timeout_ns);
+void urpc__nexus_peer_put(struct urpc_nexus *nx, struct urpc_nx_peer *p);
+
+/*
+ * The heartbeat timers: ping peers that are due, fail silent ones. Returns
+ * when they are due next (urpc__now_ns() time; UINT64_MAX: no peer). The
+ * SM thread calls it on every wake-up; a simulated Nexus's simulator calls
+ * it. Thread: the SM thread's (or the simulator's).
+ */
+uint64_t urpc__nexus_tick(struct urpc_nexus *nx);
+
+/*
+ * Test hook: a muted Nexus drops what it receives and sends no heartbeat,
+ * as a hung process would, while its own timers still run. Thread: any.
+ */
+void urpc__nexus_set_mute(struct urpc_nexus *nx, bool mute);
 
 /* Copy the counters (each read atomically). Thread: any. */
 void urpc__nexus_get_stats(const struct urpc_nexus *nx, struct urpc_nexus_stats *st);
@@ -89,12 +90,6 @@ const struct urpc_handler *urpc__nexus_handlers(const struct urpc_nexus *nx);
 
 /* The host the Nexus is bound to (used as the default transport host). */
 const char *urpc__nexus_host(const struct urpc_nexus *nx);
-
-/*
- * Parse "a.b.c.d:port" (or "host:port" resolved with getaddrinfo, IPv4 only).
- * 0 or -EINVAL. Thread: any. Not for the datapath.
- */
-int urpc__parse_host_port(const char *s, struct sockaddr_in *out);
 
 #ifdef __cplusplus
 }

@@ -173,7 +173,6 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 	struct urpc_sslot *sl = &s->srv.slots[req_num & SLOT_MASK];
 	const struct urpc_handler *hd;
 
-	s->last_heard_ns = rpc->now;
 	if (unlikely(req_num <= sl->cur_req_num)) {
 		if (req_num == sl->cur_req_num && sl->state != URPC_SRV_IDLE) {
 			rpc->st.dup_reqs++;

@@ -18,6 +18,7 @@
 #include "../util/log.h"
 #include "client.h"
 #include "large.h"
+#include "session_sm.h"
 #include "session_table.h"
 #include "states.h"
 #include "tx.h"
@@ -49,66 +50,6 @@ void urpc__session_rtt_sample(struct urpc_rpc *rpc, uint64_t rtt_ns)
 	rto = rpc->sm_srtt_ns + 4 * rpc->sm_rttvar_ns;
 	t = rto > OS_TIMEOUT_MAX_NS / OS_TIMEOUT_RTOS ? OS_TIMEOUT_MAX_NS : rto * OS_TIMEOUT_RTOS;
 	rpc->tp->one_sided_timeout_ns = URPC_MAX(t, URPC_OS_TIMEOUT_MIN_NS);
-}
-
-static void sm_send(struct urpc_rpc *rpc, const struct sockaddr_in *to, struct urpc_sm_pkt *p)
-{
-	int ret = urpc__nexus_sm_send(rpc->nx, to, p);
-
-	if (ret)
-		URPC_WARN_RATELIMIT(rpc->id, "sending %s failed: %s",
-				    urpc__sm_pkt_type_str(p->type), urpc_strerror(ret));
-	else
-		rpc->st.sm_pkts_tx++;
-}
-
-/* An SM packet about session @s, from its side of the session. */
-static void sm_fill(struct urpc_rpc *rpc, const struct urpc_session *s, struct urpc_sm_pkt *p,
-		    enum urpc_sm_pkt_type type, int status)
-{
-	memset(p, 0, offsetof(struct urpc_sm_pkt, ep));
-	p->type = type;
-	p->status = status;
-	p->transport = (uint8_t)rpc->tp->kind;
-	p->token = s->token;
-	p->seq = s->sm_seq;
-	p->max_msg = rpc->max_msg;
-	if (s->role == URPC_ROLE_CLIENT) {
-		p->client_rpc_id = rpc->id;
-		p->server_rpc_id = s->remote_rpc_id;
-		p->client_sess = s->local_num;
-		p->server_sess = s->remote_num;
-	} else {
-		p->client_rpc_id = s->remote_rpc_id;
-		p->server_rpc_id = rpc->id;
-		p->client_sess = s->remote_num;
-		p->server_sess = s->local_num;
-	}
-	if (type == URPC_SM_PKT_CONNECT_REQ || type == URPC_SM_PKT_CONNECT_RESP)
-		p->ep_len = (uint16_t)rpc->tp->ops->get_endpoint(rpc->tp, p->ep);
-}
-
-static void sm_send_session(struct urpc_rpc *rpc, struct urpc_session *s,
-			    enum urpc_sm_pkt_type type, int status)
-{
-	struct urpc_sm_pkt p;
-
-	sm_fill(rpc, s, &p, type, status);
-	sm_send(rpc, &s->peer_nexus, &p);
-}
-
-/* Answer an SM request @req that matched no session (or was refused). */
-static void sm_reply_raw(struct urpc_rpc *rpc, const struct urpc_sm_pkt *req,
-			 enum urpc_sm_pkt_type type, int status)
-{
-	struct urpc_sm_pkt p;
-
-	memcpy(&p, req, offsetof(struct urpc_sm_pkt, ep));
-	p.type = type;
-	p.status = status;
-	p.transport = (uint8_t)rpc->tp->kind;
-	p.ep_len = 0;
-	sm_send(rpc, &req->from, &p);
 }
 
 static void raise_event(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_sm_event ev,
@@ -151,6 +92,41 @@ static void server_drop(struct urpc_rpc *rpc, struct urpc_session *s)
 		urpc__sess_free(rpc, s);
 }
 
+/* Session @s is established: its peer's generations from now on are its own. */
+static void peer_mark(struct urpc_session *s)
+{
+	s->nx_fail_gen = urpc__nxp_fail_gen(s->nxp);
+	s->nx_rpc_gen = urpc__nxp_rpc_gen(s->nxp, s->remote_rpc_id);
+	s->nx_probe_gen = urpc__nxp_probe_gen(s->nxp);
+}
+
+/*
+ * The peer attached or detached some Rpc since client session @s was
+ * established: ask the server Rpc whether it still knows @s (its answer,
+ * or the Nexus's for a missing Rpc, is -ECONNRESET when not), resending
+ * until answered. A slow answer fails nothing.
+ */
+static void probe(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	uint32_t g = urpc__nxp_probe_gen(s->nxp);
+
+	if (g != s->nx_probe_gen) {
+		s->nx_probe_gen = g;
+		s->cli.probe_next_ns = rpc->now;
+	}
+	if (s->cli.probe_next_ns && rpc->now >= s->cli.probe_next_ns) {
+		s->cli.probe_next_ns = rpc->now + rpc->sm_retry_ns;
+		urpc__sm_out_session(rpc, s, URPC_SM_PKT_PING_REQ, 0);
+	}
+}
+
+/* Has the peer process of established session @s failed, or its Rpc gone? */
+static bool peer_failed(const struct urpc_session *s)
+{
+	return urpc__nxp_fail_gen(s->nxp) != s->nx_fail_gen ||
+	       urpc__nxp_rpc_gen(s->nxp, s->remote_rpc_id) != s->nx_rpc_gen;
+}
+
 void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_session_ev ev,
 			      int status)
 {
@@ -168,21 +144,20 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 		s->cli.sm_deadline_ns = rpc->now + rpc->connect_timeout_ns;
 		s->cli.sm_next_retry_ns = rpc->now + rpc->sm_retry_ns;
 		s->cli.sm_tx_ns = rpc->now;
-		sm_send_session(rpc, s, URPC_SM_PKT_CONNECT_REQ, 0);
+		urpc__sm_out_session(rpc, s, URPC_SM_PKT_CONNECT_REQ, 0);
 		return;
 	case URPC_SEV_ACCEPT:
 		if (from != URPC_SESS_NEW || s->role != URPC_ROLE_SERVER)
 			return;
 		s->state = URPC_SESS_CONNECTED;
-		s->last_heard_ns = rpc->now;
-		sm_send_session(rpc, s, URPC_SM_PKT_CONNECT_RESP, 0);
+		peer_mark(s);
+		urpc__sm_out_session(rpc, s, URPC_SM_PKT_CONNECT_RESP, 0);
 		return;
 	case URPC_SEV_CONNECT_OK:
 		if (from != URPC_SESS_CONNECTING)
 			return;
 		s->state = URPC_SESS_CONNECTED;
-		s->last_heard_ns = rpc->now;
-		s->cli.next_ping_ns = rpc->now + rpc->ping_ns;
+		peer_mark(s);
 		raise_event(rpc, s, URPC_SM_CONNECTED, 0);
 		s = urpc__rpc_session(rpc, (int)s->local_num) == s ? s : NULL;
 		if (s && s->state == URPC_SESS_CONNECTED)
@@ -209,7 +184,7 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 			if (urpc__os_session_reading(rpc, s))
 				s->cli.sm_next_retry_ns = rpc->now;
 			else
-				sm_send_session(rpc, s, URPC_SM_PKT_DISCONNECT_REQ, 0);
+				urpc__sm_out_session(rpc, s, URPC_SM_PKT_DISCONNECT_REQ, 0);
 		}
 		/* RESET: failed, and freed once its event returns. */
 		return;
@@ -252,12 +227,12 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 	case URPC_SEV_RPC_DESTROY:
 		if (s->role == URPC_ROLE_SERVER) {
 			if (from == URPC_SESS_CONNECTED)
-				sm_send_session(rpc, s, URPC_SM_PKT_RESET, -ECONNRESET);
+				urpc__sm_out_session(rpc, s, URPC_SM_PKT_RESET, -ECONNRESET);
 			s->state = URPC_SESS_RESET;
 			return;
 		}
 		if (from == URPC_SESS_CONNECTED || from == URPC_SESS_CONNECTING)
-			sm_send_session(rpc, s, URPC_SM_PKT_DISCONNECT_REQ, 0);
+			urpc__sm_out_session(rpc, s, URPC_SM_PKT_DISCONNECT_REQ, 0);
 		s->state = URPC_SESS_RESET;
 		urpc__cli_fail_all(rpc, s, status);
 		return;
@@ -313,6 +288,11 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 	s = urpc__sess_alloc(rpc, URPC_ROLE_CLIENT);
 	if (!s) {
 		URPC_ERR(rpc->id, "no session slot left (max_sessions %u)", rpc->max_sessions);
+		return -ENOMEM;
+	}
+	s->nxp = urpc__nexus_peer_get(rpc->nx, &addr, rpc->ping_ns, rpc->peer_timeout_ns);
+	if (!s->nxp) {
+		urpc__sess_free(rpc, s);
 		return -ENOMEM;
 	}
 	rpc->now = rpc->clock(rpc->clock_arg);
@@ -372,7 +352,7 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		    s->peer_nexus.sin_port == p->from.sin_port) {
 			/* A retried CONNECT_REQ: answer again, no second session. */
 			if (s->state == URPC_SESS_CONNECTED)
-				sm_send_session(rpc, s, URPC_SM_PKT_CONNECT_RESP, 0);
+				urpc__sm_out_session(rpc, s, URPC_SM_PKT_CONNECT_RESP, 0);
 			return;
 		}
 	}
@@ -380,14 +360,14 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		URPC_WARN_RATELIMIT(rpc->id, "refusing a %s client: this Rpc uses %s",
 				    urpc_transport_str((enum urpc_transport_kind)p->transport),
 				    urpc_transport_str(rpc->tp->kind));
-		sm_reply_raw(rpc, p, URPC_SM_PKT_CONNECT_RESP, -EPROTO);
+		urpc__sm_out_reply(rpc, p, URPC_SM_PKT_CONNECT_RESP, -EPROTO);
 		return;
 	}
 	s = urpc__sess_alloc(rpc, URPC_ROLE_SERVER);
 	if (!s) {
 		URPC_WARN_RATELIMIT(rpc->id, "refusing a session: all %u sessions in use",
 				    rpc->max_sessions);
-		sm_reply_raw(rpc, p, URPC_SM_PKT_CONNECT_RESP, -ENOMEM);
+		urpc__sm_out_reply(rpc, p, URPC_SM_PKT_CONNECT_RESP, -ENOMEM);
 		return;
 	}
 	s->remote_rpc_id = p->client_rpc_id;
@@ -395,7 +375,8 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 	s->token = p->token;
 	s->sm_seq = p->seq;
 	s->peer_nexus = p->from;
-	ret = rpc->tp->ops->resolve_peer(rpc->tp, p->ep, p->ep_len, &s->peer);
+	s->nxp = urpc__nexus_peer_get(rpc->nx, &p->from, rpc->ping_ns, rpc->peer_timeout_ns);
+	ret = s->nxp ? rpc->tp->ops->resolve_peer(rpc->tp, p->ep, p->ep_len, &s->peer) : -ENOMEM;
 	for (i = 0; !ret && i < URPC_SESSION_SLOTS; i++) {
 		ret = urpc__pool_alloc(rpc->pool, rpc->max_msg, &s->srv.slots[i].resp_mb);
 		if (ret)
@@ -413,7 +394,7 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 	if (ret) {
 		URPC_WARN_RATELIMIT(rpc->id, "refusing a session: %s", urpc_strerror(ret));
 		urpc__sess_free(rpc, s);
-		sm_reply_raw(rpc, p, URPC_SM_PKT_CONNECT_RESP, ret);
+		urpc__sm_out_reply(rpc, p, URPC_SM_PKT_CONNECT_RESP, ret);
 		return;
 	}
 	urpc__session_transition(rpc, s, URPC_SEV_ACCEPT, 0);
@@ -429,6 +410,19 @@ static struct urpc_session *sm_lookup(struct urpc_rpc *rpc, const struct urpc_sm
 	if (!s || s->role != role || s->token != p->token)
 		return NULL;
 	return s;
+}
+
+/* The Nexus saw a peer fail or an Rpc of it go: fail the sessions it took. */
+static void check_peers(struct urpc_rpc *rpc)
+{
+	uint32_t i;
+
+	for (i = 0; i < rpc->hi_session; i++) {
+		struct urpc_session *s = rpc->sessions[i];
+
+		if (s && s->state == URPC_SESS_CONNECTED && peer_failed(s))
+			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
+	}
 }
 
 void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
@@ -464,7 +458,7 @@ void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		s = sm_lookup(rpc, p, URPC_ROLE_SERVER);
 		if (s)
 			urpc__session_transition(rpc, s, URPC_SEV_PEER_CLOSED, 0);
-		sm_reply_raw(rpc, p, URPC_SM_PKT_DISCONNECT_RESP, 0);
+		urpc__sm_out_reply(rpc, p, URPC_SM_PKT_DISCONNECT_RESP, 0);
 		return;
 	case URPC_SM_PKT_DISCONNECT_RESP:
 		s = sm_lookup(rpc, p, URPC_ROLE_CLIENT);
@@ -472,28 +466,25 @@ void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 			urpc__session_transition(rpc, s, URPC_SEV_DISCONNECT_DONE, 0);
 		return;
 	case URPC_SM_PKT_PING_REQ:
+		/* Sessions no longer ping (the Nexus does); an old peer's ping is answered. */
 		s = sm_lookup(rpc, p, URPC_ROLE_SERVER);
-		if (s && s->state == URPC_SESS_CONNECTED) {
-			s->last_heard_ns = rpc->now;
-			sm_reply_raw(rpc, p, URPC_SM_PKT_PING_RESP, 0);
-		} else {
-			sm_reply_raw(rpc, p, URPC_SM_PKT_PING_RESP, -ECONNRESET);
-		}
+		urpc__sm_out_reply(rpc, p, URPC_SM_PKT_PING_RESP,
+				   s && s->state == URPC_SESS_CONNECTED ? 0 : -ECONNRESET);
 		return;
 	case URPC_SM_PKT_PING_RESP:
 		s = sm_lookup(rpc, p, URPC_ROLE_CLIENT);
 		if (!s || s->state != URPC_SESS_CONNECTED)
 			return;
-		if (p->status) {
+		s->cli.probe_next_ns = 0;
+		if (p->status)
 			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
-			return;
-		}
-		s->last_heard_ns = rpc->now;
-		if (s->cli.ping_tx_ns) {
-			urpc__session_rtt_sample(rpc, rpc->now - s->cli.ping_tx_ns);
-			s->cli.ping_tx_ns = 0;
-		}
 		return;
+	case URPC_SM_PKT_NX_NOTICE:
+		check_peers(rpc);
+		return;
+	case URPC_SM_PKT_NX_PING:
+	case URPC_SM_PKT_NX_PONG:
+		return; /* the Nexus's own; never routed to an Rpc */
 	case URPC_SM_PKT_RESET:
 		s = sm_lookup(rpc, p, URPC_ROLE_CLIENT);
 		if (s)
@@ -525,13 +516,13 @@ void urpc__session_tp_ctl(struct urpc_rpc *rpc)
 
 			if (!s || s->peer != peer || s->state != URPC_SESS_CONNECTED)
 				continue;
-			sm_fill(rpc, s, &p,
-				s->role == URPC_ROLE_CLIENT ? URPC_SM_PKT_TP_CTL_C2S
-							    : URPC_SM_PKT_TP_CTL_S2C,
-				0);
+			urpc__sm_out_fill(rpc, s, &p,
+					  s->role == URPC_ROLE_CLIENT ? URPC_SM_PKT_TP_CTL_C2S
+								      : URPC_SM_PKT_TP_CTL_S2C,
+					  0);
 			p.ep_len = (uint16_t)n;
 			memcpy(p.ep, buf, (size_t)n);
-			sm_send(rpc, &s->peer_nexus, &p);
+			urpc__sm_out_send(rpc, &s->peer_nexus, &p);
 			break;
 		}
 	}
@@ -541,12 +532,13 @@ void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 {
 	uint64_t now = rpc->now;
 
-	if (s->role == URPC_ROLE_SERVER) {
-		if (s->state == URPC_SESS_CONNECTED &&
-		    now - s->last_heard_ns > rpc->peer_timeout_ns)
-			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
+	/* Liveness is the Nexus's (nexus_peer.h): only its verdict is read here. */
+	if (s->state == URPC_SESS_CONNECTED && unlikely(peer_failed(s))) {
+		urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
 		return;
 	}
+	if (s->role == URPC_ROLE_SERVER)
+		return;
 	switch (s->state) {
 	case URPC_SESS_CONNECTING:
 		if (now >= s->cli.sm_deadline_ns) {
@@ -554,21 +546,11 @@ void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 		} else if (now >= s->cli.sm_next_retry_ns) {
 			s->cli.sm_next_retry_ns = now + rpc->sm_retry_ns;
 			s->cli.sm_tx_ns = 0;
-			sm_send_session(rpc, s, URPC_SM_PKT_CONNECT_REQ, 0);
+			urpc__sm_out_session(rpc, s, URPC_SM_PKT_CONNECT_REQ, 0);
 		}
 		return;
 	case URPC_SESS_CONNECTED:
-		if (now - s->last_heard_ns > rpc->peer_timeout_ns) {
-			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
-		} else if (now >= s->cli.next_ping_ns) {
-			s->cli.next_ping_ns = now + rpc->ping_ns;
-			/*
-			 * Times the round trip; an answer that comes after the
-			 * next ping left is timed from that one (a little short).
-			 */
-			s->cli.ping_tx_ns = now;
-			sm_send_session(rpc, s, URPC_SM_PKT_PING_REQ, 0);
-		}
+		probe(rpc, s);
 		return;
 	case URPC_SESS_DISCONNECTING:
 		if (unlikely(now >= s->cli.sm_next_retry_ns && urpc__os_session_reading(rpc, s))) {
@@ -582,7 +564,7 @@ void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 			urpc__session_transition(rpc, s, URPC_SEV_DISCONNECT_DONE, 0);
 		} else if (now >= s->cli.sm_next_retry_ns) {
 			s->cli.sm_next_retry_ns = now + rpc->sm_retry_ns;
-			sm_send_session(rpc, s, URPC_SM_PKT_DISCONNECT_REQ, 0);
+			urpc__sm_out_session(rpc, s, URPC_SM_PKT_DISCONNECT_REQ, 0);
 		}
 		return;
 	case URPC_SESS_NEW:
@@ -594,15 +576,15 @@ void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 
 uint64_t urpc__session_next_timer(const struct urpc_rpc *rpc, const struct urpc_session *s)
 {
+	/* A peer's failure wakes a sleeping Rpc through its SM queue (NX_NOTICE). */
 	if (s->role == URPC_ROLE_SERVER)
-		return s->state == URPC_SESS_CONNECTED ? s->last_heard_ns + rpc->peer_timeout_ns + 1
-						       : UINT64_MAX;
+		return UINT64_MAX;
 	switch (s->state) {
 	case URPC_SESS_CONNECTING:
 	case URPC_SESS_DISCONNECTING:
 		return URPC_MIN(s->cli.sm_deadline_ns, s->cli.sm_next_retry_ns);
 	case URPC_SESS_CONNECTED:
-		return URPC_MIN(s->cli.next_ping_ns, s->last_heard_ns + rpc->peer_timeout_ns + 1);
+		return s->cli.probe_next_ns ? s->cli.probe_next_ns : UINT64_MAX;
 	case URPC_SESS_NEW:
 	case URPC_SESS_DISCONNECTED:
 	case URPC_SESS_RESET:

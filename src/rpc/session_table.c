@@ -3,7 +3,8 @@
  * The session table (session_table.h). Owns rpc->sessions, rpc->hi_session
  * and the memory of every session.
  * May call: large.h (orphan a session's operations), tx.h, the pool, the
- * transport's release_peer and tx_flush.
+ * transport's release_peer and tx_flush, the Nexus (a session's heartbeat
+ * reference).
  */
 #define URPC_LOG_MODULE "session"
 #include "session_table.h"
@@ -78,6 +79,8 @@ void urpc__sess_free(struct urpc_rpc *rpc, struct urpc_session *s)
 		if (s->srv.slots[i].resp_mb.buf)
 			(void)urpc__pool_free(rpc->pool, &s->srv.slots[i].resp_mb);
 	}
+	if (s->nxp)
+		urpc__nexus_peer_put(rpc->nx, s->nxp);
 	rpc->sessions[s->local_num] = NULL;
 	while (rpc->hi_session && !rpc->sessions[rpc->hi_session - 1])
 		rpc->hi_session--;

@@ -20,7 +20,10 @@
  *    28     8  seq
  *    36     4  max_msg
  *    40     2  ep_len
- *    42 ep_len ep
+ *    42     8  nexus_inc: the sending Nexus's incarnation (version 2)
+ *    50     8  nexus_epoch: its attach/detach count when it sent
+ *    58     4  rpc_inc: the sending Rpc's attach number; 0: from the Nexus
+ *    62 ep_len ep
  *
  * A packet is exactly SM_HDR_LEN + ep_len bytes long.
  */
@@ -31,7 +34,7 @@
 #include <unistd.h>
 
 #define URPC_SM_MAGIC 0x4d53u /* "SM" once written little-endian */
-#define URPC_SM_VERSION 1u
+#define URPC_SM_VERSION 2u
 
 /* Largest status code accepted on the wire (the kernel's MAX_ERRNO). */
 #define SM_STATUS_MAX 4095u
@@ -51,7 +54,10 @@ enum {
 	SM_OFF_SEQ = 28,
 	SM_OFF_MAX_MSG = 36,
 	SM_OFF_EP_LEN = 40,
-	SM_HDR_LEN = 42,
+	SM_OFF_NEXUS_INC = 42,
+	SM_OFF_NEXUS_EPOCH = 50,
+	SM_OFF_RPC_INC = 58,
+	SM_HDR_LEN = 62,
 };
 
 static_assert(SM_HDR_LEN + URPC_TP_EP_MAX <= URPC_SM_PKT_MAX,
@@ -93,6 +99,22 @@ static inline uint64_t get_le64(const uint8_t *b)
 }
 
 /* Name of a packet type for logs. Thread: any. */
+/* Name of an SM event for logs. Thread: any. */
+URPC_API const char *urpc_sm_event_str(enum urpc_sm_event ev)
+{
+	switch (ev) {
+	case URPC_SM_CONNECTED:
+		return "connected";
+	case URPC_SM_CONNECT_FAILED:
+		return "connect_failed";
+	case URPC_SM_DISCONNECTED:
+		return "disconnected";
+	case URPC_SM_RESET:
+		return "reset";
+	}
+	return "?";
+}
+
 const char *urpc__sm_pkt_type_str(enum urpc_sm_pkt_type t)
 {
 	switch (t) {
@@ -114,6 +136,12 @@ const char *urpc__sm_pkt_type_str(enum urpc_sm_pkt_type t)
 		return "TP_CTL_C2S";
 	case URPC_SM_PKT_TP_CTL_S2C:
 		return "TP_CTL_S2C";
+	case URPC_SM_PKT_NX_PING:
+		return "NX_PING";
+	case URPC_SM_PKT_NX_PONG:
+		return "NX_PONG";
+	case URPC_SM_PKT_NX_NOTICE:
+		return "NX_NOTICE";
 	}
 	return "?";
 }
@@ -144,6 +172,9 @@ size_t urpc__sm_encode(const struct urpc_sm_pkt *p, uint8_t *buf)
 	put_le64(buf + SM_OFF_TOKEN, p->token);
 	put_le64(buf + SM_OFF_SEQ, p->seq);
 	put_le32(buf + SM_OFF_MAX_MSG, p->max_msg);
+	put_le64(buf + SM_OFF_NEXUS_INC, p->nexus_inc);
+	put_le64(buf + SM_OFF_NEXUS_EPOCH, p->nexus_epoch);
+	put_le32(buf + SM_OFF_RPC_INC, p->rpc_inc);
 	put_le16(buf + SM_OFF_EP_LEN, ep_len);
 	memcpy(buf + SM_HDR_LEN, p->ep, ep_len);
 	return (size_t)SM_HDR_LEN + ep_len;
@@ -166,7 +197,7 @@ int urpc__sm_decode(const uint8_t *buf, size_t len, struct urpc_sm_pkt *p)
 	if (get_le16(buf + SM_OFF_MAGIC) != URPC_SM_MAGIC || buf[SM_OFF_VERSION] != URPC_SM_VERSION)
 		return -EPROTO;
 	type = buf[SM_OFF_TYPE];
-	if (type < URPC_SM_PKT_CONNECT_REQ || type > URPC_SM_PKT_TP_CTL_S2C)
+	if (type < URPC_SM_PKT_CONNECT_REQ || type > URPC_SM_PKT_WIRE_MAX)
 		return -EPROTO;
 	if (buf[SM_OFF_RESERVED] != 0)
 		return -EPROTO;
@@ -188,6 +219,9 @@ int urpc__sm_decode(const uint8_t *buf, size_t len, struct urpc_sm_pkt *p)
 	p->token = get_le64(buf + SM_OFF_TOKEN);
 	p->seq = get_le64(buf + SM_OFF_SEQ);
 	p->max_msg = get_le32(buf + SM_OFF_MAX_MSG);
+	p->nexus_inc = get_le64(buf + SM_OFF_NEXUS_INC);
+	p->nexus_epoch = get_le64(buf + SM_OFF_NEXUS_EPOCH);
+	p->rpc_inc = get_le32(buf + SM_OFF_RPC_INC);
 	p->ep_len = ep_len;
 	memcpy(p->ep, buf + SM_HDR_LEN, ep_len);
 	return 0;

@@ -41,7 +41,22 @@ enum urpc_sm_pkt_type {
 	 */
 	URPC_SM_PKT_TP_CTL_C2S = 8,
 	URPC_SM_PKT_TP_CTL_S2C = 9,
+	/*
+	 * Nexus to Nexus heartbeats (nexus_peer.h), sent and answered by the
+	 * SM thread, never by an Rpc: seq
+	 * how many times the sender declared the receiver failed, ep[32] the
+	 * bitmap of the sender's attached Rpc ids (as of nexus_epoch). NX_PING is answered with
+	 * NX_PONG; both refresh the peer.
+	 */
+	URPC_SM_PKT_NX_PING = 10,
+	URPC_SM_PKT_NX_PONG = 11,
+	/*
+	 * Never on the wire: the Nexus tells its Rpcs that a peer's
+	 * generations moved, so that sleeping ones look at once.
+	 */
+	URPC_SM_PKT_NX_NOTICE = 12,
 };
+#define URPC_SM_PKT_WIRE_MAX URPC_SM_PKT_NX_PONG
 const char *urpc__sm_pkt_type_str(enum urpc_sm_pkt_type t);
 
 /* Is @t a request (sent by the client side) or a response? */
@@ -76,6 +91,10 @@ struct urpc_sm_pkt {
 	uint32_t max_msg; /* the sender's largest message data size */
 	uint16_t ep_len;  /* transport endpoint bytes of the sender's Rpc (connect only) */
 	uint8_t ep[URPC_TP_EP_MAX];
+	/* Set by the sending Nexus (nexus_peer.h explains their use): */
+	uint64_t nexus_inc;	 /* its incarnation */
+	uint64_t nexus_epoch;	 /* its count of Rpc attaches and detaches */
+	uint32_t rpc_inc;	 /* the sending Rpc's attach number; 0: the Nexus's own */
 	struct sockaddr_in from; /* filled on receive: the sending Nexus's address */
 };
 

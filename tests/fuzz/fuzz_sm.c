@@ -48,6 +48,9 @@ static void check_same(const struct urpc_sm_pkt *a, const struct urpc_sm_pkt *b,
 	FUZZ_CHECK(a->token == b->token, "%s: token", what);
 	FUZZ_CHECK(a->seq == b->seq, "%s: seq", what);
 	FUZZ_CHECK(a->max_msg == b->max_msg, "%s: max_msg", what);
+	FUZZ_CHECK(a->nexus_inc == b->nexus_inc, "%s: nexus_inc", what);
+	FUZZ_CHECK(a->nexus_epoch == b->nexus_epoch, "%s: nexus_epoch", what);
+	FUZZ_CHECK(a->rpc_inc == b->rpc_inc, "%s: rpc_inc", what);
 	FUZZ_CHECK(a->ep_len == b->ep_len, "%s: ep_len %u != %u", what, a->ep_len, b->ep_len);
 	FUZZ_CHECK(!memcmp(a->ep, b->ep, a->ep_len), "%s: ep bytes", what);
 }
@@ -108,7 +111,8 @@ static void as_fields(const uint8_t *data, size_t size)
 	size_t n, got;
 
 	memset(&p, 0, sizeof(p));
-	p.type = (enum urpc_sm_pkt_type)(URPC_SM_PKT_CONNECT_REQ + fz_u8(&in) % 9);
+	p.type = (enum urpc_sm_pkt_type)(URPC_SM_PKT_CONNECT_REQ +
+					 fz_u8(&in) % URPC_SM_PKT_WIRE_MAX);
 	p.status = -(int32_t)(fz_u16(&in) % (FZ_SM_STATUS_MAX + 1));
 	p.client_rpc_id = fz_u8(&in);
 	p.server_rpc_id = fz_u8(&in);
@@ -118,6 +122,9 @@ static void as_fields(const uint8_t *data, size_t size)
 	p.token = fz_u64(&in);
 	p.seq = fz_u64(&in);
 	p.max_msg = fz_u32(&in);
+	p.nexus_inc = fz_u64(&in);
+	p.nexus_epoch = fz_u64(&in);
+	p.rpc_inc = fz_u32(&in);
 	p.ep_len = (uint16_t)(fz_u8(&in) % (URPC_TP_EP_MAX + 1));
 	ep = fz_bytes(&in, p.ep_len, &got);
 	memcpy(p.ep, ep, got); /* short inputs: the rest stays zero */

@@ -113,6 +113,9 @@ static size_t sm_pkt(uint8_t *out, enum urpc_sm_pkt_type t, int status, uint16_t
 	p.transport = URPC_TRANSPORT_UDP;
 	p.client_sess = 3;
 	p.server_sess = 5;
+	p.nexus_inc = 0x5eed5eed5eed5eedull;
+	p.nexus_epoch = 2;
+	p.rpc_inc = urpc__sm_pkt_is_req(t) ? 1 : 0;
 	p.token = 0x1122334455667788ull;
 	p.seq = 1;
 	p.max_msg = 1392;
@@ -140,6 +143,8 @@ static void gen_sm(void)
 		{"reset", URPC_SM_PKT_RESET, -ECONNRESET, 0},
 		{"tp_ctl_c2s_max_ep", URPC_SM_PKT_TP_CTL_C2S, 0, URPC_TP_EP_MAX},
 		{"tp_ctl_s2c", URPC_SM_PKT_TP_CTL_S2C, 0, 12},
+		{"nx_ping", URPC_SM_PKT_NX_PING, 0, 32},
+		{"nx_pong", URPC_SM_PKT_NX_PONG, 0, 32},
 		{"status_max", URPC_SM_PKT_CONNECT_RESP, -4095, 0},
 	};
 	uint8_t b[URPC_SM_PKT_MAX + 8];
@@ -158,8 +163,8 @@ static void gen_sm(void)
 	b[11] = 1;
 	emit("sm", "edge_reserved_set", b, n);
 	n = sm_pkt(b, URPC_SM_PKT_PING_REQ, 0, 0);
-	b[3] = 10;
-	emit("sm", "edge_type_10", b, n);
+	b[3] = URPC_SM_PKT_WIRE_MAX + 1; /* NX_NOTICE: the Nexus's own, never on the wire */
+	emit("sm", "edge_type_past_wire", b, n);
 	n = sm_pkt(b, URPC_SM_PKT_PING_REQ, 0, 0);
 	b[4] = 0x00;
 	b[5] = 0x10; /* status 4096 */

@@ -978,6 +978,49 @@ Test(API_NAME, one_sided_timeout_derived_from_round_trips)
 	world_down();
 }
 
+/* ---- item 6: liveness belongs to the process, not to the loop ------------ */
+
+/*
+ * Both owners stop running their event loops for six peer time-outs (a
+ * long computation, a handler that blocks): the Nexus's SM thread keeps
+ * heartbeating for the process, so no session is reset and the next
+ * request is answered. Before heartbeats moved to the Nexus, the first
+ * timer scan after the pause reset both sides.
+ */
+Test(API_NAME, sessions_outlive_owners_that_stop_polling)
+{
+	const unsigned timeout_ms = 100, pause_ms = 6 * timeout_ms;
+	struct urpc_nexus_stats before, after;
+	struct urpc_rpc_opts so, co;
+	struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)pause_ms * 1000000};
+	unsigned i;
+
+	nexus_up();
+	opts(&so, SRV_ID);
+	opts(&co, CLI_ID);
+	so.ping_interval_ms = co.ping_interval_ms = timeout_ms / 5;
+	so.peer_timeout_ms = co.peer_timeout_ms = timeout_ms;
+	rpcs_up(&so, &co);
+	W.sess = connect_wait();
+	urpc__nexus_get_stats(W.nx, &before);
+	/* The pause is the behaviour under test: neither Rpc polls meanwhile. */
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+	urpc__nexus_get_stats(W.nx, &after);
+	cr_assert_geq(after.heartbeats_rx - before.heartbeats_rx, pause_ms / (timeout_ms / 5) / 2,
+		      "the SM thread heartbeats on its own (%llu in %u ms)",
+		      (unsigned long long)(after.heartbeats_rx - before.heartbeats_rx), pause_ms);
+	for (i = 0; i < 50; i++)
+		pass();
+	cr_assert_eq(count_ev(&W, W.sess, URPC_SM_RESET), 0, "the client session was reset");
+	cr_assert(urpc_session_is_connected(W.cli, W.sess));
+	cr_assert_eq(stats(W.srv).sessions, 1, "the server session was dropped");
+	W.size = 8;
+	cr_assert_eq(one_request(M_SIZED, 64), 0);
+	session_not_leaked();
+	world_down();
+}
+
 /* ---- also seen: back-pressure, empty requests, per-Rpc context ---------- */
 
 /* A session carries URPC_SESSION_MAX_INFLIGHT + URPC_SESSION_MAX_WAITING requests. */

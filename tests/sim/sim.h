@@ -87,6 +87,7 @@ enum sim_ev_kind {
 	EV_FAULT,    /* a fault starts or ends */
 	EV_CONNECT,  /* a client (re)connects its sessions */
 	EV_PHASE,    /* the run moves to its next phase */
+	EV_NX_TICK,  /* a node's Nexus runs its heartbeat timers (its SM thread would) */
 };
 
 struct sim_ev {

@@ -58,6 +58,8 @@ const char *sim_ev_kind_str(enum sim_ev_kind k)
 		return "connect";
 	case EV_PHASE:
 		return "phase";
+	case EV_NX_TICK:
+		return "nexus-tick";
 	}
 	return "?";
 }

@@ -95,6 +95,7 @@ struct snode {
 	uint32_t inc; /* bumped at each crash and Rpc re-creation */
 	uint32_t ep_id;
 	uint64_t step_gen; /* the valid EV_STEP carries this */
+	uint64_t nx_gen;   /* the valid EV_NX_TICK carries this (a Nexus per start) */
 	uint64_t step_at;
 	uint64_t owed;	   /* continuations the engine owes this Rpc, by our count */
 	uint64_t activity; /* sum of counters at the last step */
@@ -975,6 +976,27 @@ static int rpc_up(struct snode *n)
 	return 0;
 }
 
+/* The heartbeat timers of @n's Nexus run at @at, as its SM thread's poll would wake. */
+static void nx_tick_at(struct snode *n, uint64_t at)
+{
+	struct sim_ev *e = sim_ev_new(&W->net, EV_NX_TICK, at, n->idx, 0);
+
+	e->c = n->nx_gen;
+	sim_ev_push(&W->net, e);
+}
+
+static void nx_tick(struct snode *n, uint64_t gen)
+{
+	uint64_t due, now = W->net.now;
+
+	if (!n->up || !n->nx || gen != n->nx_gen)
+		return;
+	due = urpc__nexus_tick(n->nx);
+	/* As the SM thread: at least every 50 ms, at most every millisecond. */
+	nx_tick_at(n, URPC_MAX(now + 1000000, URPC_MIN(due, now + 50000000)));
+	wake(n, now + sim_rand_between(&W->rng, 500, 3000)); /* an NX_NOTICE may wait */
+}
+
 static int node_start(struct snode *n)
 {
 	struct urpc_sm_net sn = {.send = sm_send, .arg = W};
@@ -993,6 +1015,8 @@ static int node_start(struct snode *n)
 			urpc_nexus_register_handler(n->nx, T_NEST, handler, n);
 	}
 	n->up = true;
+	n->nx_gen++;
+	nx_tick_at(n, W->net.now + 1000000);
 	return rpc_up(n);
 }
 
@@ -1368,6 +1392,9 @@ static void dispatch_one(struct sim_ev *e, struct snode *n)
 	case EV_DP:
 		if (n->up && urpc__loop_net_deliver(e->a, e->data, e->len) == 0)
 			wake(n, W->net.now + sim_rand_between(&W->rng, 500, 3000));
+		break;
+	case EV_NX_TICK:
+		nx_tick(n, e->c);
 		break;
 	case EV_SM:
 		if (n->up && n->nx) {

@@ -12,7 +12,7 @@
 #include "util/log.h"
 #include "util/rand.h"
 
-#define SM_HDR_LEN 42 /* the fixed part of the layout documented in sm.c */
+#define SM_HDR_LEN 62 /* the fixed part of the layout documented in sm.c */
 
 static const enum urpc_sm_pkt_type all_types[] = {
 	URPC_SM_PKT_CONNECT_REQ,     URPC_SM_PKT_CONNECT_RESP, URPC_SM_PKT_DISCONNECT_REQ,
@@ -36,6 +36,9 @@ static void fill_pkt(struct urpc_sm_pkt *p, enum urpc_sm_pkt_type t, uint16_t ep
 	p->token = 0x0102030405060708ull;
 	p->seq = 0xf1f2f3f4f5f6f7f8ull;
 	p->max_msg = 0x00123456u;
+	p->nexus_inc = 0x1112131415161718ull;
+	p->nexus_epoch = 0x2122232425262728ull;
+	p->rpc_inc = 0x31323334u;
 	p->ep_len = ep_len;
 	for (i = 0; i < ep_len; i++)
 		p->ep[i] = (uint8_t)(0x40 + i);
@@ -53,6 +56,9 @@ static void assert_pkt_eq(const struct urpc_sm_pkt *a, const struct urpc_sm_pkt 
 	cr_assert_eq(a->token, b->token);
 	cr_assert_eq(a->seq, b->seq);
 	cr_assert_eq(a->max_msg, b->max_msg);
+	cr_assert_eq(a->nexus_inc, b->nexus_inc);
+	cr_assert_eq(a->nexus_epoch, b->nexus_epoch);
+	cr_assert_eq(a->rpc_inc, b->rpc_inc);
 	cr_assert_eq(a->ep_len, b->ep_len);
 	cr_assert_arr_eq(a->ep, b->ep, a->ep_len);
 }
@@ -112,7 +118,7 @@ Test(sm, wire_layout_is_fixed_little_endian)
 {
 	/* The bytes a peer of another build must see; any layout change breaks this. */
 	static const uint8_t want[SM_HDR_LEN + 2] = {
-		0x53, 0x4d, 0x01, 0x02, /* magic "SM", version 1, CONNECT_RESP */
+		0x53, 0x4d, 0x02, 0x02, /* magic "SM", version 2, CONNECT_RESP */
 		0x6f, 0x00, 0x00, 0x00, /* status: ECONNREFUSED (111) */
 		0xa1, 0xb2, 0x02, 0x00, /* rpc ids, transport udp, reserved */
 		0xc6, 0xc5, 0xc4, 0xc3, /* client_sess */
@@ -121,6 +127,9 @@ Test(sm, wire_layout_is_fixed_little_endian)
 		0xf8, 0xf7, 0xf6, 0xf5, 0xf4, 0xf3, 0xf2, 0xf1, /* seq */
 		0x56, 0x34, 0x12, 0x00,				/* max_msg */
 		0x02, 0x00,					/* ep_len */
+		0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, /* nexus_inc */
+		0x28, 0x27, 0x26, 0x25, 0x24, 0x23, 0x22, 0x21, /* nexus_epoch */
+		0x34, 0x33, 0x32, 0x31,				/* rpc_inc */
 		0x40, 0x41,					/* ep */
 	};
 	uint8_t buf[URPC_SM_PKT_MAX];
@@ -178,7 +187,7 @@ static void bad_magic_hi(uint8_t *b, size_t *len)
 
 static void bad_version(uint8_t *b, size_t *len)
 {
-	b[2] = 2;
+	b[2] = 1; /* the layout before the Nexus fields */
 }
 
 static void type_zero(uint8_t *b, size_t *len)
@@ -186,9 +195,9 @@ static void type_zero(uint8_t *b, size_t *len)
 	b[3] = 0;
 }
 
-static void type_ten(uint8_t *b, size_t *len)
+static void type_notice(uint8_t *b, size_t *len)
 {
-	b[3] = 10;
+	b[3] = URPC_SM_PKT_NX_NOTICE; /* the Nexus's own, never on the wire */
 }
 
 static void type_max(uint8_t *b, size_t *len)
@@ -240,9 +249,9 @@ Test(sm, bad_fields_rejected)
 {
 	expect_rejected(bad_magic_lo, "bad magic (low byte)");
 	expect_rejected(bad_magic_hi, "bad magic (high byte)");
-	expect_rejected(bad_version, "version 2");
+	expect_rejected(bad_version, "version 1");
 	expect_rejected(type_zero, "type 0");
-	expect_rejected(type_ten, "type 10");
+	expect_rejected(type_notice, "NX_NOTICE (local only)");
 	expect_rejected(type_max, "type 255");
 	expect_rejected(status_too_big, "status code 4096");
 	expect_rejected(status_negative, "status code with the top bit set");
@@ -287,7 +296,7 @@ Test(sm, fuzzed_bytes_never_crash)
 			cr_assert_leq(out.ep_len, URPC_TP_EP_MAX);
 			cr_assert_eq(len, SM_HDR_LEN + (size_t)out.ep_len);
 			cr_assert(out.type >= URPC_SM_PKT_CONNECT_REQ &&
-				  out.type <= URPC_SM_PKT_TP_CTL_S2C);
+				  out.type <= URPC_SM_PKT_WIRE_MAX);
 			cr_assert(out.status <= 0 && out.status >= -4095);
 		}
 	}

@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The table of remote Nexuses (nexus_peer.h). Owns the entries and their
+ * generations. Calls nothing of the engine: nexus.c sends the pings it asks
+ * for and tells the Rpcs when a generation moved. Cold: sessions come and
+ * go, heartbeats are a few per interval per peer process.
+ */
+#define URPC_LOG_MODULE "nexus"
+#include "nexus_peer.h"
+
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/compiler.h"
+#include "../util/log.h"
+
+/* How long, in peer time-outs, a failed peer's entry outlives its sessions. */
+#define TOMB_TIMEOUTS 16
+
+static bool same_addr(const struct sockaddr_in *a, const struct sockaddr_in *b)
+{
+	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
+}
+
+static struct urpc_nx_peer *find(struct urpc_nx_peers *t, const struct sockaddr_in *addr)
+{
+	struct urpc_nx_peer *p;
+
+	for (p = t->head; p; p = p->next)
+		if (same_addr(&p->addr, addr))
+			return p;
+	return NULL;
+}
+
+struct urpc_nx_peer *urpc__nxp_get(struct urpc_nx_peers *t, const struct sockaddr_in *addr,
+				   uint64_t ping_ns, uint64_t timeout_ns, uint64_t now)
+{
+	struct urpc_nx_peer *p = find(t, addr);
+
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			return NULL;
+		p->addr = *addr;
+		p->ping_ns = ping_ns;
+		p->timeout_ns = timeout_ns;
+		p->last_heard_ns = now;
+		p->next_ping_ns = now; /* the first heartbeat leaves at once */
+		p->next = t->head;
+		t->head = p;
+		t->count++;
+	}
+	p->ping_ns = URPC_MIN(p->ping_ns, ping_ns);
+	p->timeout_ns = URPC_MIN(p->timeout_ns, timeout_ns);
+	if (!p->last_heard_ns)
+		p->last_heard_ns = now; /* a new session after a failure: a fresh start */
+	p->refs++;
+	return p;
+}
+
+/* Unlink and free @p. */
+static void drop(struct urpc_nx_peers *t, struct urpc_nx_peer *p)
+{
+	struct urpc_nx_peer **pp;
+
+	for (pp = &t->head; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			t->count--;
+			free(p);
+			return;
+		}
+	}
+}
+
+void urpc__nxp_put(struct urpc_nx_peers *t, struct urpc_nx_peer *p, uint64_t now)
+{
+	if (--p->refs)
+		return;
+	/*
+	 * A peer we declared failed keeps its entry a while without sessions,
+	 * so that our answers to its pings still say so (it then fails us
+	 * too) when its side never noticed: a partition that healed.
+	 */
+	if (p->failed_it) {
+		p->tomb_until_ns = now + TOMB_TIMEOUTS * p->timeout_ns;
+		return;
+	}
+	drop(t, p);
+}
+
+/* @p failed (@why for the log): every session to it goes. */
+static void fail(struct urpc_nx_peer *p, const char *why)
+{
+	char a[INET_ADDRSTRLEN] = "?";
+
+	inet_ntop(AF_INET, &p->addr.sin_addr, a, sizeof(a));
+	URPC_INFO(-1, "peer Nexus %s:%u failed: %s", a, ntohs(p->addr.sin_port), why);
+	atomic_fetch_add_explicit(&p->fail_gen, 1, memory_order_relaxed);
+	p->failed_it++;
+	p->last_heard_ns = 0;
+	memset(p->rpcs, 0, sizeof(p->rpcs));
+}
+
+/* Any packet from @p, of @incarnation: a restart fails it. */
+static bool seen(struct urpc_nx_peer *p, uint64_t incarnation, uint64_t now)
+{
+	bool moved = false;
+
+	if (p->incarnation && incarnation != p->incarnation) {
+		fail(p, "it restarted");
+		p->hb_known = false; /* the new process's count starts afresh */
+		p->epoch = 0;
+		memset(p->rpc_inc, 0, sizeof(p->rpc_inc));
+		moved = true;
+	}
+	p->incarnation = incarnation;
+	p->last_heard_ns = now;
+	return moved;
+}
+
+bool urpc__nxp_seen(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uint64_t incarnation,
+		    uint64_t epoch, uint8_t rpc_id, uint32_t rpc_inc, uint64_t now)
+{
+	struct urpc_nx_peer *p = find(t, addr);
+	bool moved;
+
+	if (!p)
+		return false;
+	moved = seen(p, incarnation, now);
+	if (epoch > p->epoch && p->epoch) {
+		atomic_fetch_add_explicit(&p->probe_gen, 1, memory_order_relaxed);
+		moved = true;
+	}
+	p->epoch = URPC_MAX(p->epoch, epoch);
+	if (rpc_inc > p->rpc_inc[rpc_id]) {
+		/* Made again under the same id: the old one's sessions go. */
+		if (p->rpc_inc[rpc_id]) {
+			atomic_fetch_add_explicit(&p->rpc_gen[rpc_id], 1, memory_order_relaxed);
+			moved = true;
+		}
+		p->rpc_inc[rpc_id] = rpc_inc;
+	}
+	return moved;
+}
+
+bool urpc__nxp_heard(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uint64_t incarnation,
+		     uint64_t epoch, uint64_t it_failed, const uint8_t *rpcs, uint64_t now)
+{
+	struct urpc_nx_peer *p = find(t, addr);
+	bool moved;
+	unsigned i;
+
+	if (!p)
+		return false;
+	moved = seen(p, incarnation, now);
+	/* Its first heartbeat sets the count; only a later rise is news. */
+	if (p->hb_known && it_failed > p->it_failed) {
+		fail(p, "it declared this process failed");
+		moved = true;
+	}
+	p->it_failed = it_failed;
+	p->hb_known = true;
+	/* Older than what a packet already showed (reordered): its list is stale. */
+	if (epoch < p->epoch)
+		return moved;
+	if (epoch > p->epoch && p->epoch) {
+		atomic_fetch_add_explicit(&p->probe_gen, 1, memory_order_relaxed);
+		moved = true;
+	}
+	p->epoch = epoch;
+	/* Rpc ids it listed before and no longer does: their sessions go. */
+	for (i = 0; i < URPC_NXP_RPCS; i++) {
+		uint8_t bit = (uint8_t)(1u << (i & 7));
+
+		if ((p->rpcs[i / 8] & bit) && !(rpcs[i / 8] & bit)) {
+			atomic_fetch_add_explicit(&p->rpc_gen[i], 1, memory_order_relaxed);
+			moved = true;
+		}
+	}
+	memcpy(p->rpcs, rpcs, sizeof(p->rpcs));
+	return moved;
+}
+
+uint64_t urpc__nxp_tick(struct urpc_nx_peers *t, uint64_t now, bool *failed,
+			void (*send)(void *arg, const struct urpc_nx_peer *p), void *arg)
+{
+	uint64_t due = UINT64_MAX;
+	struct urpc_nx_peer *p, *next;
+
+	*failed = false;
+	for (p = t->head; p; p = next) {
+		next = p->next;
+		if (!p->refs) {
+			/* A tombstone: answers pings until it expires; pings nobody. */
+			if (now >= p->tomb_until_ns)
+				drop(t, p);
+			else
+				due = URPC_MIN(due, p->tomb_until_ns);
+			continue;
+		}
+		if (p->last_heard_ns && now - p->last_heard_ns > p->timeout_ns) {
+			fail(p, "no heartbeat");
+			*failed = true;
+		}
+		if (now >= p->next_ping_ns) {
+			send(arg, p);
+			p->next_ping_ns = now + p->ping_ns;
+		}
+		due = URPC_MIN(due, p->next_ping_ns);
+		if (p->last_heard_ns)
+			due = URPC_MIN(due, p->last_heard_ns + p->timeout_ns + 1);
+	}
+	return due;
+}
+
+void urpc__nxp_clear(struct urpc_nx_peers *t)
+{
+	while (t->head) {
+		struct urpc_nx_peer *p = t->head;
+
+		t->head = p->next;
+		free(p);
+	}
+	t->count = 0;
+}

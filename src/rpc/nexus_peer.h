@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Liveness per remote Nexus (one per peer process, whatever the number of
+ * sessions to it): the table of peers this Nexus heartbeats. Sessions take
+ * a reference to their peer's entry when they are created and drop it when
+ * they are freed; the Nexus's SM thread pings every referenced peer each
+ * ping interval and answers its pings, so a process whose threads do not
+ * run their event loops for a while keeps its sessions.
+ *
+ * A peer fails when it is silent for the timeout, comes back with another
+ * incarnation (a restarted process), or says that it failed us (so a
+ * failure seen on one side only is seen on both). Its fail_gen then
+ * advances; an Rpc id it no longer lists advances that id's rpc_gen. An Rpc
+ * compares the generations a session recorded at its start with the
+ * current ones (lock-free reads) and resets the session when they differ.
+ *
+ * Threads: the table (urpc__nxp_*) is guarded by the Nexus lock, taken by
+ * its caller; the generations are atomics any thread may read.
+ */
+#ifndef URPC_RPC_NEXUS_PEER_H
+#define URPC_RPC_NEXUS_PEER_H
+
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define URPC_NXP_RPCS 256 /* rpc ids are uint8_t */
+/* A heartbeat's ep[]: the bitmap of the sender's attached Rpc ids. */
+#define URPC_NXP_RPC_BYTES (URPC_NXP_RPCS / 8)
+
+struct urpc_nx_peer {
+	struct sockaddr_in addr; /* the peer's Nexus */
+	_Atomic uint32_t fail_gen;
+	_Atomic uint32_t rpc_gen[URPC_NXP_RPCS];
+	/*
+	 * Advances when the peer attached or detached an Rpc that no heartbeat
+	 * and no packet has named to us (an Rpc made again under the same id
+	 * between two heartbeats): client sessions to it then ask their server
+	 * Rpc, with a session PING_REQ, whether it still knows them.
+	 */
+	_Atomic uint32_t probe_gen;
+	/* guarded by the Nexus lock */
+	uint32_t refs;
+	uint64_t ping_ns, timeout_ns; /* the shortest any reference asked for */
+	uint64_t last_heard_ns;	      /* 0: nothing since the last failure */
+	uint64_t next_ping_ns;
+	uint64_t tomb_until_ns;		  /* no session left (refs 0): dropped at this time */
+	uint64_t incarnation;		  /* the peer's, from its pings; 0: not known yet */
+	uint64_t failed_it;		  /* times we declared it failed (sent in our pings) */
+	uint64_t it_failed;		  /* times it declared us failed, as it last said */
+	bool hb_known;			  /* ... once a heartbeat of this incarnation said it */
+	uint8_t rpcs[URPC_NXP_RPC_BYTES]; /* the Rpc ids it has attached, as it last said */
+	uint64_t epoch;			  /* the newest attach/detach count it sent */
+	uint32_t rpc_inc[URPC_NXP_RPCS];  /* the newest attach number of each of its Rpcs */
+	struct urpc_nx_peer *next;
+};
+
+struct urpc_nx_peers {
+	struct urpc_nx_peer *head;
+	unsigned count;
+};
+
+/*
+ * A reference to the entry of @addr, made if needed (heard "now" for a
+ * start). @ping_ns and @timeout_ns: the caller's heartbeat interval and
+ * silence limit; the entry keeps the shortest. NULL: out of memory.
+ */
+struct urpc_nx_peer *urpc__nxp_get(struct urpc_nx_peers *t, const struct sockaddr_in *addr,
+				   uint64_t ping_ns, uint64_t timeout_ns, uint64_t now);
+
+/*
+ * Drop a reference; the entry goes with its last one, or a while later
+ * when we declared the peer failed (see urpc__nxp_tick()).
+ */
+void urpc__nxp_put(struct urpc_nx_peers *t, struct urpc_nx_peer *p, uint64_t now);
+
+/*
+ * Any packet @p (its sender's fields: incarnation, epoch, and the attach
+ * number of the Rpc @rpc_id that sent it, or 0) from @addr: the peer is
+ * alive; if it restarted it failed; an Rpc id attached anew since its last
+ * packet advances that id's generation. True when a generation advanced.
+ * Called before the packet is routed, so a session it opens starts after
+ * the change, and later news of the old Rpc (an older epoch) is ignored.
+ */
+bool urpc__nxp_seen(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uint64_t incarnation,
+		    uint64_t epoch, uint8_t rpc_id, uint32_t rpc_inc, uint64_t now);
+
+/*
+ * A heartbeat from @addr: its @incarnation, how many times it declared us
+ * failed (@it_failed), and its Rpc ids (@rpcs: URPC_NXP_RPC_BYTES). True when a
+ * generation advanced (Rpcs should look now). Unknown peers are ignored.
+ */
+bool urpc__nxp_heard(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uint64_t incarnation,
+		     uint64_t epoch, uint64_t it_failed, const uint8_t *rpcs, uint64_t now);
+
+/*
+ * Timers at @now: peers silent past their timeout fail (*@failed set when
+ * one did); for every peer due a ping, @send(arg, peer) is called and the
+ * next ping scheduled. Returns the earliest time something is due again
+ * (UINT64_MAX with no peer).
+ */
+uint64_t urpc__nxp_tick(struct urpc_nx_peers *t, uint64_t now, bool *failed,
+			void (*send)(void *arg, const struct urpc_nx_peer *p), void *arg);
+
+/* Free every entry (Nexus destroy; no session holds one any more). */
+void urpc__nxp_clear(struct urpc_nx_peers *t);
+
+/* The generations a session records at its start. Thread: any. */
+static inline uint32_t urpc__nxp_fail_gen(const struct urpc_nx_peer *p)
+{
+	return atomic_load_explicit(&p->fail_gen, memory_order_relaxed);
+}
+
+static inline uint32_t urpc__nxp_probe_gen(const struct urpc_nx_peer *p)
+{
+	return atomic_load_explicit(&p->probe_gen, memory_order_relaxed);
+}
+
+static inline uint32_t urpc__nxp_rpc_gen(const struct urpc_nx_peer *p, uint8_t rpc_id)
+{
+	return atomic_load_explicit(&p->rpc_gen[rpc_id], memory_order_relaxed);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_RPC_NEXUS_PEER_H */

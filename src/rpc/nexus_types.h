@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Types of the Nexus's interface (nexus.h) that its insides (nexus_int.h)
+ * share: a handler entry, the simulated network, the counters. Types only.
+ */
+#ifndef URPC_RPC_NEXUS_TYPES_H
+#define URPC_RPC_NEXUS_TYPES_H
+
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <urpc/urpc.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct urpc_nexus;
+
+struct urpc_handler {
+	urpc_req_handler_fn fn; /* NULL: no handler for this type */
+	void *arg;
+};
+
+/*
+ * Session management through a simulated network instead of the kernel
+ * (tests/sim): send() carries one encoded SM datagram from @from to @to
+ * (0 or -errno); the simulator delivers it later with urpc__nexus_sm_input()
+ * to the Nexus bound at @to, or drops it. The interface a transport would
+ * have, cut down to what session management needs.
+ */
+struct urpc_sm_net {
+	int (*send)(void *arg, struct urpc_nexus *from, const struct sockaddr_in *to,
+		    const uint8_t *buf, size_t len);
+	void *arg;
+};
+
+/* Counters of the SM thread; every field always exists. */
+struct urpc_nexus_stats {
+	uint64_t sm_rx;		  /* datagrams received on the SM socket */
+	uint64_t sm_tx;		  /* SM packets sent (urpc__nexus_sm_send and own replies) */
+	uint64_t drop_bad_pkt;	  /* datagrams that failed urpc__sm_decode() */
+	uint64_t drop_no_rpc;	  /* responses/RESET for an Rpc id that is not attached */
+	uint64_t drop_queue_full; /* packets lost because the Rpc's SM queue was full */
+	uint64_t replied_no_rpc;  /* requests for a missing Rpc answered by the SM thread */
+	uint64_t heartbeats_tx;	  /* NX_PING and NX_PONG sent (one per peer process and interval) */
+	uint64_t heartbeats_rx;	  /* ... and received */
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_RPC_NEXUS_TYPES_H */

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Session-management packets out (session_sm.h). Owns nothing.
+ * May call: the Nexus's SM send, the transport's get_endpoint.
+ */
+#define URPC_LOG_MODULE "session"
+#include "session_sm.h"
+
+#include <string.h>
+
+#include "../util/log.h"
+
+void urpc__sm_out_send(struct urpc_rpc *rpc, const struct sockaddr_in *to, struct urpc_sm_pkt *p)
+{
+	int ret = urpc__nexus_sm_send(rpc->nx, to, p);
+
+	if (ret)
+		URPC_WARN_RATELIMIT(rpc->id, "sending %s failed: %s",
+				    urpc__sm_pkt_type_str(p->type), urpc_strerror(ret));
+	else
+		rpc->st.sm_pkts_tx++;
+}
+
+/* An SM packet about session @s, from its side of the session. */
+void urpc__sm_out_fill(struct urpc_rpc *rpc, const struct urpc_session *s, struct urpc_sm_pkt *p,
+		       enum urpc_sm_pkt_type type, int status)
+{
+	memset(p, 0, offsetof(struct urpc_sm_pkt, ep));
+	p->type = type;
+	p->status = status;
+	p->transport = (uint8_t)rpc->tp->kind;
+	p->token = s->token;
+	p->seq = s->sm_seq;
+	p->max_msg = rpc->max_msg;
+	if (s->role == URPC_ROLE_CLIENT) {
+		p->client_rpc_id = rpc->id;
+		p->server_rpc_id = s->remote_rpc_id;
+		p->client_sess = s->local_num;
+		p->server_sess = s->remote_num;
+	} else {
+		p->client_rpc_id = s->remote_rpc_id;
+		p->server_rpc_id = rpc->id;
+		p->client_sess = s->remote_num;
+		p->server_sess = s->local_num;
+	}
+	if (type == URPC_SM_PKT_CONNECT_REQ || type == URPC_SM_PKT_CONNECT_RESP)
+		p->ep_len = (uint16_t)rpc->tp->ops->get_endpoint(rpc->tp, p->ep);
+}
+
+void urpc__sm_out_session(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_sm_pkt_type type,
+			  int status)
+{
+	struct urpc_sm_pkt p;
+
+	urpc__sm_out_fill(rpc, s, &p, type, status);
+	urpc__sm_out_send(rpc, &s->peer_nexus, &p);
+}
+
+/* Answer an SM request @req that matched no session (or was refused). */
+void urpc__sm_out_reply(struct urpc_rpc *rpc, const struct urpc_sm_pkt *req,
+			enum urpc_sm_pkt_type type, int status)
+{
+	struct urpc_sm_pkt p;
+
+	memcpy(&p, req, offsetof(struct urpc_sm_pkt, ep));
+	p.type = type;
+	p.status = status;
+	p.transport = (uint8_t)rpc->tp->kind;
+	p.ep_len = 0;
+	urpc__sm_out_send(rpc, &req->from, &p);
+}

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Session-management packets out: filled from a session (or from the
+ * request they answer) and sent through the Nexus's SM socket.
+ */
+#ifndef URPC_RPC_SESSION_SM_H
+#define URPC_RPC_SESSION_SM_H
+
+#include "engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Send @p to the Nexus at @to; a failure is logged (rate-limited) and counted. */
+void urpc__sm_out_send(struct urpc_rpc *rpc, const struct sockaddr_in *to, struct urpc_sm_pkt *p);
+
+/* An SM packet of @type about session @s, from its side of the session. */
+void urpc__sm_out_fill(struct urpc_rpc *rpc, const struct urpc_session *s, struct urpc_sm_pkt *p,
+		       enum urpc_sm_pkt_type type, int status);
+
+/* Fill and send an SM packet of @type about @s to its peer's Nexus. */
+void urpc__sm_out_session(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_sm_pkt_type type,
+			  int status);
+
+/* Answer an SM request @req that matched no session (or was refused). */
+void urpc__sm_out_reply(struct urpc_rpc *rpc, const struct urpc_sm_pkt *req,
+			enum urpc_sm_pkt_type type, int status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_RPC_SESSION_SM_H */
