@@ -110,7 +110,13 @@ static bool seen(struct urpc_nx_peer *p, uint64_t incarnation, uint64_t now)
 
 	if (p->incarnation && incarnation != p->incarnation) {
 		fail(p, "it restarted");
-		p->hb_known = false; /* the new process's count starts afresh */
+		/*
+		 * Both counts are about one incarnation: the new process has
+		 * declared nothing yet, and what we declared of the old one is
+		 * no news to it (telling it would fail its fresh sessions).
+		 */
+		p->failed_it = 0;
+		p->hb_known = false;
 		p->epoch = 0;
 		memset(p->rpc_inc, 0, sizeof(p->rpc_inc));
 		moved = true;

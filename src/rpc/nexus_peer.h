@@ -49,11 +49,11 @@ struct urpc_nx_peer {
 	uint64_t ping_ns, timeout_ns; /* the shortest any reference asked for */
 	uint64_t last_heard_ns;	      /* 0: nothing since the last failure */
 	uint64_t next_ping_ns;
-	uint64_t tomb_until_ns;		  /* no session left (refs 0): dropped at this time */
-	uint64_t incarnation;		  /* the peer's, from its pings; 0: not known yet */
-	uint64_t failed_it;		  /* times we declared it failed (sent in our pings) */
-	uint64_t it_failed;		  /* times it declared us failed, as it last said */
-	bool hb_known;			  /* ... once a heartbeat of this incarnation said it */
+	uint64_t tomb_until_ns; /* no session left (refs 0): dropped at this time */
+	uint64_t incarnation;	/* the peer's, from its pings; 0: not known yet */
+	uint64_t failed_it;	/* times we declared this incarnation failed (in our pings) */
+	uint64_t it_failed;	/* times it declared us failed, as it last said */
+	bool hb_known;		/* ... once a heartbeat of this incarnation said it */
 	uint8_t rpcs[URPC_NXP_RPC_BYTES]; /* the Rpc ids it has attached, as it last said */
 	uint64_t epoch;			  /* the newest attach/detach count it sent */
 	uint32_t rpc_inc[URPC_NXP_RPCS];  /* the newest attach number of each of its Rpcs */
