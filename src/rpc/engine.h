@@ -22,6 +22,7 @@
 #include "../mem/regcache.h"
 #include "../transport/transport.h"
 #include "../util/compiler.h"
+#include "../util/csprng.h"
 #include "../util/rand.h"
 #include "nexus.h"
 #include "nexus_peer.h"
@@ -296,7 +297,7 @@ struct urpc_rpc {
 	uint64_t rto_ns, rto_max_ns, ping_ns, peer_timeout_ns, connect_timeout_ns, sm_retry_ns;
 	/* session-management round trips (ns), smoothed as TCP's (RFC 6298); 0: no sample */
 	uint64_t sm_srtt_ns, sm_rttvar_ns;
-	struct urpc_rand rng;
+	struct urpc_csprng secrets; /* session tokens: unpredictable from earlier ones */
 	unsigned ntx;
 	uint64_t tx_epoch; /* advances each time the TX batch empties */
 	struct urpc_os_op os[URPC_OS_OPS];

@@ -102,7 +102,8 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	seed = o->seed;
 	if (!seed)
 		seed = urpc__entropy64();
-	urpc__rand_seed(&rpc->rng, seed);
+	/* Tokens: from the seed only when the application set one (repeatable tests). */
+	urpc__csprng_init(&rpc->secrets, o->seed);
 	rpc->max_sessions = o->max_sessions;
 	rpc->sessions = calloc(o->max_sessions, sizeof(*rpc->sessions));
 	rpc->busy_map = calloc((o->max_sessions + 63) / 64, sizeof(*rpc->busy_map));

@@ -299,7 +299,7 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 	s->remote_rpc_id = remote_rpc_id;
 	s->peer_nexus = addr;
 	do
-		s->token = urpc__rand_next(&rpc->rng);
+		s->token = urpc__csprng_next(&rpc->secrets);
 	while (!s->token);
 	urpc__session_transition(rpc, s, URPC_SEV_CONNECT_START, 0);
 	*session_out = (int)s->local_num;

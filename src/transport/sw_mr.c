@@ -17,7 +17,7 @@
 void urpc__sw_mr_init(struct urpc_sw_mr_table *t, uint64_t key_seed)
 {
 	memset(t, 0, sizeof(*t));
-	urpc__rand_seed(&t->key_rng, key_seed);
+	urpc__csprng_init(&t->key_gen, key_seed);
 }
 
 void urpc__sw_mr_fini(struct urpc_sw_mr_table *t)
@@ -62,7 +62,7 @@ int urpc__sw_mr_reg(struct urpc_sw_mr_table *t, void *addr, size_t len, unsigned
 		t->cap = cap;
 	}
 	do
-		key = (uint32_t)urpc__rand_next(&t->key_rng);
+		key = (uint32_t)urpc__csprng_next(&t->key_gen);
 	while (!key || find_key(t, key));
 	r = &t->regs[i];
 	r->addr = (uintptr_t)addr;

@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../util/rand.h"
+#include "../util/csprng.h"
 #include "transport.h"
 
 #ifdef __cplusplus
@@ -52,7 +52,7 @@ struct urpc_sw_mr_table {
 	struct urpc_sw_mr *regs;
 	uint32_t cap;
 	uint32_t n; /* live registrations */
-	struct urpc_rand key_rng;
+	struct urpc_csprng key_gen;
 };
 
 /* An empty table whose keys are drawn from a generator seeded with @key_seed. */
