@@ -9,7 +9,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "nexus.h"
+#include "nexus_table.h"
+
 #include "nexus_int.h"
 
 /* Fill @o with the defaults. Owns nothing. Thread: any. */

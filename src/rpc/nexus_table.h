@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Nexus's tables and accessors (nexus_table.c), part of what the Nexus
+ * offers its Rpcs (nexus.h includes this header).
+ */
+#ifndef URPC_RPC_NEXUS_TABLE_H
+#define URPC_RPC_NEXUS_TABLE_H
+
+#include <stdint.h>
+
+#include "nexus_types.h"
+#include "sm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Attach Rpc @rpc_id with its SM queue @q (owned by the Rpc; must stay valid
+ * until detach). Freezes the handler table. 0 or -EEXIST. Thread: any.
+ */
+int urpc__nexus_attach_rpc(struct urpc_nexus *nx, uint8_t rpc_id, struct urpc_sm_queue *q);
+
+/*
+ * Detach Rpc @rpc_id. When it returns, the SM thread no longer touches the
+ * queue. Thread: any.
+ */
+void urpc__nexus_detach_rpc(struct urpc_nexus *nx, uint8_t rpc_id);
+
+/* Copy the counters (each read atomically). Thread: any. */
+void urpc__nexus_get_stats(const struct urpc_nexus *nx, struct urpc_nexus_stats *st);
+
+/* The handler table, read-only once an Rpc is attached. Thread: any. */
+const struct urpc_handler *urpc__nexus_handlers(const struct urpc_nexus *nx);
+
+/* The host the Nexus is bound to (used as the default transport host). */
+const char *urpc__nexus_host(const struct urpc_nexus *nx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_RPC_NEXUS_TABLE_H */
