@@ -167,7 +167,6 @@ static void heartbeat_rx(struct urpc_nexus *nx, const struct urpc_sm_pkt *p)
 {
 	static const uint8_t none[URPC_NXP_RPC_BYTES];
 	const struct urpc_nx_peer *peer;
-	uint64_t failed_it = 0;
 
 	stat_inc(&nx->stats.heartbeats_rx);
 	pthread_mutex_lock(&nx->lock);
@@ -175,11 +174,8 @@ static void heartbeat_rx(struct urpc_nexus *nx, const struct urpc_sm_pkt *p)
 			    p->ep_len == sizeof(none) ? p->ep : none, urpc__now_ns()))
 		notify_rpcs(nx);
 	if (p->type == URPC_SM_PKT_NX_PING) {
-		for (peer = nx->peers.head; peer; peer = peer->next)
-			if (peer->addr.sin_addr.s_addr == p->from.sin_addr.s_addr &&
-			    peer->addr.sin_port == p->from.sin_port)
-				failed_it = peer->failed_it;
-		heartbeat_send(nx, &p->from, URPC_SM_PKT_NX_PONG, failed_it);
+		peer = urpc__nxp_find(&nx->peers, &p->from);
+		heartbeat_send(nx, &p->from, URPC_SM_PKT_NX_PONG, peer ? peer->failed_it : 0);
 	}
 	pthread_mutex_unlock(&nx->lock);
 }

@@ -23,7 +23,7 @@ static bool same_addr(const struct sockaddr_in *a, const struct sockaddr_in *b)
 	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
 }
 
-static struct urpc_nx_peer *find(struct urpc_nx_peers *t, const struct sockaddr_in *addr)
+struct urpc_nx_peer *urpc__nxp_find(struct urpc_nx_peers *t, const struct sockaddr_in *addr)
 {
 	struct urpc_nx_peer *p;
 
@@ -36,7 +36,7 @@ static struct urpc_nx_peer *find(struct urpc_nx_peers *t, const struct sockaddr_
 struct urpc_nx_peer *urpc__nxp_get(struct urpc_nx_peers *t, const struct sockaddr_in *addr,
 				   uint64_t ping_ns, uint64_t timeout_ns, uint64_t now)
 {
-	struct urpc_nx_peer *p = find(t, addr);
+	struct urpc_nx_peer *p = urpc__nxp_find(t, addr);
 
 	if (!p) {
 		p = calloc(1, sizeof(*p));
@@ -129,7 +129,7 @@ static bool seen(struct urpc_nx_peer *p, uint64_t incarnation, uint64_t now)
 bool urpc__nxp_seen(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uint64_t incarnation,
 		    uint64_t epoch, uint8_t rpc_id, uint32_t rpc_inc, uint64_t now)
 {
-	struct urpc_nx_peer *p = find(t, addr);
+	struct urpc_nx_peer *p = urpc__nxp_find(t, addr);
 	bool moved;
 
 	if (!p)
@@ -154,7 +154,7 @@ bool urpc__nxp_seen(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uin
 bool urpc__nxp_heard(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uint64_t incarnation,
 		     uint64_t epoch, uint64_t it_failed, const uint8_t *rpcs, uint64_t now)
 {
-	struct urpc_nx_peer *p = find(t, addr);
+	struct urpc_nx_peer *p = urpc__nxp_find(t, addr);
 	bool moved;
 	unsigned i;
 

@@ -65,6 +65,9 @@ struct urpc_nx_peers {
 	unsigned count;
 };
 
+/* The entry of @addr (a tombstone included), or NULL. */
+struct urpc_nx_peer *urpc__nxp_find(struct urpc_nx_peers *t, const struct sockaddr_in *addr);
+
 /*
  * A reference to the entry of @addr, made if needed (heard "now" for a
  * start). @ping_ns and @timeout_ns: the caller's heartbeat interval and
