@@ -261,8 +261,8 @@ struct urpc_rpc_opts {
 	enum urpc_transport_kind transport; /* default: URPC_TRANSPORT env, else auto */
 	urpc_sm_handler_fn sm_handler;	    /* may be NULL */
 	void *sm_arg;
-	uint32_t rto_us;	     /* first retransmission timeout; default 5000 */
-	uint32_t rto_max_us;	     /* cap of the exponential back-off; default 200000 */
+	uint32_t rto_us;	     /* floor of the first retransmission timeout; default 5000 */
+	uint32_t rto_max_us;	     /* cap of the RTO and its back-off; default 200000 */
 	uint32_t ping_interval_ms;   /* Nexus heartbeat per peer process; default 100 */
 	uint32_t peer_timeout_ms;    /* peer process failed after this silence; default 500 */
 	uint32_t connect_timeout_ms; /* connect fails after this; default 2000 */
@@ -272,11 +272,13 @@ struct urpc_rpc_opts {
 					env, else the first active port */
 	/*
 	 * Idle blocking, in microseconds: once urpc_rpc_run_event_loop() has
-	 * found no work for this long and the Rpc has nothing in flight (no
-	 * client request in a slot or queued, no deferred response pending),
-	 * the owner thread sleeps in poll() until a datagram, a
-	 * session-management packet, the Rpc's next timer or the end of the
-	 * call, so an idle Rpc does not burn a core. The first request after a
+	 * found no work for this long and the Rpc needs no polling (no deferred
+	 * response pending, no one-sided operation in flight; requests waiting
+	 * for their answers do not count: waiting is not working), the owner
+	 * thread sleeps in poll() until a datagram, a session-management
+	 * packet, the Rpc's next timer (a retransmission or deadline among
+	 * them) or the end of the call, so an idle or waiting Rpc does not
+	 * burn a core. The first request after a
 	 * sleep pays the kernel's wake-up latency. Default 100; 0: never sleep,
 	 * busy-poll (what a zero-initialised struct gives). udp and verbs only:
 	 * the loop transport cannot block and always busy-polls. An Rpc with it

@@ -21,6 +21,54 @@
 #define SLOT_MASK (URPC_SESSION_SLOTS - 1)
 #define WAITQ_MASK (URPC_SESSION_WAITQ - 1)
 
+/*
+ * Round-trip sampling (struct urpc_rtt): at most one sample per session in
+ * RTT_GAP_NS, which costs a compare per response; the largest sample is
+ * remembered for one to two RTT_WIN_NS windows.
+ */
+#define RTT_GAP_NS 100000ull	/* 100 us */
+#define RTT_WIN_NS 500000000ull /* 500 ms */
+
+void urpc__cli_rtt_init(const struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	s->cli.rtt = (struct urpc_rtt){.rto_ns = rpc->rto_ns};
+}
+
+/*
+ * One round-trip sample @r of session @s: RFC 6298's smoothed RTT and
+ * variance (gains 1/8 and 1/4), and the windowed maximum. The first RTO of
+ * a request is the larger of srtt + 4 * rttvar and twice the windowed
+ * maximum, at least the Rpc's rto (its floor: a fast path never retransmits
+ * sooner than configured) and at most rto_max. The maximum is what keeps a
+ * peer that is only slow now and then (descheduled on a busy host) from
+ * being flooded: the variance alone forgets a rare slow answer within a
+ * few fast ones.
+ */
+static URPC_COLD void rtt_sample(struct urpc_rpc *rpc, struct urpc_session *s, uint64_t r)
+{
+	struct urpc_rtt *t = &s->cli.rtt;
+	uint64_t d, m, rto;
+
+	if (!t->srtt_ns) {
+		t->srtt_ns = r;
+		t->rttvar_ns = r / 2;
+	} else {
+		d = r > t->srtt_ns ? r - t->srtt_ns : t->srtt_ns - r;
+		t->rttvar_ns = t->rttvar_ns - t->rttvar_ns / 4 + d / 4;
+		t->srtt_ns = t->srtt_ns - t->srtt_ns / 8 + r / 8;
+	}
+	if (rpc->now >= t->win_end_ns) {
+		t->win_max_ns[1] = t->win_max_ns[0];
+		t->win_max_ns[0] = 0;
+		t->win_end_ns = rpc->now + RTT_WIN_NS;
+	}
+	t->win_max_ns[0] = URPC_MAX(t->win_max_ns[0], r);
+	m = URPC_MAX(t->win_max_ns[0], t->win_max_ns[1]);
+	rto = URPC_MAX(t->srtt_ns + 4 * t->rttvar_ns, 2 * m);
+	t->rto_ns = URPC_MIN(URPC_MAX(rto, rpc->rto_ns), rpc->rto_max_ns);
+	t->next_ns = rpc->now + RTT_GAP_NS;
+}
+
 /* Transmit (or retransmit) the request in client slot @i of @s. */
 static inline void send_req(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_cslot *sl)
 {
@@ -58,7 +106,7 @@ static inline void start_req(struct urpc_rpc *rpc, struct urpc_session *s, unsig
 	sl->tag = tag;
 	sl->deadline_ns = deadline_ns;
 	sl->retries = 0;
-	sl->rto_ns = rpc->rto_ns;
+	sl->rto_ns = s->cli.rtt.rto_ns;
 	sl->late_status = 0;
 	sl->large_req = req->data_size > rpc->max_msg || urpc__mb_is_view(req);
 	if (unlikely(sl->large_req)) {
@@ -302,12 +350,48 @@ void urpc__cli_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 		if (rpc->now - sl->tx_ns >= sl->rto_ns) {
 			sl->retries++;
 			sl->rto_ns = URPC_MIN(sl->rto_ns * 2, rpc->rto_max_ns);
+			/*
+			 * Karn: no sample comes from this request now, so the
+			 * back-off carries over to the session's next requests
+			 * until an answer to one sent once is sampled.
+			 */
+			if (!sl->large_req && sl->rto_ns > s->cli.rtt.rto_ns) {
+				s->cli.rtt.rto_ns = sl->rto_ns;
+				s->cli.rtt.next_ns = 0;
+			}
 			rpc->st.retransmits++;
 			send_req(rpc, s, sl);
 		}
 	}
 	if (s->cli.wq_head != s->cli.wq_tail)
 		expire_waiting(rpc, s);
+}
+
+uint64_t urpc__cli_next_timer(const struct urpc_rpc *rpc, const struct urpc_session *s)
+{
+	uint64_t t = UINT64_MAX;
+	uint32_t i;
+
+	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+		const struct urpc_cslot *sl = &s->cli.slots[i];
+
+		if (sl->state == URPC_CLI_FREE)
+			continue;
+		if (sl->deadline_ns)
+			t = URPC_MIN(t, sl->deadline_ns);
+		if (sl->state == URPC_CLI_READING)
+			continue; /* no retransmission while reading */
+		if (!sl->tx_ns)
+			return rpc->now; /* sent outside the loop: the next scan stamps it */
+		t = URPC_MIN(t, sl->tx_ns + sl->rto_ns);
+	}
+	for (i = s->cli.wq_head; i != s->cli.wq_tail; i++) {
+		const struct urpc_waiting_req *w = &s->cli.waitq[i & WAITQ_MASK];
+
+		if (w->deadline_ns)
+			t = URPC_MIN(t, w->deadline_ns);
+	}
+	return t;
 }
 
 /*
@@ -435,6 +519,9 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		st = urpc__mb_copy_in(sl->resp, data, len);
 		sl->resp->data_size = len;
 	}
+	/* Karn: a retransmitted request's answer may be to either copy. tx_ns 0: not stamped. */
+	if (unlikely(rpc->now >= s->cli.rtt.next_ns) && !sl->retries && sl->tx_ns)
+		rtt_sample(rpc, s, rpc->now - sl->tx_ns);
 	rpc->st.resps_rx++;
 	complete(rpc, s, sl, st);
 }

@@ -164,6 +164,22 @@ struct urpc_req_handle {
 #define URPC_RESENT_RESP 0x1u /* the stored response, again */
 #define URPC_RESENT_ACK 0x2u  /* ack_h (a large request read, its handler deferred) */
 
+/*
+ * A client session's round-trip estimate (client.c): smoothed RTT and
+ * variance as RFC 6298 keeps them, and the largest sample of the last one
+ * or two windows, so that a peer that was descheduled once recently is
+ * given that long again. Sampled at most once per URPC_RTT_GAP_NS, from
+ * requests answered without a retransmission (Karn).
+ */
+struct urpc_rtt {
+	uint64_t rto_ns;  /* what a new request starts with; 0 until connected */
+	uint64_t srtt_ns; /* 0: no sample yet */
+	uint64_t rttvar_ns;
+	uint64_t win_max_ns[2]; /* [0]: this window's largest sample, [1]: the last one's */
+	uint64_t win_end_ns;	/* when [0] becomes [1] */
+	uint64_t next_ns;	/* the next response that may be sampled */
+};
+
 /* A client slot: one request in flight (slot.h has its state machine). */
 struct urpc_cslot {
 	uint64_t cur_req_num; /* slot index + k * URPC_SESSION_SLOTS */
@@ -224,6 +240,7 @@ struct urpc_cli_half {
 	bool free_after_ev;	/* free the session once pending_ev was raised */
 	int fail_status;	/* fail every pending request with this on the next pass, or 0 */
 	/* datapath */
+	struct urpc_rtt rtt; /* the first retransmission timeout of a request */
 	uint32_t credits;
 	uint32_t free_mask; /* bit i set: slot i is FREE */
 	uint32_t wq_head, wq_tail;

@@ -206,15 +206,16 @@ URPC_API int urpc_rpc_run_event_loop_once(struct urpc_rpc *rpc)
 
 /*
  * May the Rpc sleep, and until when? False while something needs polling
- * rather than a timer: a client request in a slot or waiting for one
- * (urpc__cli_busy: its response, retransmission and deadline), a server
- * slot whose handler has not answered yet (a deferred response comes from
- * this thread), an SM event to raise, datagrams the transport has not
- * taken, one-sided operations in flight. Otherwise true, with *wake_ns
- * (Rpc clock) the earliest session timer (urpc__session_next_timer(), kept
- * beside the timers it describes); never before the next timer scan, which
- * is when a due timer is acted on. With no session it is UINT64_MAX: only
- * traffic or the caller's end wakes the Rpc.
+ * rather than a timer: a server slot whose handler has not answered yet (a
+ * deferred response comes from this thread), an SM event to raise,
+ * datagrams the transport has not taken, one-sided operations in flight.
+ * Otherwise true, with *wake_ns (Rpc clock) the earliest session timer
+ * (urpc__session_next_timer(), kept beside the timers it describes) or
+ * request timer (urpc__cli_next_timer(): a request waiting for its answer
+ * is waiting, not working; the answer wakes the sleep like any datagram);
+ * never before the next timer scan, which is when a due timer is acted on.
+ * With no session it is UINT64_MAX: only traffic or the caller's end wakes
+ * the Rpc.
  * Cold path: runs only once the loop has been idle for idle_ns.
  */
 static bool idle_wake_time(const struct urpc_rpc *rpc, uint64_t *wake_ns)
@@ -229,8 +230,10 @@ static bool idle_wake_time(const struct urpc_rpc *rpc, uint64_t *wake_ns)
 
 		if (!s)
 			continue;
-		if (s->role == URPC_ROLE_SERVER ? s->srv.deferred != 0 : urpc__cli_busy(s))
+		if (s->role == URPC_ROLE_SERVER && s->srv.deferred)
 			return false;
+		if (s->role == URPC_ROLE_CLIENT && urpc__cli_busy(s))
+			t = URPC_MIN(t, urpc__cli_next_timer(rpc, s));
 		t = URPC_MIN(t, urpc__session_next_timer(rpc, s));
 	}
 	*wake_ns = URPC_MAX(t, rpc->next_scan_ns);

@@ -296,6 +296,7 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 		return -ENOMEM;
 	}
 	rpc->now = rpc->clock(rpc->clock_arg);
+	urpc__cli_rtt_init(rpc, s);
 	s->remote_rpc_id = remote_rpc_id;
 	s->peer_nexus = addr;
 	do

@@ -512,6 +512,98 @@ Test(idle, requests_wake_a_sleeping_server, .timeout = TEST_TIMEOUT_S)
 	cr_assert_geq(sv.st.idle_wakeups, nseq / 2);
 }
 
+/* ---- (b2) a client waiting for answers sleeps; a slow peer is not flooded -------- */
+
+#define REQ_SLOW 2
+#define SLOW_MS 60 /* the slow handler's time: 12 first RTOs of 5 ms */
+
+/* Echo after SLOW_MS: a peer descheduled (or busy) for that long. */
+static void slow_handler(struct urpc_req_handle *h, void *arg)
+{
+	const struct timespec ts = {.tv_sec = 0, .tv_nsec = SLOW_MS * 1000000L};
+
+	nanosleep(&ts, NULL);
+	echo_handler(h, arg);
+}
+
+Test(idle, a_client_waiting_for_answers_sleeps, .timeout = TEST_TIMEOUT_S)
+{
+	const unsigned nreq = 6;
+	struct urpc_rpc_opts co;
+	struct urpc_rpc_stats cs;
+	struct server sv;
+	struct client c;
+	struct creq r;
+	uint64_t wall = 0, cpu = 0, retx_first = 0; /* retransmissions in the first two */
+	unsigned i;
+	pthread_t th;
+
+	memset(&sv, 0, sizeof(sv));
+	sv.nx = nexus_up();
+	cr_assert_eq(urpc_nexus_register_handler(sv.nx, REQ_SLOW, slow_handler, &sv), 0);
+	opts(&sv.o, URPC_TRANSPORT_UDP);
+	sv.chunk_ms = 50;
+	server_start(&sv, &th);
+
+	opts(&co, URPC_TRANSPORT_UDP); /* default rto_us (5 ms) and idle_block_us */
+	client_up(&c, sv.nx, &co);
+	client_connect(&c, sv.nx);
+	creq_alloc(&c, &r);
+	for (i = 0; i < nreq; i++) {
+		uint64_t deadline = now_ns() + WAIT_MS * MS, t0 = now_ns(), c0 = thread_cpu_ns();
+
+		for (size_t k = 0; k < MSG_LEN; k++)
+			r.req.buf[k] = (uint8_t)(i * 7u + k);
+		r.busy = true;
+		cr_assert_eq(
+			urpc_req_enqueue(c.rpc, c.session, REQ_SLOW, &r.req, &r.resp, cont, &r, 0),
+			0);
+		while (r.busy && now_ns() < deadline)
+			cr_assert_eq(urpc_rpc_run_event_loop(c.rpc, 5), 0);
+		cr_assert_not(r.busy, "no answer within %d ms", WAIT_MS);
+		cr_assert_eq(r.status, 0, "%s", urpc_strerror(r.status));
+		cr_assert_eq(r.bad, 0, "wrong response bytes");
+		wall += now_ns() - t0;
+		cpu += thread_cpu_ns() - c0;
+		if (i == 1) {
+			cr_assert_eq(urpc_rpc_get_stats(c.rpc, &cs), 0);
+			retx_first = cs.retransmits;
+		}
+	}
+	cr_assert_eq(urpc_rpc_get_stats(c.rpc, &cs), 0);
+	cr_log_info("%u requests of %d ms each: client CPU %.1f ms of %.1f ms wall (%.0f%%), "
+		    "%llu sleeps; retransmissions %llu for the first two, %llu for the other %u",
+		    nreq, SLOW_MS, cpu / 1e6, wall / 1e6, 100.0 * (double)cpu / (double)wall,
+		    (unsigned long long)cs.idle_sleeps, (unsigned long long)retx_first,
+		    (unsigned long long)(cs.retransmits - retx_first), nreq - 2);
+	/* Waiting is not working: the client thread slept through most of it. */
+	cr_assert_lt((double)cpu, 0.25 * (double)wall,
+		     "a client waiting for answers used %.1f ms of CPU in %.1f ms", cpu / 1e6,
+		     wall / 1e6);
+	cr_assert_geq(cs.idle_sleeps, nreq);
+	/*
+	 * The first slow answer (60 ms against a 5 ms first RTO) costs
+	 * retransmissions, and gives no sample (Karn); its back-off carries
+	 * over, so by the second request the RTO exceeds the round trip and
+	 * an answer is sampled: from then on the RTO is twice the largest
+	 * recent round trip and nothing is resent. Back-off from 5 ms reaches
+	 * 60 ms in 4 doublings: at most that many resends before the sample.
+	 */
+	cr_assert_gt(retx_first, 0, "a 5 ms RTO did not fire in %d ms", SLOW_MS);
+	cr_assert_leq(retx_first, 5, "%llu retransmissions before the RTO learnt %d ms",
+		      (unsigned long long)retx_first, SLOW_MS);
+	cr_assert_eq(cs.retransmits, retx_first,
+		     "%llu more retransmissions after the RTO had sampled a %d ms round trip",
+		     (unsigned long long)(cs.retransmits - retx_first), SLOW_MS);
+	cr_assert_eq(cs.resps_rx, nreq);
+	creq_free(&c, &r);
+	client_disconnect(&c);
+	cr_assert_eq(urpc_rpc_destroy(c.rpc), 0);
+	server_join(&sv, th);
+	cr_assert_eq(urpc_nexus_destroy(sv.nx), 0);
+	cr_assert_eq(atomic_load(&sv.handled), nreq, "every request handled once");
+}
+
 /* ---- (c) a connect wakes a sleeping server through the SM queue ------------------- */
 
 Test(idle, connect_wakes_a_sleeping_server, .timeout = TEST_TIMEOUT_S)
