@@ -6,9 +6,11 @@
 #   2. urpc-demo: 100,000 datagram round trips and an 8 MiB one-sided
 #      READ/WRITE on the transport layer, verified byte by byte.
 #   3. urpc-kv-server and urpc-kv-client: the key-value demo, a 3-second
-#      YCSB-A load run (two client threads against two server threads) in
-#      --verify mode: every GET checked against the acknowledged writes,
-#      then the throughput and p50/p99/p99.9 latency.
+#      YCSB-A load run in --verify mode: every GET checked against the
+#      acknowledged writes, then the throughput and p50/p99/p99.9 latency.
+#      Server and client get half the cores each (at least one thread):
+#      1 + 1 threads on a 2-core machine. KV_SERVER_THREADS and
+#      KV_CLIENT_THREADS override that.
 # Extra arguments go to urpc-demo (see `build/release/apps/demo/urpc-demo --help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,9 +31,13 @@ trap - EXIT
 echo "==== urpc-demo: the transport layer ===="
 "$bin/demo/urpc-demo" "$@"
 
-echo "==== urpc-kv: a key-value store, a short verified load run ===="
+half=$(($(nproc) / 2))
+[ "$half" -ge 1 ] || half=1
+kv_srv=${KV_SERVER_THREADS:-$half}
+kv_cli=${KV_CLIENT_THREADS:-$half}
+echo "==== urpc-kv: a key-value store, a short verified load run ($kv_srv server, $kv_cli client threads) ===="
 kvport=$((port + 1))
-"$bin/kv/urpc-kv-server" --port "$kvport" --threads 2 &
+"$bin/kv/urpc-kv-server" --port "$kvport" --threads "$kv_srv" &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
 for _ in $(seq 50); do # until the server answers
@@ -39,7 +45,7 @@ for _ in $(seq 50); do # until the server answers
 		>/dev/null 2>&1 && break
 	sleep 0.1
 done
-"$bin/kv/urpc-kv-client" --server "127.0.0.1:$kvport" --verify --workload A --threads 2 \
+"$bin/kv/urpc-kv-client" --server "127.0.0.1:$kvport" --verify --workload A --threads "$kv_cli" \
 	--keys 10000 --value-size 256 --duration 3
 kill -TERM $server
 wait $server

@@ -956,6 +956,7 @@ struct worker {
 	uint64_t done;	/* completed run-phase operations; read by main (atomic) */
 	int finished;	/* the thread is done; read by main (atomic) */
 	uint64_t t_end; /* when its run phase ended */
+	bool stopping;	/* this phase issues no more */
 	bool preloading;
 	uint64_t preload_next; /* next owned key to preload */
 	struct hist hist;
@@ -1103,6 +1104,8 @@ static void note_error(struct worker *w, int err)
 		w->first_error = err;
 }
 
+static void refill(struct worker *w);
+
 /* Continuation of every load-mode request. */
 static void on_op_done(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
 {
@@ -1208,6 +1211,7 @@ out:
 	if (o->verify)
 		for (i = 0; i < op->nkeys; i++)
 			w->busy[op->keys[i] / o->threads] = 0;
+	refill(w);
 }
 
 /* A key of this thread's share (verify mode) or any key. */
@@ -1339,24 +1343,41 @@ static bool issue(struct worker *w)
 	return true;
 }
 
-/* Issue until the window is full or the phase is over; then poll until drained. */
-static void run_phase(struct worker *w, bool preload)
+/* May worker @w issue more in this phase? Once it may not, it never may again. */
+static bool keep_issuing(struct worker *w)
 {
 	struct load *ld = w->ld;
-	bool stopping = false;
 
+	if (!w->stopping && (__atomic_load_n(&ld->stop, __ATOMIC_RELAXED) || w->c.reset ||
+			     (w->preloading && w->preload_next >= ld->o->keys) ||
+			     (!w->preloading && w->quota && w->issued >= w->quota)))
+		w->stopping = true;
+	return !w->stopping;
+}
+
+/* Fill the window: from the phase loop, and from every continuation. */
+static void refill(struct worker *w)
+{
+	while (w->nfree && keep_issuing(w) && issue(w))
+		;
+}
+
+/*
+ * Issue until the window is full or the phase is over; then poll until
+ * drained. Continuations refill the window, so the loop runs in slices of
+ * a millisecond: with every request in flight it has nothing to do but
+ * wait, and run_event_loop() then gives the core away (idle_block_us)
+ * until an answer comes, which lets more threads than cores share them.
+ */
+static void run_phase(struct worker *w, bool preload)
+{
 	w->preloading = preload;
+	w->stopping = false;
 	for (;;) {
-		if (!stopping && (__atomic_load_n(&ld->stop, __ATOMIC_RELAXED) || w->c.reset ||
-				  (preload && w->preload_next >= ld->o->keys) ||
-				  (!preload && w->quota && w->issued >= w->quota)))
-			stopping = true;
-		while (!stopping && w->nfree && (preload || !w->quota || w->issued < w->quota) &&
-		       issue(w))
-			;
-		if (stopping && !w->inflight)
+		refill(w);
+		if (!keep_issuing(w) && !w->inflight)
 			break;
-		urpc_rpc_run_event_loop_once(w->c.rpc);
+		urpc_rpc_run_event_loop(w->c.rpc, 1);
 	}
 }
 
