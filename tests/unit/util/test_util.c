@@ -8,6 +8,7 @@
 #include <urpc/urpc.h>
 
 #include "util/csprng.h"
+#include "util/idset.h"
 #include "util/log.h"
 #include "util/rand.h"
 
@@ -189,4 +190,82 @@ Test(util, csprng_outputs_are_not_predictable_from_earlier_ones)
 	urpc__csprng_init(&g, 0);
 	urpc__csprng_init(&h, 0);
 	cr_assert_neq(urpc__csprng_next(&g), urpc__csprng_next(&h));
+}
+
+/* A plain array answers what the number set must: lowest free, highest taken. */
+static void idset_check(uint32_t max, unsigned ops, uint64_t seed)
+{
+	struct urpc_idset s;
+	struct urpc_rand r;
+	bool *ref = calloc(max, sizeof(*ref));
+	uint32_t taken = 0, i, lo, end, hiwater = 0;
+	unsigned k;
+
+	cr_assert_not_null(ref);
+	cr_assert_eq(urpc__idset_init(&s, max), 0);
+	urpc__rand_seed(&r, seed);
+	cr_assert_eq(urpc__idset_end(&s), 0);
+	for (k = 0; k < ops; k++) {
+		/* Mostly take until full, then mostly give back: both ends get exercised. */
+		bool take = taken < max && (urpc__rand_next(&r) % 4 != 0 || !taken ||
+					    (k / (ops / 4 + 1)) % 2 == 0);
+
+		if (take) {
+			int64_t id = urpc__idset_take(&s);
+
+			for (lo = 0; lo < max && ref[lo]; lo++) /* lowest first: short */
+				;
+			cr_assert_eq(id, (int64_t)lo, "max %u: took %lld, lowest free is %u", max,
+				     (long long)id, lo);
+			ref[lo] = true;
+			taken++;
+			if (lo + 1 > hiwater)
+				hiwater = lo + 1;
+		} else if (taken) {
+			i = (uint32_t)(urpc__rand_next(&r) % hiwater); /* all taken are below */
+			while (!ref[i])
+				i = i + 1 == max ? 0 : i + 1;
+			urpc__idset_put(&s, i);
+			ref[i] = false;
+			taken--;
+		}
+		for (end = hiwater; end && !ref[end - 1]; end--)
+			;
+		cr_assert_eq(urpc__idset_end(&s), end, "max %u: end %u, want %u", max,
+			     urpc__idset_end(&s), end);
+		cr_assert_eq(s.count, taken);
+	}
+	/* Full: no number left, and the set says so without reading past its end. */
+	while (taken < max) {
+		cr_assert_geq(urpc__idset_take(&s), 0);
+		taken++;
+	}
+	cr_assert_eq(urpc__idset_take(&s), -1);
+	for (i = 0; i < max; i++)
+		cr_assert(urpc__idset_has(&s, i));
+	cr_assert_not(urpc__idset_has(&s, max));
+	urpc__idset_put(&s, max - 1);
+	cr_assert_eq(urpc__idset_take(&s), (int64_t)(max - 1));
+	urpc__idset_fini(&s);
+	free(ref);
+}
+
+Test(util, idset_lowest_free_and_highest_taken)
+{
+	static const uint32_t sizes[] = {1, 2, 63, 64, 65, 4095, 4096, 4097, 262145};
+	unsigned i;
+
+	for (i = 0; i < (unsigned)(sizeof(sizes) / sizeof(sizes[0])); i++)
+		idset_check(sizes[i], sizes[i] > 5000 ? 3000 : 4 * sizes[i] + 50, 1000 + i);
+	/* The largest set the Rpc allows: only the words it touches are resident. */
+	idset_check(1u << 24, 2000, 7);
+}
+
+Test(util, idset_refuses_bad_sizes)
+{
+	struct urpc_idset s;
+
+	cr_assert_eq(urpc__idset_init(&s, 0), -EINVAL);
+	cr_assert_eq(urpc__idset_init(&s, (1u << 24) + 1), -EINVAL);
+	urpc__idset_fini(&s); /* zeroed by the failed init: harmless */
 }
