@@ -266,9 +266,17 @@ struct urpc_rpc_opts {
 	uint32_t ping_interval_ms;   /* Nexus heartbeat per peer process; default 100 */
 	uint32_t peer_timeout_ms;    /* peer process failed after this silence; default 500 */
 	uint32_t connect_timeout_ms; /* connect fails after this; default 2000 */
-	uint32_t max_sessions;	     /* sessions this Rpc may hold; default 1024 */
-	uint64_t seed;		     /* loop transport fault switches and tokens; 0: random */
-	const char *device;	     /* verbs: RDMA device ("mlx5_0" or "rxe0:1"); NULL: URPC_DEVICE
+	/*
+	 * Sessions this Rpc may hold, client and server together, 1 to 2^24;
+	 * default URPC_RPC_DEFAULT_MAX_SESSIONS. Beyond it a connect gets
+	 * -ENOSPC (urpc_session_connect() on this side; the client's
+	 * URPC_SM_CONNECT_FAILED event when this Rpc is the server). Its
+	 * tables take about 8.3 bytes of address space per possible session
+	 * (8.7 MB at the default), resident only where sessions are.
+	 */
+	uint32_t max_sessions;
+	uint64_t seed;	    /* loop transport fault switches and tokens; 0: random */
+	const char *device; /* verbs: RDMA device ("mlx5_0" or "rxe0:1"); NULL: URPC_DEVICE
 					env, else the first active port */
 	/*
 	 * Idle blocking, in microseconds: once urpc_rpc_run_event_loop() has
@@ -426,7 +434,10 @@ struct urpc_rpc_stats {
 	uint64_t idle_sm_wakeups; /* ... of which by a session-management packet */
 	uint64_t acks_sent; /* server: "read it" for large requests whose handler answers later */
 	uint64_t acks_rx;   /* client: ... received */
-	uint64_t drop_bad_comp; /* one-sided completions naming no operation in flight */
+	uint64_t drop_bad_comp;	   /* one-sided completions naming no operation in flight */
+	uint64_t connects_refused; /* server: CONNECT_REQs refused (limit, memory, transport) */
+	uint64_t resp_bufs;	   /* server: response buffers its slots hold now */
+	uint64_t drop_no_buf;	   /* server: requests dropped for want of a response buffer */
 };
 
 /**
@@ -452,6 +463,8 @@ URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
  * failure; nothing is allocated per request).
  */
 #define URPC_SESSION_MAX_INFLIGHT 8
+/* The default of urpc_rpc_opts.max_sessions. */
+#define URPC_RPC_DEFAULT_MAX_SESSIONS (1u << 20)
 #define URPC_SESSION_MAX_WAITING 64
 
 /**
@@ -462,10 +475,14 @@ URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
  * @return 0: the sm_handler runs later, once, with URPC_SM_CONNECTED or
  *         URPC_SM_CONNECT_FAILED; requests may be enqueued at once and are
  *         sent when the session connects (or fail with its error).
- *         <0: -EINVAL (bad address, a NULL argument), -ENOMEM (max_sessions
+ *         <0: -EINVAL (bad address, a NULL argument), -ENOSPC (max_sessions
  *         numbers in use: a number is free again once its session's last
  *         event, CONNECT_FAILED, DISCONNECTED or RESET, has returned),
- *         -EPERM; no event follows.
+ *         -ENOMEM (no memory for the session), -EPERM; no event follows.
+ *         A server that refuses the session makes the event
+ *         URPC_SM_CONNECT_FAILED with -ENOSPC (all of its max_sessions in
+ *         use), -ENOMEM (its memory), -ENOENT (no such Rpc) or -EPROTO
+ *         (another transport).
  */
 URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 				  uint8_t remote_rpc_id, int *session_out);

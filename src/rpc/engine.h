@@ -23,6 +23,7 @@
 #include "../transport/transport.h"
 #include "../util/compiler.h"
 #include "../util/csprng.h"
+#include "../util/idset.h"
 #include "../util/rand.h"
 #include "nexus.h"
 #include "nexus_peer.h"
@@ -239,6 +240,9 @@ struct urpc_cli_half {
 	int pending_status;	/* its status */
 	bool free_after_ev;	/* free the session once pending_ev was raised */
 	int fail_status;	/* fail every pending request with this on the next pass, or 0 */
+	/* on the Rpc's list of sessions with pending_ev or fail_status (session_table.c) */
+	bool on_pend;
+	uint32_t pend_prev, pend_next; /* session number + 1; 0: none */
 	/* datapath */
 	struct urpc_rtt rtt; /* the first retransmission timeout of a request */
 	uint32_t credits;
@@ -251,6 +255,7 @@ struct urpc_cli_half {
 /* What only a server session has. */
 struct urpc_srv_half {
 	uint32_t deferred; /* slots IN_HANDLER: handlers that have not responded yet */
+	uint32_t hnext;	   /* next in its chain of the CONNECT_REQ index: number + 1; 0: none */
 	struct urpc_sslot slots[URPC_SESSION_SLOTS];
 };
 
@@ -301,10 +306,22 @@ struct urpc_rpc {
 	uint64_t idle_ns; /* sleep after this long without work; 0: never */
 	struct urpc_session **sessions;
 	uint32_t max_sessions;
-	uint32_t hi_session; /* one past the highest session number in use */
-	int in_cb;	     /* depth of user callbacks running */
-	bool have_pending;   /* some session has a pending_ev */
-	bool in_loop;	     /* inside loop_once: now is this pass's time */
+	uint32_t hi_session;	/* one past the highest session number in use */
+	struct urpc_idset nums; /* the session numbers in use */
+	/*
+	 * Server sessions by what their CONNECT_REQ said (client Nexus, Rpc,
+	 * session number, token), so a retried one finds its session: chains
+	 * through srv.hnext, session number + 1 per bucket (0: empty).
+	 */
+	uint32_t *srv_index;
+	uint32_t srv_index_mask; /* buckets - 1 */
+	uint32_t srv_sessions;	 /* server sessions in the index */
+	uint64_t srv_index_salt;
+	/* client sessions with an event or failure for the next pass: number + 1 */
+	uint32_t pend_head, pend_tail;
+	int in_cb;	   /* depth of user callbacks running */
+	bool have_pending; /* some session has a pending_ev */
+	bool in_loop;	   /* inside loop_once: now is this pass's time */
 	uint64_t now;
 	urpc_clock_fn clock;
 	void *clock_arg;

@@ -40,7 +40,7 @@ URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o)
 	o->ping_interval_ms = 100;
 	o->peer_timeout_ms = 500;
 	o->connect_timeout_ms = 2000;
-	o->max_sessions = 1024;
+	o->max_sessions = URPC_RPC_DEFAULT_MAX_SESSIONS;
 	o->numa_node = -1;
 	o->cuda_device = -1;
 	o->idle_block_us = 100;
@@ -105,10 +105,13 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	/* Tokens: from the seed only when the application set one (repeatable tests). */
 	urpc__csprng_init(&rpc->secrets, o->seed);
 	rpc->max_sessions = o->max_sessions;
-	rpc->sessions = calloc(o->max_sessions, sizeof(*rpc->sessions));
+	/* Tables of max_sessions entries: zeroed pages, resident only where used. */
+	ret = urpc__sess_table_init(rpc);
+	if (ret)
+		goto out_free;
 	rpc->busy_map = calloc((o->max_sessions + 63) / 64, sizeof(*rpc->busy_map));
 	rpc->smq = aligned_alloc(URPC_CACHELINE, URPC_ALIGN_UP(sizeof(*rpc->smq), URPC_CACHELINE));
-	if (!rpc->sessions || !rpc->busy_map || !rpc->smq) {
+	if (!rpc->busy_map || !rpc->smq) {
 		ret = -ENOMEM;
 		goto out_free;
 	}
@@ -208,7 +211,7 @@ out_tp:
 	rpc->tp->ops->destroy(rpc->tp);
 out_free:
 	free(rpc->smq);
-	free(rpc->sessions);
+	urpc__sess_table_fini(rpc);
 	free(rpc->busy_map);
 	free(rpc);
 	return ret;
@@ -281,7 +284,7 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 	if (ret)
 		URPC_ERR(rpc->id, "transport destroy failed: %s", urpc_strerror(ret));
 	free(rpc->smq);
-	free(rpc->sessions);
+	urpc__sess_table_fini(rpc);
 	free(rpc->busy_map);
 	free(rpc);
 	return 0;

@@ -7,8 +7,11 @@
  * by the application, GPU staging), session_table.h (a reset session is
  * freed with its last deferred answer), tx.h, the pool, the transport's
  * post_read and tx_flush, the CUDA loader (urpc_req_copy_data() into device
- * memory). Only a large request's buffer is allocated here
- * (from the pool, when its descriptor arrives).
+ * memory). Buffers are allocated here from the pool, never on a
+ * session's creation: a slot's response buffer when its first request
+ * arrives (kept by the slot from then on, so the datapath allocates once
+ * per slot, not per request; freed with the session), and a large
+ * request's buffer when its descriptor arrives.
  */
 #define URPC_LOG_MODULE "server"
 #include "server.h"
@@ -166,6 +169,37 @@ out_drop:
 	return false;
 }
 
+/*
+ * Give server slot @sl, about to take its first request, the buffer its
+ * responses are built and stored in. False when the pool has none: the
+ * request is dropped without taking the slot, and the client's
+ * retransmission tries again. Cold: once per slot.
+ */
+static URPC_COLD bool server_slot_buf(struct urpc_rpc *rpc, struct urpc_sslot *sl)
+{
+	int ret = urpc__pool_alloc(rpc->pool, rpc->max_msg, &sl->resp_mb);
+
+	if (unlikely(ret)) {
+		rpc->st.drop_no_buf++;
+		URPC_WARN_RATELIMIT(rpc->id,
+				    "no response buffer for a request (%s): dropped, the client "
+				    "retransmits; the Rpc's message-buffer pool is capped at 1 GiB",
+				    urpc_strerror(ret));
+		return false;
+	}
+	/*
+	 * Its capacity is one datagram's payload, as urpc_req_resp_msgbuf()
+	 * promises, not the pool class's rounded-up size: a handler that
+	 * trusts max_data_size must not resize it to what urpc_resp_enqueue()
+	 * refuses. The class is still found from it.
+	 */
+	sl->resp_mb.max_data_size = rpc->max_msg;
+	/* The library's for good: urpc_msgbuf_free() refuses it. */
+	sl->resp_mb.priv_sess = URPC_MB_SESS_LIBRARY;
+	rpc->st.resp_bufs++;
+	return true;
+}
+
 void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_pkthdr *h,
 		  const uint8_t *data, uint32_t len)
 {
@@ -199,6 +233,8 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		rpc->st.drop_stale++;
 		return;
 	}
+	if (unlikely(!sl->resp_mb.buf) && !server_slot_buf(rpc, sl))
+		return;
 	if (unlikely(sl->resp_epoch == rpc->tx_epoch || sl->resent || sl->large_resp.buf))
 		server_retire_resp(rpc, sl);
 

@@ -69,7 +69,7 @@ static void defer_event(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_
 	s->cli.pending_ev = ev;
 	s->cli.pending_status = status;
 	s->cli.free_after_ev = free_after;
-	rpc->have_pending = true;
+	urpc__sess_pend(rpc, s);
 }
 
 /*
@@ -179,7 +179,7 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 			s->cli.sm_deadline_ns = rpc->now + rpc->connect_timeout_ns;
 			s->cli.sm_next_retry_ns = rpc->now + rpc->sm_retry_ns;
 			s->cli.fail_status = -ECONNRESET;
-			rpc->have_pending = true;
+			urpc__sess_pend(rpc, s);
 			/* Not while it READs the server's responses: the timers send it. */
 			if (urpc__os_session_reading(rpc, s))
 				s->cli.sm_next_retry_ns = rpc->now;
@@ -241,22 +241,20 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 
 void urpc__session_run_pending(struct urpc_rpc *rpc)
 {
-	uint32_t i;
+	/* What is on the list now; work the callbacks add waits for the next pass. */
+	uint32_t n = rpc->st.sessions;
+	struct urpc_session *s;
 
-	rpc->have_pending = false;
-	for (i = 0; i < rpc->hi_session; i++) {
-		struct urpc_session *s = rpc->sessions[i];
+	while (n-- && (s = urpc__sess_pend_pop(rpc))) {
+		uint32_t num = s->local_num;
 		int ev;
 
-		if (!s || s->role != URPC_ROLE_CLIENT)
-			continue;
 		if (s->cli.fail_status) {
 			int st = s->cli.fail_status;
 
 			s->cli.fail_status = 0;
 			urpc__cli_fail_all(rpc, s, st);
-			s = rpc->sessions[i];
-			if (!s)
+			if (urpc__rpc_session(rpc, (int)num) != s)
 				continue;
 		}
 		ev = s->cli.pending_ev;
@@ -264,9 +262,10 @@ void urpc__session_run_pending(struct urpc_rpc *rpc)
 			continue;
 		s->cli.pending_ev = 0;
 		raise_event(rpc, s, (enum urpc_sm_event)ev, s->cli.pending_status);
-		if (rpc->sessions[i] == s && s->cli.free_after_ev)
+		if (urpc__rpc_session(rpc, (int)num) == s && s->cli.free_after_ev)
 			urpc__sess_free(rpc, s);
 	}
+	rpc->have_pending = rpc->pend_head != 0;
 }
 
 /* ---- public calls ---- */
@@ -276,6 +275,7 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 {
 	struct sockaddr_in addr;
 	struct urpc_session *s;
+	int ret;
 
 	if (!rpc || !host_port || !session_out)
 		return -EINVAL;
@@ -285,10 +285,17 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 		URPC_ERR(rpc->id, "'%s' is not a host:port address", host_port);
 		return -EINVAL;
 	}
-	s = urpc__sess_alloc(rpc, URPC_ROLE_CLIENT);
-	if (!s) {
-		URPC_ERR(rpc->id, "no session slot left (max_sessions %u)", rpc->max_sessions);
-		return -ENOMEM;
+	ret = urpc__sess_alloc(rpc, URPC_ROLE_CLIENT, &s);
+	if (ret == -ENOSPC) {
+		URPC_WARN_RATELIMIT(rpc->id,
+				    "cannot connect: all %u session numbers of this Rpc are in use "
+				    "(raise urpc_rpc_opts.max_sessions, up to 2^24)",
+				    rpc->max_sessions);
+		return ret;
+	}
+	if (ret) {
+		URPC_WARN_RATELIMIT(rpc->id, "cannot connect: no memory for a session");
+		return ret;
 	}
 	s->nxp = urpc__nexus_peer_get(rpc->nx, &addr, rpc->ping_ns, rpc->peer_timeout_ns);
 	if (!s->nxp) {
@@ -339,36 +346,43 @@ URPC_API bool urpc_session_is_connected(struct urpc_rpc *rpc, int session)
 
 /* ---- session-management packets ---- */
 
+/* Refuse a CONNECT_REQ that opens no session: the client's connect fails with @err. */
+static void refuse(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p, int err)
+{
+	rpc->st.connects_refused++;
+	urpc__sm_out_reply(rpc, p, URPC_SM_PKT_CONNECT_RESP, err);
+}
+
 static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 {
 	struct urpc_session *s;
-	uint32_t i;
 	int ret;
 
-	for (i = 0; i < rpc->hi_session; i++) {
-		s = rpc->sessions[i];
-		if (s && s->role == URPC_ROLE_SERVER && s->token == p->token &&
-		    s->remote_num == p->client_sess && s->remote_rpc_id == p->client_rpc_id &&
-		    s->peer_nexus.sin_addr.s_addr == p->from.sin_addr.s_addr &&
-		    s->peer_nexus.sin_port == p->from.sin_port) {
-			/* A retried CONNECT_REQ: answer again, no second session. */
-			if (s->state == URPC_SESS_CONNECTED)
-				urpc__sm_out_session(rpc, s, URPC_SM_PKT_CONNECT_RESP, 0);
-			return;
-		}
+	s = urpc__sess_find_server(rpc, p);
+	if (s) {
+		/* A retried CONNECT_REQ: answer again, no second session. */
+		if (s->state == URPC_SESS_CONNECTED)
+			urpc__sm_out_session(rpc, s, URPC_SM_PKT_CONNECT_RESP, 0);
+		return;
 	}
 	if (p->transport != (uint8_t)rpc->tp->kind) {
 		URPC_WARN_RATELIMIT(rpc->id, "refusing a %s client: this Rpc uses %s",
 				    urpc_transport_str((enum urpc_transport_kind)p->transport),
 				    urpc_transport_str(rpc->tp->kind));
-		urpc__sm_out_reply(rpc, p, URPC_SM_PKT_CONNECT_RESP, -EPROTO);
+		refuse(rpc, p, -EPROTO);
 		return;
 	}
-	s = urpc__sess_alloc(rpc, URPC_ROLE_SERVER);
-	if (!s) {
-		URPC_WARN_RATELIMIT(rpc->id, "refusing a session: all %u sessions in use",
-				    rpc->max_sessions);
-		urpc__sm_out_reply(rpc, p, URPC_SM_PKT_CONNECT_RESP, -ENOMEM);
+	ret = urpc__sess_alloc(rpc, URPC_ROLE_SERVER, &s);
+	if (ret) {
+		if (ret == -ENOSPC)
+			URPC_WARN_RATELIMIT(
+				rpc->id,
+				"refusing a session: all %u session numbers of this Rpc "
+				"are in use (raise urpc_rpc_opts.max_sessions, up to 2^24)",
+				rpc->max_sessions);
+		else
+			URPC_WARN_RATELIMIT(rpc->id, "refusing a session: no memory for it");
+		refuse(rpc, p, ret);
 		return;
 	}
 	s->remote_rpc_id = p->client_rpc_id;
@@ -378,26 +392,14 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 	s->peer_nexus = p->from;
 	s->nxp = urpc__nexus_peer_get(rpc->nx, &p->from, rpc->ping_ns, rpc->peer_timeout_ns);
 	ret = s->nxp ? rpc->tp->ops->resolve_peer(rpc->tp, p->ep, p->ep_len, &s->peer) : -ENOMEM;
-	for (i = 0; !ret && i < URPC_SESSION_SLOTS; i++) {
-		ret = urpc__pool_alloc(rpc->pool, rpc->max_msg, &s->srv.slots[i].resp_mb);
-		if (ret)
-			break;
-		/*
-		 * Its capacity is one datagram's payload, as urpc_req_resp_msgbuf()
-		 * promises, not the pool class's rounded-up size: a handler that
-		 * trusts max_data_size must not resize it to what
-		 * urpc_resp_enqueue() refuses. The class is still found from it.
-		 */
-		s->srv.slots[i].resp_mb.max_data_size = rpc->max_msg;
-		/* The library's for good: urpc_msgbuf_free() refuses it. */
-		s->srv.slots[i].resp_mb.priv_sess = URPC_MB_SESS_LIBRARY;
-	}
 	if (ret) {
-		URPC_WARN_RATELIMIT(rpc->id, "refusing a session: %s", urpc_strerror(ret));
+		URPC_WARN_RATELIMIT(rpc->id, "refusing a session: %s%s", urpc_strerror(ret),
+				    ret == -ENOMEM ? " (no memory for its peer)" : "");
 		urpc__sess_free(rpc, s);
-		urpc__sm_out_reply(rpc, p, URPC_SM_PKT_CONNECT_RESP, ret);
+		refuse(rpc, p, ret);
 		return;
 	}
+	urpc__sess_index(rpc, s);
 	urpc__session_transition(rpc, s, URPC_SEV_ACCEPT, 0);
 }
 
@@ -440,6 +442,14 @@ void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		if (!s || s->state != URPC_SESS_CONNECTING)
 			return;
 		if (p->status) {
+			if (p->status == -ENOSPC || p->status == -ENOMEM)
+				URPC_WARN_RATELIMIT(
+					rpc->id, "rpc %u refused session %u: %s", s->remote_rpc_id,
+					s->local_num,
+					p->status == -ENOSPC
+						? "all its session numbers are in use (its "
+						  "urpc_rpc_opts.max_sessions)"
+						: "it has no memory for another session");
 			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED, p->status);
 			return;
 		}

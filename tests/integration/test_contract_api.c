@@ -667,7 +667,7 @@ static void connect_failures(bool disconnect_in_cb)
 	W.disconnect_in_cb = disconnect_in_cb;
 	for (i = 0; i < 4; i++) /* Rpc 77 does not exist: refused with -ENOENT */
 		cr_assert_eq(urpc_session_connect(W.cli, W.hp, 77, &s[i]), 0);
-	cr_assert_eq(urpc_session_connect(W.cli, W.hp, 77, &s5), -ENOMEM);
+	cr_assert_eq(urpc_session_connect(W.cli, W.hp, 77, &s5), -ENOSPC);
 	failed = 0;
 	{
 		uint64_t end = now_ms() + WAIT_MS;
@@ -706,6 +706,84 @@ Test(API_NAME, failed_connects_free_their_numbers)
 Test(API_NAME, disconnect_inside_connect_failed_is_harmless)
 {
 	connect_failures(true);
+}
+
+/* One echo on session @sess; it must succeed. */
+static void echo_once(int sess)
+{
+	struct creq c;
+
+	creq_alloc(W.cli, &c, 24, 64);
+	cr_assert_eq(urpc_req_enqueue(W.cli, sess, REQ_ECHO, &c.req, &c.resp, cont, &c, 0), 0);
+	cr_assert(wait_count(&c.runs, 1, 3000), "the echo on session %d was never answered", sess);
+	cr_assert_eq(c.status, 0, "echo on session %d: %s", sess, urpc_strerror(c.status));
+	creq_free(W.cli, &c);
+}
+
+/*
+ * A server at its max_sessions refuses further connects with -ENOSPC in the
+ * client's CONNECT_FAILED event, and its sessions carry on untouched; a
+ * number freed by a disconnect takes a session again.
+ */
+Test(API_NAME, server_session_limit_refuses_with_enospc)
+{
+	struct urpc_rpc_opts so;
+	int s[3], extra[2];
+	unsigned i;
+
+	nexus_up();
+	opts(&so, SRV_ID);
+	so.max_sessions = 3;
+	rpcs_up(&so, NULL);
+	for (i = 0; i < 3; i++)
+		s[i] = connect_wait();
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(urpc_session_connect(W.cli, W.hp, SRV_ID, &extra[i]), 0);
+	{
+		uint64_t end = now_ms() + WAIT_MS;
+
+		while (count_ev(&W, -1, URPC_SM_CONNECT_FAILED) < 2 && now_ms() < end)
+			pass();
+	}
+	for (i = 0; i < 2; i++) {
+		cr_assert_eq(count_ev(&W, extra[i], URPC_SM_CONNECT_FAILED), 1);
+		cr_assert_eq(W.evs[W.nev - 2 + i].status, -ENOSPC, "refused with %s",
+			     urpc_strerror(W.evs[W.nev - 2 + i].status));
+	}
+	cr_assert_eq(stats(W.srv).connects_refused, 2);
+	cr_assert_eq(stats(W.srv).sessions, 3);
+	cr_assert_eq(count_ev(&W, -1, URPC_SM_RESET), 0, "a refusal reset other sessions");
+	for (i = 0; i < 3; i++) {
+		cr_assert(urpc_session_is_connected(W.cli, s[i]));
+		echo_once(s[i]);
+	}
+	disconnect_wait(s[1]);
+	cr_assert(wait_sessions(W.srv, 2, 3000));
+	s[1] = connect_wait();
+	echo_once(s[1]);
+	for (i = 0; i < 3; i++)
+		disconnect_wait(s[i]);
+	world_down();
+}
+
+/*
+ * A server session holds no response buffer until a request comes: one per
+ * slot that has taken a request, kept for the next, gone with the session.
+ */
+Test(API_NAME, server_response_buffers_come_with_requests)
+{
+	up_connected();
+	cr_assert_eq(stats(W.srv).resp_bufs, 0, "buffers before any request");
+	echo_once(W.sess);
+	echo_once(W.sess);
+	cr_assert_eq(stats(W.srv).resp_bufs, 1, "one slot used, %llu buffers",
+		     (unsigned long long)stats(W.srv).resp_bufs);
+	all_slots_work();
+	cr_assert_eq(stats(W.srv).resp_bufs, 8);
+	disconnect_wait(W.sess);
+	cr_assert(wait_sessions(W.srv, 0, 3000));
+	cr_assert_eq(stats(W.srv).resp_bufs, 0);
+	world_down();
 }
 
 static void reset_frees(bool disconnect_in_cb)
