@@ -27,7 +27,8 @@
 #define PROG "urpc-cpu-cost"
 
 #define MSG_SIZE 32
-#define MAX_WINDOW 1024
+/* The session's slots take 8, its wait queue the rest: enqueue never refuses. */
+#define MAX_WINDOW URPC_SESSION_MAX_WAITING
 
 struct opts {
 	unsigned long count;
@@ -50,8 +51,10 @@ struct bench {
 	int session;
 	struct bench_sm sm; /* the client's sm_handler's counts */
 	unsigned long nslots;
+	unsigned long count; /* requests to send in all */
 	unsigned long issued;
 	unsigned long completed;
+	int enqueue_err; /* the first refused enqueue, or 0 */
 	unsigned long errors;
 	unsigned long handler_errors;
 	struct slot *slots;
@@ -74,6 +77,7 @@ static void usage(FILE *f)
 		"    and RX, the server's RX, handler dispatch and response, and the\n"
 		"    client's continuation. The client keeps W requests of %d bytes\n"
 		"    outstanding until N have completed, and checks every %d-byte response;\n"
+		"    each continuation sends the next request, as a closed-loop client does;\n"
 		"    the server's handler echoes the request with its first byte changed,\n"
 		"    as little as an application could do. Both sides run on the same\n"
 		"    core, so the time per RPC is the CPU cost of both.\n"
@@ -91,7 +95,8 @@ static void usage(FILE *f)
 		"    -n, --count N\n"
 		"        RPCs to run, 1 to 4000000000 (default 1000000).\n"
 		"    -w, --window W\n"
-		"        Requests outstanding at once, 1 to %d (default 8).\n"
+		"        Requests outstanding at once, 1 to %d (default 8): beyond the\n"
+		"        session's 8 slots they wait in its queue.\n"
 		"    -h, --help\n"
 		"        Show this help.\n"
 		"\n"
@@ -145,7 +150,35 @@ static void handler(struct urpc_req_handle *h, void *arg)
 		b->handler_errors++;
 }
 
-/* Client: count the RPC; a failed or wrong response is an error. */
+static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp);
+
+/*
+ * Send the next request from slot @s: fill its payload and enqueue it. The
+ * engine takes requests beyond its slots into the session's wait queue, so
+ * with a window of at most that queue plus the slots it never refuses one;
+ * a refusal stops the run with its error.
+ */
+static void issue(struct bench *b, struct slot *s)
+{
+	int ret;
+
+	memset(s->req.buf, (int)(b->issued & 0x7f), MSG_SIZE);
+	s->busy = true;
+	ret = urpc_req_enqueue(b->cli, b->session, BENCH_REQ_TYPE, &s->req, &s->resp, cont, s, 0);
+	if (ret) {
+		s->busy = false;
+		if (!b->enqueue_err)
+			b->enqueue_err = ret;
+		return;
+	}
+	b->issued++;
+}
+
+/*
+ * Client: count the RPC (a failed or wrong response is an error) and send
+ * the slot's next request from here, as a closed-loop client does: the
+ * window refills without any scan of the slots.
+ */
 static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
 {
 	struct slot *s = tag;
@@ -156,6 +189,8 @@ static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf
 	if (status || resp->data_size != MSG_SIZE || resp->buf[0] != (uint8_t)(s->req.buf[0] + 1) ||
 	    resp->buf[MSG_SIZE - 1] != s->req.buf[MSG_SIZE - 1])
 		b->errors++;
+	if (b->issued < b->count && !b->enqueue_err)
+		issue(b, s);
 }
 
 static int run_both(struct bench *b)
@@ -168,7 +203,8 @@ static int run_both(struct bench *b)
 }
 
 /*
- * Keep @o->window requests outstanding until @o->count have completed.
+ * Keep @o->window requests outstanding until @o->count have completed:
+ * fill the window, then poll both Rpcs; continuations send the rest.
  * Not inlined: cpu_cost_callgrind.sh counts the instructions inside it.
  */
 __attribute__((noinline)) static int run(struct bench *b, const struct opts *o)
@@ -176,29 +212,17 @@ __attribute__((noinline)) static int run(struct bench *b, const struct opts *o)
 	unsigned long i;
 	int ret;
 
-	while (b->completed < o->count) {
-		for (i = 0; i < o->window && b->issued < o->count; i++) {
-			struct slot *s = &b->slots[i];
-
-			if (s->busy)
-				continue;
-			memset(s->req.buf, (int)(b->issued & 0x7f), MSG_SIZE);
-			s->busy = true;
-			ret = urpc_req_enqueue(b->cli, b->session, BENCH_REQ_TYPE, &s->req,
-					       &s->resp, cont, s, 0);
-			if (ret) {
-				s->busy = false;
-				/* back-pressure: the session's queue is full; poll, then retry */
-				if (ret == -ENOMEM || ret == -EAGAIN)
-					break;
-				fprintf(stderr, "urpc-cpu-cost: enqueue: %s\n", urpc_strerror(ret));
-				return ret;
-			}
-			b->issued++;
-		}
+	b->count = o->count;
+	for (i = 0; i < o->window && b->issued < o->count; i++)
+		issue(b, &b->slots[i]);
+	while (b->completed < o->count && !b->enqueue_err) {
 		ret = run_both(b);
 		if (ret)
 			return ret;
+	}
+	if (b->enqueue_err) {
+		fprintf(stderr, PROG ": enqueue: %s\n", urpc_strerror(b->enqueue_err));
+		return b->enqueue_err;
 	}
 	return 0;
 }

@@ -290,7 +290,7 @@ struct urpc_session {
 typedef uint64_t (*urpc_clock_fn)(void *arg);
 
 struct urpc_rpc {
-	pthread_t owner;
+	const char *owner; /* &urpc__thread_tag of the creating thread */
 	struct urpc_nexus *nx;
 	const struct urpc_handler *handlers;
 	uint8_t id;
@@ -409,10 +409,17 @@ static inline void *urpc__mb_dma(const struct urpc_msgbuf *mb)
 	return g && g->host ? g->host : mb->buf;
 }
 
+/*
+ * One byte per thread whose address names the thread (rpc.c): comparing it
+ * costs a load from the thread pointer, where pthread_self() is a call into
+ * libc on every public entry point. Initial-exec: no __tls_get_addr call.
+ */
+extern __thread char urpc__thread_tag __attribute__((tls_model("initial-exec")));
+
 /* Owner-thread check used by every public entry point. */
 static inline bool urpc__rpc_is_owner(const struct urpc_rpc *rpc)
 {
-	return pthread_equal(pthread_self(), rpc->owner);
+	return rpc->owner == &urpc__thread_tag;
 }
 
 /*

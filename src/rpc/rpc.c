@@ -29,6 +29,8 @@
 #include "states.h"
 #include "tx.h"
 
+__thread char urpc__thread_tag __attribute__((tls_model("initial-exec")));
+
 URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o)
 {
 	if (!o)
@@ -86,7 +88,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	rpc = calloc(1, sizeof(*rpc));
 	if (!rpc)
 		return -ENOMEM;
-	rpc->owner = pthread_self();
+	rpc->owner = &urpc__thread_tag;
 	rpc->nx = nx;
 	rpc->id = rpc_id;
 	rpc->o = *o;

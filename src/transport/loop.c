@@ -386,27 +386,51 @@ static void send_faulty(struct loop_ep *ep, const struct urpc_tp_tx *t)
 	}
 }
 
-/* Copy @n datagrams into their destinations' rings. Thread: @tp's owner. Datapath. */
-static int loop_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsigned n)
+/* The error of the first bad entry of @pkts (tx_burst's contract). Cold path. */
+static URPC_COLD int tx_bad(const struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsigned n)
 {
-	struct loop_ep *ep = to_ep(tp);
 	unsigned i;
 
 	for (i = 0; i < n; i++) {
-		if (unlikely(!pkts[i].peer))
+		if (!pkts[i].peer)
 			return -EINVAL;
-		if (unlikely((uint64_t)pkts[i].hdr_len + pkts[i].data_len > tp->mtu))
+		if ((uint64_t)pkts[i].hdr_len + pkts[i].data_len > tp->mtu)
 			return -EMSGSIZE;
 	}
-	for (i = 0; i < n; i++) {
-		const struct urpc_tp_tx *t = &pkts[i];
+	return -EINVAL;
+}
 
-		if (unlikely(ep->faults_on))
-			send_faulty(ep, t);
-		else
-			deliver(t->peer->ep, 0, t->hdr, t->hdr_len, t->data, t->data_len);
-		tp->stats.tx_bytes += t->hdr_len + t->data_len;
+/*
+ * Copy @n datagrams into their destinations' rings. The whole batch is
+ * checked first, with one branch for all of it (nothing is sent when an
+ * entry is bad). Thread: @tp's owner. Datapath.
+ */
+static int loop_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsigned n)
+{
+	struct loop_ep *ep = to_ep(tp);
+	uint64_t bytes = 0, mtu = tp->mtu;
+	bool bad = false;
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t len = (uint64_t)pkts[i].hdr_len + pkts[i].data_len;
+
+		bad |= !pkts[i].peer | (len > mtu);
+		bytes += len;
 	}
+	if (unlikely(bad))
+		return tx_bad(tp, pkts, n);
+	if (unlikely(ep->faults_on)) {
+		for (i = 0; i < n; i++)
+			send_faulty(ep, &pkts[i]);
+	} else {
+		for (i = 0; i < n; i++) {
+			const struct urpc_tp_tx *t = &pkts[i];
+
+			deliver(t->peer->ep, 0, t->hdr, t->hdr_len, t->data, t->data_len);
+		}
+	}
+	tp->stats.tx_bytes += bytes;
 	tp->stats.tx_pkts += n;
 	return (int)n;
 }
