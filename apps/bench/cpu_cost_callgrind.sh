@@ -9,7 +9,9 @@
 # themselves, both Rpcs' event loops, the loop transport and the minimal
 # echo handler, but not setup, connect (which waits on wall-clock time and
 # so varies between runs) or teardown. The program runs for two counts; the
-# figure is total / count, and the two should agree.
+# figure is total / count, and the two should agree. Then the split of the
+# larger run by source file: client, server, transport, the rest of the
+# engine, the benchmark's own code, libc.
 #
 # Usage: cpu_cost_callgrind.sh [BINARY]
 #   BINARY  urpc-cpu-cost (default: next to this script, else in build/)
@@ -89,3 +91,24 @@ echo "  $N2 RPCs: $i2 instructions"
 awk -v i1="$i1" -v i2="$i2" -v n1="$N1" -v n2="$N2" 'BEGIN {
 	printf "  instructions per RPC (client + server): %.0f at %d RPCs, %.0f at %d RPCs\n", i1 / n1, n1, i2 / n2, n2
 }'
+
+# Where they go, per RPC, at the larger count: callgrind_annotate's
+# exclusive cost per source line, grouped by the file the code comes from
+# (inlined code counts where it was written, not where it was inlined).
+if command -v callgrind_annotate >/dev/null 2>&1; then
+	echo "  split per RPC (exclusive instructions, by source file):"
+	callgrind_annotate --inclusive=no --threshold=100 "$tmp/callgrind.$N2.out" 2>/dev/null |
+		sed 's/ *( *[0-9.]*%) */ /' |
+		awk -v n="$N2" '
+		$1 ~ /^[0-9,]+$/ && $2 ~ /:/ {
+			v = $1; gsub(",", "", v); f = $2; sub(/:.*/, "", f)
+			if (f ~ /src\/rpc\/client/) g = "client (client.c)"
+			else if (f ~ /src\/rpc\/server/) g = "server (server.c)"
+			else if (f ~ /src\/transport\//) g = "transport (loop)"
+			else if (f ~ /apps\//) g = "benchmark (issue, handler, continuation)"
+			else if (f ~ /src\//) g = "engine (loop pass, TX batch, headers, states)"
+			else g = "libc (memcpy, clock_gettime)"
+			sum[g] += v
+		}
+		END { for (g in sum) printf "    %-48s %6.1f\n", g, sum[g] / n }' | sort
+fi
