@@ -235,6 +235,7 @@ struct urpc_cli_half {
 	uint64_t sm_next_retry_ns;
 	uint64_t sm_deadline_ns;
 	uint64_t sm_tx_ns;	/* when the first CONNECT_REQ left; 0 once resent */
+	uint64_t cookie;	/* the last CONNECT_COOKIE that made it resend at once */
 	uint64_t probe_next_ns; /* a PING_REQ awaits its answer: resend then; 0: none */
 	int pending_ev;		/* an sm_handler event to raise on the next loop pass, or 0 */
 	int pending_status;	/* its status */

@@ -6,6 +6,11 @@
  * between this process and the peer processes its sessions reach
  * (nexus_peer.h: one per remote Nexus, sent and answered by the SM thread).
  *
+ * Connect cookies (sm_cookie.h): a CONNECT_REQ reaches an Rpc only with a
+ * cookie valid for its source address; the SM thread answers any other
+ * with CONNECT_COOKIE and keeps nothing. No answer to a packet that has not
+ * proved its source is larger than the packet (reflection ratio <= 1).
+ *
  * Threads: the SM thread is the only reader of the socket and the only
  * producer of every attached SM queue. nx->lock guards the Rpc table, the
  * handler table, the frozen flag and the peer table; the SM thread holds it only while it
@@ -79,6 +84,29 @@ static void reply_no_rpc(struct urpc_nexus *nx, const struct urpc_sm_pkt *req)
 		return;
 	}
 	stat_inc(&nx->stats.replied_no_rpc);
+}
+
+/*
+ * Answer CONNECT_REQ @req, whose cookie is not valid for its source, with
+ * the cookie that is; nothing is kept. The answer is the header alone, no
+ * larger than the request (which the decoder held to at least that).
+ * SM thread only.
+ */
+static void reply_cookie(struct urpc_nexus *nx, const struct urpc_sm_pkt *req)
+{
+	struct urpc_sm_pkt resp;
+
+	memset(&resp, 0, sizeof(resp));
+	resp.type = URPC_SM_PKT_CONNECT_COOKIE;
+	resp.client_rpc_id = req->client_rpc_id;
+	resp.server_rpc_id = req->server_rpc_id;
+	resp.transport = req->transport;
+	resp.client_sess = req->client_sess;
+	resp.token = req->token;
+	resp.seq = req->seq;
+	resp.cookie = urpc__sm_cookie_make(&nx->cookie_key, &req->from, urpc__now_ns());
+	if (urpc__nexus_sm_send(nx, &req->from, &resp) == 0)
+		stat_inc(&nx->stats.cookies_tx);
 }
 
 /*
@@ -165,13 +193,12 @@ void urpc__nexus_set_mute(struct urpc_nexus *nx, bool mute)
 /* A heartbeat @p arrived: refresh its peer; answer a ping. SM thread. */
 static void heartbeat_rx(struct urpc_nexus *nx, const struct urpc_sm_pkt *p)
 {
-	static const uint8_t none[URPC_NXP_RPC_BYTES];
 	const struct urpc_nx_peer *peer;
 
 	stat_inc(&nx->stats.heartbeats_rx);
 	pthread_mutex_lock(&nx->lock);
-	if (urpc__nxp_heard(&nx->peers, &p->from, p->nexus_inc, p->nexus_epoch, p->seq,
-			    p->ep_len == sizeof(none) ? p->ep : none, urpc__now_ns()))
+	if (urpc__nxp_heard(&nx->peers, &p->from, p->nexus_inc, p->nexus_epoch, p->seq, p->ep,
+			    urpc__now_ns()))
 		notify_rpcs(nx);
 	if (p->type == URPC_SM_PKT_NX_PING) {
 		peer = urpc__nxp_find(&nx->peers, &p->from);
@@ -236,7 +263,18 @@ static void sm_input(struct urpc_nexus *nx, const uint8_t *buf, size_t n,
 		return;
 	}
 	pkt.from = *from;
+	if (pkt.type == URPC_SM_PKT_CONNECT_REQ &&
+	    !urpc__sm_cookie_check(&nx->cookie_key, from, urpc__now_ns(), pkt.cookie)) {
+		/* Its source is not proven: it changes nothing here. */
+		reply_cookie(nx, &pkt);
+		return;
+	}
 	if (pkt.type == URPC_SM_PKT_NX_PING || pkt.type == URPC_SM_PKT_NX_PONG) {
+		/* Every heartbeat lists the Rpc ids; a shorter one would get a longer PONG. */
+		if (pkt.ep_len != URPC_NXP_RPC_BYTES) {
+			stat_inc(&nx->stats.drop_bad_pkt);
+			return;
+		}
 		heartbeat_rx(nx, &pkt);
 		return;
 	}
@@ -353,6 +391,7 @@ URPC_API int urpc_nexus_create(const struct urpc_nexus_opts *o, struct urpc_nexu
 	inet_ntop(AF_INET, &addr.sin_addr, nx->host, sizeof(nx->host));
 	atomic_init(&nx->stop, false);
 	nx->incarnation = urpc__entropy64() | 1;
+	urpc__sm_cookie_key_init(&nx->cookie_key);
 	ret = pthread_mutex_init(&nx->lock, NULL);
 	if (ret) {
 		ret = -ret;
@@ -476,8 +515,14 @@ int urpc__nexus_create_sim(const char *host, uint16_t port, const struct urpc_sm
 	nx->evfd = -1;
 	atomic_init(&nx->stop, false);
 	nx->incarnation = urpc__entropy64() | 1;
+	urpc__sm_cookie_key_init(&nx->cookie_key);
 	*out = nx;
 	return 0;
+}
+
+uint64_t urpc__nexus_cookie(struct urpc_nexus *nx, const struct sockaddr_in *from)
+{
+	return urpc__sm_cookie_make(&nx->cookie_key, from, urpc__now_ns());
 }
 
 /* A datagram of @len bytes from @from for simulated Nexus @nx. Thread: the simulator's. */

@@ -15,6 +15,10 @@
  * exist is answered by the SM thread itself, with status -ENOENT (connect)
  * or -ECONNRESET (others), so a client learns at once that the peer is gone.
  * Packets for an unknown client Rpc are dropped.
+ *
+ * A CONNECT_REQ goes on to an Rpc only with a cookie valid for its source
+ * address (sm_cookie.h); any other is answered by the SM thread with
+ * CONNECT_COOKIE, for the client to echo, before the -ENOENT above.
  */
 #ifndef URPC_RPC_NEXUS_H
 #define URPC_RPC_NEXUS_H
@@ -64,6 +68,12 @@ void urpc__nexus_peer_put(struct urpc_nexus *nx, struct urpc_nx_peer *p);
  * it. Thread: the SM thread's (or the simulator's).
  */
 uint64_t urpc__nexus_tick(struct urpc_nexus *nx);
+
+/*
+ * The cookie @nx gives source @from now (what its CONNECT_COOKIE would
+ * carry). For tests that craft CONNECT_REQs. Thread: any.
+ */
+uint64_t urpc__nexus_cookie(struct urpc_nexus *nx, const struct sockaddr_in *from);
 
 /*
  * Test hook: a muted Nexus drops what it receives and sends no heartbeat,

@@ -15,6 +15,7 @@
 #include "nexus_peer.h"
 #include "nexus_types.h"
 #include "sm.h"
+#include "sm_cookie.h"
 
 #define NEXUS_MAX_RPCS 256     /* rpc ids are uint8_t */
 #define NEXUS_MAX_HANDLERS 256 /* req types are uint8_t */
@@ -39,6 +40,7 @@ struct urpc_nexus {
 	struct urpc_handler handlers[NEXUS_MAX_HANDLERS];
 	struct urpc_nx_peers peers;
 	uint64_t incarnation; /* random, nonzero: tells a restarted process from this one */
+	struct urpc_sm_cookie_key cookie_key; /* connect cookies (sm_cookie.h); read-only */
 	/* Sent in every SM packet (nexus_peer.h): */
 	_Atomic uint64_t epoch;			  /* Rpc attaches and detaches so far */
 	_Atomic uint32_t rpc_inc[NEXUS_MAX_RPCS]; /* attaches of each Rpc id so far */

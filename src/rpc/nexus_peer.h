@@ -44,6 +44,12 @@ struct urpc_nx_peer {
 	 * Rpc, with a session PING_REQ, whether it still knows them.
 	 */
 	_Atomic uint32_t probe_gen;
+	/*
+	 * The connect cookie the peer's Nexus gave this process's address
+	 * (sm_cookie.h), echoed by every CONNECT_REQ to it; 0: none yet.
+	 * Written by the client Rpcs that receive one, read by all.
+	 */
+	_Atomic uint64_t cookie;
 	/* guarded by the Nexus lock */
 	uint32_t refs;
 	uint64_t ping_ns, timeout_ns; /* the shortest any reference asked for */
@@ -122,6 +128,17 @@ static inline uint32_t urpc__nxp_fail_gen(const struct urpc_nx_peer *p)
 static inline uint32_t urpc__nxp_probe_gen(const struct urpc_nx_peer *p)
 {
 	return atomic_load_explicit(&p->probe_gen, memory_order_relaxed);
+}
+
+/* The connect cookie to send to this peer, and a new one it gave. Thread: any. */
+static inline uint64_t urpc__nxp_cookie(const struct urpc_nx_peer *p)
+{
+	return atomic_load_explicit(&p->cookie, memory_order_relaxed);
+}
+
+static inline void urpc__nxp_set_cookie(struct urpc_nx_peer *p, uint64_t cookie)
+{
+	atomic_store_explicit(&p->cookie, cookie, memory_order_relaxed);
 }
 
 static inline uint32_t urpc__nxp_rpc_gen(const struct urpc_nx_peer *p, uint8_t rpc_id)

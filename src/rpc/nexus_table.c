@@ -100,6 +100,7 @@ void urpc__nexus_get_stats(const struct urpc_nexus *nx, struct urpc_nexus_stats 
 	st->replied_no_rpc = __atomic_load_n(&nx->stats.replied_no_rpc, __ATOMIC_RELAXED);
 	st->heartbeats_tx = __atomic_load_n(&nx->stats.heartbeats_tx, __ATOMIC_RELAXED);
 	st->heartbeats_rx = __atomic_load_n(&nx->stats.heartbeats_rx, __ATOMIC_RELAXED);
+	st->cookies_tx = __atomic_load_n(&nx->stats.cookies_tx, __ATOMIC_RELAXED);
 }
 
 /*

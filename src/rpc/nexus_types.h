@@ -46,6 +46,7 @@ struct urpc_nexus_stats {
 	uint64_t replied_no_rpc;  /* requests for a missing Rpc answered by the SM thread */
 	uint64_t heartbeats_tx;	  /* NX_PING and NX_PONG sent (one per peer process and interval) */
 	uint64_t heartbeats_rx;	  /* ... and received */
+	uint64_t cookies_tx;	  /* CONNECT_REQs without a valid cookie, answered with one */
 };
 
 #ifdef __cplusplus

@@ -415,6 +415,28 @@ static struct urpc_session *sm_lookup(struct urpc_rpc *rpc, const struct urpc_sm
 	return s;
 }
 
+/*
+ * The server's Nexus wants a cookie echoed before it passes our CONNECT_REQ
+ * on (sm_cookie.h): keep it for every session to that Nexus, and resend at
+ * once, unless an earlier copy of this cookie already made us resend.
+ */
+static void on_cookie(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
+{
+	struct urpc_session *s = sm_lookup(rpc, p, URPC_ROLE_CLIENT);
+
+	if (!s || s->state != URPC_SESS_CONNECTING || !p->cookie || p->seq != s->sm_seq)
+		return;
+	urpc__nxp_set_cookie(s->nxp, p->cookie);
+	if (p->cookie == s->cli.cookie)
+		return;
+	s->cli.cookie = p->cookie;
+	if (s->cli.sm_tx_ns) /* Karn, as for CONNECT_RESP: this answers the first send */
+		urpc__session_rtt_sample(rpc, rpc->now - s->cli.sm_tx_ns);
+	s->cli.sm_tx_ns = rpc->now;
+	s->cli.sm_next_retry_ns = rpc->now + rpc->sm_retry_ns;
+	urpc__sm_out_session(rpc, s, URPC_SM_PKT_CONNECT_REQ, 0);
+}
+
 /* The Nexus saw a peer fail or an Rpc of it go: fail the sessions it took. */
 static void check_peers(struct urpc_rpc *rpc)
 {
@@ -464,6 +486,9 @@ void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		if (s->cli.sm_tx_ns) /* Karn: only a connect that was not resent times the path */
 			urpc__session_rtt_sample(rpc, rpc->now - s->cli.sm_tx_ns);
 		urpc__session_transition(rpc, s, URPC_SEV_CONNECT_OK, 0);
+		return;
+	case URPC_SM_PKT_CONNECT_COOKIE:
+		on_cookie(rpc, p);
 		return;
 	case URPC_SM_PKT_DISCONNECT_REQ:
 		s = sm_lookup(rpc, p, URPC_ROLE_SERVER);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Session-management packets out (session_sm.h). Owns nothing.
- * May call: the Nexus's SM send, the transport's get_endpoint.
+ * May call: the Nexus's SM send, the transport's get_endpoint, the peer
+ * Nexus's cookie (nexus_peer.h).
  */
 #define URPC_LOG_MODULE "session"
 #include "session_sm.h"
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "../util/log.h"
+#include "nexus_peer.h"
 
 void urpc__sm_out_send(struct urpc_rpc *rpc, const struct sockaddr_in *to, struct urpc_sm_pkt *p)
 {
@@ -45,6 +47,8 @@ void urpc__sm_out_fill(struct urpc_rpc *rpc, const struct urpc_session *s, struc
 	}
 	if (type == URPC_SM_PKT_CONNECT_REQ || type == URPC_SM_PKT_CONNECT_RESP)
 		p->ep_len = (uint16_t)rpc->tp->ops->get_endpoint(rpc->tp, p->ep);
+	if (type == URPC_SM_PKT_CONNECT_REQ && s->nxp)
+		p->cookie = urpc__nxp_cookie(s->nxp);
 }
 
 void urpc__sm_out_session(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_sm_pkt_type type,
@@ -67,5 +71,6 @@ void urpc__sm_out_reply(struct urpc_rpc *rpc, const struct urpc_sm_pkt *req,
 	p.status = status;
 	p.transport = (uint8_t)rpc->tp->kind;
 	p.ep_len = 0;
+	p.cookie = 0;
 	urpc__sm_out_send(rpc, &req->from, &p);
 }

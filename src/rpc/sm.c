@@ -23,7 +23,8 @@
  *    42     8  nexus_inc: the sending Nexus's incarnation (version 2)
  *    50     8  nexus_epoch: its attach/detach count when it sent
  *    58     4  rpc_inc: the sending Rpc's attach number; 0: from the Nexus
- *    62 ep_len ep
+ *    62     8  cookie: the connect cookie (version 3; sm_cookie.h)
+ *    70 ep_len ep
  *
  * A packet is exactly SM_HDR_LEN + ep_len bytes long.
  */
@@ -34,7 +35,7 @@
 #include <unistd.h>
 
 #define URPC_SM_MAGIC 0x4d53u /* "SM" once written little-endian */
-#define URPC_SM_VERSION 2u
+#define URPC_SM_VERSION 3u
 
 /* Largest status code accepted on the wire (the kernel's MAX_ERRNO). */
 #define SM_STATUS_MAX 4095u
@@ -57,8 +58,11 @@ enum {
 	SM_OFF_NEXUS_INC = 42,
 	SM_OFF_NEXUS_EPOCH = 50,
 	SM_OFF_RPC_INC = 58,
-	SM_HDR_LEN = 62,
+	SM_OFF_COOKIE = 62,
+	SM_HDR_LEN = 70,
 };
+
+static_assert(SM_HDR_LEN == URPC_SM_HDR_LEN, "sm.h states the header's length");
 
 static_assert(SM_HDR_LEN + URPC_TP_EP_MAX <= URPC_SM_PKT_MAX,
 	      "the largest SM packet must fit URPC_SM_PKT_MAX");
@@ -140,6 +144,8 @@ const char *urpc__sm_pkt_type_str(enum urpc_sm_pkt_type t)
 		return "NX_PING";
 	case URPC_SM_PKT_NX_PONG:
 		return "NX_PONG";
+	case URPC_SM_PKT_CONNECT_COOKIE:
+		return "CONNECT_COOKIE";
 	case URPC_SM_PKT_NX_NOTICE:
 		return "NX_NOTICE";
 	}
@@ -175,6 +181,7 @@ size_t urpc__sm_encode(const struct urpc_sm_pkt *p, uint8_t *buf)
 	put_le64(buf + SM_OFF_NEXUS_INC, p->nexus_inc);
 	put_le64(buf + SM_OFF_NEXUS_EPOCH, p->nexus_epoch);
 	put_le32(buf + SM_OFF_RPC_INC, p->rpc_inc);
+	put_le64(buf + SM_OFF_COOKIE, p->cookie);
 	put_le16(buf + SM_OFF_EP_LEN, ep_len);
 	memcpy(buf + SM_HDR_LEN, p->ep, ep_len);
 	return (size_t)SM_HDR_LEN + ep_len;
@@ -222,6 +229,7 @@ int urpc__sm_decode(const uint8_t *buf, size_t len, struct urpc_sm_pkt *p)
 	p->nexus_inc = get_le64(buf + SM_OFF_NEXUS_INC);
 	p->nexus_epoch = get_le64(buf + SM_OFF_NEXUS_EPOCH);
 	p->rpc_inc = get_le32(buf + SM_OFF_RPC_INC);
+	p->cookie = get_le64(buf + SM_OFF_COOKIE);
 	p->ep_len = ep_len;
 	memcpy(p->ep, buf + SM_HDR_LEN, ep_len);
 	return 0;

@@ -51,12 +51,18 @@ enum urpc_sm_pkt_type {
 	URPC_SM_PKT_NX_PING = 10,
 	URPC_SM_PKT_NX_PONG = 11,
 	/*
+	 * The server's Nexus answers a CONNECT_REQ without a valid cookie with
+	 * this, and allocates nothing (sm_cookie.h): cookie is the one to echo,
+	 * the other fields those of the request. Routed to client_rpc_id.
+	 */
+	URPC_SM_PKT_CONNECT_COOKIE = 12,
+	/*
 	 * Never on the wire: the Nexus tells its Rpcs that a peer's
 	 * generations moved, so that sleeping ones look at once.
 	 */
-	URPC_SM_PKT_NX_NOTICE = 12,
+	URPC_SM_PKT_NX_NOTICE = 13,
 };
-#define URPC_SM_PKT_WIRE_MAX URPC_SM_PKT_NX_PONG
+#define URPC_SM_PKT_WIRE_MAX URPC_SM_PKT_CONNECT_COOKIE
 const char *urpc__sm_pkt_type_str(enum urpc_sm_pkt_type t);
 
 /* Is @t a request (sent by the client side) or a response? */
@@ -92,14 +98,22 @@ struct urpc_sm_pkt {
 	uint16_t ep_len;  /* transport endpoint bytes of the sender's Rpc (connect only) */
 	uint8_t ep[URPC_TP_EP_MAX];
 	/* Set by the sending Nexus (nexus_peer.h explains their use): */
-	uint64_t nexus_inc;	 /* its incarnation */
-	uint64_t nexus_epoch;	 /* its count of Rpc attaches and detaches */
-	uint32_t rpc_inc;	 /* the sending Rpc's attach number; 0: the Nexus's own */
+	uint64_t nexus_inc;   /* its incarnation */
+	uint64_t nexus_epoch; /* its count of Rpc attaches and detaches */
+	uint32_t rpc_inc;     /* the sending Rpc's attach number; 0: the Nexus's own */
+	/*
+	 * CONNECT_REQ: the cookie the server's Nexus gave the sender's
+	 * address (0: none yet); CONNECT_COOKIE: the one to use. 0 elsewhere.
+	 */
+	uint64_t cookie;
 	struct sockaddr_in from; /* filled on receive: the sending Nexus's address */
 };
 
 /* Largest encoded SM packet, in bytes. */
 #define URPC_SM_PKT_MAX 160
+
+/* Bytes of an SM packet without its endpoint: the smallest on the wire. */
+#define URPC_SM_HDR_LEN 70
 
 /* Encode @p into @buf (at least URPC_SM_PKT_MAX bytes); returns the length. */
 size_t urpc__sm_encode(const struct urpc_sm_pkt *p, uint8_t *buf);

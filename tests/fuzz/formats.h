@@ -74,10 +74,11 @@ enum dp_pkt_patch {
 enum dp_sm_patch {
 	DP_S_FROM_NEXUS = 0x01, /* sent from the Nexus's own address (else a stranger's) */
 	DP_S_HDR = 0x02,	/* magic, version, reserved byte, a small status code */
-	DP_S_TYPE = 0x04,	/* type 1 + sel % 9 */
+	DP_S_TYPE = 0x04,	/* type 1 + sel % URPC_SM_PKT_WIRE_MAX */
 	DP_S_IDS = 0x08,	/* Rpc ids, session numbers and token of the live session */
 	DP_S_EP = 0x10,		/* transport, and the endpoint of the side that would send it */
 	DP_S_LEN = 0x20,	/* the length that ep_len implies */
+	DP_S_COOKIE = 0x40,	/* the connect cookie the Nexus gives the sender's address */
 };
 
 /* fuzz_udp_os record patches. */

@@ -525,7 +525,7 @@ static void cmd_sm(struct fz_in *in)
 	uint8_t patch = fz_u8(in), sel = fz_u8(in);
 	size_t want = fz_u8(in), got, len;
 	const uint8_t *src = fz_bytes(in, want, &got);
-	uint8_t d[256 + URPC_TP_EP_MAX]; /* up to 255 input bytes, or 42 + an endpoint */
+	uint8_t d[256 + URPC_TP_EP_MAX]; /* up to 255 input bytes, or a header + an endpoint */
 	struct urpc_tp *tp = NULL;
 	uint8_t *copy;
 
@@ -535,12 +535,12 @@ static void cmd_sm(struct fz_in *in)
 	if (patch & DP_S_HDR) {
 		d[0] = 0x53; /* magic "SM", little-endian */
 		d[1] = 0x4d;
-		d[2] = 1;		/* version */
+		d[2] = 3;		/* version */
 		d[5] = d[6] = d[7] = 0; /* status: 0 to 255 */
 		d[11] = 0;		/* reserved */
 	}
 	if (patch & DP_S_TYPE)
-		d[3] = (uint8_t)(URPC_SM_PKT_CONNECT_REQ + sel % 9);
+		d[3] = (uint8_t)(URPC_SM_PKT_CONNECT_REQ + sel % URPC_SM_PKT_WIRE_MAX);
 	if (patch & DP_S_IDS) {
 		d[8] = CLI_ID;
 		d[9] = SRV_ID;
@@ -552,11 +552,15 @@ static void cmd_sm(struct fz_in *in)
 		/* Requests and client control come from the client's side. */
 		tp = urpc__sm_pkt_to_server((enum urpc_sm_pkt_type)d[3]) ? w.cli->tp : w.srv->tp;
 		d[10] = (uint8_t)URPC_TRANSPORT_LOOP;
-		d[40] = (uint8_t)tp->ops->get_endpoint(tp, d + 42);
+		d[40] = (uint8_t)tp->ops->get_endpoint(tp, d + URPC_SM_HDR_LEN);
 		d[41] = 0;
 	}
+	if (patch & DP_S_COOKIE)
+		fz_put_le64(d + 62,
+			    urpc__nexus_cookie(w.nx, (patch & DP_S_FROM_NEXUS) ? &nx_addr
+									       : &stranger_addr));
 	if (patch & (DP_S_LEN | DP_S_EP))
-		len = 42 + (d[40] | (size_t)d[41] << 8) % (URPC_TP_EP_MAX + 1);
+		len = URPC_SM_HDR_LEN + (d[40] | (size_t)d[41] << 8) % (URPC_TP_EP_MAX + 1);
 	copy = malloc(len ? len : 1);
 	FUZZ_CHECK(copy, "out of memory");
 	memcpy(copy, d, len);

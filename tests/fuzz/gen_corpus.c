@@ -119,6 +119,8 @@ static size_t sm_pkt(uint8_t *out, enum urpc_sm_pkt_type t, int status, uint16_t
 	p.token = 0x1122334455667788ull;
 	p.seq = 1;
 	p.max_msg = 1392;
+	if (t == URPC_SM_PKT_CONNECT_REQ || t == URPC_SM_PKT_CONNECT_COOKIE)
+		p.cookie = 0x0c00c1e0c00c1e01ull;
 	p.ep_len = ep_len;
 	for (i = 0; i < ep_len; i++)
 		p.ep[i] = (uint8_t)(i + 1);
@@ -145,6 +147,7 @@ static void gen_sm(void)
 		{"tp_ctl_s2c", URPC_SM_PKT_TP_CTL_S2C, 0, 12},
 		{"nx_ping", URPC_SM_PKT_NX_PING, 0, 32},
 		{"nx_pong", URPC_SM_PKT_NX_PONG, 0, 32},
+		{"connect_cookie", URPC_SM_PKT_CONNECT_COOKIE, 0, 0},
 		{"status_max", URPC_SM_PKT_CONNECT_RESP, -4095, 0},
 	};
 	uint8_t b[URPC_SM_PKT_MAX + 8];
@@ -394,8 +397,8 @@ static void dp_sm(struct buf *b, uint8_t patch, enum urpc_sm_pkt_type t)
 	put8(b, DP_SM);
 	put8(b, patch);
 	put8(b, (uint8_t)(t - URPC_SM_PKT_CONNECT_REQ));
-	put8(b, 42);
-	fill(b, 0, 42);
+	put8(b, URPC_SM_HDR_LEN);
+	fill(b, 0, URPC_SM_HDR_LEN);
 }
 
 static void gen_datapath(void)
@@ -513,6 +516,7 @@ static void gen_datapath(void)
 	dp_pump(&b, 1);
 	emit("datapath", "sm_reset", b.b, b.n);
 	b.n = 0;
+	dp_sm(&b, sm | DP_S_EP | DP_S_COOKIE, URPC_SM_PKT_CONNECT_REQ);
 	dp_sm(&b, sm | DP_S_EP, URPC_SM_PKT_CONNECT_REQ);
 	dp_pump(&b, 2);
 	emit("datapath", "sm_connect_req", b.b, b.n);

@@ -108,6 +108,29 @@ static void make_req(struct urpc_sm_pkt *p, enum urpc_sm_pkt_type t, uint8_t cli
 		p->ep[i] = (uint8_t)(0x30 + i);
 }
 
+/* The cookie Nexus @to gives what Nexus @from sends (both on 127.0.0.1). */
+static uint64_t cookie_for(struct urpc_nexus *to, const struct urpc_nexus *from)
+{
+	struct sockaddr_in a = addr_of(from);
+
+	return urpc__nexus_cookie(to, &a);
+}
+
+/* A UDP socket bound to 127.0.0.1 on a free port, and that address in *@a. */
+static int bound_socket(struct sockaddr_in *a)
+{
+	socklen_t len = sizeof(*a);
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	cr_assert_geq(fd, 0);
+	memset(a, 0, sizeof(*a));
+	a->sin_family = AF_INET;
+	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(fd, (struct sockaddr *)a, sizeof(*a)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)a, &len), 0);
+	return fd;
+}
+
 static void handler_a(struct urpc_req_handle *h, void *arg)
 {
 }
@@ -255,6 +278,7 @@ Test(nexus, request_reaches_the_server_rpc_intact)
 
 	cr_assert_eq(urpc__nexus_attach_rpc(a, 3, q), 0);
 	make_req(&req, URPC_SM_PKT_CONNECT_REQ, 9, 3);
+	req.cookie = cookie_for(a, b);
 	cr_assert_eq(urpc__nexus_sm_send(b, &to, &req), 0);
 
 	cr_assert_eq(wait_pop(q, &got, WAIT_MS), 1, "no CONNECT_REQ within %u ms", WAIT_MS);
@@ -268,6 +292,7 @@ Test(nexus, request_reaches_the_server_rpc_intact)
 	cr_assert_eq(got.token, req.token);
 	cr_assert_eq(got.seq, req.seq);
 	cr_assert_eq(got.max_msg, req.max_msg);
+	cr_assert_eq(got.cookie, req.cookie);
 	cr_assert_eq(got.ep_len, req.ep_len);
 	cr_assert_arr_eq(got.ep, req.ep, req.ep_len);
 	cr_assert_eq(got.from.sin_family, AF_INET);
@@ -355,6 +380,7 @@ Test(nexus, requests_for_a_missing_rpc_are_answered)
 	for (i = 0; i < URPC_ARRAY_SIZE(cases); i++) {
 		make_req(&req, cases[i].req, 7, 9);
 		req.seq = 500 + i;
+		req.cookie = cookie_for(a, b);
 		cr_assert_eq(urpc__nexus_sm_send(b, &to, &req), 0);
 		cr_assert_eq(wait_pop(q, &got, WAIT_MS), 1, "no answer to %s",
 			     urpc__sm_pkt_type_str(cases[i].req));
@@ -382,6 +408,53 @@ Test(nexus, requests_for_a_missing_rpc_are_answered)
 	free(q);
 }
 
+Test(nexus, connect_req_without_a_valid_cookie_gets_one_and_reaches_no_rpc)
+{
+	struct urpc_nexus *a = nexus_new(), *b = nexus_new();
+	struct urpc_sm_queue *srv = queue_new(), *cli = queue_new();
+	struct sockaddr_in to = addr_of(a), elsewhere = addr_of(b);
+	struct urpc_nexus_stats st;
+	struct urpc_sm_pkt req, got;
+	uint64_t want = cookie_for(a, b);
+
+	cr_assert_eq(urpc__nexus_attach_rpc(a, 3, srv), 0);
+	cr_assert_eq(urpc__nexus_attach_rpc(b, 9, cli), 0);
+	make_req(&req, URPC_SM_PKT_CONNECT_REQ, 9, 3);
+	/* No cookie, then one made for another address: each answered with B's. */
+	elsewhere.sin_port = htons((uint16_t)(ntohs(elsewhere.sin_port) + 1));
+	for (int i = 0; i < 2; i++) {
+		req.cookie = i ? urpc__nexus_cookie(a, &elsewhere) : 0;
+		cr_assert_eq(urpc__nexus_sm_send(b, &to, &req), 0);
+		cr_assert_eq(wait_pop(cli, &got, WAIT_MS), 1, "no CONNECT_COOKIE (%d)", i);
+		cr_assert_eq(got.type, URPC_SM_PKT_CONNECT_COOKIE);
+		cr_assert_eq(got.cookie, want);
+		cr_assert_eq(got.status, 0);
+		cr_assert_eq(got.client_rpc_id, 9);
+		cr_assert_eq(got.server_rpc_id, 3);
+		cr_assert_eq(got.client_sess, req.client_sess);
+		cr_assert_eq(got.token, req.token);
+		cr_assert_eq(got.seq, req.seq);
+		cr_assert_eq(got.ep_len, 0, "the answer carries no endpoint");
+	}
+	/* Echoed: it reaches the server Rpc, and is the only thing that did. */
+	req.cookie = got.cookie;
+	cr_assert_eq(urpc__nexus_sm_send(b, &to, &req), 0);
+	cr_assert_eq(wait_pop(srv, &got, WAIT_MS), 1, "the echoed CONNECT_REQ never came");
+	cr_assert_eq(got.type, URPC_SM_PKT_CONNECT_REQ);
+	cr_assert_eq(urpc__sm_queue_pop(srv, &got), 0, "exactly one packet reached the Rpc");
+	/* A counts a cookie after its sendto returns, which may be after B got it. */
+	cr_assert_eq(wait_stat(a, offsetof(struct urpc_nexus_stats, cookies_tx), 2), 2);
+	urpc__nexus_get_stats(a, &st);
+	cr_assert_eq(st.sm_rx, 3);
+
+	urpc__nexus_detach_rpc(a, 3);
+	urpc__nexus_detach_rpc(b, 9);
+	cr_assert_eq(urpc_nexus_destroy(a), 0);
+	cr_assert_eq(urpc_nexus_destroy(b), 0);
+	free(srv);
+	free(cli);
+}
+
 Test(nexus, detached_rpc_gets_nothing_more)
 {
 	struct urpc_nexus *a = nexus_new(), *b = nexus_new();
@@ -394,6 +467,7 @@ Test(nexus, detached_rpc_gets_nothing_more)
 	urpc__nexus_detach_rpc(a, 3);
 
 	make_req(&req, URPC_SM_PKT_CONNECT_REQ, 8, 3);
+	req.cookie = cookie_for(a, b);
 	cr_assert_eq(urpc__nexus_sm_send(b, &to, &req), 0);
 	cr_assert_eq(wait_pop(cli, &got, WAIT_MS), 1);
 	cr_assert_eq(got.type, URPC_SM_PKT_CONNECT_RESP);
@@ -435,15 +509,16 @@ Test(nexus, garbage_datagrams_are_dropped)
 	uint8_t buf[512], valid[URPC_SM_PKT_MAX];
 	struct urpc_sm_pkt p, got;
 	struct urpc_nexus_stats st;
+	struct sockaddr_in from;
 	size_t valid_len, i;
 	unsigned sent_bad = 0;
 	int fd;
 
 	cr_assert_eq(urpc__nexus_attach_rpc(a, 3, q), 0);
-	fd = socket(AF_INET, SOCK_DGRAM, 0);
-	cr_assert_geq(fd, 0);
+	fd = bound_socket(&from);
 
 	make_req(&p, URPC_SM_PKT_CONNECT_REQ, 1, 3);
+	p.cookie = urpc__nexus_cookie(a, &from);
 	valid_len = urpc__sm_encode(&p, valid);
 
 #define SEND_BAD(b, l)                                                                             \

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* SM packets: wire encoding and validation; the SPSC queue to the Rpc. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
@@ -9,15 +10,17 @@
 #include <string.h>
 
 #include "rpc/sm.h"
+#include "rpc/sm_cookie.h"
 #include "util/log.h"
 #include "util/rand.h"
 
-#define SM_HDR_LEN 62 /* the fixed part of the layout documented in sm.c */
+#define SM_HDR_LEN 70 /* the fixed part of the layout documented in sm.c */
 
 static const enum urpc_sm_pkt_type all_types[] = {
 	URPC_SM_PKT_CONNECT_REQ,     URPC_SM_PKT_CONNECT_RESP, URPC_SM_PKT_DISCONNECT_REQ,
 	URPC_SM_PKT_DISCONNECT_RESP, URPC_SM_PKT_PING_REQ,     URPC_SM_PKT_PING_RESP,
 	URPC_SM_PKT_RESET,	     URPC_SM_PKT_TP_CTL_C2S,   URPC_SM_PKT_TP_CTL_S2C,
+	URPC_SM_PKT_NX_PING,	     URPC_SM_PKT_NX_PONG,      URPC_SM_PKT_CONNECT_COOKIE,
 };
 
 /* A packet with every field set to a distinct, recognisable value. */
@@ -39,6 +42,7 @@ static void fill_pkt(struct urpc_sm_pkt *p, enum urpc_sm_pkt_type t, uint16_t ep
 	p->nexus_inc = 0x1112131415161718ull;
 	p->nexus_epoch = 0x2122232425262728ull;
 	p->rpc_inc = 0x31323334u;
+	p->cookie = 0x4142434445464748ull;
 	p->ep_len = ep_len;
 	for (i = 0; i < ep_len; i++)
 		p->ep[i] = (uint8_t)(0x40 + i);
@@ -59,6 +63,7 @@ static void assert_pkt_eq(const struct urpc_sm_pkt *a, const struct urpc_sm_pkt 
 	cr_assert_eq(a->nexus_inc, b->nexus_inc);
 	cr_assert_eq(a->nexus_epoch, b->nexus_epoch);
 	cr_assert_eq(a->rpc_inc, b->rpc_inc);
+	cr_assert_eq(a->cookie, b->cookie);
 	cr_assert_eq(a->ep_len, b->ep_len);
 	cr_assert_arr_eq(a->ep, b->ep, a->ep_len);
 }
@@ -118,7 +123,7 @@ Test(sm, wire_layout_is_fixed_little_endian)
 {
 	/* The bytes a peer of another build must see; any layout change breaks this. */
 	static const uint8_t want[SM_HDR_LEN + 2] = {
-		0x53, 0x4d, 0x02, 0x02, /* magic "SM", version 2, CONNECT_RESP */
+		0x53, 0x4d, 0x03, 0x02, /* magic "SM", version 3, CONNECT_RESP */
 		0x6f, 0x00, 0x00, 0x00, /* status: ECONNREFUSED (111) */
 		0xa1, 0xb2, 0x02, 0x00, /* rpc ids, transport udp, reserved */
 		0xc6, 0xc5, 0xc4, 0xc3, /* client_sess */
@@ -130,6 +135,7 @@ Test(sm, wire_layout_is_fixed_little_endian)
 		0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, /* nexus_inc */
 		0x28, 0x27, 0x26, 0x25, 0x24, 0x23, 0x22, 0x21, /* nexus_epoch */
 		0x34, 0x33, 0x32, 0x31,				/* rpc_inc */
+		0x48, 0x47, 0x46, 0x45, 0x44, 0x43, 0x42, 0x41, /* cookie */
 		0x40, 0x41,					/* ep */
 	};
 	uint8_t buf[URPC_SM_PKT_MAX];
@@ -187,7 +193,7 @@ static void bad_magic_hi(uint8_t *b, size_t *len)
 
 static void bad_version(uint8_t *b, size_t *len)
 {
-	b[2] = 1; /* the layout before the Nexus fields */
+	b[2] = 2; /* the layout before the cookie */
 }
 
 static void type_zero(uint8_t *b, size_t *len)
@@ -249,7 +255,7 @@ Test(sm, bad_fields_rejected)
 {
 	expect_rejected(bad_magic_lo, "bad magic (low byte)");
 	expect_rejected(bad_magic_hi, "bad magic (high byte)");
-	expect_rejected(bad_version, "version 1");
+	expect_rejected(bad_version, "version 2");
 	expect_rejected(type_zero, "type 0");
 	expect_rejected(type_notice, "NX_NOTICE (local only)");
 	expect_rejected(type_max, "type 255");
@@ -311,6 +317,10 @@ Test(sm, type_names)
 	for (t = 0; t < URPC_ARRAY_SIZE(all_types); t++)
 		cr_assert_str_neq(urpc__sm_pkt_type_str(all_types[t]), "?");
 	cr_assert_str_eq(urpc__sm_pkt_type_str(URPC_SM_PKT_RESET), "RESET");
+	cr_assert_str_eq(urpc__sm_pkt_type_str(URPC_SM_PKT_CONNECT_COOKIE), "CONNECT_COOKIE");
+	/* The cookie answers a request: it goes to the client. */
+	cr_assert(!urpc__sm_pkt_is_req(URPC_SM_PKT_CONNECT_COOKIE));
+	cr_assert(!urpc__sm_pkt_to_server(URPC_SM_PKT_CONNECT_COOKIE));
 	cr_assert_str_eq(urpc__sm_pkt_type_str((enum urpc_sm_pkt_type)99), "?");
 	cr_assert(urpc__sm_pkt_is_req(URPC_SM_PKT_PING_REQ));
 	cr_assert(!urpc__sm_pkt_is_req(URPC_SM_PKT_RESET));
@@ -320,6 +330,66 @@ Test(sm, type_names)
 	cr_assert(!urpc__sm_pkt_to_server(URPC_SM_PKT_TP_CTL_S2C));
 	cr_assert(urpc__sm_pkt_to_server(URPC_SM_PKT_CONNECT_REQ));
 	cr_assert(!urpc__sm_pkt_to_server(URPC_SM_PKT_RESET));
+}
+
+/* ---- connect cookies ----------------------------------------------------- */
+
+static struct sockaddr_in sa(uint32_t ip, uint16_t port)
+{
+	struct sockaddr_in a;
+
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(ip);
+	a.sin_port = htons(port);
+	return a;
+}
+
+Test(sm, cookie_is_bound_to_the_address_and_the_time)
+{
+	const uint64_t slot = 1ull << URPC_SM_COOKIE_SLOT_SHIFT, t = 1000 * slot + 12345;
+	struct urpc_sm_cookie_key k, k2;
+	struct sockaddr_in a = sa(0x7f000001u, 31850);
+	struct sockaddr_in other_port = sa(0x7f000001u, 31851), other_ip = sa(0x7f000002u, 31850);
+	uint64_t c;
+
+	urpc__sm_cookie_key_init(&k);
+	urpc__sm_cookie_key_init(&k2);
+	c = urpc__sm_cookie_make(&k, &a, t);
+	cr_assert_neq(c, 0, "0 means no cookie");
+	cr_assert_eq(urpc__sm_cookie_make(&k, &a, t + 1000), c, "the same within a slot");
+	cr_assert(urpc__sm_cookie_check(&k, &a, t, c));
+	cr_assert(urpc__sm_cookie_check(&k, &a, t + slot, c), "valid in the next slot");
+	cr_assert(!urpc__sm_cookie_check(&k, &a, t + 2 * slot, c), "expired two slots on");
+	cr_assert(!urpc__sm_cookie_check(&k, &a, t - slot, c), "not valid before its slot");
+	cr_assert(!urpc__sm_cookie_check(&k, &other_port, t, c), "bound to the port");
+	cr_assert(!urpc__sm_cookie_check(&k, &other_ip, t, c), "bound to the IP");
+	cr_assert(!urpc__sm_cookie_check(&k2, &a, t, c), "bound to the Nexus's key");
+	cr_assert(!urpc__sm_cookie_check(&k, &a, t, 0));
+	cr_assert(!urpc__sm_cookie_check(&k, &a, t, c ^ 1));
+	/* Slot 0 has no previous slot to look at. */
+	c = urpc__sm_cookie_make(&k, &a, 5);
+	cr_assert(urpc__sm_cookie_check(&k, &a, 5, c));
+}
+
+Test(sm, cookies_of_neighbouring_sources_look_unrelated)
+{
+	struct urpc_sm_cookie_key k;
+	struct sockaddr_in a;
+	uint64_t c[64], ones = 0;
+	unsigned i, j;
+
+	urpc__sm_cookie_key_init(&k);
+	for (i = 0; i < 64; i++) {
+		a = sa(0x0a000000u + i, 4000);
+		c[i] = urpc__sm_cookie_make(&k, &a, 77);
+		for (j = 0; j < i; j++)
+			cr_assert_neq(c[i], c[j]);
+		ones += (uint64_t)__builtin_popcountll(c[i]);
+	}
+	/* 4096 bits, about half of them set: 3 sigma is 96. */
+	cr_assert(ones > 2048 - 200 && ones < 2048 + 200, "%llu bits of 4096 set",
+		  (unsigned long long)ones);
 }
 
 /* ---- SPSC queue ---------------------------------------------------------- */
