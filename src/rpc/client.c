@@ -118,9 +118,8 @@ static inline void start_req(struct urpc_rpc *rpc, struct urpc_session *s, unsig
 		 */
 		sl->rto_ns += (req->data_size >> 16) * 3000000ull;
 	} else
-		urpc__pkthdr_fill(urpc__mb_hdr(req), URPC_PKT_REQ, req_type, 0,
-				  (uint32_t)req->data_size, s->remote_num, sl->cur_req_num,
-				  s->token);
+		urpc__pkthdr_from(urpc__mb_hdr(req), &s->tx_hdr, req_type, (uint32_t)req->data_size,
+				  sl->cur_req_num);
 	send_req(rpc, s, sl);
 	rpc->st.reqs_sent++;
 }

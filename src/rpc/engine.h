@@ -271,6 +271,12 @@ struct urpc_session {
 	uint32_t remote_num;
 	uint32_t rx_word; /* URPC_PKT_WORD of the packets this session receives */
 	uint64_t token;
+	/*
+	 * The header of what this session sends (a request or a response),
+	 * built once it is connected: sending copies it and sets the three
+	 * fields that change (urpc__pkthdr_from).
+	 */
+	struct urpc_pkthdr tx_hdr;
 	uint8_t remote_rpc_id;
 	struct sockaddr_in peer_nexus;
 	struct urpc_tp_peer *peer; /* NULL until the endpoint is resolved */

@@ -422,9 +422,8 @@ URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *re
 		urpc__large_pkt_fill(&sl->lpkt, URPC_PKT_RESP, h->req_type, &sl->large_resp,
 				     s->remote_num, sl->cur_req_num, s->token);
 	else
-		urpc__pkthdr_fill(urpc__mb_hdr(&sl->resp_mb), URPC_PKT_RESP, h->req_type, 0,
-				  (uint32_t)sl->resp_mb.data_size, s->remote_num, sl->cur_req_num,
-				  s->token);
+		urpc__pkthdr_from(urpc__mb_hdr(&sl->resp_mb), &s->tx_hdr, h->req_type,
+				  (uint32_t)sl->resp_mb.data_size, sl->cur_req_num);
 	urpc__srv_set(rpc, sl, URPC_SRV_RESPONDED);
 	server_send_resp(rpc, s, sl);
 	return 0;

@@ -127,6 +127,15 @@ static bool peer_failed(const struct urpc_session *s)
 	       urpc__nxp_rpc_gen(s->nxp, s->remote_rpc_id) != s->nx_rpc_gen;
 }
 
+/* Both ways into CONNECTED: the peer and token are known, the datapath header can be built. */
+static void enter_connected(struct urpc_session *s)
+{
+	s->state = URPC_SESS_CONNECTED;
+	peer_mark(s);
+	urpc__pkthdr_fill(&s->tx_hdr, s->role == URPC_ROLE_CLIENT ? URPC_PKT_REQ : URPC_PKT_RESP, 0,
+			  0, 0, s->remote_num, 0, s->token);
+}
+
 void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_session_ev ev,
 			      int status)
 {
@@ -149,15 +158,13 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 	case URPC_SEV_ACCEPT:
 		if (from != URPC_SESS_NEW || s->role != URPC_ROLE_SERVER)
 			return;
-		s->state = URPC_SESS_CONNECTED;
-		peer_mark(s);
+		enter_connected(s);
 		urpc__sm_out_session(rpc, s, URPC_SM_PKT_CONNECT_RESP, 0);
 		return;
 	case URPC_SEV_CONNECT_OK:
 		if (from != URPC_SESS_CONNECTING)
 			return;
-		s->state = URPC_SESS_CONNECTED;
-		peer_mark(s);
+		enter_connected(s);
 		raise_event(rpc, s, URPC_SM_CONNECTED, 0);
 		s = urpc__rpc_session(rpc, (int)s->local_num) == s ? s : NULL;
 		if (s && s->state == URPC_SESS_CONNECTED)
