@@ -587,14 +587,18 @@ Test(idle, a_client_waiting_for_answers_sleeps, .timeout = TEST_TIMEOUT_S)
 	 * over, so by the second request the RTO exceeds the round trip and
 	 * an answer is sampled: from then on the RTO is twice the largest
 	 * recent round trip and nothing is resent. Back-off from 5 ms reaches
-	 * 60 ms in 4 doublings: at most that many resends before the sample.
+	 * 60 ms in 4 doublings; the bound allows a busy test machine to
+	 * stretch a round trip to 600 ms. A fixed 5 ms RTO would resend each
+	 * of the later requests at least 3 times; the bound on those allows
+	 * for a rare stall longer than twice the learnt round trip.
 	 */
 	cr_assert_gt(retx_first, 0, "a 5 ms RTO did not fire in %d ms", SLOW_MS);
-	cr_assert_leq(retx_first, 5, "%llu retransmissions before the RTO learnt %d ms",
+	cr_assert_leq(retx_first, 8, "%llu retransmissions before the RTO learnt %d ms",
 		      (unsigned long long)retx_first, SLOW_MS);
-	cr_assert_eq(cs.retransmits, retx_first,
-		     "%llu more retransmissions after the RTO had sampled a %d ms round trip",
-		     (unsigned long long)(cs.retransmits - retx_first), SLOW_MS);
+	cr_assert_lt(cs.retransmits - retx_first, nreq - 2,
+		     "%llu retransmissions of %u requests after the RTO had sampled a %d ms "
+		     "round trip",
+		     (unsigned long long)(cs.retransmits - retx_first), nreq - 2, SLOW_MS);
 	cr_assert_eq(cs.resps_rx, nreq);
 	creq_free(&c, &r);
 	client_disconnect(&c);
