@@ -85,6 +85,51 @@ void bench_cli_init(struct bench_cli *cli)
 	cli->baseline = true;
 }
 
+/* ---- pairs and system calls --------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct bench_spread bench_spread_of(double *v, unsigned n)
+{
+	struct bench_spread r = {0, 0, 0};
+
+	if (!n)
+		return r;
+	qsort(v, n, sizeof(*v), cmp_double);
+	r.min = v[0];
+	r.max = v[n - 1];
+	r.med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	return r;
+}
+
+void bench_sys_fmt(char *buf, size_t len, const struct bench_sys *s, uint64_t rpcs)
+{
+	double d = rpcs ? (double)rpcs : 1;
+	int n;
+
+	if (!rpcs || !(s->tx + s->rx + s->empty + s->sleeps)) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	n = snprintf(buf, len, "%.2f/%.2f/%.2f", (double)s->tx / d, (double)s->rx / d,
+		     (double)s->empty / d);
+	if (s->sleeps && n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, " +%.2f ppoll", (double)s->sleeps / d);
+}
+
+void bench_sys_csv(FILE *f, const struct bench_sys *s, uint64_t rpcs)
+{
+	double d = rpcs ? (double)rpcs : 1;
+
+	fprintf(f, "%.3f,%.3f,%.3f,%.3f", (double)s->tx / d, (double)s->rx / d,
+		(double)s->empty / d, (double)s->sleeps / d);
+}
+
 /* ---- output files ---------------------------------------------------------------- */
 
 int bench_file_open(const char *prog, const char *opt, const char *path, const char *header,
@@ -242,6 +287,7 @@ int bench_udp_pair_start(struct bench_udp_pair *p, void *(*echo)(void *p))
 	int ret;
 
 	atomic_store(&p->stop, false);
+	memset(&p->sys, 0, sizeof(p->sys));
 	p->srv_fd = udp_socket(&srv);
 	if (p->srv_fd < 0)
 		return p->srv_fd;

@@ -80,6 +80,53 @@ static inline size_t bench_rss_bytes(void)
 	return (size_t)rss * 4096u;
 }
 
+/* ---- pairs: urpc and its baseline measured in turn -------------------------------- */
+
+/*
+ * On a noisy machine one measurement of each says little: urpc-latency and
+ * urpc-small-tput measure urpc, then its baseline, PAIRS times in turn
+ * (--pairs), and report the median of the per-pair ratios with its range.
+ */
+#define BENCH_DEFAULT_PAIRS 5
+#define BENCH_MAX_PAIRS 100
+
+/* The median, smallest and largest of some values. */
+struct bench_spread {
+	double med, min, max;
+};
+
+/* The spread of @v[0..@n) (sorted in place); all 0 when @n is 0. */
+struct bench_spread bench_spread_of(double *v, unsigned n);
+
+/*
+ * One side's system calls over a measurement: calls that sent, calls that
+ * received something, receive calls that found nothing (a busy poller's
+ * idle passes), and idle sleeps (ppoll). For urpc they come from
+ * urpc_rpc_stats (tp_sys_*, idle_sleeps), the raw baselines count their own.
+ */
+struct bench_sys {
+	uint64_t tx, rx, empty, sleeps;
+};
+
+/* Add the calls @b made since @a (two stats of one Rpc) to @s. */
+static inline void bench_sys_add(struct bench_sys *s, const struct urpc_rpc_stats *a,
+				 const struct urpc_rpc_stats *b)
+{
+	s->tx += b->tp_sys_tx - a->tp_sys_tx;
+	s->rx += (b->tp_sys_rx - b->tp_sys_rx_empty) - (a->tp_sys_rx - a->tp_sys_rx_empty);
+	s->empty += b->tp_sys_rx_empty - a->tp_sys_rx_empty;
+	s->sleeps += b->idle_sleeps - a->idle_sleeps;
+}
+
+/*
+ * "tx/rx/empty" per RPC (@rpcs of them), with " +N ppoll" when the side
+ * slept; "-" when nothing was counted.
+ */
+void bench_sys_fmt(char *buf, size_t len, const struct bench_sys *s, uint64_t rpcs);
+
+/* The same as three (four) CSV fields: tx,rx,empty,sleeps per RPC. */
+void bench_sys_csv(FILE *f, const struct bench_sys *s, uint64_t rpcs);
+
 /* ---- the client's session events and the server's handler ---------------------- */
 
 /* What a client's sm_handler saw (bench_sm_event, sm_arg = this). */
@@ -142,7 +189,7 @@ struct bench_server {
 	int create_ret;
 	int loop_ret;
 	int destroy_ret;
-	struct urpc_rpc_stats st; /* its counters once stopped */
+	struct urpc_rpc_stats st; /* its counters when it paused last, or stopped */
 };
 
 static inline void *bench_server_main(void *arg)
@@ -159,7 +206,11 @@ static inline void *bench_server_main(void *arg)
 		if (atomic_load(&sv->pause)) {
 			struct timespec ts = {0, 1000000};
 
-			atomic_store(&sv->paused, true);
+			if (!atomic_load(&sv->paused)) {
+				/* published by the store: read once paused is seen */
+				urpc_rpc_get_stats(sv->rpc, &sv->st);
+				atomic_store(&sv->paused, true);
+			}
 			nanosleep(&ts, NULL);
 			continue;
 		}
@@ -198,13 +249,17 @@ static inline int bench_server_start(struct bench_server *sv)
 /*
  * Pause or resume a threaded server's polling, so that a baseline measured
  * meanwhile has the cores to itself as urpc had (the server would otherwise
- * busy-poll a core away from it). Returns once the thread has paused. The
- * peers' timeouts must outlast the pause. No-op on the caller's thread.
+ * busy-poll a core away from it). Returns once the thread has paused, its
+ * counters in sv->st. The peers' timeouts must outlast the pause. On the
+ * caller's thread: no pause, only the counters.
  */
 static inline void bench_server_pause(struct bench_server *sv, bool pause)
 {
-	if (!sv->threaded)
+	if (!sv->threaded) {
+		if (pause)
+			urpc_rpc_get_stats(sv->rpc, &sv->st);
 		return;
+	}
 	atomic_store(&sv->pause, pause);
 	while (pause && !atomic_load(&sv->paused) && !atomic_load(&sv->stop) && !sv->loop_ret)
 		sched_yield();
@@ -400,9 +455,10 @@ void bench_drain(const char *prog, struct urpc_rpc *rpc, const struct bench_serv
  * thread busy-polls until @stop, and a client socket connected to it.
  */
 struct bench_udp_pair {
-	int srv_fd;	  /* the echo thread's */
-	int cli_fd;	  /* connected to srv_fd */
-	atomic_bool stop; /* set by bench_udp_pair_stop(); the echo thread polls it */
+	int srv_fd;	      /* the echo thread's */
+	int cli_fd;	      /* connected to srv_fd */
+	atomic_bool stop;     /* set by bench_udp_pair_stop(); the echo thread polls it */
+	struct bench_sys sys; /* the echo thread's system calls; read after the stop */
 	pthread_t th;
 };
 

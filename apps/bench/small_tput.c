@@ -36,6 +36,16 @@ struct opts {
 	unsigned nwindows;
 	unsigned long batch; /* 0: the window */
 	unsigned long size;
+	unsigned long pairs;
+};
+
+/* One window's figures over all pairs. */
+struct window_run {
+	double rate[BENCH_MAX_PAIRS], brate[BENCH_MAX_PAIRS], ratio[BENCH_MAX_PAIRS];
+	unsigned npairs, nbase;
+	uint64_t rpcs_measured, retx;
+	struct bench_sys cli, srv, bcli, bsrv; /* system calls of each side */
+	uint64_t rpcs, srv_rpcs, brpcs;	       /* ... and the RPCs (echoes) they made */
 };
 
 struct client;
@@ -70,9 +80,9 @@ static void usage(FILE *f)
 		"\n"
 		"SYNOPSIS\n"
 		"    urpc-small-tput [--transport loop|udp|verbs] [--windows LIST] [--batch B]\n"
-		"                    [--size BYTES] [--duration SEC] [--device DEV]\n"
-		"                    [--server-device DEV] [--perftest-server IP]\n"
-		"                    [--no-baseline] [--csv FILE]\n"
+		"                    [--size BYTES] [--duration SEC] [--pairs N]\n"
+		"                    [--device DEV] [--server-device DEV]\n"
+		"                    [--perftest-server IP] [--no-baseline] [--csv FILE]\n"
 		"    urpc-small-tput --help\n"
 		"\n"
 		"DESCRIPTION\n"
@@ -87,7 +97,11 @@ static void usage(FILE *f)
 		"    share the main thread (so the figure is both sides on one core).\n"
 		"\n"
 		"    The baseline is measured in the same run, while the urpc server\n"
-		"    thread is paused (it would busy-poll a core away from the baseline):\n"
+		"    thread is paused (it would busy-poll a core away from the baseline).\n"
+		"    On a busy machine one measurement of each says little: for each window\n"
+		"    urpc and the baseline are measured N times in turn (urpc, baseline,\n"
+		"    urpc, baseline, ...), and the ratio reported is the median of the N\n"
+		"    per-pair rate ratios, with the smallest and the largest:\n"
 		"      udp    a raw UDP echo over 127.0.0.1: the client thread keeps W\n"
 		"             datagrams of SIZE bytes outstanding, sending up to B at a time\n"
 		"             with sendmmsg() and reaping with recvmmsg(), both busy-polled;\n"
@@ -101,6 +115,12 @@ static void usage(FILE *f)
 		"             The GID index comes from URPC_RXE_GID_INDEX when set.\n"
 		"      loop   none.\n"
 		"\n"
+		"    Each side's system calls are counted over each measurement (warm-up\n"
+		"    included): urpc's from urpc_rpc_get_stats() (tp_sys_tx, tp_sys_rx,\n"
+		"    tp_sys_rx_empty, idle_sleeps), the raw echo's by its two threads.\n"
+		"    Busy-polling sides make one receive call per idle pass, so the empty\n"
+		"    receives grow with the time spent waiting for the other side.\n"
+		"\n"
 		"OPTIONS\n"
 		"    -t, --transport loop|udp|verbs\n"
 		"        Transport of both Rpcs (default udp).\n"
@@ -113,7 +133,10 @@ static void usage(FILE *f)
 		"        Request and response size, %d to %d (default 32).\n"
 		"    -d, --duration SEC\n"
 		"        Seconds measured per window and per measurement, 0.01 to 3600\n"
-		"        (default 2).\n"
+		"        (default 2). A window takes 2 x N x SEC seconds with the baseline.\n"
+		"    -p, --pairs N\n"
+		"        Measurements of urpc and of the raw echo per window, taken in turn,\n"
+		"        1 to %d (default %d). On verbs perftest runs once.\n"
 		"    --device DEV, --server-device DEV\n"
 		"        verbs: the client's and the server's RDMA devices (\"rxe1\", \"rxe0\");\n"
 		"        default URPC_DEVICE, else the first active port. perftest uses them\n"
@@ -130,10 +153,17 @@ static void usage(FILE *f)
 		"\n"
 		"OUTPUT\n"
 		"    A line naming the run, then a markdown table on stdout, one row per\n"
-		"    window: window, batch, sessions, urpc RPCs/s, the client's\n"
-		"    retransmissions, the baseline's name and rate, and urpc / baseline.\n"
-		"    Progress goes to stderr. CSV columns: transport, size, window, batch,\n"
-		"    sessions, rpcs, urpc_rate, retransmits, baseline, base_rate, ratio.\n"
+		"    window: window, batch, sessions, urpc RPCs/s (the median of the pairs),\n"
+		"    the client's retransmissions (all pairs), the baseline's name and rate\n"
+		"    (the median), the median of the per-pair ratios urpc / baseline and\n"
+		"    their range \"min-max\". A second table gives the system calls per RPC\n"
+		"    of each side, as tx/rx/empty: calls that sent, calls that received\n"
+		"    datagrams, receive calls that found none (\" +P ppoll\" when a side\n"
+		"    slept). Progress goes to stderr. CSV columns: transport, size, window,\n"
+		"    batch, sessions, rpcs (measured, all pairs), urpc_rate, retransmits,\n"
+		"    baseline, base_rate, ratio (the median), pairs, ratio_min, ratio_max,\n"
+		"    then per RPC tx, rx, empty and sleeps for cli_, srv_, base_cli_ and\n"
+		"    base_srv_.\n"
 		"\n"
 		"EXIT STATUS\n"
 		"    0 on success; 1 when a setup step, an RPC or a baseline fails; 2 on bad\n"
@@ -142,8 +172,10 @@ static void usage(FILE *f)
 		"EXAMPLES\n"
 		"    urpc-small-tput --transport udp --windows 8,32 --duration 1\n"
 		"    urpc-small-tput --transport udp --windows 32 --batch 4\n"
+		"    urpc-small-tput --windows 1,8,32 --duration 0.5 --pairs 11\n"
 		"    urpc-small-tput --transport verbs --device rxe1 --server-device rxe0\n",
-		SESSION_SLOTS, SESSION_SLOTS, MAX_WINDOW, MAX_WINDOW, MIN_SIZE, MAX_SIZE);
+		SESSION_SLOTS, SESSION_SLOTS, MAX_WINDOW, MAX_WINDOW, MIN_SIZE, MAX_SIZE,
+		BENCH_MAX_PAIRS, BENCH_DEFAULT_PAIRS);
 }
 
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
@@ -154,11 +186,13 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			       &o->nwindows)},
 		{URPC_APP_ULONG("batch", 'b', &o->batch, 1, MAX_WINDOW)},
 		{URPC_APP_ULONG("size", 's', &o->size, MIN_SIZE, MAX_SIZE)},
+		{URPC_APP_ULONG("pairs", 'p', &o->pairs, 1, BENCH_MAX_PAIRS)},
 	};
 
 	memset(o, 0, sizeof(*o));
 	bench_cli_init(&o->cli);
 	o->size = 32;
+	o->pairs = BENCH_DEFAULT_PAIRS;
 	o->nwindows = (unsigned)urpc_app_parse_list(PROG, DEFAULT_WINDOWS, "--windows", 1,
 						    MAX_WINDOW, o->windows, MAX_WINDOWS);
 	return bench_parse_args(PROG, argc, argv, &o->cli, BENCH_CLI_ALL, own, URPC_APP_NOPTS(own),
@@ -336,13 +370,17 @@ static void *echo_main(void *arg)
 			m[i].msg_hdr.msg_namelen = sizeof(from[i]);
 		}
 		n = recvmmsg(p->srv_fd, m, RAW_BATCH, MSG_DONTWAIT, NULL);
-		if (n <= 0)
+		if (n <= 0) {
+			p->sys.empty++;
 			continue;
+		}
+		p->sys.rx++;
 		for (i = 0; i < n; i++)
 			iov[i].iov_len = m[i].msg_len;
 		for (sent = 0; sent < n;) {
 			int r = sendmmsg(p->srv_fd, m + sent, (unsigned)(n - sent), 0);
 
+			p->sys.tx++;
 			if (r <= 0)
 				break;
 			sent += r;
@@ -353,10 +391,12 @@ static void *echo_main(void *arg)
 
 /*
  * Keep @window datagrams outstanding for @secs after a warm-up; echoes per
- * second in *@rate. A window lost on loopback (no answer for 10 ms) is
- * counted as gone and refilled. 0 or -errno.
+ * second in *@rate, both threads' calls added to @r. A window lost on
+ * loopback (no answer for 10 ms) is counted as gone and refilled. 0 or
+ * -errno.
  */
-static int raw_echo(const struct opts *o, unsigned window, unsigned long batch, double *rate)
+static int raw_echo(const struct opts *o, unsigned window, unsigned long batch, double *rate,
+		    struct window_run *r)
 {
 	static uint8_t tx[RAW_BATCH][MAX_SIZE], rx[RAW_BATCH][MAX_SIZE];
 	struct mmsghdr tm[RAW_BATCH], rm[RAW_BATCH];
@@ -396,11 +436,16 @@ static int raw_echo(const struct opts *o, unsigned window, unsigned long batch, 
 			want = (unsigned)batch;
 		if (want) {
 			n = sendmmsg(fd, tm, want, 0);
+			r->bcli.tx++;
 			if (n > 0)
 				outstanding += (unsigned)n;
 		}
 		n = recvmmsg(fd, rm, RAW_BATCH, MSG_DONTWAIT, NULL);
 		t = bench_now_s();
+		if (n > 0)
+			r->bcli.rx++;
+		else
+			r->bcli.empty++;
 		if (n > 0) {
 			outstanding -= (unsigned)n < outstanding ? (unsigned)n : outstanding;
 			done += (unsigned long)n;
@@ -418,20 +463,161 @@ static int raw_echo(const struct opts *o, unsigned window, unsigned long batch, 
 		}
 	}
 	bench_udp_pair_stop(&up);
+	r->bsrv.tx += up.sys.tx;
+	r->bsrv.rx += up.sys.rx;
+	r->bsrv.empty += up.sys.empty;
+	r->brpcs += done;
 	return 0;
 }
 
 /* ---- main ------------------------------------------------------------------------ */
 
-static int measure_window(struct client *c, unsigned window, FILE *csv)
+/* After a pump: let the window's last requests come back (none then waits through a pause). */
+static int drain_window(struct client *c)
+{
+	double t_end = bench_now_s() + STALL_S;
+	int ret;
+
+	while (any_busy(c)) {
+		if (bench_now_s() > t_end) {
+			fprintf(stderr, PROG ": requests still outstanding after %.0f s\n",
+				STALL_S);
+			return -ETIMEDOUT;
+		}
+		ret = bench_run_once(PROG, c->rpc, c->sv);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * One pair for @window: urpc, then, with the server paused, the raw echo
+ * on udp. The server's counters were taken when it paused last; its calls
+ * over the urpc measurement are added to @r with the client's.
+ */
+static int one_pair(struct client *c, unsigned window, unsigned long batch, struct window_run *r)
 {
 	const struct opts *o = c->o;
-	unsigned long batch = o->batch ? o->batch : window, rpcs = 0;
-	struct urpc_rpc_stats before, after;
+	struct urpc_rpc_stats before, after, s0 = c->sv->st;
+	unsigned long rpcs = 0;
+	double span = 0, brate = 0;
+	int ret;
+
+	urpc_rpc_get_stats(c->rpc, &before);
+	ret = pump(c, batch, 0.1, o->cli.duration, &rpcs, &span);
+	if (!ret)
+		ret = drain_window(c);
+	urpc_rpc_get_stats(c->rpc, &after);
+	bench_server_pause(c->sv, true);
+	bench_sys_add(&r->cli, &before, &after);
+	r->rpcs += c->completed;
+	bench_sys_add(&r->srv, &s0, &c->sv->st);
+	r->srv_rpcs += c->sv->st.reqs_handled - s0.reqs_handled;
+	r->retx += after.retransmits - before.retransmits;
+	if (ret)
+		goto out;
+	r->rate[r->npairs++] = (double)rpcs / span;
+	r->rpcs_measured += rpcs;
+	if (o->cli.baseline && o->cli.transport == URPC_TRANSPORT_UDP) {
+		ret = raw_echo(o, window, batch, &brate, r);
+		if (ret) {
+			fprintf(stderr, PROG ": raw UDP echo: %s\n", strerror(-ret));
+			goto out;
+		}
+		r->ratio[r->nbase] = brate > 0 ? (double)rpcs / span / brate : 0;
+		r->brate[r->nbase++] = brate;
+	}
+out:
+	bench_server_pause(c->sv, false);
+	return ret;
+}
+
+/* perftest's ib_send_bw -c UD message rate, measured once for all windows; 0 or -errno. */
+static int perftest_rate(struct client *c, double *rate)
+{
+	static double once;
+	const struct opts *o = c->o;
+	double v[4];
+	int n;
+
+	if (!once) {
+		bench_server_pause(c->sv, true);
+		n = bench_perftest(PROG, "ib_send_bw", "-c UD -n 100000 -F",
+				   o->cli.server_device ? o->cli.server_device : "rxe0",
+				   o->cli.device ? o->cli.device : "rxe0", o->cli.perftest_ip,
+				   o->size, 18800, v, 4);
+		bench_server_pause(c->sv, false);
+		if (n < 4)
+			return n < 0 ? n : -EIO;
+		/* iterations, BW peak, BW average, MsgRate[Mpps] */
+		once = v[3] * 1e6;
+	}
+	*rate = once;
+	return 0;
+}
+
+/* The CSV's columns after ratio. */
+#define CSV_EXTRA                                                                                  \
+	"pairs,ratio_min,ratio_max,cli_tx,cli_rx,cli_empty,cli_sleeps,srv_tx,srv_rx,srv_empty,"    \
+	"srv_sleeps,base_cli_tx,base_cli_rx,base_cli_empty,base_cli_sleeps,base_srv_tx,"           \
+	"base_srv_rx,base_srv_empty,base_srv_sleeps"
+
+static void print_row(const struct opts *o, FILE *csv, unsigned window, unsigned long batch,
+		      unsigned nsess, const char *base, struct window_run *r)
+{
+	struct bench_spread rate = bench_spread_of(r->rate, r->npairs);
+	struct bench_spread brate = bench_spread_of(r->brate, r->nbase);
+	struct bench_spread ratio = bench_spread_of(r->ratio, r->nbase);
+
+	printf("| %u | %lu | %u | %.0f | %llu | %s |", window, batch, nsess, rate.med,
+	       (unsigned long long)r->retx, base);
+	if (brate.med > 0)
+		printf(" %.0f | %.2f | %.2f-%.2f |\n", brate.med, ratio.med, ratio.min, ratio.max);
+	else
+		printf(" - | - | - |\n");
+	fflush(stdout);
+	if (csv) {
+		fprintf(csv, "%s,%lu,%u,%lu,%u,%llu,%.1f,%llu,%s,%.1f,%.4f,%u,%.4f,%.4f,",
+			urpc_transport_str(o->cli.transport), o->size, window, batch, nsess,
+			(unsigned long long)r->rpcs_measured, rate.med, (unsigned long long)r->retx,
+			base, brate.med, ratio.med, r->nbase, ratio.min, ratio.max);
+		bench_sys_csv(csv, &r->cli, r->rpcs);
+		fputc(',', csv);
+		bench_sys_csv(csv, &r->srv, r->srv_rpcs);
+		fputc(',', csv);
+		bench_sys_csv(csv, &r->bcli, r->brpcs);
+		fputc(',', csv);
+		bench_sys_csv(csv, &r->bsrv, r->brpcs);
+		fputc('\n', csv);
+		fflush(csv);
+	}
+	fprintf(stderr,
+		PROG ": window %u: urpc %.0f RPCs/s, %s %.0f/s; ratio %.2f (%.2f-%.2f, %u pairs)\n",
+		window, rate.med, base, brate.med, ratio.med, ratio.min, ratio.max, r->nbase);
+}
+
+/* The system calls per RPC of @r's four sides: one row of the second table. */
+static void print_sys_row(unsigned window, const struct window_run *r)
+{
+	char cli[64], srv[64], bcli[64], bsrv[64];
+
+	bench_sys_fmt(cli, sizeof(cli), &r->cli, r->rpcs);
+	bench_sys_fmt(srv, sizeof(srv), &r->srv, r->srv_rpcs);
+	bench_sys_fmt(bcli, sizeof(bcli), &r->bcli, r->brpcs);
+	bench_sys_fmt(bsrv, sizeof(bsrv), &r->bsrv, r->brpcs);
+	printf("| %u | %s | %s | %s | %s |\n", window, cli, srv, bcli, bsrv);
+}
+
+static int measure_window(struct client *c, unsigned window, FILE *csv, struct window_run *r)
+{
+	const struct opts *o = c->o;
+	unsigned long batch = o->batch ? o->batch : window;
 	const char *base = "none";
-	double span = 0, rate, brate = 0, ratio = 0, v[4];
-	unsigned nsess = (window + SESSION_SLOTS - 1) / SESSION_SLOTS;
-	int ret, n;
+	unsigned nsess = (window + SESSION_SLOTS - 1) / SESSION_SLOTS, k;
+	bool raw = o->cli.baseline && o->cli.transport == URPC_TRANSPORT_UDP;
+	double brate = 0;
+	int ret;
 
 	ret = bench_connect(PROG, c->rpc, c->sv, &c->sm, c->sessions, nsess);
 	c->nsessions = nsess; /* those not begun are -1: their disconnect is refused */
@@ -446,62 +632,33 @@ static int measure_window(struct client *c, unsigned window, FILE *csv)
 		fprintf(stderr, PROG ": cannot allocate buffers: %s\n", urpc_strerror(ret));
 		goto out;
 	}
-	fprintf(stderr, PROG ": window %u, batch %lu, %u sessions: measuring urpc for %g s\n",
-		window, batch, nsess, o->cli.duration);
-	urpc_rpc_get_stats(c->rpc, &before);
-	ret = pump(c, batch, 0.1, o->cli.duration, &rpcs, &span);
-	urpc_rpc_get_stats(c->rpc, &after);
+	bench_server_pause(c->sv, true); /* the server's counters before the first */
+	bench_server_pause(c->sv, false);
+	for (k = 0; k < o->pairs && !ret; k++) {
+		fprintf(stderr,
+			PROG
+			": window %u, batch %lu, %u sessions: pair %u of %lu: urpc%s, %g s each\n",
+			window, batch, nsess, k + 1, o->pairs, raw ? " then the raw UDP echo" : "",
+			o->cli.duration);
+		ret = one_pair(c, window, batch, r);
+	}
 	if (ret)
 		goto out;
-	rate = (double)rpcs / span;
-	if (o->cli.baseline && o->cli.transport == URPC_TRANSPORT_UDP) {
+	if (raw) {
 		base = "raw UDP echo";
-		fprintf(stderr, PROG ": window %u: measuring the raw UDP echo\n", window);
-		bench_server_pause(c->sv, true);
-		ret = raw_echo(o, window, batch, &brate);
-		bench_server_pause(c->sv, false);
-		if (ret) {
-			fprintf(stderr, PROG ": raw UDP echo: %s\n", strerror(-ret));
-			goto out;
-		}
 	} else if (o->cli.baseline && o->cli.transport == URPC_TRANSPORT_VERBS) {
 		/* It does not depend on the window: measured once, for the first. */
-		static double perftest_rate;
-
 		base = "ib_send_bw UD msg rate";
-		if (!perftest_rate) {
-			bench_server_pause(c->sv, true);
-			n = bench_perftest(PROG, "ib_send_bw", "-c UD -n 100000 -F",
-					   o->cli.server_device ? o->cli.server_device : "rxe0",
-					   o->cli.device ? o->cli.device : "rxe0",
-					   o->cli.perftest_ip, o->size, 18800, v, 4);
-			bench_server_pause(c->sv, false);
-			if (n < 4) {
-				ret = n < 0 ? n : -EIO;
-				goto out;
-			}
-			/* iterations, BW peak, BW average, MsgRate[Mpps] */
-			perftest_rate = v[3] * 1e6;
+		ret = perftest_rate(c, &brate);
+		if (ret)
+			goto out;
+		for (k = 0; k < r->npairs; k++) {
+			r->brate[k] = brate;
+			r->ratio[k] = r->rate[k] / brate;
 		}
-		brate = perftest_rate;
+		r->nbase = r->npairs;
 	}
-	ratio = brate > 0 ? rate / brate : 0;
-	printf("| %u | %lu | %u | %.0f | %llu | %s |", window, batch, nsess, rate,
-	       (unsigned long long)(after.retransmits - before.retransmits), base);
-	if (brate > 0)
-		printf(" %.0f | %.2f |\n", brate, ratio);
-	else
-		printf(" - | - |\n");
-	fflush(stdout);
-	if (csv) {
-		fprintf(csv, "%s,%lu,%u,%lu,%u,%lu,%.1f,%llu,%s,%.1f,%.4f\n",
-			urpc_transport_str(o->cli.transport), o->size, window, batch, nsess, rpcs,
-			rate, (unsigned long long)(after.retransmits - before.retransmits), base,
-			brate, ratio);
-		fflush(csv);
-	}
-	fprintf(stderr, PROG ": window %u: urpc %.0f RPCs/s, %s %.0f/s\n", window, rate, base,
-		brate);
+	print_row(o, csv, window, batch, nsess, base, r);
 out:
 	disconnect_sessions(c);
 	free_slots(c);
@@ -514,6 +671,7 @@ int main(int argc, char **argv)
 	struct urpc_rpc_opts ro;
 	struct urpc_nexus *nx;
 	struct client c;
+	struct window_run *runs;
 	FILE *csv = NULL;
 	const char *what;
 	struct opts o;
@@ -525,7 +683,7 @@ int main(int argc, char **argv)
 		return ret == 1 ? 0 : 2;
 	if (bench_file_open(PROG, "--csv", o.cli.csv,
 			    "transport,size,window,batch,sessions,rpcs,urpc_rate,retransmits,"
-			    "baseline,base_rate,ratio\n",
+			    "baseline,base_rate,ratio," CSV_EXTRA "\n",
 			    &csv))
 		return 1;
 	memset(&sv, 0, sizeof(sv));
@@ -548,18 +706,30 @@ int main(int argc, char **argv)
 			urpc_rpc_max_msg_size(c.rpc));
 		goto out_cli;
 	}
-	printf("%s: transport %s, %lu B requests and responses, %g s per window, one client "
-	       "core%s; rates in RPCs (or echoes, messages) per second\n\n",
-	       PROG, what, o.size, o.cli.duration,
+	printf("%s: transport %s, %lu B requests and responses, %lu pairs of %g s measurements "
+	       "per window (urpc, then the baseline, in turn), one client core%s; rates in RPCs "
+	       "(or echoes, messages) per second, medians of the pairs\n\n",
+	       PROG, what, o.size, o.pairs, o.cli.duration,
 	       sv.threaded ? ", server on a second thread" : " (server on the same thread)");
 	printf("| window | batch | sessions | urpc RPCs/s | retx | baseline | baseline /s | "
-	       "urpc/baseline |\n");
-	printf("|---:|---:|---:|---:|---:|---|---:|---:|\n");
+	       "urpc/baseline | min-max |\n");
+	printf("|---:|---:|---:|---:|---:|---|---:|---:|---:|\n");
 	fflush(stdout);
-	status = 0;
+	runs = calloc(o.nwindows, sizeof(*runs));
+	status = runs ? 0 : 1;
 	for (i = 0; i < o.nwindows && !status; i++)
-		if (measure_window(&c, (unsigned)o.windows[i], csv))
+		if (measure_window(&c, (unsigned)o.windows[i], csv, &runs[i]))
 			status = 1;
+	if (!status) {
+		printf("\nSystem calls per RPC, tx/rx/empty: calls that sent, that received "
+		       "datagrams, receive calls that found none (busy polling)\n\n");
+		printf("| window | urpc client | urpc server | raw client | raw server |\n");
+		printf("|---:|---|---|---|---|\n");
+		for (i = 0; i < o.nwindows; i++)
+			print_sys_row((unsigned)o.windows[i], &runs[i]);
+		fflush(stdout);
+	}
+	free(runs);
 out_cli:
 	if (urpc_rpc_destroy(c.rpc)) {
 		fprintf(stderr, PROG ": cannot destroy the client Rpc\n");

@@ -438,6 +438,15 @@ struct urpc_rpc_stats {
 	uint64_t connects_refused; /* server: CONNECT_REQs refused (limit, memory, transport) */
 	uint64_t resp_bufs;	   /* server: response buffers its slots hold now */
 	uint64_t drop_no_buf;	   /* server: requests dropped for want of a response buffer */
+	/*
+	 * System calls of this thread's datapath (udp; 0 on loop and verbs):
+	 * sendmmsg() calls, recvmmsg() calls and those of them that found
+	 * nothing (a busy-polling Rpc makes one per idle pass). The idle
+	 * sleep's ppoll() calls are idle_sleeps.
+	 */
+	uint64_t tp_sys_tx;
+	uint64_t tp_sys_rx;
+	uint64_t tp_sys_rx_empty;
 };
 
 /**

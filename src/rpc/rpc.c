@@ -314,6 +314,9 @@ URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
 	if (!urpc__rpc_is_owner(rpc))
 		return -EPERM;
 	*st = rpc->st;
+	st->tp_sys_tx = rpc->tp->stats.sys_tx;
+	st->tp_sys_rx = rpc->tp->stats.sys_rx;
+	st->tp_sys_rx_empty = rpc->tp->stats.sys_rx_empty;
 	return 0;
 }
 

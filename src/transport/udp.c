@@ -329,6 +329,7 @@ static int udp_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsig
 			mh->msg_iovlen = niov;
 		}
 		ret = sendmmsg(u->fd, u->tx_msgs, cnt, MSG_DONTWAIT);
+		tp->stats.sys_tx++;
 		if (unlikely(ret < 0)) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)
 				break;
@@ -446,6 +447,8 @@ static void udp_rx_drain(struct udp_tp *u)
 			mh->msg_iovlen = 1;
 		}
 		ret = recvmmsg(u->fd, u->rx_msgs, vlen, MSG_DONTWAIT, NULL);
+		u->base.stats.sys_rx++;
+		u->base.stats.sys_rx_empty += ret <= 0;
 		if (ret < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 				URPC_WARN_RATELIMIT(u->base.id, "recvmmsg: %s", strerror(errno));

@@ -30,6 +30,8 @@ void urpc__udp_os_flush(struct udp_tp *u)
 	while (off < u->nctl) {
 		int ret = sendmmsg(u->fd, u->ctl_msgs + off, u->nctl - off, MSG_DONTWAIT);
 
+		u->base.stats.sys_tx++;
+
 		if (ret < 0) {
 			if (errno == EINTR)
 				continue;
