@@ -89,9 +89,10 @@ static inline const void *req_pkt_of(struct urpc_cslot *sl)
 }
 
 /* Put a request into free slot @i and send it. */
-static inline void start_req(struct urpc_rpc *rpc, struct urpc_session *s, unsigned i,
-			     uint8_t req_type, struct urpc_msgbuf *req, struct urpc_msgbuf *resp,
-			     urpc_cont_fn cont, void *tag, uint64_t deadline_ns)
+static inline URPC_ALWAYS_INLINE void start_req(struct urpc_rpc *rpc, struct urpc_session *s,
+						unsigned i, uint8_t req_type,
+						struct urpc_msgbuf *req, struct urpc_msgbuf *resp,
+						urpc_cont_fn cont, void *tag, uint64_t deadline_ns)
 {
 	struct urpc_cslot *sl = &s->cli.slots[i];
 
@@ -196,8 +197,8 @@ URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_typ
 	return 0;
 }
 
-static void complete(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_cslot *sl,
-		     int status)
+static inline URPC_ALWAYS_INLINE void complete(struct urpc_rpc *rpc, struct urpc_session *s,
+					       struct urpc_cslot *sl, int status)
 {
 	urpc_cont_fn cont = sl->cont;
 	struct urpc_msgbuf *resp = sl->resp;

@@ -29,7 +29,8 @@
 
 #define SLOT_MASK (URPC_SESSION_SLOTS - 1)
 
-static void server_send_resp(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl)
+static inline URPC_ALWAYS_INLINE void server_send_resp(struct urpc_rpc *rpc, struct urpc_session *s,
+						       struct urpc_sslot *sl)
 {
 	if (unlikely(sl->large_resp.buf))
 		urpc__tx_push(rpc, s->peer, &sl->lpkt.h, sizeof(sl->lpkt.d), 0);
@@ -88,9 +89,9 @@ static void server_retire_resp(struct urpc_rpc *rpc, struct urpc_sslot *sl)
 }
 
 /* Run the handler of the request in server slot @sl over @data. */
-static void server_run_handler(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
-			       const struct urpc_handler *hd, uint8_t req_type, const uint8_t *data,
-			       size_t len)
+static inline URPC_ALWAYS_INLINE void
+server_run_handler(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
+		   const struct urpc_handler *hd, uint8_t req_type, const uint8_t *data, size_t len)
 {
 	urpc__srv_set(rpc, sl, URPC_SRV_IN_HANDLER);
 	sl->resp_mb.data_size = 0;

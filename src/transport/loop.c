@@ -402,24 +402,22 @@ static URPC_COLD int tx_bad(const struct urpc_tp *tp, const struct urpc_tp_tx *p
 
 /*
  * Copy @n datagrams into their destinations' rings. The whole batch is
- * checked first, with one branch for all of it (nothing is sent when an
- * entry is bad). Thread: @tp's owner. Datapath.
+ * checked first (nothing is sent when an entry is bad).
+ * Thread: @tp's owner. Datapath.
  */
 static int loop_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsigned n)
 {
 	struct loop_ep *ep = to_ep(tp);
 	uint64_t bytes = 0, mtu = tp->mtu;
-	bool bad = false;
 	unsigned i;
 
 	for (i = 0; i < n; i++) {
 		uint64_t len = (uint64_t)pkts[i].hdr_len + pkts[i].data_len;
 
-		bad |= !pkts[i].peer | (len > mtu);
+		if (unlikely(!pkts[i].peer || len > mtu))
+			return tx_bad(tp, pkts, n);
 		bytes += len;
 	}
-	if (unlikely(bad))
-		return tx_bad(tp, pkts, n);
 	if (unlikely(ep->faults_on)) {
 		for (i = 0; i < n; i++)
 			send_faulty(ep, &pkts[i]);

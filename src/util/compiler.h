@@ -18,6 +18,8 @@ extern "C" {
 #define URPC_FALLTHROUGH __attribute__((fallthrough))
 /* A rare path kept out of line, so that its caller stays small enough to inline. */
 #define URPC_COLD __attribute__((cold, noinline))
+/* For a small hot function with few callers, where the call itself costs. */
+#define URPC_ALWAYS_INLINE __attribute__((always_inline))
 #define URPC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #ifndef container_of
