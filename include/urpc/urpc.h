@@ -447,6 +447,18 @@ struct urpc_rpc_stats {
 	uint64_t tp_sys_tx;
 	uint64_t tp_sys_rx;
 	uint64_t tp_sys_rx_empty;
+	/*
+	 * Peers' one-sided requests (READs of this Rpc's large messages) that
+	 * were refused: from the session the grant is for, but outside its
+	 * bytes or access, or after it was revoked...
+	 */
+	uint64_t os_refused;
+	/*
+	 * ... or dropped: not from the session a grant is for (unknown key,
+	 * wrong session token or source address). udp and loop count them
+	 * (verbs: the NIC refuses such requests itself, uncounted here).
+	 */
+	uint64_t os_dropped;
 };
 
 /**

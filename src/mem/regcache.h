@@ -43,11 +43,16 @@
 extern "C" {
 #endif
 
-/* Remote access bits; the same values as URPC_TP_ACCESS_* (transport.c checks). */
+/*
+ * Remote access bits; the same values as URPC_TP_ACCESS_* (transport.c
+ * checks): REMOTE_* open the registration itself, GRANT_* let grants on it
+ * give that access (what the engine asks for).
+ */
 #define URPC_REGCACHE_ACCESS_REMOTE_READ 0x1u
 #define URPC_REGCACHE_ACCESS_REMOTE_WRITE 0x2u
-#define URPC_REGCACHE_ACCESS_ALL                                                                   \
-	(URPC_REGCACHE_ACCESS_REMOTE_READ | URPC_REGCACHE_ACCESS_REMOTE_WRITE)
+#define URPC_REGCACHE_ACCESS_GRANT_READ 0x4u
+#define URPC_REGCACHE_ACCESS_GRANT_WRITE 0x8u
+#define URPC_REGCACHE_ACCESS_ALL 0xfu
 
 /*
  * Register [addr, addr+len) for local access and the remote access in

@@ -3,8 +3,8 @@
  * The client's side of the datapath (client.h). Owns client slots, the wait
  * queue, credits and the busy bitmap; a request's continuation runs from
  * complete(), urpc__cli_fail_all() or an orphaned operation, exactly once.
- * May call: large.h (descriptors, operations, orphans), msgbuf.h (GPU
- * staging), tx.h, the transport's post_read and tx_flush. Nothing here
+ * May call: large.h (descriptors, grants, operations, orphans), msgbuf.h
+ * (GPU staging), tx.h, the transport's post_read and tx_flush. Nothing here
  * allocates, locks, or makes a syscall beyond the transport's.
  */
 #define URPC_LOG_MODULE "client"
@@ -111,7 +111,13 @@ static inline URPC_ALWAYS_INLINE void start_req(struct urpc_rpc *rpc, struct urp
 	sl->late_status = 0;
 	sl->large_req = req->data_size > rpc->max_msg || urpc__mb_is_view(req);
 	if (unlikely(sl->large_req)) {
-		urpc__large_pkt_fill(&sl->lpkt, URPC_PKT_REQ, req_type, req, s->remote_num,
+		/*
+		 * The server may READ exactly these bytes until it has: a
+		 * failed grant (no memory) leaves key 0, which it cannot read
+		 * (its READ fails and it answers the error).
+		 */
+		urpc__grant_read(rpc, s, req, &sl->grant);
+		urpc__large_pkt_fill(&sl->lpkt, URPC_PKT_REQ, req_type, &sl->grant, s->remote_num,
 				     sl->cur_req_num, s->token);
 		/*
 		 * The server answers once it has read the payload: allow for
@@ -215,6 +221,8 @@ static inline URPC_ALWAYS_INLINE void complete(struct urpc_rpc *rpc, struct urpc
 		urpc__tx_forget(rpc, req_pkt_of(sl), NULL);
 		rpc->tp->ops->tx_flush(rpc->tp);
 	}
+	if (unlikely(sl->grant.key))
+		urpc__grant_revoke(rpc, &sl->grant); /* the server no longer reads the request */
 	urpc__cli_set(rpc, sl, URPC_CLI_FREE);
 	sl->req = NULL;
 	sl->resp = NULL;
@@ -265,6 +273,7 @@ void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status
 			 */
 			continue;
 		}
+		urpc__grant_revoke(rpc, &sl->grant);
 		urpc__cli_set(rpc, sl, URPC_CLI_FREE);
 		sl->req = NULL;
 		sl->resp = NULL;
@@ -410,6 +419,7 @@ static bool client_read_resp(struct urpc_rpc *rpc, struct urpc_session *s, struc
 
 	if (unlikely(!urpc__large_desc_parse(rpc, data, len, &d)))
 		return false;
+	urpc__grant_revoke(rpc, &sl->grant); /* answered: the server has read the request */
 	if (le64toh(d.len) > sl->resp->max_data_size || le64toh(d.len) > URPC_MAX_MSG_SIZE) {
 		*st = -EMSGSIZE;
 		return true;
@@ -423,7 +433,7 @@ static bool client_read_resp(struct urpc_rpc *rpc, struct urpc_session *s, struc
 	if (unlikely(i == URPC_OS_NIL))
 		return false;
 	ret = rpc->tp->ops->post_read(rpc->tp, s->peer, urpc__mb_dma(sl->resp), mr, le64toh(d.addr),
-				      le32toh(d.rkey), (size_t)le64toh(d.len), i);
+				      le64toh(d.key), (size_t)le64toh(d.len), i);
 	if (unlikely(ret)) {
 		urpc__os_put(rpc, i);
 		if (ret == -EAGAIN)
@@ -457,6 +467,7 @@ static URPC_COLD void client_ack(struct urpc_rpc *rpc, struct urpc_session *s,
 		rpc->st.dup_resps++;
 		return;
 	}
+	urpc__grant_revoke(rpc, &sl->grant); /* read: no more access */
 	urpc__cli_set(rpc, sl, URPC_CLI_ACKED);
 	rpc->st.acks_rx++;
 	if (sl->late_status)

@@ -106,13 +106,13 @@ enum urpc_srv_state { URPC_SRV_STATES(URPC__ENUM_SRV) };
 
 /*
  * The datagram of a large message: the header, then where the payload lies
- * at the sender (little-endian), for the receiver to READ it.
+ * at the sender (little-endian), for the receiver to READ it: exactly the
+ * bytes of the sender's grant to this session's peer, and its key.
  */
 struct urpc_large_desc {
 	uint64_t addr;
 	uint64_t len;
-	uint32_t rkey;
-	uint32_t reserved;
+	uint64_t key;
 };
 static_assert(sizeof(struct urpc_large_desc) == 24, "large descriptor is 24 bytes on the wire");
 
@@ -196,6 +196,8 @@ struct urpc_cslot {
 	uint32_t retries;
 	bool large_req; /* the request travels as a descriptor (lpkt) */
 	uint16_t os_idx;
+	/* A large request's grant to the server: until it has read it (ack, answer, failure). */
+	struct urpc_tp_grant grant;
 	/*
 	 * The deadline passed while the server may still READ the request
 	 * (SENT, large) or we READ the response (READING): the request
@@ -214,6 +216,7 @@ struct urpc_sslot {
 	uint64_t resp_epoch;	       /* rpc->tx_epoch when the stored response was last queued */
 	struct urpc_msgbuf resp_mb;    /* preallocated; holds the stored response */
 	struct urpc_msgbuf large_resp; /* a large stored response (the client reads it) */
+	struct urpc_tp_grant grant;    /* ... granted to the client while it is stored */
 	struct urpc_req_handle h;
 	struct urpc_large_pkt lpkt; /* a large response's descriptor */
 	struct urpc_pkthdr ack_h;   /* URPC_PKT_F_ACK of a large request */
@@ -400,12 +403,15 @@ static inline const struct urpc_tp_mr *urpc__mb_mr(const struct urpc_msgbuf *mb)
 	return urpc__pool_reg_handle(mb);
 }
 
-/* May the peer READ @mb? Pool buffers: always; views: with URPC_MEM_PEER_READS. */
+/*
+ * May a grant let the peer READ @mb? Pool buffers: always; views: with
+ * URPC_MEM_PEER_READS.
+ */
 static inline bool urpc__mb_peer_readable(const struct urpc_msgbuf *mb)
 {
 	const struct urpc_tp_mr *mr = urpc__mb_mr(mb);
 
-	return mr && (mr->access & URPC_TP_ACCESS_REMOTE_READ);
+	return mr && (mr->access & URPC_TP_ACCESS_GRANT_READ);
 }
 
 /* Where the transport reads or writes @mb's bytes: the staging copy of a GPU view. */

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Large messages (large.h). Owns the one-sided operation table (rpc->os[],
- * its free list and rpc->os_busy) and the orphans in it.
+ * its free list and rpc->os_busy) and the orphans in it, and the grants
+ * that let a session's peer READ a large message (urpc__grant_read()).
  * May call: tx.h (forget a freed response's descriptor), msgbuf.h (give
- * buffers back), the pool, the transport's rx_burst/poll_completions.
+ * buffers back), the pool, the transport's grant/revoke and
+ * rx_burst/poll_completions.
  */
 #define URPC_LOG_MODULE "large"
 #include "large.h"
@@ -16,16 +18,29 @@
 #include "states.h"
 #include "tx.h"
 
+int urpc__grant_read(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_msgbuf *mb,
+		     struct urpc_tp_grant *g)
+{
+	int ret = rpc->tp->ops->grant(rpc->tp, s->peer, urpc__mb_mr(mb), urpc__mb_dma(mb),
+				      mb->data_size, URPC_TP_ACCESS_REMOTE_READ, g);
+
+	if (unlikely(ret)) {
+		g->key = 0;
+		URPC_WARN_RATELIMIT(rpc->id, "no grant for a %zu-byte message: %s", mb->data_size,
+				    urpc_strerror(ret));
+	}
+	return ret;
+}
+
 URPC_COLD void urpc__large_pkt_fill(struct urpc_large_pkt *p, enum urpc_pkt_type type,
-				    uint8_t req_type, const struct urpc_msgbuf *mb, uint32_t dest,
+				    uint8_t req_type, const struct urpc_tp_grant *g, uint32_t dest,
 				    uint64_t req_num, uint64_t token)
 {
 	urpc__pkthdr_fill(&p->h, type, req_type, 0, sizeof(p->d), dest, req_num, token);
 	p->h.flags = URPC_PKT_F_LARGE;
-	p->d.addr = htole64((uint64_t)(uintptr_t)urpc__mb_dma(mb));
-	p->d.len = htole64(mb->data_size);
-	p->d.rkey = htole32(mb->priv_rkey);
-	p->d.reserved = 0;
+	p->d.addr = htole64(g->addr);
+	p->d.len = htole64(g->len);
+	p->d.key = htole64(g->key);
 }
 
 void urpc__os_orphan_client(struct urpc_rpc *rpc, struct urpc_cslot *sl, int status)
@@ -97,11 +112,15 @@ void urpc__os_session_gone(struct urpc_rpc *rpc, struct urpc_session *s)
 			op->orphan = true;
 		}
 	}
-	if (s->role != URPC_ROLE_SERVER)
+	if (s->role != URPC_ROLE_SERVER) {
+		for (i = 0; i < URPC_SESSION_SLOTS; i++)
+			urpc__grant_revoke(rpc, &s->cli.slots[i].grant);
 		return;
+	}
 	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
 		struct urpc_sslot *sl = &s->srv.slots[i];
 
+		urpc__grant_revoke(rpc, &sl->grant);
 		if (sl->large_resp.buf) {
 			urpc__tx_forget(rpc, &sl->lpkt.h, NULL);
 			urpc__mb_release(rpc, &sl->large_resp);

@@ -38,9 +38,26 @@ static inline void urpc__os_put(struct urpc_rpc *rpc, uint16_t i)
 	rpc->os_busy--;
 }
 
-/* Describe @mb (registered) in @p for the peer to READ. Cold. */
+/*
+ * Grant session @s's peer READ of exactly @mb's data bytes (where the
+ * transport reads them: a GPU view's staging copy), for a large message
+ * that is sent now; fills @g. 0, or -errno from the transport (-EINVAL,
+ * -ENOMEM). Revoke with urpc__grant_revoke() once the peer has read it
+ * (or the session failed, or the message was given up).
+ */
+int urpc__grant_read(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_msgbuf *mb,
+		     struct urpc_tp_grant *g);
+
+/* Revoke @g; nothing when it is not live (key 0). Datapath. */
+static inline void urpc__grant_revoke(struct urpc_rpc *rpc, struct urpc_tp_grant *g)
+{
+	if (g->key)
+		rpc->tp->ops->revoke(rpc->tp, g);
+}
+
+/* Describe the grant @g in @p for the peer to READ. Cold. */
 void urpc__large_pkt_fill(struct urpc_large_pkt *p, enum urpc_pkt_type type, uint8_t req_type,
-			  const struct urpc_msgbuf *mb, uint32_t dest, uint64_t req_num,
+			  const struct urpc_tp_grant *g, uint32_t dest, uint64_t req_num,
 			  uint64_t token);
 
 /* The descriptor of a large message, or false (dropped and counted). */
@@ -74,7 +91,8 @@ bool urpc__os_take(struct urpc_rpc *rpc, const struct urpc_tp_comp *c, struct ur
 
 /*
  * Session @s goes away: its one-sided operations become orphans (they clean
- * up when they complete) and a server's large stored responses are freed.
+ * up when they complete), its grants are revoked and a server's large
+ * stored responses are freed.
  * Call before releasing its peer (which makes the transport complete them).
  */
 void urpc__os_session_gone(struct urpc_rpc *rpc, struct urpc_session *s);

@@ -170,7 +170,8 @@ static void view_fill(struct urpc_rpc *rpc, struct urpc_msgbuf *mb, void *addr, 
 URPC_API int urpc_msgbuf_register(struct urpc_rpc *rpc, void *addr, size_t len, unsigned flags,
 				  struct urpc_msgbuf *mb)
 {
-	unsigned access = (flags & URPC_MEM_PEER_READS) ? URPC_TP_ACCESS_REMOTE_READ : 0;
+	/* Peers READ a view only through a grant, while it is a large message in flight. */
+	unsigned access = (flags & URPC_MEM_PEER_READS) ? URPC_TP_ACCESS_GRANT_READ : 0;
 	struct urpc_regcache_ent *ent;
 	struct urpc_gpu_view *g;
 	int ret;

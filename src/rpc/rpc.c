@@ -317,6 +317,8 @@ URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
 	st->tp_sys_tx = rpc->tp->stats.sys_tx;
 	st->tp_sys_rx = rpc->tp->stats.sys_rx;
 	st->tp_sys_rx_empty = rpc->tp->stats.sys_rx_empty;
+	st->os_refused = rpc->tp->stats.os_rejected;
+	st->os_dropped = rpc->tp->stats.os_dropped;
 	return 0;
 }
 
@@ -355,7 +357,7 @@ int urpc__rpc_session_info(struct urpc_rpc *rpc, int session, struct urpc_sessio
 
 /* urpc__rpc_check() of client session @s (number @i); adds what it owes to *@owed. */
 static int check_client(const struct urpc_rpc *rpc, const struct urpc_session *s, uint32_t i,
-			uint64_t *owed, char *why, size_t n)
+			uint64_t *owed, uint64_t *grants, char *why, size_t n)
 {
 	const struct urpc_cli_half *c = &s->cli;
 	unsigned j, busy = 0;
@@ -370,6 +372,12 @@ static int check_client(const struct urpc_rpc *rpc, const struct urpc_session *s
 				 urpc__cli_state_str(sl->state), free_bit);
 			return -EFAULT;
 		}
+		if (sl->grant.key && !(sl->state == URPC_CLI_SENT && sl->large_req)) {
+			snprintf(why, n, "session %u slot %u: %s but its grant to the server lives",
+				 i, j, urpc__cli_state_str(sl->state));
+			return -EFAULT;
+		}
+		*grants += sl->grant.key != 0;
 		if ((sl->state == URPC_CLI_ACKED && !sl->large_req) ||
 		    (sl->late_status && sl->state != URPC_CLI_FREE &&
 		     !(sl->state == URPC_CLI_SENT && sl->large_req) &&
@@ -396,13 +404,27 @@ static int check_client(const struct urpc_rpc *rpc, const struct urpc_session *s
 	return 0;
 }
 
-/* urpc__rpc_check() of server session @s (number @i). */
-static int check_server(const struct urpc_session *s, uint32_t i, char *why, size_t n)
+/* urpc__rpc_check() of server session @s (number @i); adds its live grants to *@grants. */
+static int check_server(const struct urpc_session *s, uint32_t i, uint64_t *grants, char *why,
+			size_t n)
 {
 	unsigned j, deferred = 0;
 
-	for (j = 0; j < URPC_SESSION_SLOTS; j++)
-		deferred += s->srv.slots[j].state == URPC_SRV_IN_HANDLER;
+	for (j = 0; j < URPC_SESSION_SLOTS; j++) {
+		const struct urpc_sslot *sl = &s->srv.slots[j];
+
+		deferred += sl->state == URPC_SRV_IN_HANDLER;
+		/* A large stored response is granted to the client exactly while it is stored. */
+		if ((sl->grant.key != 0) !=
+		    (sl->large_resp.buf != NULL && sl->state == URPC_SRV_RESPONDED)) {
+			snprintf(why, n,
+				 "server session %u slot %u: %s, large response %d, grant %d", i, j,
+				 urpc__srv_state_str(sl->state), sl->large_resp.buf != NULL,
+				 sl->grant.key != 0);
+			return -EFAULT;
+		}
+		*grants += sl->grant.key != 0;
+	}
 	if (deferred != s->srv.deferred) {
 		snprintf(why, n, "server session %u: %u slots in handler, deferred says %u", i,
 			 deferred, s->srv.deferred);
@@ -415,13 +437,13 @@ static int check_server(const struct urpc_session *s, uint32_t i, char *why, siz
  * The engine's own bookkeeping, checked against itself (tests/sim after
  * every step): slot masks against slot states, credits, the busy bitmap, deferred
  * counts against server slots, the one-sided table against its free list,
- * the session count. Writes the first inconsistency to @why and returns
+ * the session count, grants (live exactly while a slot needs them). Writes the first inconsistency to @why and returns
  * -EFAULT; else 0 with *@pending_conts set to the continuations the engine
  * still owes (requests in slots or queues, orphaned reads). Cold.
  */
 int urpc__rpc_check(const struct urpc_rpc *rpc, uint64_t *pending_conts, char *why, size_t n)
 {
-	uint64_t owed = 0, open = 0;
+	uint64_t owed = 0, open = 0, grants = 0;
 	unsigned i, busy_os = 0, nfree = 0;
 	uint16_t f;
 	int ret;
@@ -441,10 +463,17 @@ int urpc__rpc_check(const struct urpc_rpc *rpc, uint64_t *pending_conts, char *w
 			snprintf(why, n, "session %u says it is number %u", i, s->local_num);
 			return -EFAULT;
 		}
-		ret = s->role == URPC_ROLE_CLIENT ? check_client(rpc, s, i, &owed, why, n)
-						  : check_server(s, i, why, n);
+		ret = s->role == URPC_ROLE_CLIENT ? check_client(rpc, s, i, &owed, &grants, why, n)
+						  : check_server(s, i, &grants, why, n);
 		if (ret)
 			return ret;
+	}
+	/* At most: a test may hold grants of its own on the same endpoint. */
+	if (grants > rpc->tp->stats.grants_live) {
+		snprintf(why, n, "%llu grants in slots, the transport holds %llu",
+			 (unsigned long long)grants,
+			 (unsigned long long)rpc->tp->stats.grants_live);
+		return -EFAULT;
 	}
 	if (open != rpc->st.sessions) {
 		snprintf(why, n, "%llu sessions in the table, the counter says %llu",

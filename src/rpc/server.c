@@ -3,7 +3,7 @@
  * The server's side of the datapath (server.h). Owns server slots: their
  * request numbers, states, stored responses and the handle a handler gets;
  * and the deferred count of a server session.
- * May call: large.h (descriptors, operations), msgbuf.h (responses given
+ * May call: large.h (descriptors, grants, operations), msgbuf.h (responses given
  * by the application, GPU staging), session_table.h (a reset session is
  * freed with its last deferred answer), tx.h, the pool, the transport's
  * post_read and tx_flush, the CUDA loader (urpc_req_copy_data() into device
@@ -84,8 +84,10 @@ static void server_retire_resp(struct urpc_rpc *rpc, struct urpc_sslot *sl)
 	if (sl->resent)
 		rpc->tp->ops->tx_flush(rpc->tp);
 	sl->resent = 0;
-	if (sl->large_resp.buf)
+	if (sl->large_resp.buf) {
+		urpc__grant_revoke(rpc, &sl->grant);
 		urpc__mb_release(rpc, &sl->large_resp);
+	}
 }
 
 /* Run the handler of the request in server slot @sl over @data. */
@@ -147,7 +149,7 @@ static bool server_read_req(struct urpc_rpc *rpc, struct urpc_session *s, struct
 	}
 	ret = rpc->tp->ops->post_read(rpc->tp, s->peer, op->buf.buf,
 				      urpc__pool_reg_handle(&op->buf), le64toh(d.addr),
-				      le32toh(d.rkey), (size_t)total, i);
+				      le64toh(d.key), (size_t)total, i);
 	if (unlikely(ret)) {
 		urpc__pool_free(rpc->pool, &op->buf);
 		urpc__os_put(rpc, i);
@@ -313,7 +315,7 @@ static inline bool resp_dropped(struct urpc_rpc *rpc, struct urpc_session *s, st
 		return false;
 	urpc__srv_set(rpc, sl, URPC_SRV_IDLE);
 	if (sl->large_resp.buf)
-		urpc__mb_release(rpc, &sl->large_resp);
+		urpc__mb_release(rpc, &sl->large_resp); /* never granted */
 	if (!s->srv.deferred)
 		urpc__sess_free(rpc, s);
 	return true;
@@ -419,10 +421,16 @@ URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *re
 	/* Reset while the response was deferred: dropped. */
 	if (unlikely(resp_dropped(rpc, s, sl)))
 		return 0;
-	if (unlikely(sl->large_resp.buf))
-		urpc__large_pkt_fill(&sl->lpkt, URPC_PKT_RESP, h->req_type, &sl->large_resp,
+	if (unlikely(sl->large_resp.buf)) {
+		/* The client may READ exactly these bytes while they are stored. */
+		if (unlikely(urpc__grant_read(rpc, s, &sl->large_resp, &sl->grant))) {
+			urpc__mb_release(rpc, &sl->large_resp);
+			server_error_resp(rpc, s, sl, h->req_type, EIO);
+			return 0;
+		}
+		urpc__large_pkt_fill(&sl->lpkt, URPC_PKT_RESP, h->req_type, &sl->grant,
 				     s->remote_num, sl->cur_req_num, s->token);
-	else
+	} else
 		urpc__pkthdr_from(urpc__mb_hdr(&sl->resp_mb), &s->tx_hdr, h->req_type,
 				  (uint32_t)sl->resp_mb.data_size, sl->cur_req_num);
 	urpc__srv_set(rpc, sl, URPC_SRV_RESPONDED);

@@ -7,7 +7,8 @@
  * round trip.
  * May call: client.h (fail or start a client session's requests),
  * large.h (is a session still reading?), session_table.h, tx.h, the
- * Nexus's SM socket, the transport's resolve_peer/get_endpoint/ctl ops.
+ * Nexus's SM socket, the transport's resolve_peer/set_peer_token/
+ * get_endpoint/ctl ops.
  */
 #define URPC_LOG_MODULE "session"
 #include "session.h"
@@ -399,6 +400,8 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 	s->peer_nexus = p->from;
 	s->nxp = urpc__nexus_peer_get(rpc->nx, &p->from, rpc->ping_ns, rpc->peer_timeout_ns);
 	ret = s->nxp ? rpc->tp->ops->resolve_peer(rpc->tp, p->ep, p->ep_len, &s->peer) : -ENOMEM;
+	if (!ret) /* one-sided requests on this session carry its token */
+		rpc->tp->ops->set_peer_token(rpc->tp, s->peer, s->token);
 	if (ret) {
 		URPC_WARN_RATELIMIT(rpc->id, "refusing a session: %s%s", urpc_strerror(ret),
 				    ret == -ENOMEM ? " (no memory for its peer)" : "");
@@ -489,6 +492,7 @@ void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED, ret);
 			return;
 		}
+		rpc->tp->ops->set_peer_token(rpc->tp, s->peer, s->token);
 		s->remote_num = p->server_sess;
 		if (s->cli.sm_tx_ns) /* Karn: only a connect that was not resent times the path */
 			urpc__session_rtt_sample(rpc, rpc->now - s->cli.sm_tx_ns);

@@ -145,6 +145,7 @@ static int loop_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	registry = ep;
 	pthread_mutex_unlock(&registry_lock);
 	urpc__sw_mr_init(&ep->mrs, key_seed);
+	ep->mrs.live_stat = &ep->base.stats.grants_live;
 	*out = &ep->base;
 	return 0;
 
@@ -599,6 +600,9 @@ const struct urpc_tp_ops urpc__tp_loop_ops = {
 	.dereg_mem = urpc__loop_os_dereg_mem,
 	.post_read = urpc__loop_os_post_read,
 	.post_write = urpc__loop_os_post_write,
+	.set_peer_token = urpc__loop_os_set_peer_token,
+	.grant = urpc__loop_os_grant,
+	.revoke = urpc__loop_os_revoke,
 	.poll_completions = urpc__loop_os_poll_completions,
 	.wait_arm = urpc__tp_default_wait_arm, /* loop cannot block: no URPC_TP_CAP_WAIT */
 	.wait_ack = urpc__tp_default_wait_ack,

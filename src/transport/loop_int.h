@@ -62,6 +62,7 @@ struct loop_ep;
 
 struct urpc_tp_peer {
 	struct loop_ep *ep;		  /* the remote endpoint; one reference */
+	uint64_t token;			  /* the session's, carried by one-sided requests */
 	struct urpc_tp_peer *next, *prev; /* the resolving endpoint's list */
 };
 
@@ -89,7 +90,8 @@ struct os_op {
 	uint32_t lkey;			 /* owner only */
 	void *local;
 	uint64_t raddr;
-	uint32_t rkey;
+	uint64_t rkey;
+	uint64_t token; /* the requester's session token */
 	size_t len;
 	uint64_t wr_id; /* owner only */
 };
@@ -165,6 +167,12 @@ struct loop_ep {
 static inline struct loop_ep *to_ep(struct urpc_tp *tp)
 {
 	return container_of(tp, struct loop_ep, base);
+}
+
+/* How the grant table names an endpoint: its id and generation (never reused together). */
+static inline uint64_t loop_peer_id(const struct loop_ep *ep)
+{
+	return (uint64_t)ep->gen << 32 | ep->ep_id;
 }
 
 /* Take a reference on @ep. Thread: any that holds one already, or under registry_lock. */

@@ -18,8 +18,12 @@
  * poll_completions() reaps it, on the requester's thread.
  *
  * One-sided service: a request sits in the target's queue until the
- * target's rx_burst() or poll_completions() serves it (key, access and
- * bounds checked, then memcpy). If the target is destroyed first, the
+ * target's rx_burst() or poll_completions() serves it (the key names a
+ * live grant for the requesting endpoint and the token its request
+ * carries, access and exact bounds checked, then memcpy; sw_mr.c). A
+ * request that is not from the grant's peer is refused at once with
+ * -EACCES and counted in os_dropped (the loop has no time-out to drop it
+ * into). If the target is destroyed first, the
  * operation completes with -ECONNRESET (the loop never times out: a target
  * that stays alive but never polls keeps its requesters' operations
  * outstanding; cfg->one_sided_timeout_ms is not used). dereg_mem() of the
@@ -132,6 +136,7 @@ void urpc__loop_os_cancel_peer(struct loop_ep *ep, const struct urpc_tp_peer *pe
 {
 	uint32_t slot;
 
+	urpc__sw_revoke_peer(&ep->mrs, peer);
 	for (slot = 0; slot < LOOP_MAX_OPS; slot++)
 		if (OP_STATE(__atomic_load_n(&ep->ops[slot].tag, __ATOMIC_RELAXED)) != OP_FREE &&
 		    ep->ops[slot].peer == peer)
@@ -173,10 +178,24 @@ void urpc__loop_os_serve(struct loop_ep *ep)
 		}
 		need = op->op == URPC_TP_OP_READ ? URPC_TP_ACCESS_REMOTE_READ
 						 : URPC_TP_ACCESS_REMOTE_WRITE;
-		ep->base.stats.os_served++;
-		if (urpc__sw_mr_check_remote(&ep->mrs, op->rkey, need, op->raddr, op->len)) {
-			status = -EACCES;
+		switch (urpc__sw_grant_check(&ep->mrs, op->rkey, op->token, loop_peer_id(from),
+					     need, op->raddr, op->len)) {
+		case URPC_SW_SERVE:
+			ep->base.stats.os_served++;
+			break;
+		case URPC_SW_REFUSE:
+			ep->base.stats.os_served++;
 			ep->base.stats.os_rejected++;
+			status = -EACCES;
+			break;
+		case URPC_SW_DROP:
+		default:
+			ep->base.stats.os_dropped++;
+			status = -EACCES;
+			break;
+		}
+		if (status) {
+			/* refused: nothing copied */
 		} else if (op->op == URPC_TP_OP_READ) {
 			memcpy(op->local, (void *)(uintptr_t)op->raddr, op->len);
 		} else {
@@ -187,6 +206,27 @@ void urpc__loop_os_serve(struct loop_ep *ep)
 		comp_push(from, slot, status);
 		urpc__loop_ep_put(from);
 	}
+}
+
+void urpc__loop_os_set_peer_token(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t token)
+{
+	if (peer)
+		peer->token = token;
+}
+
+/* Datapath; the table grows only when every entry is live. */
+int urpc__loop_os_grant(struct urpc_tp *tp, struct urpc_tp_peer *peer, const struct urpc_tp_mr *mr,
+			const void *addr, size_t len, unsigned access, struct urpc_tp_grant *g)
+{
+	if (unlikely(!peer))
+		return -EINVAL;
+	return urpc__sw_grant(&to_ep(tp)->mrs, peer, loop_peer_id(peer->ep), peer->token, mr, addr,
+			      len, access, g);
+}
+
+void urpc__loop_os_revoke(struct urpc_tp *tp, struct urpc_tp_grant *g)
+{
+	urpc__sw_revoke(&to_ep(tp)->mrs, g);
 }
 
 int urpc__loop_os_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned access,
@@ -220,7 +260,7 @@ void urpc__loop_os_dereg_mem(struct urpc_tp *tp, struct urpc_tp_mr *mr)
  * Thread: @tp's owner. Datapath.
  */
 static int post(struct urpc_tp *tp, struct urpc_tp_peer *peer, enum urpc_tp_op op, void *local,
-		const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+		const struct urpc_tp_mr *mr, uint64_t raddr, uint64_t rkey, size_t len,
 		uint64_t wr_id)
 {
 	struct loop_ep *ep = to_ep(tp), *to;
@@ -242,6 +282,7 @@ static int post(struct urpc_tp *tp, struct urpc_tp_peer *peer, enum urpc_tp_op o
 	o->local = local;
 	o->raddr = raddr;
 	o->rkey = rkey;
+	o->token = peer->token;
 	o->len = len;
 	o->wr_id = wr_id;
 	tag = OP_WITH(__atomic_load_n(&o->tag, __ATOMIC_RELAXED), OP_QUEUED);
@@ -285,7 +326,7 @@ static int post(struct urpc_tp *tp, struct urpc_tp_peer *peer, enum urpc_tp_op o
 
 /* See post(). Thread: @tp's owner. */
 int urpc__loop_os_post_read(struct urpc_tp *tp, struct urpc_tp_peer *peer, void *local,
-			    const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			    const struct urpc_tp_mr *mr, uint64_t raddr, uint64_t rkey, size_t len,
 			    uint64_t wr_id)
 {
 	return post(tp, peer, URPC_TP_OP_READ, local, mr, raddr, rkey, len, wr_id);
@@ -293,7 +334,7 @@ int urpc__loop_os_post_read(struct urpc_tp *tp, struct urpc_tp_peer *peer, void 
 
 /* See post(). Thread: @tp's owner. */
 int urpc__loop_os_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *local,
-			     const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			     const struct urpc_tp_mr *mr, uint64_t raddr, uint64_t rkey, size_t len,
 			     uint64_t wr_id)
 {
 	return post(tp, peer, URPC_TP_OP_WRITE, (void *)(uintptr_t)local, mr, raddr, rkey, len,

@@ -38,15 +38,21 @@ void urpc__loop_os_fail_incoming(struct loop_ep *ep);
 /* Own operations on @peer complete with -ECONNRESET now. Thread: @ep's owner. */
 void urpc__loop_os_cancel_peer(struct loop_ep *ep, const struct urpc_tp_peer *peer);
 
+/* Grants (transport.h; the table is sw_mr.c's). Thread: @tp's owner. */
+void urpc__loop_os_set_peer_token(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t token);
+int urpc__loop_os_grant(struct urpc_tp *tp, struct urpc_tp_peer *peer, const struct urpc_tp_mr *mr,
+			const void *addr, size_t len, unsigned access, struct urpc_tp_grant *g);
+void urpc__loop_os_revoke(struct urpc_tp *tp, struct urpc_tp_grant *g);
+
 /* The registration and one-sided ops (transport.h). Thread: @tp's owner. */
 int urpc__loop_os_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned access,
 			  struct urpc_tp_mr *mr);
 void urpc__loop_os_dereg_mem(struct urpc_tp *tp, struct urpc_tp_mr *mr);
 int urpc__loop_os_post_read(struct urpc_tp *tp, struct urpc_tp_peer *peer, void *local,
-			    const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			    const struct urpc_tp_mr *mr, uint64_t raddr, uint64_t rkey, size_t len,
 			    uint64_t wr_id);
 int urpc__loop_os_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *local,
-			     const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			     const struct urpc_tp_mr *mr, uint64_t raddr, uint64_t rkey, size_t len,
 			     uint64_t wr_id);
 int urpc__loop_os_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n);
 

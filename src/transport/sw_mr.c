@@ -12,19 +12,32 @@
 
 #include "../util/compiler.h"
 
-#define SW_MR_ACCESS_ALL (URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE)
+#define SW_MR_ACCESS_ALL URPC_TP_ACCESS_ALL
+#define SW_REMOTE (URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE)
+#define SW_GRANT_MIN 64u	/* entries at the first grant */
+#define SW_GRANT_MAX (1u << 24) /* entries at most */
+#define SW_NIL UINT32_MAX
+
+/* GRANT_* bits of a registration are the REMOTE_* bits grants on it may give. */
+static_assert(URPC_TP_ACCESS_GRANT_READ == URPC_TP_ACCESS_REMOTE_READ << 2 &&
+		      URPC_TP_ACCESS_GRANT_WRITE == URPC_TP_ACCESS_REMOTE_WRITE << 2,
+	      "grant bits are the remote bits shifted by two");
 
 void urpc__sw_mr_init(struct urpc_sw_mr_table *t, uint64_t key_seed)
 {
 	memset(t, 0, sizeof(*t));
 	urpc__csprng_init(&t->key_gen, key_seed);
+	t->gfree = SW_NIL;
 }
 
 void urpc__sw_mr_fini(struct urpc_sw_mr_table *t)
 {
 	free(t->regs);
+	free(t->grants);
 	t->regs = NULL;
-	t->cap = t->n = 0;
+	t->grants = NULL;
+	t->cap = t->n = t->gcap = t->ngrants = 0;
+	t->gfree = SW_NIL;
 }
 
 /* The live entry with @key, or NULL. */
@@ -91,12 +104,26 @@ static const struct urpc_sw_mr *entry_of(const struct urpc_sw_mr_table *t,
 	return &t->regs[i - 1];
 }
 
+static void grant_free(struct urpc_sw_mr_table *t, uint32_t i)
+{
+	t->grants[i].state = URPC_SW_GRANT_REVOKED;
+	t->grants[i].next_free = t->gfree;
+	t->gfree = i;
+	t->ngrants--;
+	if (t->live_stat)
+		*t->live_stat = t->ngrants;
+}
+
 bool urpc__sw_mr_dereg(struct urpc_sw_mr_table *t, struct urpc_tp_mr *mr)
 {
 	const struct urpc_sw_mr *r = entry_of(t, mr);
+	uint32_t i;
 
 	if (!r)
 		return false;
+	for (i = 0; t->ngrants && i < t->gcap; i++)
+		if (t->grants[i].state == URPC_SW_GRANT_LIVE && t->grants[i].mr_key == r->key)
+			grant_free(t, i);
 	memset(&t->regs[r - t->regs], 0, sizeof(*r));
 	t->n--;
 	mr->handle = NULL;
@@ -123,4 +150,127 @@ int urpc__sw_mr_check_remote(const struct urpc_sw_mr_table *t, uint32_t rkey, un
 		     raddr - r->addr > r->len - len))
 		return -EACCES;
 	return 0;
+}
+
+/* Double the grant table (or make its first entries). Cold: rare. */
+static URPC_COLD int grant_grow(struct urpc_sw_mr_table *t)
+{
+	uint32_t cap = t->gcap ? 2 * t->gcap : SW_GRANT_MIN, i;
+	struct urpc_sw_grant *n;
+
+	if (cap > SW_GRANT_MAX)
+		return -ENOMEM;
+	n = realloc(t->grants, (size_t)cap * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	memset(n + t->gcap, 0, (size_t)(cap - t->gcap) * sizeof(*n));
+	/* Free list in index order; generations start unpredictable. */
+	for (i = cap; i-- > t->gcap;) {
+		n[i].gen = (uint32_t)urpc__csprng_next(&t->key_gen);
+		n[i].next_free = t->gfree;
+		t->gfree = i;
+	}
+	t->grants = n;
+	t->gcap = cap;
+	return 0;
+}
+
+int urpc__sw_grant(struct urpc_sw_mr_table *t, const void *peer, uint64_t peer_id, uint64_t token,
+		   const struct urpc_tp_mr *mr, const void *addr, size_t len, unsigned access,
+		   struct urpc_tp_grant *g)
+{
+	const struct urpc_sw_mr *r = entry_of(t, mr);
+	struct urpc_sw_grant *e;
+	uintptr_t a = (uintptr_t)addr;
+	uint32_t i;
+	int ret;
+
+	if (unlikely(!r || !peer || !len || !access || (access & ~SW_REMOTE) ||
+		     ((access << 2) & ~r->access) || a < r->addr || len > r->len ||
+		     a - r->addr > r->len - len))
+		return -EINVAL;
+	if (unlikely(t->gfree == SW_NIL)) {
+		ret = grant_grow(t);
+		if (ret)
+			return ret;
+	}
+	i = t->gfree;
+	e = &t->grants[i];
+	t->gfree = e->next_free;
+	t->ngrants++;
+	if (t->live_stat)
+		*t->live_stat = t->ngrants;
+	e->addr = a;
+	e->len = len;
+	e->token = token;
+	e->peer_id = peer_id;
+	e->peer = peer;
+	e->gen++;
+	if (unlikely(!e->gen))
+		e->gen = 1;
+	e->mr_key = r->key;
+	e->access = (uint8_t)access;
+	e->state = URPC_SW_GRANT_LIVE;
+	g->addr = a;
+	g->len = len;
+	g->key = (uint64_t)e->gen << 32 | i;
+	g->access = access;
+	g->handle = i;
+	return 0;
+}
+
+/* The live grant @key names, or NULL. */
+static inline struct urpc_sw_grant *grant_of(const struct urpc_sw_mr_table *t, uint64_t key)
+{
+	uint32_t i = (uint32_t)key;
+
+	if (i >= t->gcap || t->grants[i].state != URPC_SW_GRANT_LIVE ||
+	    t->grants[i].gen != (uint32_t)(key >> 32))
+		return NULL;
+	return &t->grants[i];
+}
+
+void urpc__sw_revoke(struct urpc_sw_mr_table *t, struct urpc_tp_grant *g)
+{
+	if (g->key && grant_of(t, g->key))
+		grant_free(t, (uint32_t)g->key);
+	g->key = 0;
+}
+
+void urpc__sw_revoke_peer(struct urpc_sw_mr_table *t, const void *peer)
+{
+	uint32_t i;
+
+	for (i = 0; t->ngrants && i < t->gcap; i++)
+		if (t->grants[i].state == URPC_SW_GRANT_LIVE && t->grants[i].peer == peer)
+			grant_free(t, i);
+}
+
+enum urpc_sw_verdict urpc__sw_grant_check(const struct urpc_sw_mr_table *t, uint64_t key,
+					  uint64_t token, uint64_t peer_id, unsigned need,
+					  uint64_t raddr, uint64_t len)
+{
+	const struct urpc_sw_grant *e;
+	uint32_t i = (uint32_t)key;
+
+	if (unlikely(!(key >> 32))) {
+		/* An open registration's key (transport tests), else nothing. */
+		const struct urpc_sw_mr *r = find_key(t, (uint32_t)key);
+
+		if (!r || !(r->access & SW_REMOTE))
+			return URPC_SW_DROP;
+		return urpc__sw_mr_check_remote(t, (uint32_t)key, need, raddr, len) ? URPC_SW_REFUSE
+										    : URPC_SW_SERVE;
+	}
+	if (unlikely(i >= t->gcap))
+		return URPC_SW_DROP;
+	e = &t->grants[i];
+	/* The peer first: nothing else is said to anyone else. */
+	if (unlikely(e->state == URPC_SW_GRANT_NEVER || e->peer_id != peer_id || e->token != token))
+		return URPC_SW_DROP;
+	if (unlikely(e->state != URPC_SW_GRANT_LIVE || e->gen != (uint32_t)(key >> 32) ||
+		     !(e->access & need) || raddr < e->addr || len > e->len ||
+		     raddr - e->addr > e->len - len))
+		return URPC_SW_REFUSE;
+	return URPC_SW_SERVE;
 }

@@ -10,6 +10,15 @@
  * table entry, so a struct urpc_tp_mr that was deregistered (or belongs
  * to another endpoint) is recognised as not live.
  *
+ * Grants (struct urpc_tp_grant; transport.h has the contract): exact
+ * bytes of a registration made with URPC_TP_ACCESS_GRANT_*, for one peer
+ * (named by the transport: udp its address and port, loop its endpoint
+ * id) and the token its requests carry, until revoked. A grant's key is
+ * its generation (nonzero) << 32 | its table index, so it never equals a
+ * registration's 32-bit key, and a revoked grant's key names nothing.
+ * A registration made with URPC_TP_ACCESS_REMOTE_* is open to any peer
+ * with its key (transport tests); the engine registers none.
+ *
  * Errors, one for each failure:
  *   -EINVAL  urpc__sw_mr_reg(): @addr NULL, @len 0, @mr NULL, or access
  *            bits other than URPC_TP_ACCESS_*;
@@ -39,6 +48,26 @@
 extern "C" {
 #endif
 
+/* One grant (see the top). */
+enum urpc_sw_grant_state {
+	URPC_SW_GRANT_NEVER = 0, /* never used */
+	URPC_SW_GRANT_LIVE,
+	URPC_SW_GRANT_REVOKED, /* free; @peer_id and @token name its last peer */
+};
+
+struct urpc_sw_grant {
+	uintptr_t addr;
+	uint64_t len;
+	uint64_t token;
+	uint64_t peer_id;
+	const void *peer; /* the peer handle: release_peer() revokes */
+	uint32_t gen;
+	uint32_t mr_key; /* the registration it lies in: dereg_mem() revokes */
+	uint32_t next_free;
+	uint8_t access; /* URPC_TP_ACCESS_REMOTE_* */
+	uint8_t state;	/* enum urpc_sw_grant_state */
+};
+
 /* One registration; @used is false for a free entry. */
 struct urpc_sw_mr {
 	uintptr_t addr;
@@ -53,6 +82,19 @@ struct urpc_sw_mr_table {
 	uint32_t cap;
 	uint32_t n; /* live registrations */
 	struct urpc_csprng key_gen;
+	struct urpc_sw_grant *grants;
+	uint32_t gcap;
+	uint32_t gfree;	  /* free list of grants[]; UINT32_MAX: empty */
+	uint32_t ngrants; /* live */
+	uint64_t *
+		live_stat; /* the endpoint's grants_live counter, kept equal to ngrants; may be NULL */
+};
+
+/* What urpc__sw_grant_check() says about a peer's request. */
+enum urpc_sw_verdict {
+	URPC_SW_SERVE = 0, /* granted: serve it */
+	URPC_SW_REFUSE,	   /* from the grant's peer, but not granted: answer -EACCES */
+	URPC_SW_DROP,	   /* not from the grant's peer, or no such key: drop, count */
 };
 
 /* An empty table whose keys are drawn from a generator seeded with @key_seed. */
@@ -86,6 +128,36 @@ int urpc__sw_mr_check_local(const struct urpc_sw_mr_table *t, const struct urpc_
  */
 int urpc__sw_mr_check_remote(const struct urpc_sw_mr_table *t, uint32_t rkey, unsigned need,
 			     uint64_t raddr, uint64_t len);
+
+/*
+ * Grant @peer (named @peer_id by the transport; its requests carry @token)
+ * @access (URPC_TP_ACCESS_REMOTE_*) to [addr, addr + len), which must lie
+ * inside the live registration @mr made with the matching GRANT_* bits.
+ * 0 and @g filled, -EINVAL, or -ENOMEM (the table could not grow).
+ * Datapath; allocates only when every entry is live (the table doubles).
+ */
+int urpc__sw_grant(struct urpc_sw_mr_table *t, const void *peer, uint64_t peer_id, uint64_t token,
+		   const struct urpc_tp_mr *mr, const void *addr, size_t len, unsigned access,
+		   struct urpc_tp_grant *g);
+
+/* Revoke @g (no-op when g->key names no live grant of @t); clears g->key. */
+void urpc__sw_revoke(struct urpc_sw_mr_table *t, struct urpc_tp_grant *g);
+
+/* Revoke every grant for @peer (release_peer). Cold. */
+void urpc__sw_revoke_peer(struct urpc_sw_mr_table *t, const void *peer);
+
+/*
+ * May a request from @peer_id carrying @token and @key have @need
+ * (URPC_TP_ACCESS_REMOTE_*) on [raddr, raddr + len)? A grant key: SERVE
+ * when live, from its peer with its token, the access granted and the
+ * range inside its bytes; REFUSE when from its peer with its token but
+ * revoked or not granted that; else DROP. A 32-bit key: an open
+ * registration's (SERVE or REFUSE as urpc__sw_mr_check_remote()), or DROP.
+ * A few compares. Datapath.
+ */
+enum urpc_sw_verdict urpc__sw_grant_check(const struct urpc_sw_mr_table *t, uint64_t key,
+					  uint64_t token, uint64_t peer_id, unsigned need,
+					  uint64_t raddr, uint64_t len);
 
 #ifdef __cplusplus
 }

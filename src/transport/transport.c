@@ -115,9 +115,12 @@ int urpc__tp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 
 int urpc__tp_pool_reg(void *ctx, void *addr, size_t len, struct urpc_mem_reg *out)
 {
-	/* Not the datapath: the pool calls this once per chunk. */
-	return urpc__tp_regcache_reg(ctx, addr, len,
-				     URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE, out);
+	/*
+	 * Not the datapath: the pool calls this once per chunk. No peer may
+	 * touch a chunk by itself: the engine grants a peer READ of exactly
+	 * one large message's bytes while that message is in flight.
+	 */
+	return urpc__tp_regcache_reg(ctx, addr, len, URPC_TP_ACCESS_GRANT_READ, out);
 }
 
 void urpc__tp_pool_dereg(void *ctx, struct urpc_mem_reg *reg)
@@ -133,7 +136,10 @@ void urpc__tp_pool_dereg(void *ctx, struct urpc_mem_reg *reg)
 }
 
 static_assert(URPC_REGCACHE_ACCESS_REMOTE_READ == URPC_TP_ACCESS_REMOTE_READ &&
-		      URPC_REGCACHE_ACCESS_REMOTE_WRITE == URPC_TP_ACCESS_REMOTE_WRITE,
+		      URPC_REGCACHE_ACCESS_REMOTE_WRITE == URPC_TP_ACCESS_REMOTE_WRITE &&
+		      URPC_REGCACHE_ACCESS_GRANT_READ == URPC_TP_ACCESS_GRANT_READ &&
+		      URPC_REGCACHE_ACCESS_GRANT_WRITE == URPC_TP_ACCESS_GRANT_WRITE &&
+		      URPC_REGCACHE_ACCESS_ALL == URPC_TP_ACCESS_ALL,
 	      "the cache passes its access bits to reg_mem unchanged");
 
 int urpc__tp_regcache_reg(void *ctx, void *addr, size_t len, unsigned access,

@@ -54,9 +54,23 @@ extern "C" {
 #define URPC_TP_CAP_DMABUF 0x8u	      /* reg_dmabuf() registers device memory (verbs) */
 #define URPC_TP_CAP_CTL 0x10u	      /* control messages for session management (verbs) */
 
-/* Access flags for reg_mem(). Local access is always granted. */
+/*
+ * Access flags for reg_mem(). Local access is always granted.
+ *
+ * REMOTE_READ / REMOTE_WRITE open the registration itself to any peer that
+ * knows its rkey, as an ibv MR with those flags is: for the transport's own
+ * tests and tools. The engine never asks for them.
+ *
+ * GRANT_READ / GRANT_WRITE let grant() give a peer that access to exact
+ * bytes of the registration (verbs: a memory window is bound on it); the
+ * registration by itself stays closed to peers (loop and udp; verbs until
+ * it has memory windows maps them to REMOTE_* on the MR).
+ */
 #define URPC_TP_ACCESS_REMOTE_READ 0x1u
 #define URPC_TP_ACCESS_REMOTE_WRITE 0x2u
+#define URPC_TP_ACCESS_GRANT_READ 0x4u
+#define URPC_TP_ACCESS_GRANT_WRITE 0x8u
+#define URPC_TP_ACCESS_ALL 0xfu
 
 struct urpc_tp_ops;
 struct urpc_tp_peer; /* opaque, one per resolved remote endpoint */
@@ -144,6 +158,21 @@ struct urpc_tp_mr {
 	void *handle; /* the transport's own */
 };
 
+/*
+ * A grant: remote access to exact bytes of a registration, for one peer
+ * (the peer handle of one session, whose token the peer's one-sided
+ * requests carry), until revoke(). What the peer names in its requests:
+ * [addr, addr + len) and key. grant() fills every field; revoke() clears
+ * key. @handle is the transport's own.
+ */
+struct urpc_tp_grant {
+	uint64_t addr;
+	uint64_t len;
+	uint64_t key;	 /* 0: no grant */
+	unsigned access; /* URPC_TP_ACCESS_REMOTE_READ and/or _WRITE */
+	uint32_t handle;
+};
+
 /* Counters every transport keeps; fields always exist. */
 struct urpc_tp_stats {
 	uint64_t tx_pkts;
@@ -161,6 +190,13 @@ struct urpc_tp_stats {
 	uint64_t sys_tx;	    /* udp: system calls that sent (sendmmsg) */
 	uint64_t sys_rx;	    /* udp: system calls that received (recvmmsg) */
 	uint64_t sys_rx_empty;	    /* ... of which found no datagram */
+	/*
+	 * Peers' one-sided requests dropped unanswered (udp) or refused at
+	 * once (loop): no live grant or open registration has their key, or
+	 * they do not come from the grant's peer (source, session token).
+	 */
+	uint64_t os_dropped;
+	uint64_t grants_live; /* grants made and not yet revoked */
 };
 
 /*
@@ -274,16 +310,41 @@ struct urpc_tp_ops {
 	 * come from poll_completions(), exactly once) or -errno without a
 	 * completion: -EAGAIN (too many outstanding), -EINVAL (len 0, local
 	 * range outside @mr), -ENOTSUP.
-	 * A wrong key, or a range outside what the peer registered with the
-	 * matching access, completes with -EACCES; the peer never touches
-	 * memory outside its registrations.
+	 * @rkey is a grant's key (or an open registration's rkey), and the
+	 * request carries @peer's token (set_peer_token()). A range outside
+	 * what the peer granted, or the wrong access, completes with -EACCES;
+	 * the peer never touches memory outside its grants. A request the
+	 * peer cannot tie to the grant's peer (unknown or revoked key from
+	 * another peer, wrong token or source) is dropped there: on udp the
+	 * operation then times out (-ETIMEDOUT), on loop it completes with
+	 * -EACCES.
 	 */
 	int (*post_read)(struct urpc_tp *tp, struct urpc_tp_peer *peer, void *local,
-			 const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			 const struct urpc_tp_mr *mr, uint64_t raddr, uint64_t rkey, size_t len,
 			 uint64_t wr_id);
 	int (*post_write)(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *local,
-			  const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			  const struct urpc_tp_mr *mr, uint64_t raddr, uint64_t rkey, size_t len,
 			  uint64_t wr_id);
+
+	/*
+	 * Grants (struct urpc_tp_grant). set_peer_token() names the secret
+	 * that one-sided requests between @peer and this endpoint carry: the
+	 * session's token, which both sides hold (verbs: ignored, the RC QP
+	 * names the peer). grant() gives @peer the @access (REMOTE_READ and/or
+	 * REMOTE_WRITE) to [addr, addr + len), which must lie inside @mr,
+	 * registered with the matching GRANT_* bits; 0 and @g filled, or
+	 * -EINVAL (range, access, peer) or -ENOMEM (the table could not grow).
+	 * Only requests from @peer's side, with its token, within exactly
+	 * those bytes and that access are served, until revoke(@g) (which
+	 * clears g->key; a revoked or never-filled grant is ignored). Peers'
+	 * requests that are being served finish first. Datapath: no
+	 * allocation except when the table grows (rarely: it doubles).
+	 * dereg_mem() and release_peer() revoke the grants on what goes away.
+	 */
+	void (*set_peer_token)(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t token);
+	int (*grant)(struct urpc_tp *tp, struct urpc_tp_peer *peer, const struct urpc_tp_mr *mr,
+		     const void *addr, size_t len, unsigned access, struct urpc_tp_grant *g);
+	void (*revoke)(struct urpc_tp *tp, struct urpc_tp_grant *g);
 
 	/* Reap up to @n one-sided completions; returns the count. */
 	int (*poll_completions)(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n);

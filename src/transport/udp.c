@@ -188,6 +188,7 @@ static int udp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 		1000000ull;
 	u->nonce = udp_random32();
 	urpc__sw_mr_init(&u->mrs, urpc__entropy64());
+	u->mrs.live_stat = &u->base.stats.grants_live;
 	ret = udp_alloc_arrays(u);
 	if (ret) {
 		URPC_ERR(cfg->id, "out of memory for %u-entry rings", cfg->rq_depth);
@@ -589,6 +590,9 @@ const struct urpc_tp_ops urpc__tp_udp_ops = {
 	.dereg_mem = urpc__udp_os_dereg_mem,
 	.post_read = urpc__udp_os_post_read,
 	.post_write = urpc__udp_os_post_write,
+	.set_peer_token = urpc__udp_os_set_peer_token,
+	.grant = urpc__udp_os_grant,
+	.revoke = urpc__udp_os_revoke,
 	.rx_burst = udp_rx_burst,
 	.rx_release = udp_rx_release,
 	.poll_completions = udp_poll_completions,

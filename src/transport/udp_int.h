@@ -27,15 +27,20 @@
  *  12  u32 status   NAK: the positive errno; 0 otherwise
  *
  * DATA:    hdr, then the caller's header and payload.
- * RD_REQ:  hdr, struct udp_ext (the operation: raddr, len, rkey, chunk size).
+ * RD_REQ:  hdr, struct udp_ext (the operation: raddr, len, key, the
+ *          session's token, chunk size).
  * RD_DATA: hdr, then the chunk's bytes.
  * WR_DATA: hdr, struct udp_ext, then the chunk's bytes.
  * WR_ACK:  hdr.
  * NAK:     hdr with status set; the requester fails the operation.
  *
- * Every request carries the whole operation's range, so the server checks
- * key, access and bounds of [raddr, raddr + len) on every chunk and keeps
- * no per-peer state.
+ * Every request carries the whole operation's range and the token of the
+ * requester's session, so the server checks, on every chunk and keeping no
+ * per-operation state, that the key names a live grant for the datagram's
+ * source address and that token, and the grant's access and exact bounds
+ * (sw_mr.c). A request that fails the source, token or key is dropped
+ * unanswered (os_dropped); one from the grant's peer that fails the rest
+ * gets a NAK. Replies thus only ever go to a grant's peer's address.
  *
  * Endpoint bytes (UDP_EP_LEN): kind (URPC_TRANSPORT_UDP), UDP_EP_VERSION,
  * IPv4 address and port (network order), a random nonce, and max_dgram
@@ -65,7 +70,7 @@ extern "C" {
 #endif
 
 #define UDP_MAGIC 0x7055u /* "Up" on the wire */
-#define UDP_VERSION 1
+#define UDP_VERSION 2
 #define UDP_EP_VERSION 2
 #define UDP_EP_LEN 16		/* kind, version, addr[4], port[2], nonce[4], max_dgram[4] */
 #define UDP_MAX_DGRAM 65507u	/* largest IPv4 UDP payload */
@@ -105,10 +110,12 @@ static_assert(sizeof(struct udp_hdr) == 16, "udp_hdr is 16 bytes on the wire");
 struct udp_ext {
 	uint64_t raddr; /* start of the whole operation at the server */
 	uint64_t len;	/* length of the whole operation */
-	uint32_t rkey;	/* server's registration key */
+	uint64_t key;	/* the server's grant (or open registration) key */
+	uint64_t token; /* the requester's session token (set_peer_token) */
 	uint32_t chunk_size;
+	uint32_t reserved; /* 0 */
 };
-static_assert(sizeof(struct udp_ext) == 24, "udp_ext is 24 bytes on the wire");
+static_assert(sizeof(struct udp_ext) == 40, "udp_ext is 40 bytes on the wire");
 static_assert(UDP_OS_WINDOW <= 64, "the window fits a 64-bit mask");
 static_assert(URPC_IS_POW2(UDP_OS_OPS), "op table size is a power of two");
 
@@ -118,6 +125,7 @@ static_assert(URPC_IS_POW2(UDP_OS_OPS), "op table size is a power of two");
 
 struct urpc_tp_peer {
 	struct sockaddr_in sa;
+	uint64_t token; /* the session's, carried by one-sided requests (set_peer_token) */
 	uint32_t nonce;
 	uint32_t chunk_size; /* one-sided payload per datagram to this peer */
 	struct urpc_tp_peer *next;
@@ -143,7 +151,7 @@ struct udp_op {
 	uint8_t *local;
 	uint32_t lkey;
 	uint64_t raddr;
-	uint32_t rkey;
+	uint64_t rkey;
 	uint64_t len;
 	uint64_t wr_id;
 	uint32_t chunk_size; /* the smaller of ours and what the peer receives whole */
@@ -211,6 +219,12 @@ struct udp_tp {
 static inline struct udp_tp *to_udp(struct urpc_tp *tp)
 {
 	return container_of(tp, struct udp_tp, base);
+}
+
+/* How the grant table names a peer's side: its IPv4 address and port. */
+static inline uint64_t udp_peer_id(const struct sockaddr_in *sa)
+{
+	return (uint64_t)sa->sin_addr.s_addr << 16 | sa->sin_port;
 }
 
 static inline void udp_hdr_init(struct udp_hdr *h, enum udp_type type, uint32_t op_id,

@@ -124,9 +124,33 @@ void urpc__udp_os_release_peer(struct udp_tp *u, struct urpc_tp_peer *peer)
 {
 	unsigned i;
 
+	urpc__sw_revoke_peer(&u->mrs, peer);
 	for (i = 0; i < UDP_OS_OPS; i++)
 		if (u->ops[i].state == UDP_OP_ACTIVE && u->ops[i].peer == peer)
 			udp_op_finish(u, &u->ops[i], -ECONNRESET);
+}
+
+/* ---- grants (sw_mr.c) ------------------------------------------------------ */
+
+void urpc__udp_os_set_peer_token(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t token)
+{
+	if (peer)
+		peer->token = token;
+}
+
+/* Datapath; the table grows only when every entry is live. */
+int urpc__udp_os_grant(struct urpc_tp *tp, struct urpc_tp_peer *peer, const struct urpc_tp_mr *mr,
+		       const void *addr, size_t len, unsigned access, struct urpc_tp_grant *g)
+{
+	if (unlikely(!peer))
+		return -EINVAL;
+	return urpc__sw_grant(&to_udp(tp)->mrs, peer, udp_peer_id(&peer->sa), peer->token, mr, addr,
+			      len, access, g);
+}
+
+void urpc__udp_os_revoke(struct urpc_tp *tp, struct urpc_tp_grant *g)
+{
+	urpc__sw_revoke(&to_udp(tp)->mrs, g);
 }
 
 /* ---- one-sided: requester ------------------------------------------------ */
@@ -144,8 +168,10 @@ static void udp_op_send_chunk(struct udp_tp *u, struct udp_op *op, uint32_t c)
 	struct udp_ext e = {
 		.raddr = op->raddr,
 		.len = op->len,
-		.rkey = op->rkey,
+		.key = op->rkey,
+		.token = op->peer->token,
 		.chunk_size = op->chunk_size,
+		.reserved = 0,
 	};
 
 	if (op->kind == URPC_TP_OP_READ)
@@ -201,7 +227,7 @@ static void udp_op_timers(struct udp_tp *u, struct udp_op *op, uint64_t now)
 }
 
 static int udp_post(struct udp_tp *u, enum urpc_tp_op kind, struct urpc_tp_peer *peer,
-		    const void *local, const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey,
+		    const void *local, const struct urpc_tp_mr *mr, uint64_t raddr, uint64_t rkey,
 		    size_t len, uint64_t wr_id)
 {
 	uint64_t now, nchunks;
@@ -248,14 +274,14 @@ static int udp_post(struct udp_tp *u, enum urpc_tp_op kind, struct urpc_tp_peer 
 }
 
 int urpc__udp_os_post_read(struct urpc_tp *tp, struct urpc_tp_peer *peer, void *local,
-			   const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			   const struct urpc_tp_mr *mr, uint64_t raddr, uint64_t rkey, size_t len,
 			   uint64_t wr_id)
 {
 	return udp_post(to_udp(tp), URPC_TP_OP_READ, peer, local, mr, raddr, rkey, len, wr_id);
 }
 
 int urpc__udp_os_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *local,
-			    const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			    const struct urpc_tp_mr *mr, uint64_t raddr, uint64_t rkey, size_t len,
 			    uint64_t wr_id)
 {
 	return udp_post(to_udp(tp), URPC_TP_OP_WRITE, peer, local, mr, raddr, rkey, len, wr_id);
@@ -286,12 +312,29 @@ const char *urpc__udp_os_serve(struct udp_tp *u, const uint8_t *buf, uint32_t le
 	clen = URPC_MIN((uint64_t)e.chunk_size, e.len - off);
 	if (unlikely(len != sizeof(*h) + sizeof(e) + (rd ? 0 : clen)))
 		return "one-sided length mismatch";
-	u->base.stats.os_served++;
-	if (unlikely(urpc__sw_mr_check_remote(&u->mrs, e.rkey, need, e.raddr, e.len))) {
+	/*
+	 * The source and token decide whether anything is said at all: from
+	 * here on @src is the grant's peer's own address (the session's, set
+	 * at connect), so no reply goes anywhere else.
+	 */
+	switch (urpc__sw_grant_check(&u->mrs, e.key, e.token, udp_peer_id(src), need, e.raddr,
+				     e.len)) {
+	case URPC_SW_SERVE:
+		break;
+	case URPC_SW_REFUSE:
+		u->base.stats.os_served++;
 		u->base.stats.os_rejected++;
 		udp_ctl_queue(u, src, UDP_T_NAK, h->op_id, h->chunk, EACCES, NULL, NULL, 0);
 		return NULL;
+	case URPC_SW_DROP:
+	default:
+		u->base.stats.os_dropped++;
+		URPC_WARN_RATELIMIT(
+			u->base.id,
+			"dropped a one-sided request that names no grant of its sender");
+		return NULL;
 	}
+	u->base.stats.os_served++;
 	if (rd) {
 		udp_ctl_queue(u, src, UDP_T_RD_DATA, h->op_id, h->chunk, 0, NULL,
 			      (const void *)(uintptr_t)(e.raddr + off), (size_t)clen);

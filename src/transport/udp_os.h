@@ -17,18 +17,26 @@ int urpc__udp_os_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned ac
 			 struct urpc_tp_mr *mr);
 void urpc__udp_os_dereg_mem(struct urpc_tp *tp, struct urpc_tp_mr *mr);
 int urpc__udp_os_post_read(struct urpc_tp *tp, struct urpc_tp_peer *peer, void *local,
-			   const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			   const struct urpc_tp_mr *mr, uint64_t raddr, uint64_t rkey, size_t len,
 			   uint64_t wr_id);
 int urpc__udp_os_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *local,
-			    const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			    const struct urpc_tp_mr *mr, uint64_t raddr, uint64_t rkey, size_t len,
 			    uint64_t wr_id);
+void urpc__udp_os_set_peer_token(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t token);
+int urpc__udp_os_grant(struct urpc_tp *tp, struct urpc_tp_peer *peer, const struct urpc_tp_mr *mr,
+		       const void *addr, size_t len, unsigned access, struct urpc_tp_grant *g);
+void urpc__udp_os_revoke(struct urpc_tp *tp, struct urpc_tp_grant *g);
 
-/* Operations still using @peer complete with -ECONNRESET (their later replies are stale). */
+/*
+ * Operations still using @peer complete with -ECONNRESET (their later
+ * replies are stale); the grants for it are revoked.
+ */
 void urpc__udp_os_release_peer(struct udp_tp *u, struct urpc_tp_peer *peer);
 
 /*
  * Serve a peer's RD_REQ or WR_DATA (@len bytes at @buf, from @src): the
- * reply is queued. Returns NULL, or why the datagram is malformed.
+ * reply is queued, to @src only once it is known as the grant's peer.
+ * Returns NULL, or why the datagram is malformed.
  */
 const char *urpc__udp_os_serve(struct udp_tp *u, const uint8_t *buf, uint32_t len,
 			       const struct sockaddr_in *src);

@@ -347,18 +347,55 @@ static void verbs_release_peer(struct urpc_tp *tp, struct urpc_tp_peer *peer)
 
 /* ---- memory ---------------------------------------------------------------- */
 
-#define VERBS_ACCESS_ALL (URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE)
+#define VERBS_ACCESS_ALL URPC_TP_ACCESS_ALL
 
-/* Verbs access flags for URPC_TP_ACCESS_* bits (local write always). */
+/*
+ * Verbs access flags for URPC_TP_ACCESS_* bits (local write always). No
+ * memory windows yet: a registration that grants may be made on is opened
+ * on the MR itself for that access, and a grant is the MR's key (issue 11,
+ * item 2: type-2 windows make it exact).
+ */
 static int ibv_access(unsigned access)
 {
 	int flags = IBV_ACCESS_LOCAL_WRITE;
 
-	if (access & URPC_TP_ACCESS_REMOTE_READ)
+	if (access & (URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_GRANT_READ))
 		flags |= IBV_ACCESS_REMOTE_READ;
-	if (access & URPC_TP_ACCESS_REMOTE_WRITE)
+	if (access & (URPC_TP_ACCESS_REMOTE_WRITE | URPC_TP_ACCESS_GRANT_WRITE))
 		flags |= IBV_ACCESS_REMOTE_WRITE;
 	return flags;
+}
+
+/* The RC QP names the peer: no token travels. */
+static void verbs_set_peer_token(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t token)
+{
+}
+
+/* For now the MR's own key (see ibv_access()): as wide as the registration. */
+static int verbs_grant(struct urpc_tp *tp, struct urpc_tp_peer *peer, const struct urpc_tp_mr *mr,
+		       const void *addr, size_t len, unsigned access, struct urpc_tp_grant *g)
+{
+	uintptr_t a = (uintptr_t)addr, base = mr ? (uintptr_t)mr->addr : 0;
+
+	if (unlikely(!peer || !mr || !mr->handle || !len || !access ||
+		     (access & ~(URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE)) ||
+		     ((access << 2) & ~mr->access) || a < base || len > mr->len ||
+		     a - base > mr->len - len))
+		return -EINVAL;
+	g->addr = a;
+	g->len = len;
+	g->key = mr->rkey;
+	g->access = access;
+	g->handle = 0;
+	tp->stats.grants_live++;
+	return 0;
+}
+
+static void verbs_revoke(struct urpc_tp *tp, struct urpc_tp_grant *g)
+{
+	if (g->key)
+		tp->stats.grants_live--;
+	g->key = 0;
 }
 
 static void mr_fill(struct verbs_tp *v, struct urpc_tp_mr *mr, struct ibv_mr *m, void *addr,
@@ -490,6 +527,9 @@ static const struct urpc_tp_ops verbs_ops = {
 	.dereg_mem = verbs_dereg_mem,
 	.post_read = urpc__verbs_rc_post_read,
 	.post_write = urpc__verbs_rc_post_write,
+	.set_peer_token = verbs_set_peer_token,
+	.grant = verbs_grant,
+	.revoke = verbs_revoke,
 	.poll_completions = verbs_poll_completions,
 	.wait_arm = verbs_wait_arm,
 	.wait_ack = verbs_wait_ack,

@@ -323,7 +323,7 @@ static void op_post(struct verbs_tp *v, uint16_t idx)
 }
 
 static int post_op(struct verbs_tp *v, enum urpc_tp_op kind, struct urpc_tp_peer *h, void *local,
-		   const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+		   const struct urpc_tp_mr *mr, uint64_t raddr, uint64_t rkey, size_t len,
 		   uint64_t wr_id)
 {
 	uintptr_t lo = (uintptr_t)local, base;
@@ -350,7 +350,7 @@ static int post_op(struct verbs_tp *v, enum urpc_tp_op kind, struct urpc_tp_peer
 	op->local = local;
 	op->mr_handle = mr->handle;
 	op->lkey = mr->lkey;
-	op->rkey = rkey;
+	op->rkey = (uint32_t)rkey; /* an MR's or a memory window's: 32 bits */
 	op->raddr = raddr;
 	op->len = (uint32_t)len;
 	op->next = VERBS_NIL;
@@ -384,14 +384,14 @@ static int post_op(struct verbs_tp *v, enum urpc_tp_op kind, struct urpc_tp_peer
 }
 
 int urpc__verbs_rc_post_read(struct urpc_tp *tp, struct urpc_tp_peer *peer, void *local,
-			     const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			     const struct urpc_tp_mr *mr, uint64_t raddr, uint64_t rkey, size_t len,
 			     uint64_t wr_id)
 {
 	return post_op(to_verbs(tp), URPC_TP_OP_READ, peer, local, mr, raddr, rkey, len, wr_id);
 }
 
 int urpc__verbs_rc_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *local,
-			      const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey,
+			      const struct urpc_tp_mr *mr, uint64_t raddr, uint64_t rkey,
 			      size_t len, uint64_t wr_id)
 {
 	/* The NIC only reads @local for a WRITE. */

@@ -66,10 +66,10 @@ void urpc__verbs_rc_mr_quiesce(struct verbs_tp *v, const void *mr_handle);
 
 /* The one-sided ops (transport.h). poll_completions() runs no handshake timer. */
 int urpc__verbs_rc_post_read(struct urpc_tp *tp, struct urpc_tp_peer *peer, void *local,
-			     const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey, size_t len,
+			     const struct urpc_tp_mr *mr, uint64_t raddr, uint64_t rkey, size_t len,
 			     uint64_t wr_id);
 int urpc__verbs_rc_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *local,
-			      const struct urpc_tp_mr *mr, uint64_t raddr, uint32_t rkey,
+			      const struct urpc_tp_mr *mr, uint64_t raddr, uint64_t rkey,
 			      size_t len, uint64_t wr_id);
 int urpc__verbs_rc_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n);
 

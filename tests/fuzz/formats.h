@@ -63,7 +63,8 @@ enum dp_pkt_patch {
 	DP_P_TYPE = 0x10, /* req_type taken modulo DP_NTYPES */
 	/*
 	 * A large message: F_LARGE, and a descriptor of a piece of the other
-	 * side's exposed buffer (its address, a length that fits, its rkey);
+	 * side's exposed buffer (its address, a length that fits, the key of a
+	 * grant of those bytes to the session's peer);
 	 * the datagram becomes header + descriptor.
 	 */
 	DP_P_DESC = 0x20,
@@ -86,7 +87,7 @@ enum udp_patch {
 	UDP_P_FROM_PEER = 0x01, /* sent by the resolved peer (else by a stranger) */
 	UDP_P_HDR = 0x02,	/* valid magic and version */
 	UDP_P_OP_ID = 0x04,	/* op_id names a posted operation (index | generation 1) */
-	UDP_P_RKEY = 0x08,	/* ext.rkey of registration sel % 3 */
+	UDP_P_RKEY = 0x08,	/* ext.key of (open) registration sel % 3 */
 	UDP_P_RADDR = 0x10,	/* ext.raddr inside that registration */
 	UDP_P_RANGE = 0x20,	/* ext.len and chunk_size in range; chunk inside the range */
 	UDP_P_FIT = 0x40,	/* the datagram's length is what its type and fields say */

@@ -335,11 +335,38 @@ static void enqueue(uint8_t type, size_t size, size_t resp_size, uint32_t timeou
 
 /* ---- building and tearing down the world ---- */
 
+/* The grant behind the descriptors of each side's exposed buffer (one at a time). */
+static struct urpc_tp_grant srv_grant, cli_grant;
+
+/*
+ * Grant the session's peer READ of @n bytes at @off of @owner's exposed
+ * buffer @x, as a large message would be; the key, or 0 without a session.
+ */
+static uint64_t expose_grant(struct urpc_rpc *owner, const struct urpc_msgbuf *x, uint64_t off,
+			     uint64_t n)
+{
+	struct urpc_tp_grant *g = owner == w.cli ? &cli_grant : &srv_grant;
+	struct urpc_session *s =
+		urpc__rpc_session(owner, owner == w.cli ? w.cli_sess : (int)w.srv_sess);
+
+	if (g->key)
+		owner->tp->ops->revoke(owner->tp, g);
+	if (!s || !s->peer ||
+	    owner->tp->ops->grant(owner->tp, s->peer, urpc__mb_mr(x), x->buf + off, (size_t)n,
+				  URPC_TP_ACCESS_REMOTE_READ, g))
+		g->key = 0;
+	return g->key;
+}
+
 static void world_down(void)
 {
 	int ret;
 
 	answer_deferred(0);
+	if (srv_grant.key)
+		w.srv->tp->ops->revoke(w.srv->tp, &srv_grant);
+	if (cli_grant.key)
+		w.cli->tp->ops->revoke(w.cli->tp, &cli_grant);
 	urpc_msgbuf_free(w.srv, &w.srv_expose);
 	urpc_msgbuf_free(w.cli, &w.cli_expose);
 	ret = urpc_rpc_destroy(w.cli);
@@ -504,7 +531,7 @@ static void cmd_pkt(struct urpc_rpc *rpc, struct fz_in *in)
 			n = 1 + le64toh(desc.len) % (EXPOSE_LEN - off);
 			desc.addr = htole64((uint64_t)(uintptr_t)x->buf + off);
 			desc.len = htole64(n);
-			desc.rkey = htole32(x->priv_rkey);
+			desc.key = htole64(expose_grant(rpc == w.srv ? w.cli : w.srv, x, off, n));
 			memcpy(d + hl, &desc, sizeof(desc));
 			h.flags = URPC_PKT_F_LARGE;
 			h.msg_size = htole32((uint32_t)sizeof(desc));

@@ -44,18 +44,18 @@
 #include "transport/transport.h"
 #include "transport/udp.h"
 
-/* udp.c's wire layout: struct udp_hdr (16 bytes), then struct udp_ext (24). */
+/* udp.c's wire layout: struct udp_hdr (16 bytes), then struct udp_ext (40). */
 #define W_HDR 16
-#define W_EXT 24
+#define W_EXT 40
 #define W_MAGIC 0x7055u
-#define W_VERSION 1
+#define W_VERSION 2
 #define W_OFF_TYPE 3
 #define W_OFF_OP_ID 4
 #define W_OFF_CHUNK 8
 #define W_OFF_RADDR (W_HDR + 0)
 #define W_OFF_LEN (W_HDR + 8)
-#define W_OFF_RKEY (W_HDR + 16)
-#define W_OFF_CHUNK_SIZE (W_HDR + 20)
+#define W_OFF_RKEY (W_HDR + 16) /* 64 bits; the token (0 here: open registrations) follows */
+#define W_OFF_CHUNK_SIZE (W_HDR + 32)
 
 #define MAX_OPS 4
 #define LOCAL_LEN 4096
@@ -227,7 +227,7 @@ static void one_record(struct run *r, struct fz_in *in)
 	if ((flags & UDP_P_OP_ID) && r->nops)
 		fz_put_le32(d + W_OFF_OP_ID, (d[W_OFF_OP_ID] % r->nops) | 1u << 16);
 	if (flags & UDP_P_RKEY)
-		fz_put_le32(d + W_OFF_RKEY, r->reg_mr[reg].rkey);
+		fz_put_le64(d + W_OFF_RKEY, r->reg_mr[reg].rkey);
 	if (flags & UDP_P_RADDR)
 		fz_put_le64(d + W_OFF_RADDR, (uint64_t)(uintptr_t)r->reg_mem[reg] +
 						     fz_get_le64(d + W_OFF_RADDR) % reg_len[reg]);

@@ -430,7 +430,7 @@ Test(regcache, bounds)
 	cr_assert_eq(urpc__regcache_get(rc, AT(0), 0, R, &e), -EINVAL);
 	cr_assert_eq(urpc__regcache_get(rc, NULL, 10, R, &e), -EINVAL);
 	cr_assert_eq(urpc__regcache_get(rc, AT(0), 10, R, NULL), -EINVAL);
-	cr_assert_eq(urpc__regcache_get(rc, AT(0), 10, 0x4, &e), -EINVAL);
+	cr_assert_eq(urpc__regcache_get(rc, AT(0), 10, 0x10, &e), -EINVAL);
 	cr_assert_eq(urpc__regcache_get(rc, (void *)(UINTPTR_MAX - 10), 100, R, &e), -EINVAL);
 	cr_assert_eq(urpc__regcache_get(rc, AT(0), SIZE_MAX, R, &e), -EINVAL);
 	/* addr + len fits, but rounding it up to a page would wrap. */
