@@ -577,9 +577,11 @@ URPC_API int urpc_msgbuf_free(struct urpc_rpc *rpc, struct urpc_msgbuf *mb);
  *
  * The memory is registered through the Rpc's registration cache (another
  * view of memory a cached registration covers with the access needed is a
- * hit: no new registration) for exactly these bytes and the least access:
- * remote read with URPC_MEM_PEER_READS, none otherwise (a response buffer
- * the library reads into). A view has no header room, so it always travels
+ * hit: no new registration) for exactly these bytes, for local access only.
+ * With URPC_MEM_PEER_READS the library may grant a peer READ of a view's
+ * bytes while they travel as a message to that peer's session (and only
+ * then); without it, none (a response buffer the library reads into). A
+ * view has no header room, so it always travels
  * as a large message, whatever its size: the peer READs it.
  *
  * GPU memory (a CUDA device pointer, detected through the driver loaded at
