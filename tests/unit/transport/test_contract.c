@@ -638,6 +638,56 @@ Test(CONTRACT_NAME, a_revoked_grant_reads_and_writes_nothing)
 	pair_close(&p);
 }
 
+/* More grants at once than the table's first size: it grows, and every key stays exact. */
+Test(CONTRACT_NAME, many_grants_at_once)
+{
+	enum { N = 300, SLICE = 16 };
+	static struct urpc_tp_grant g[N];
+	static uint64_t old[N];
+	struct region local, remote;
+	struct pair p;
+	size_t len = N * SLICE;
+	unsigned i;
+
+	skip_without_exact_grants();
+	pair_open_tokens(&p);
+	region_open(p.a, &local, len, 0, 0);
+	region_open(p.b, &remote, len, URPC_TP_ACCESS_GRANT_READ, 0);
+	pattern(remote.mem, len, 3);
+	for (i = 0; i < N; i++)
+		cr_assert_eq(p.b->ops->grant(p.b, p.b2a, &remote.mr, remote.mem + i * SLICE, SLICE,
+					     URPC_TP_ACCESS_REMOTE_READ, &g[i]),
+			     0, "grant %u", i);
+	cr_assert_eq(p.b->stats.grants_live, N);
+	for (i = 0; i < N; i += 7) {
+		cr_assert_eq(rd(&p, &local, g[i].addr, g[i].key, SLICE, i), 0, "grant %u", i);
+		cr_assert_eq(memcmp(local.mem, remote.mem + i * SLICE, SLICE), 0);
+		cr_assert_eq(rd(&p, &local, g[i].addr, g[i].key, SLICE + 1, i), -EACCES,
+			     "grant %u reaches into its neighbour", i);
+	}
+	/* Revoke every other one and grant again: the freed entries are reused, old keys dead. */
+	for (i = 0; i < N; i += 2) {
+		old[i] = g[i].key;
+		p.b->ops->revoke(p.b, &g[i]);
+	}
+	cr_assert_eq(p.b->stats.grants_live, N / 2);
+	for (i = 0; i < N; i += 2)
+		cr_assert_eq(p.b->ops->grant(p.b, p.b2a, &remote.mr, remote.mem + i * SLICE, SLICE,
+					     URPC_TP_ACCESS_REMOTE_READ, &g[i]),
+			     0);
+	for (i = 0; i < N; i += 10) {
+		cr_assert_neq(g[i].key, old[i]);
+		cr_assert_eq(rd(&p, &local, g[i].addr, old[i], SLICE, i), -EACCES, "old key %u", i);
+		cr_assert_eq(rd(&p, &local, g[i].addr, g[i].key, SLICE, i), 0, "new key %u", i);
+	}
+	for (i = 0; i < N; i++)
+		p.b->ops->revoke(p.b, &g[i]);
+	cr_assert_eq(p.b->stats.grants_live, 0);
+	region_close(p.a, &local);
+	region_close(p.b, &remote);
+	pair_close(&p);
+}
+
 Test(CONTRACT_NAME, a_grant_is_for_one_peer_and_its_token)
 {
 	struct region local, remote, local_c;
