@@ -275,6 +275,17 @@ struct urpc_rpc_opts {
 	 * (8.7 MB at the default), resident only where sessions are.
 	 */
 	uint32_t max_sessions;
+	/*
+	 * Server sessions of this Rpc that clients at one IPv4 address may
+	 * hold together; beyond it their connects get -ENOSPC (in the
+	 * client's URPC_SM_CONNECT_FAILED event) and this Rpc logs which
+	 * address and limit. 0 (the default), or max_sessions and above: no
+	 * limit but max_sessions. Set it on a server that clients it does
+	 * not trust can reach (docs/SECURITY.md). Counted in 4096 buckets
+	 * (16 KiB) by a secret hash of the address: addresses that share a
+	 * bucket share its limit.
+	 */
+	uint32_t max_sessions_per_source;
 	uint64_t seed;	    /* loop transport fault switches and tokens; 0: random */
 	const char *device; /* verbs: RDMA device ("mlx5_0" or "rxe0:1"); NULL: URPC_DEVICE
 					env, else the first active port */

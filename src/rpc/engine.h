@@ -258,8 +258,9 @@ struct urpc_cli_half {
 
 /* What only a server session has. */
 struct urpc_srv_half {
-	uint32_t deferred; /* slots IN_HANDLER: handlers that have not responded yet */
-	uint32_t hnext;	   /* next in its chain of the CONNECT_REQ index: number + 1; 0: none */
+	uint32_t deferred;   /* slots IN_HANDLER: handlers that have not responded yet */
+	uint32_t hnext;	     /* next in its chain of the CONNECT_REQ index: number + 1; 0: none */
+	uint32_t src_bucket; /* its source's count (session_src.h): bucket + 1; 0: none */
 	struct urpc_sslot slots[URPC_SESSION_SLOTS];
 };
 
@@ -342,6 +343,10 @@ struct urpc_rpc {
 	/* session-management round trips (ns), smoothed as TCP's (RFC 6298); 0: no sample */
 	uint64_t sm_srtt_ns, sm_rttvar_ns;
 	struct urpc_csprng secrets; /* session tokens: unpredictable from earlier ones */
+	/* Server sessions per source address (session_src.h); NULL: no limit. */
+	uint32_t *src_count;
+	uint32_t src_limit;
+	uint64_t src_key;
 	unsigned ntx;
 	uint64_t tx_epoch; /* advances each time the TX batch empties */
 	struct urpc_os_op os[URPC_OS_OPS];

@@ -25,6 +25,7 @@
 #include "large.h"
 #include "msgbuf.h"
 #include "session.h"
+#include "session_src.h"
 #include "session_table.h"
 #include "states.h"
 #include "tx.h"
@@ -109,6 +110,8 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	rpc->max_sessions = o->max_sessions;
 	/* Tables of max_sessions entries: zeroed pages, resident only where used. */
 	ret = urpc__sess_table_init(rpc);
+	if (!ret)
+		ret = urpc__src_init(rpc, o->max_sessions_per_source);
 	if (ret)
 		goto out_free;
 	rpc->busy_map = calloc((o->max_sessions + 63) / 64, sizeof(*rpc->busy_map));
@@ -214,6 +217,7 @@ out_tp:
 out_free:
 	free(rpc->smq);
 	urpc__sess_table_fini(rpc);
+	urpc__src_fini(rpc);
 	free(rpc->busy_map);
 	free(rpc);
 	return ret;
@@ -287,6 +291,7 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 		URPC_ERR(rpc->id, "transport destroy failed: %s", urpc_strerror(ret));
 	free(rpc->smq);
 	urpc__sess_table_fini(rpc);
+	urpc__src_fini(rpc);
 	free(rpc->busy_map);
 	free(rpc);
 	return 0;

@@ -6,9 +6,10 @@
  * fields (sequence, retries, deadlines, liveness) and the smoothed SM
  * round trip.
  * May call: client.h (fail or start a client session's requests),
- * large.h (is a session still reading?), session_table.h, tx.h, the
- * Nexus's SM socket, the transport's resolve_peer/set_peer_token/
- * get_endpoint/ctl ops.
+ * large.h (is a session still reading?), session_table.h, session_src.h
+ * (who may open a server session), tx.h, the Nexus's SM socket and peer
+ * entries (a connect cookie), the transport's resolve_peer/
+ * set_peer_token/get_endpoint/ctl ops.
  */
 #define URPC_LOG_MODULE "session"
 #include "session.h"
@@ -20,6 +21,7 @@
 #include "client.h"
 #include "large.h"
 #include "session_sm.h"
+#include "session_src.h"
 #include "session_table.h"
 #include "states.h"
 #include "tx.h"
@@ -380,6 +382,11 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		refuse(rpc, p, -EPROTO);
 		return;
 	}
+	ret = urpc__src_admit(rpc, p);
+	if (ret) {
+		refuse(rpc, p, ret);
+		return;
+	}
 	ret = urpc__sess_alloc(rpc, URPC_ROLE_SERVER, &s);
 	if (ret) {
 		if (ret == -ENOSPC)
@@ -398,6 +405,7 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 	s->token = p->token;
 	s->sm_seq = p->seq;
 	s->peer_nexus = p->from;
+	urpc__src_take(rpc, s, p->from.sin_addr.s_addr);
 	s->nxp = urpc__nexus_peer_get(rpc->nx, &p->from, rpc->ping_ns, rpc->peer_timeout_ns);
 	ret = s->nxp ? rpc->tp->ops->resolve_peer(rpc->tp, p->ep, p->ep_len, &s->peer) : -ENOMEM;
 	if (!ret) /* one-sided requests on this session carry its token */
@@ -474,13 +482,19 @@ void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		if (!s || s->state != URPC_SESS_CONNECTING)
 			return;
 		if (p->status) {
-			if (p->status == -ENOSPC || p->status == -ENOMEM)
+			if (p->status == -ENOSPC || p->status == -ENOMEM || p->status == -EACCES)
 				URPC_WARN_RATELIMIT(
 					rpc->id, "rpc %u refused session %u: %s", s->remote_rpc_id,
 					s->local_num,
 					p->status == -ENOSPC
-						? "all its session numbers are in use (its "
-						  "urpc_rpc_opts.max_sessions)"
+						? "it is at a session limit (its "
+						  "urpc_rpc_opts.max_sessions, or "
+						  "max_sessions_per_source for this address; "
+						  "its log says which)"
+					: p->status == -EACCES
+						? "our endpoint is not on the address our "
+						  "connect came from (bind the transport to "
+						  "the Nexus's address)"
 						: "it has no memory for another session");
 			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED, p->status);
 			return;

@@ -7,7 +7,8 @@
  * memory of every session.
  * May call: large.h (orphan a session's operations), tx.h, the pool, the
  * transport's release_peer and tx_flush, the Nexus (a session's heartbeat
- * reference), util/idset.h.
+ * reference), util/idset.h, session_src.h (a server session's source
+ * count goes with it).
  */
 #define URPC_LOG_MODULE "session"
 #include "session_table.h"
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 
 #include "large.h"
+#include "session_src.h"
 #include "tx.h"
 
 #define INDEX_MIN_BUCKETS 64u
@@ -260,6 +262,7 @@ void urpc__sess_free(struct urpc_rpc *rpc, struct urpc_session *s)
 	}
 	if (s->nxp)
 		urpc__nexus_peer_put(rpc->nx, s->nxp);
+	urpc__src_put(rpc, s);
 	if (s->role == URPC_ROLE_SERVER)
 		index_remove(rpc, s);
 	else

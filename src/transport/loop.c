@@ -592,6 +592,7 @@ const struct urpc_tp_ops urpc__tp_loop_ops = {
 	.get_endpoint = loop_get_endpoint,
 	.resolve_peer = loop_resolve_peer,
 	.release_peer = loop_release_peer,
+	.ep_host = urpc__tp_default_ep_host,
 	.tx_burst = loop_tx_burst,
 	.tx_flush = loop_tx_flush,
 	.rx_burst = loop_rx_burst,

@@ -19,6 +19,11 @@ int urpc__tp_default_reg_dmabuf(struct urpc_tp *tp, int fd, uint64_t offset, siz
 	return -ENOTSUP;
 }
 
+int urpc__tp_default_ep_host(struct urpc_tp *tp, const uint8_t *ep, size_t len, uint32_t *addr)
+{
+	return -ENOTSUP;
+}
+
 int urpc__tp_default_ctl_pop(struct urpc_tp *tp, struct urpc_tp_peer **peer, uint8_t *buf)
 {
 	return -ENOTSUP;

@@ -267,6 +267,16 @@ struct urpc_tp_ops {
 	void (*release_peer)(struct urpc_tp *tp, struct urpc_tp_peer *peer);
 
 	/*
+	 * The IPv4 host (network order, in *@addr) that datagrams to the
+	 * endpoint @ep of @len bytes would go to, for the server to check it
+	 * against the address a session's connect came from. 0; -EINVAL
+	 * (malformed, or another transport's bytes); -ENOTSUP where endpoints
+	 * are not IP hosts (loop: this process; verbs: the RDMA fabric).
+	 * Thread: any; cold.
+	 */
+	int (*ep_host)(struct urpc_tp *tp, const uint8_t *ep, size_t len, uint32_t *addr);
+
+	/*
 	 * Send up to @n datagrams; returns how many were accepted (a prefix of
 	 * @pkts; fewer than @n under back-pressure), or -EMSGSIZE, sending
 	 * nothing, when any entry's hdr_len + data_len exceeds tp->mtu, or

@@ -235,6 +235,16 @@ static size_t udp_get_endpoint(struct urpc_tp *tp, uint8_t *buf)
 	return UDP_EP_LEN;
 }
 
+/* The host of a udp endpoint: bytes 2..5 (see udp_get_endpoint()). */
+static int udp_ep_host(struct urpc_tp *tp, const uint8_t *ep, size_t len, uint32_t *addr)
+{
+	if (!ep || len != UDP_EP_LEN || ep[0] != (uint8_t)URPC_TRANSPORT_UDP ||
+	    ep[1] != UDP_EP_VERSION)
+		return -EINVAL;
+	memcpy(addr, ep + 2, 4);
+	return 0;
+}
+
 static int udp_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
 			    struct urpc_tp_peer **out)
 {
@@ -584,6 +594,7 @@ const struct urpc_tp_ops urpc__tp_udp_ops = {
 	.get_endpoint = udp_get_endpoint,
 	.resolve_peer = udp_resolve_peer,
 	.release_peer = udp_release_peer,
+	.ep_host = udp_ep_host,
 	.tx_burst = udp_tx_burst,
 	.tx_flush = udp_tx_flush,
 	.reg_mem = urpc__udp_os_reg_mem,

@@ -5,7 +5,8 @@
  * ops table. It calls down into verbs_ud.c (datagrams), verbs_hs.c (the
  * RC handshake), verbs_rc.c (RC connections and one-sided operations) and
  * verbs_ctl.c (the outbox of control messages); none of them calls up.
- * verbs_int.h holds the types.
+ * verbs_int.h holds the types; tp_default.h the ops it does not have
+ * (ep_host: a verbs endpoint is a QP on the fabric, not an IP host).
  *
  * Endpoint bytes (VERBS_EP_LEN, little-endian):
  *   0  u8  kind (URPC_TRANSPORT_VERBS)   1  u8  VERBS_EP_VERSION
@@ -24,6 +25,7 @@
 #include <string.h>
 
 #include "../util/log.h"
+#include "tp_default.h"
 #include "verbs_ctl.h"
 #include "verbs_dev.h"
 #include "verbs_hs.h"
@@ -519,6 +521,7 @@ static const struct urpc_tp_ops verbs_ops = {
 	.get_endpoint = verbs_get_endpoint,
 	.resolve_peer = verbs_resolve_peer,
 	.release_peer = verbs_release_peer,
+	.ep_host = urpc__tp_default_ep_host,
 	.tx_burst = urpc__verbs_ud_tx_burst,
 	.tx_flush = urpc__verbs_ud_tx_flush,
 	.rx_burst = verbs_rx_burst,

@@ -20,6 +20,7 @@
 	X(get_endpoint)                                                                            \
 	X(resolve_peer)                                                                            \
 	X(release_peer)                                                                            \
+	X(ep_host)                                                                                 \
 	X(tx_burst)                                                                                \
 	X(tx_flush)                                                                                \
 	X(rx_burst)                                                                                \
@@ -92,12 +93,14 @@ Test(transport, the_defaults_refuse_with_enotsup)
 {
 	struct urpc_tp_peer *peer = NULL;
 	struct urpc_tp_mr mr;
-	uint8_t buf[URPC_TP_EP_MAX];
+	uint8_t buf[URPC_TP_EP_MAX] = {0};
+	uint32_t host;
 
 	cr_assert_eq(urpc__tp_default_wait_arm(NULL), -ENOTSUP);
 	urpc__tp_default_wait_ack(NULL);
 	cr_assert_eq(urpc__tp_default_reg_dmabuf(NULL, 3, 0, 4096, 0, 0, &mr), -ENOTSUP);
 	cr_assert_eq(urpc__tp_default_ctl_pop(NULL, &peer, buf), -ENOTSUP);
+	cr_assert_eq(urpc__tp_default_ep_host(NULL, buf, 4, &host), -ENOTSUP);
 	urpc__tp_default_ctl_push(NULL, NULL, buf, 1);
 }
 

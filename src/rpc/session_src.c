@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Admission of server sessions (session_src.h). Owns rpc->src_count and
+ * each server session's srv.src_bucket. May call: the transport's ep_host,
+ * the Rpc's secret generator (the hash key), the log.
+ */
+#define URPC_LOG_MODULE "session"
+#include "session_src.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+
+#include "../util/log.h"
+
+static_assert(URPC_IS_POW2(URPC_SRC_BUCKETS), "the bucket count is a power of two");
+
+int urpc__src_init(struct urpc_rpc *rpc, uint32_t limit)
+{
+	rpc->src_limit = limit < rpc->max_sessions ? limit : 0;
+	rpc->src_count = NULL;
+	if (!rpc->src_limit)
+		return 0;
+	rpc->src_count = calloc(URPC_SRC_BUCKETS, sizeof(*rpc->src_count));
+	if (!rpc->src_count)
+		return -ENOMEM;
+	rpc->src_key = urpc__csprng_next(&rpc->secrets);
+	return 0;
+}
+
+void urpc__src_fini(struct urpc_rpc *rpc)
+{
+	free(rpc->src_count);
+	rpc->src_count = NULL;
+}
+
+/* The bucket of @ip: MurmurHash3's finaliser of the address under the key. */
+static uint32_t bucket_of(const struct urpc_rpc *rpc, uint32_t ip)
+{
+	uint64_t x = (uint64_t)ip ^ rpc->src_key;
+
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return (uint32_t)x & (URPC_SRC_BUCKETS - 1);
+}
+
+uint32_t urpc__src_count(const struct urpc_rpc *rpc, uint32_t ip)
+{
+	return rpc->src_count ? rpc->src_count[bucket_of(rpc, ip)] : 0;
+}
+
+int urpc__src_admit(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
+{
+	char ep[INET_ADDRSTRLEN] = "?", from[INET_ADDRSTRLEN] = "?";
+	uint32_t ip = p->from.sin_addr.s_addr, host, n;
+
+	/* Malformed endpoints pass here: resolve_peer refuses them. */
+	if (!rpc->tp->ops->ep_host(rpc->tp, p->ep, p->ep_len, &host) && host != ip) {
+		inet_ntop(AF_INET, &host, ep, sizeof(ep));
+		inet_ntop(AF_INET, &p->from.sin_addr, from, sizeof(from));
+		URPC_WARN_RATELIMIT(rpc->id,
+				    "refusing a session: its %s endpoint is on %s, but its connect "
+				    "came from %s (a session's datapath must be on the host that "
+				    "connects)",
+				    urpc_transport_str(rpc->tp->kind), ep, from);
+		return -EACCES;
+	}
+	n = urpc__src_count(rpc, ip);
+	if (rpc->src_count && n >= rpc->src_limit) {
+		inet_ntop(AF_INET, &p->from.sin_addr, from, sizeof(from));
+		URPC_WARN_RATELIMIT(rpc->id,
+				    "refusing a session from %s: clients there hold %u sessions of "
+				    "this Rpc, its limit per source address (raise "
+				    "urpc_rpc_opts.max_sessions_per_source; 0: no limit)",
+				    from, n);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+void urpc__src_take(struct urpc_rpc *rpc, struct urpc_session *s, uint32_t ip)
+{
+	uint32_t b;
+
+	if (!rpc->src_count)
+		return;
+	b = bucket_of(rpc, ip);
+	rpc->src_count[b]++;
+	s->srv.src_bucket = b + 1;
+}
+
+void urpc__src_put(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	if (s->role != URPC_ROLE_SERVER || !s->srv.src_bucket || !rpc->src_count)
+		return;
+	rpc->src_count[s->srv.src_bucket - 1]--;
+	s->srv.src_bucket = 0;
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Who may open a server session, checked before one is allocated for a
+ * CONNECT_REQ (which the Nexus let through with a valid cookie, so its
+ * source address is proven, sm_cookie.h):
+ *
+ * - its datapath endpoint must be on the host it came from (the
+ *   transport's ep_host; loop and verbs endpoints are not IP hosts and
+ *   pass), so no session sends to a third address;
+ * - the per-source limit (urpc_rpc_opts.max_sessions_per_source):
+ *   how many of its server sessions one source IPv4 address may hold, so
+ *   that one host cannot take every session number.
+ *
+ * The limit is bounded in memory whatever the number of sources: the counts live in
+ * URPC_SRC_BUCKETS buckets chosen by a keyed hash of the address (a secret
+ * per Rpc, so a client cannot aim at another's bucket). Sources that share
+ * a bucket share its limit; with the limit off (0, the default) nothing is
+ * allocated or counted. Cold: connect and teardown only.
+ */
+#ifndef URPC_RPC_SESSION_SRC_H
+#define URPC_RPC_SESSION_SRC_H
+
+#include <stdint.h>
+
+#include "engine.h"
+#include "sm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define URPC_SRC_BUCKETS 4096u /* 16 KiB of counts per Rpc with a limit */
+
+/* Set up @rpc's counts for a limit of @limit (0 or >= max_sessions: off). 0 or -ENOMEM. */
+int urpc__src_init(struct urpc_rpc *rpc, uint32_t limit);
+void urpc__src_fini(struct urpc_rpc *rpc);
+
+/* Sessions @ip (network order) holds, as far as the buckets tell. */
+uint32_t urpc__src_count(const struct urpc_rpc *rpc, uint32_t ip);
+
+/*
+ * May CONNECT_REQ @p open a server session? 0; -EACCES (its endpoint is
+ * on another host) or -ENOSPC (its source is at the limit), each logged
+ * with what to change.
+ */
+int urpc__src_admit(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p);
+
+/* Count server session @s, admitted by urpc__src_admit(), against @ip. */
+void urpc__src_take(struct urpc_rpc *rpc, struct urpc_session *s, uint32_t ip);
+
+/* Uncount @s (session_table.c, when it is freed); nothing for others. */
+void urpc__src_put(struct urpc_rpc *rpc, struct urpc_session *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_RPC_SESSION_SRC_H */
