@@ -482,20 +482,10 @@ void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		if (!s || s->state != URPC_SESS_CONNECTING)
 			return;
 		if (p->status) {
-			if (p->status == -ENOSPC || p->status == -ENOMEM || p->status == -EACCES)
-				URPC_WARN_RATELIMIT(
-					rpc->id, "rpc %u refused session %u: %s", s->remote_rpc_id,
-					s->local_num,
-					p->status == -ENOSPC
-						? "it is at a session limit (its "
-						  "urpc_rpc_opts.max_sessions, or "
-						  "max_sessions_per_source for this address; "
-						  "its log says which)"
-					: p->status == -EACCES
-						? "our endpoint is not on the address our "
-						  "connect came from (bind the transport to "
-						  "the Nexus's address)"
-						: "it has no memory for another session");
+			if (urpc__src_refusal_str(p->status))
+				URPC_WARN_RATELIMIT(rpc->id, "rpc %u refused session %u: %s",
+						    s->remote_rpc_id, s->local_num,
+						    urpc__src_refusal_str(p->status));
 			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED, p->status);
 			return;
 		}

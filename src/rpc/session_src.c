@@ -81,6 +81,21 @@ int urpc__src_admit(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 	return 0;
 }
 
+const char *urpc__src_refusal_str(int status)
+{
+	switch (status) {
+	case -ENOSPC:
+		return "it is at a session limit (its urpc_rpc_opts.max_sessions, or "
+		       "max_sessions_per_source for this address; its log says which)";
+	case -EACCES:
+		return "our endpoint is not on the address our connect came from (bind the "
+		       "Nexus, whose address the transport uses, to the one that reaches it)";
+	case -ENOMEM:
+		return "it has no memory for another session";
+	}
+	return NULL;
+}
+
 void urpc__src_take(struct urpc_rpc *rpc, struct urpc_session *s, uint32_t ip)
 {
 	uint32_t b;

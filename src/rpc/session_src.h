@@ -45,6 +45,12 @@ uint32_t urpc__src_count(const struct urpc_rpc *rpc, uint32_t ip);
  */
 int urpc__src_admit(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p);
 
+/*
+ * Why a server refused our connect with @status, for the client's log
+ * line: the limits and what to change; NULL for other statuses.
+ */
+const char *urpc__src_refusal_str(int status);
+
 /* Count server session @s, admitted by urpc__src_admit(), against @ip. */
 void urpc__src_take(struct urpc_rpc *rpc, struct urpc_session *s, uint32_t ip);
 
