@@ -378,8 +378,9 @@ static inline void udp_drop_bad(struct udp_tp *u, const char *why)
 /*
  * Check and dispatch the datagram in @slot. Returns true when it is DATA
  * for the caller (the slot stays held), false when the slot is free again.
+ * *@now is the clock for one-sided replies, read on the first (0: not yet).
  */
-static bool udp_rx_one(struct udp_tp *u, uint32_t slot, uint32_t len, bool trunc, uint64_t now)
+static bool udp_rx_one(struct udp_tp *u, uint32_t slot, uint32_t len, bool trunc, uint64_t *now)
 {
 	const uint8_t *buf = u->ring + (size_t)slot * u->slot_size;
 	const struct udp_hdr *h = (const struct udp_hdr *)(const void *)buf;
@@ -404,7 +405,9 @@ static bool udp_rx_one(struct udp_tp *u, uint32_t slot, uint32_t len, bool trunc
 	case UDP_T_RD_DATA:
 	case UDP_T_WR_ACK:
 	case UDP_T_NAK:
-		why = urpc__udp_os_reply(u, buf, len, &u->rx_src[slot], now);
+		if (!*now)
+			*now = urpc__now_ns();
+		why = urpc__udp_os_reply(u, buf, len, &u->rx_src[slot], *now);
 		if (unlikely(why))
 			udp_drop_bad(u, why);
 		return false;
@@ -420,7 +423,7 @@ static bool udp_rx_one(struct udp_tp *u, uint32_t slot, uint32_t len, bool trunc
  * again. Returns true for DATA.
  */
 static inline bool udp_rx_done(struct udp_tp *u, uint32_t slot, uint32_t len, bool trunc,
-			       uint64_t now)
+			       uint64_t *now)
 {
 	u->rx_len[slot] = len;
 	if (udp_rx_one(u, slot, len, trunc, now)) {
@@ -429,7 +432,31 @@ static inline bool udp_rx_done(struct udp_tp *u, uint32_t slot, uint32_t len, bo
 		return true;
 	}
 	u->free_stk[u->nfree++] = slot;
+	u->rx_armed = 0;
 	return false;
+}
+
+/*
+ * Point rx_msgs[0..@vlen) at the top @vlen free slots, in pop order. They
+ * stay armed while the free stack does not change: a busy poller's empty
+ * passes (recvmmsg() found nothing, and wrote nothing) do not redo it.
+ */
+static void udp_rx_arm(struct udp_tp *u, unsigned vlen)
+{
+	unsigned i;
+
+	for (i = 0; i < vlen; i++) {
+		uint32_t slot = u->free_stk[u->nfree - 1 - i];
+		struct msghdr *mh = &u->rx_msgs[i].msg_hdr;
+
+		u->rx_slot[i] = slot;
+		memset(mh, 0, sizeof(*mh));
+		mh->msg_name = &u->rx_src[slot];
+		mh->msg_namelen = sizeof(u->rx_src[slot]);
+		mh->msg_iov = &u->rx_iov[slot];
+		mh->msg_iovlen = 1;
+	}
+	u->rx_armed = vlen;
 }
 
 /*
@@ -439,45 +466,37 @@ static inline bool udp_rx_done(struct udp_tp *u, uint32_t slot, uint32_t len, bo
  */
 static void udp_rx_drain(struct udp_tp *u)
 {
-	uint64_t now = urpc__now_ns();
+	uint64_t now = 0;
 	int pass;
 
 	for (pass = 0; pass < UDP_RX_MAX_PASSES && u->nfree; pass++) {
 		unsigned vlen = URPC_MIN(u->nfree, UDP_RX_BATCH), i;
 		int ret;
 
-		for (i = 0; i < vlen; i++) {
-			uint32_t slot = u->free_stk[--u->nfree];
-			struct msghdr *mh = &u->rx_msgs[i].msg_hdr;
-
-			u->rx_slot[i] = slot;
-			memset(mh, 0, sizeof(*mh));
-			mh->msg_name = &u->rx_src[slot];
-			mh->msg_namelen = sizeof(u->rx_src[slot]);
-			mh->msg_iov = &u->rx_iov[slot];
-			mh->msg_iovlen = 1;
-		}
+		if (u->rx_armed != vlen)
+			udp_rx_arm(u, vlen);
 		ret = recvmmsg(u->fd, u->rx_msgs, vlen, MSG_DONTWAIT, NULL);
 		u->base.stats.sys_rx++;
-		u->base.stats.sys_rx_empty += ret <= 0;
-		if (ret < 0) {
-			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+		if (ret <= 0) {
+			u->base.stats.sys_rx_empty++;
+			if (ret < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 				URPC_WARN_RATELIMIT(u->base.id, "recvmmsg: %s", strerror(errno));
-			ret = 0;
+			break;
 		}
+		/* the filled slots are the top ret ones: pop them */
+		u->nfree -= (unsigned)ret;
+		u->rx_armed = 0;
 		for (i = 0; i < (unsigned)ret; i++) {
 			uint32_t slot = u->rx_slot[i];
 			bool trunc = u->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC;
 
-			udp_rx_done(u, slot, u->rx_msgs[i].msg_len, trunc, now);
+			udp_rx_done(u, slot, u->rx_msgs[i].msg_len, trunc, &now);
 		}
-		/* give back the slots recvmmsg() did not fill, in pop order */
-		for (i = vlen; i-- > (unsigned)ret;)
-			u->free_stk[u->nfree++] = u->rx_slot[i];
 		if ((unsigned)ret < vlen)
 			break;
 	}
-	urpc__udp_os_flush(u);
+	if (unlikely(u->nctl))
+		urpc__udp_os_flush(u);
 }
 
 static int udp_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n)
@@ -515,6 +534,7 @@ static void udp_rx_release(struct urpc_tp *tp, const struct urpc_tp_rx *pkts, un
 		}
 		u->held[slot] = 0;
 		u->free_stk[u->nfree++] = slot;
+		u->rx_armed = 0;
 	}
 }
 
@@ -555,6 +575,7 @@ int urpc__udp_rx_inject(struct urpc_tp *tp, const void *buf, size_t len,
 			const struct sockaddr_in *src)
 {
 	struct udp_tp *u;
+	uint64_t now = 0;
 	uint32_t slot;
 	size_t n;
 	bool data;
@@ -566,11 +587,12 @@ int urpc__udp_rx_inject(struct urpc_tp *tp, const void *buf, size_t len,
 		return -EAGAIN;
 	/* What recvmmsg() does with one datagram: a free slot, cut to its size. */
 	slot = u->free_stk[--u->nfree];
+	u->rx_armed = 0;
 	n = URPC_MIN(len, u->slot_size);
 	if (n)
 		memcpy(u->ring + (size_t)slot * u->slot_size, buf, n);
 	u->rx_src[slot] = *src;
-	data = udp_rx_done(u, slot, (uint32_t)n, len > u->slot_size, urpc__now_ns());
+	data = udp_rx_done(u, slot, (uint32_t)n, len > u->slot_size, &now);
 	urpc__udp_os_flush(u);
 	return data ? 1 : 0;
 }

@@ -191,6 +191,7 @@ struct udp_tp {
 	uint32_t pend_cnt;
 	struct mmsghdr rx_msgs[UDP_RX_BATCH];
 	uint32_t rx_slot[UDP_RX_BATCH];
+	unsigned rx_armed; /* rx_msgs set up for the top rx_armed free slots; 0: redo */
 
 	/* DATA send arrays, sq_depth entries */
 	struct mmsghdr *tx_msgs;
