@@ -161,6 +161,15 @@ static unsigned loop_once(struct urpc_rpc *rpc)
 		urpc__session_handle_sm(rpc, &pkt);
 	}
 
+	/*
+	 * What the application enqueued since the last pass goes out before
+	 * the receive poll: on udp that poll is a system call, and a request
+	 * waiting behind it waits for nothing.
+	 */
+	if (rpc->ntx) {
+		work++;
+		urpc__tx_flush(rpc);
+	}
 	n = rpc->tp->ops->rx_burst(rpc->tp, rx, URPC_RX_BATCH);
 	if (n > 0) {
 		rpc->st.pkts_rx += (uint64_t)n;
