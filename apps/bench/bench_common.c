@@ -94,16 +94,27 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The @q quantile of sorted @v[0..@n), @n > 0, interpolated between ranks. */
+static double quantile(const double *v, unsigned n, double q)
+{
+	double pos = q * (n - 1);
+	unsigned i = (unsigned)pos;
+
+	return i + 1 < n ? v[i] + (pos - i) * (v[i + 1] - v[i]) : v[n - 1];
+}
+
 struct bench_spread bench_spread_of(double *v, unsigned n)
 {
-	struct bench_spread r = {0, 0, 0};
+	struct bench_spread r = {0, 0, 0, 0, 0};
 
 	if (!n)
 		return r;
 	qsort(v, n, sizeof(*v), cmp_double);
 	r.min = v[0];
 	r.max = v[n - 1];
-	r.med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	r.med = quantile(v, n, 0.5);
+	r.q1 = quantile(v, n, 0.25);
+	r.q3 = quantile(v, n, 0.75);
 	return r;
 }
 

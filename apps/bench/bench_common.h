@@ -85,17 +85,21 @@ static inline size_t bench_rss_bytes(void)
 /*
  * On a noisy machine one measurement of each says little: urpc-latency and
  * urpc-small-tput measure urpc, then its baseline, PAIRS times in turn
- * (--pairs), and report the median of the per-pair ratios with its range.
+ * (--pairs), and report the median of the per-pair ratios with their
+ * interquartile range and their range.
  */
 #define BENCH_DEFAULT_PAIRS 5
 #define BENCH_MAX_PAIRS 100
 
-/* The median, smallest and largest of some values. */
+/* The median, quartiles, smallest and largest of some values. */
 struct bench_spread {
-	double med, min, max;
+	double med, q1, q3, min, max;
 };
 
-/* The spread of @v[0..@n) (sorted in place); all 0 when @n is 0. */
+/*
+ * The spread of @v[0..@n) (sorted in place; quartiles interpolated
+ * between ranks); all 0 when @n is 0.
+ */
 struct bench_spread bench_spread_of(double *v, unsigned n);
 
 /*

@@ -97,7 +97,7 @@ static void usage(FILE *f)
 		"    baseline). On a busy machine one measurement of each says little: for\n"
 		"    each size urpc and the baseline are measured N times in turn (urpc,\n"
 		"    baseline, urpc, baseline, ...), and the ratio reported is the median of\n"
-		"    the N per-pair ratios of p50, with the smallest and the largest:\n"
+		"    the N per-pair ratios of p50, with their spread:\n"
 		"      udp    a raw UDP ping-pong over 127.0.0.1 between two threads of\n"
 		"             this process, both busy-polling non-blocking sockets; the\n"
 		"             round trip of each exchange is recorded like the RPC's.\n"
@@ -152,14 +152,17 @@ static void usage(FILE *f)
 		"    and baseline: size, RPCs measured, urpc p50/p99/p99.9 in microseconds\n"
 		"    (all pairs' samples pooled), the baseline's name and p50/p99/p99.9\n"
 		"    (pooled too), the median of the per-pair ratios urpc p50 / baseline\n"
-		"    p50, and their range \"min-max\" over the N pairs. A second table gives\n"
+		"    p50, their interquartile range and, in parentheses, their range over\n"
+		"    the N pairs (one pair the scheduler hit makes the range wide, the\n"
+		"    quartiles move less). A second table gives\n"
 		"    the system calls per round trip of each side, as tx/rx/empty: calls\n"
 		"    that sent, calls that received datagrams, receive calls that found\n"
 		"    none (\" +P ppoll\" when a side slept). Progress goes to stderr.\n"
 		"    CSV columns: transport, size, rpcs, urpc_p50_us, urpc_p99_us,\n"
 		"    urpc_p999_us, baseline, base_p50_us, base_p99_us, base_p999_us,\n"
 		"    ratio_p50 (the median), pairs, ratio_min, ratio_max, then per round\n"
-		"    trip tx, rx, empty and sleeps for cli_, srv_, base_cli_ and base_srv_.\n"
+		"    trip tx, rx, empty and sleeps for cli_, srv_, base_cli_ and base_srv_,\n"
+		"    then ratio_q1, ratio_q3 (the quartiles).\n"
 		"    plot.sh draws it.\n"
 		"\n"
 		"EXIT STATUS\n"
@@ -438,7 +441,7 @@ static int measure_udp(const struct opts *o, size_t size, struct samples *s, str
 #define CSV_EXTRA                                                                                  \
 	"pairs,ratio_min,ratio_max,cli_tx,cli_rx,cli_empty,cli_sleeps,srv_tx,srv_rx,srv_empty,"    \
 	"srv_sleeps,base_cli_tx,base_cli_rx,base_cli_empty,base_cli_sleeps,base_srv_tx,"           \
-	"base_srv_rx,base_srv_empty,base_srv_sleeps"
+	"base_srv_rx,base_srv_empty,base_srv_sleeps,ratio_q1,ratio_q3"
 
 /*
  * One row of the table (and of the CSV): urpc's pooled figures @u, the
@@ -452,8 +455,8 @@ static void print_row(const struct opts *o, FILE *csv, size_t size, const struct
 	printf("| %zu | %zu | %.2f | %.2f | %.2f | %s |", size, u->n, u->p50, u->p99, u->p999,
 	       base);
 	if (b)
-		printf(" %.2f | %.2f | %.2f | %.2f | %.2f-%.2f |\n", b->p50, b->p99, b->p999,
-		       sp.med, sp.min, sp.max);
+		printf(" %.2f | %.2f | %.2f | %.2f | %.2f-%.2f (%.2f-%.2f) |\n", b->p50, b->p99,
+		       b->p999, sp.med, sp.q1, sp.q3, sp.min, sp.max);
 	else
 		printf(" - | - | - | - | - |\n");
 	fflush(stdout);
@@ -469,14 +472,15 @@ static void print_row(const struct opts *o, FILE *csv, size_t size, const struct
 		bench_sys_csv(csv, &r->bcli, r->brpcs);
 		fputc(',', csv);
 		bench_sys_csv(csv, &r->bsrv, r->brpcs);
-		fputc('\n', csv);
+		fprintf(csv, ",%.4f,%.4f\n", sp.q1, sp.q3);
 		fflush(csv);
 	}
 	if (b)
 		fprintf(stderr,
-			PROG ": %zu B: urpc p50 %.2f us, %s p50 %.2f us; ratio %.2f (%.2f-%.2f, "
-			     "%u pairs)\n",
-			size, u->p50, base, b->p50, sp.med, sp.min, sp.max, r->npairs);
+			PROG ": %zu B: urpc p50 %.2f us, %s p50 %.2f us; ratio %.2f (IQR "
+			     "%.2f-%.2f, min-max %.2f-%.2f, %u pairs)\n",
+			size, u->p50, base, b->p50, sp.med, sp.q1, sp.q3, sp.min, sp.max,
+			r->npairs);
 }
 
 /* ib_send_lat -c @conn for @size: twice its half round trips; 0 or -errno. */
@@ -692,7 +696,7 @@ int main(int argc, char **argv)
 	       "round trips in us\n\n",
 	       PROG, what, o.pairs, o.cli.duration);
 	printf("| size B | RPCs | urpc p50 | urpc p99 | urpc p99.9 | baseline | base p50 "
-	       "| base p99 | base p99.9 | urpc/base p50 | min-max |\n");
+	       "| base p99 | base p99.9 | urpc/base p50 | IQR (min-max) |\n");
 	printf("|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|\n");
 	fflush(stdout);
 	if (!run_sizes(&c, csv, cdf))

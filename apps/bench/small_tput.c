@@ -101,7 +101,7 @@ static void usage(FILE *f)
 		"    On a busy machine one measurement of each says little: for each window\n"
 		"    urpc and the baseline are measured N times in turn (urpc, baseline,\n"
 		"    urpc, baseline, ...), and the ratio reported is the median of the N\n"
-		"    per-pair rate ratios, with the smallest and the largest:\n"
+		"    per-pair rate ratios, with their spread:\n"
 		"      udp    a raw UDP echo over 127.0.0.1: the client thread keeps W\n"
 		"             datagrams of SIZE bytes outstanding, sending up to B at a time\n"
 		"             with sendmmsg() and reaping with recvmmsg(), both busy-polled;\n"
@@ -155,15 +155,15 @@ static void usage(FILE *f)
 		"    A line naming the run, then a markdown table on stdout, one row per\n"
 		"    window: window, batch, sessions, urpc RPCs/s (the median of the pairs),\n"
 		"    the client's retransmissions (all pairs), the baseline's name and rate\n"
-		"    (the median), the median of the per-pair ratios urpc / baseline and\n"
-		"    their range \"min-max\". A second table gives the system calls per RPC\n"
-		"    of each side, as tx/rx/empty: calls that sent, calls that received\n"
+		"    (the median), the median of the per-pair ratios urpc / baseline, their\n"
+		"    interquartile range and, in parentheses, their range. A second table\n"
+		"    gives the system calls per RPC of each side, as tx/rx/empty: calls that sent, calls that received\n"
 		"    datagrams, receive calls that found none (\" +P ppoll\" when a side\n"
 		"    slept). Progress goes to stderr. CSV columns: transport, size, window,\n"
 		"    batch, sessions, rpcs (measured, all pairs), urpc_rate, retransmits,\n"
 		"    baseline, base_rate, ratio (the median), pairs, ratio_min, ratio_max,\n"
 		"    then per RPC tx, rx, empty and sleeps for cli_, srv_, base_cli_ and\n"
-		"    base_srv_.\n"
+		"    base_srv_, then ratio_q1, ratio_q3 (the quartiles).\n"
 		"\n"
 		"EXIT STATUS\n"
 		"    0 on success; 1 when a setup step, an RPC or a baseline fails; 2 on bad\n"
@@ -561,7 +561,7 @@ static int perftest_rate(struct client *c, double *rate)
 #define CSV_EXTRA                                                                                  \
 	"pairs,ratio_min,ratio_max,cli_tx,cli_rx,cli_empty,cli_sleeps,srv_tx,srv_rx,srv_empty,"    \
 	"srv_sleeps,base_cli_tx,base_cli_rx,base_cli_empty,base_cli_sleeps,base_srv_tx,"           \
-	"base_srv_rx,base_srv_empty,base_srv_sleeps"
+	"base_srv_rx,base_srv_empty,base_srv_sleeps,ratio_q1,ratio_q3"
 
 static void print_row(const struct opts *o, FILE *csv, unsigned window, unsigned long batch,
 		      unsigned nsess, const char *base, struct window_run *r)
@@ -589,12 +589,14 @@ static void print_row(const struct opts *o, FILE *csv, unsigned window, unsigned
 		bench_sys_csv(csv, &r->bcli, r->brpcs);
 		fputc(',', csv);
 		bench_sys_csv(csv, &r->bsrv, r->brpcs);
-		fputc('\n', csv);
+		fprintf(csv, ",%.4f,%.4f\n", ratio.q1, ratio.q3);
 		fflush(csv);
 	}
 	fprintf(stderr,
-		PROG ": window %u: urpc %.0f RPCs/s, %s %.0f/s; ratio %.2f (%.2f-%.2f, %u pairs)\n",
-		window, rate.med, base, brate.med, ratio.med, ratio.min, ratio.max, r->nbase);
+		PROG ": window %u: urpc %.0f RPCs/s, %s %.0f/s; ratio %.2f (IQR %.2f-%.2f, "
+		     "min-max %.2f-%.2f, %u pairs)\n",
+		window, rate.med, base, brate.med, ratio.med, ratio.q1, ratio.q3, ratio.min,
+		ratio.max, r->nbase);
 }
 
 /* The system calls per RPC of @r's four sides: one row of the second table. */
@@ -712,7 +714,7 @@ int main(int argc, char **argv)
 	       PROG, what, o.size, o.pairs, o.cli.duration,
 	       sv.threaded ? ", server on a second thread" : " (server on the same thread)");
 	printf("| window | batch | sessions | urpc RPCs/s | retx | baseline | baseline /s | "
-	       "urpc/baseline | min-max |\n");
+	       "urpc/baseline | IQR (min-max) |\n");
 	printf("|---:|---:|---:|---:|---:|---|---:|---:|---:|\n");
 	fflush(stdout);
 	runs = calloc(o.nwindows, sizeof(*runs));
