@@ -337,8 +337,16 @@ struct urpc_rpc {
 	urpc_clock_fn clock;
 	void *clock_arg;
 	uint64_t next_scan_ns;
-	uint32_t scan_cursor; /* the next session the timer scan looks at */
-	uint64_t *busy_map;   /* bit per session number: client requests in flight or waiting */
+	/*
+	 * Bit per session number: a session-management timer may be armed
+	 * (connect or disconnect retries, a probe). Set where one is armed,
+	 * cleared by the scan once the session has none, so the scan never
+	 * walks idle sessions.
+	 */
+	uint64_t *sm_map;
+	uint32_t nx_notices_seen; /* urpc__nexus_notices() when the sessions were last checked */
+	uint64_t srv_deferred;	  /* server slots in a handler, all sessions together */
+	uint64_t *busy_map;	  /* bit per session number: client requests in flight or waiting */
 	uint64_t rto_ns, rto_max_ns, ping_ns, peer_timeout_ns, connect_timeout_ns, sm_retry_ns;
 	/* session-management round trips (ns), smoothed as TCP's (RFC 6298); 0: no sample */
 	uint64_t sm_srtt_ns, sm_rttvar_ns;
@@ -464,6 +472,12 @@ static_assert(sizeof(struct urpc_pkthdr) % 8 == 0, "header alignment");
 static inline struct urpc_pkthdr *urpc__mb_hdr(const struct urpc_msgbuf *mb)
 {
 	return (struct urpc_pkthdr *)(void *)(mb->buf - sizeof(struct urpc_pkthdr));
+}
+
+/* Set bit @num of a bitmap of session numbers (busy_map, sm_map). */
+static inline void urpc__map_set(uint64_t *map, uint32_t num)
+{
+	map[num >> 6] |= 1ull << (num & 63);
 }
 
 /* The session numbered @num, or NULL. */

@@ -2,7 +2,8 @@
 /*
  * The event loop (evloop.h): the public urpc_rpc_run_event_loop*() calls.
  * Owns the pass (rpc->now, rpc->in_loop), the timer scan (next_scan_ns,
- * scan_cursor, the busy bitmap's clearing) and the idle sleep (wake_fd).
+ * the clearing of the busy and SM-timer bitmaps) and the idle sleep
+ * (wake_fd).
  * May call: everything below it: session.h, client.h, server.h, large.h,
  * tx.h; the SM queue; the transport's rx_burst/rx_release/
  * poll_completions/wait_arm/wait_ack; ppoll() (only in the idle sleep).
@@ -24,8 +25,6 @@
 #include "tx.h"
 
 #define SCAN_INTERVAL_NS 1000000ull /* timers are looked at once a millisecond */
-#define SCAN_ALL 256u		    /* session timers: all of them while no more */
-#define SCAN_SLICES 16u		    /* ... else this many scans cover them all */
 /*
  * Longest idle sleep, whatever the timers say: a backstop, so that a timer
  * idle_wake_time() does not know about is late by a second at most.
@@ -98,7 +97,7 @@ static void poll_os(struct urpc_rpc *rpc)
 
 static void scan_timers(struct urpc_rpc *rpc)
 {
-	uint32_t w, nw = (rpc->hi_session + 63) / 64, k, n;
+	uint32_t w, nw = (rpc->hi_session + 63) / 64;
 
 	/*
 	 * Requests in flight (retransmission, deadlines): every scan, but only
@@ -122,22 +121,28 @@ static void scan_timers(struct urpc_rpc *rpc)
 		}
 	}
 	/*
-	 * Session management (heartbeats, peer time-outs, connect and
-	 * disconnect retries): every session each scan while there are few;
-	 * beyond SCAN_ALL a slice, so each is seen every SCAN_SLICES scans
-	 * (16 ms), far below any heartbeat interval worth having.
+	 * Session management: a peer's failure, or an Rpc of it gone, as the
+	 * Nexus has noticed (a walk over the sessions only when it has); then
+	 * connect and disconnect retries and probes, only on the sessions with
+	 * such a timer armed (sm_map), so idle sessions, however many, cost
+	 * nothing here.
 	 */
-	n = rpc->hi_session;
-	if (n > SCAN_ALL)
-		n = URPC_MAX(SCAN_ALL, (n + SCAN_SLICES - 1) / SCAN_SLICES);
-	for (k = 0; k < n && rpc->hi_session; k++) {
-		struct urpc_session *s;
+	urpc__session_notices(rpc);
+	nw = (rpc->hi_session + 63) / 64;
+	for (w = 0; w < nw; w++) {
+		uint64_t bits = rpc->sm_map[w];
 
-		if (rpc->scan_cursor >= rpc->hi_session)
-			rpc->scan_cursor = 0;
-		s = rpc->sessions[rpc->scan_cursor++];
-		if (s)
-			urpc__session_timers(rpc, s);
+		while (bits) {
+			uint32_t num = w * 64 + (uint32_t)__builtin_ctzll(bits);
+			struct urpc_session *s = rpc->sessions[num];
+
+			bits &= bits - 1;
+			if (s)
+				urpc__session_timers(rpc, s);
+			s = rpc->sessions[num]; /* callbacks may have freed it */
+			if (!s || urpc__session_next_timer(rpc, s) == UINT64_MAX)
+				rpc->sm_map[w] &= ~(1ull << (num & 63));
+		}
 	}
 }
 
@@ -229,21 +234,26 @@ URPC_API int urpc_rpc_run_event_loop_once(struct urpc_rpc *rpc)
  */
 static bool idle_wake_time(const struct urpc_rpc *rpc, uint64_t *wake_ns)
 {
+	uint32_t w, nw = (rpc->hi_session + 63) / 64;
 	uint64_t t = UINT64_MAX;
-	uint32_t i;
 
-	if (rpc->have_pending || rpc->ntx || rpc->os_busy)
+	if (rpc->have_pending || rpc->ntx || rpc->os_busy || rpc->srv_deferred)
 		return false;
-	for (i = 0; i < rpc->hi_session; i++) {
-		const struct urpc_session *s = rpc->sessions[i];
+	/* Only sessions with a timer: busy clients and armed SM timers (the bitmaps). */
+	for (w = 0; w < nw; w++) {
+		uint64_t bits = rpc->busy_map[w] | rpc->sm_map[w];
 
-		if (!s)
-			continue;
-		if (s->role == URPC_ROLE_SERVER && s->srv.deferred)
-			return false;
-		if (s->role == URPC_ROLE_CLIENT && urpc__cli_busy(s))
-			t = URPC_MIN(t, urpc__cli_next_timer(rpc, s));
-		t = URPC_MIN(t, urpc__session_next_timer(rpc, s));
+		while (bits) {
+			uint32_t num = w * 64 + (uint32_t)__builtin_ctzll(bits);
+			const struct urpc_session *s = rpc->sessions[num];
+
+			bits &= bits - 1;
+			if (!s)
+				continue;
+			if (s->role == URPC_ROLE_CLIENT && urpc__cli_busy(s))
+				t = URPC_MIN(t, urpc__cli_next_timer(rpc, s));
+			t = URPC_MIN(t, urpc__session_next_timer(rpc, s));
+		}
 	}
 	*wake_ns = URPC_MAX(t, rpc->next_scan_ns);
 	return true;

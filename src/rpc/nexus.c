@@ -152,6 +152,8 @@ static void notify_rpcs(struct urpc_nexus *nx)
 	struct urpc_sm_pkt p;
 	unsigned i;
 
+	/* Release pairs with the acquire in urpc__nexus_notices(): the generations first. */
+	atomic_fetch_add_explicit(&nx->notices, 1, memory_order_release);
 	memset(&p, 0, sizeof(p));
 	p.type = URPC_SM_PKT_NX_NOTICE;
 	for (i = 0; i < NEXUS_MAX_RPCS; i++)
@@ -183,6 +185,11 @@ static void ping_peer(void *arg, const struct urpc_nx_peer *peer)
 
 	if (!atomic_load_explicit(&nx->mute, memory_order_relaxed))
 		heartbeat_send(nx, &peer->addr, URPC_SM_PKT_NX_PING, peer->failed_it);
+}
+
+uint32_t urpc__nexus_notices(const struct urpc_nexus *nx)
+{
+	return atomic_load_explicit(&nx->notices, memory_order_acquire);
 }
 
 void urpc__nexus_set_mute(struct urpc_nexus *nx, bool mute)

@@ -62,6 +62,15 @@ struct urpc_nx_peer *urpc__nexus_peer_get(struct urpc_nexus *nx, const struct so
 void urpc__nexus_peer_put(struct urpc_nexus *nx, struct urpc_nx_peer *p);
 
 /*
+ * How many times the Nexus has told its Rpcs to look at their peers'
+ * generations (a peer failed, an Rpc of it went or came). An Rpc that
+ * sees it move walks its sessions; the NX_NOTICE packets only wake it
+ * sooner, so one lost to a full queue delays nothing past the next timer
+ * scan. Acquire: the generations that moved are visible. Thread: any.
+ */
+uint32_t urpc__nexus_notices(const struct urpc_nexus *nx);
+
+/*
  * The heartbeat timers: ping peers that are due, fail silent ones. Returns
  * when they are due next (urpc__now_ns() time; UINT64_MAX: no peer). The
  * SM thread calls it on every wake-up; a simulated Nexus's simulator calls

@@ -44,6 +44,7 @@ struct urpc_nexus {
 	/* Sent in every SM packet (nexus_peer.h): */
 	_Atomic uint64_t epoch;			  /* Rpc attaches and detaches so far */
 	_Atomic uint32_t rpc_inc[NEXUS_MAX_RPCS]; /* attaches of each Rpc id so far */
+	_Atomic uint32_t notices;		  /* calls of notify_rpcs() (nexus.h) */
 
 	/* Counters: updated with relaxed atomics, read by urpc__nexus_get_stats(). */
 	struct urpc_nexus_stats stats;

@@ -201,6 +201,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 		goto out_regcache;
 	}
 	rpc->handlers = urpc__nexus_handlers(nx);
+	rpc->nx_notices_seen = urpc__nexus_notices(nx);
 	rpc->now = rpc->clock(rpc->clock_arg);
 	*out = rpc;
 	return 0;
@@ -448,7 +449,7 @@ static int check_server(const struct urpc_session *s, uint32_t i, uint64_t *gran
  */
 int urpc__rpc_check(const struct urpc_rpc *rpc, uint64_t *pending_conts, char *why, size_t n)
 {
-	uint64_t owed = 0, open = 0, grants = 0;
+	uint64_t owed = 0, open = 0, grants = 0, deferred = 0;
 	unsigned i, busy_os = 0, nfree = 0;
 	uint16_t f;
 	int ret;
@@ -472,6 +473,18 @@ int urpc__rpc_check(const struct urpc_rpc *rpc, uint64_t *pending_conts, char *w
 						  : check_server(s, i, &grants, why, n);
 		if (ret)
 			return ret;
+		if (s->role == URPC_ROLE_SERVER)
+			deferred += s->srv.deferred;
+		if (urpc__session_next_timer(rpc, s) != UINT64_MAX &&
+		    !(rpc->sm_map[i >> 6] & (1ull << (i & 63)))) {
+			snprintf(why, n, "session %u has a session-management timer but no bit", i);
+			return -EFAULT;
+		}
+	}
+	if (deferred != rpc->srv_deferred) {
+		snprintf(why, n, "%llu server slots in handlers, the Rpc's count says %llu",
+			 (unsigned long long)deferred, (unsigned long long)rpc->srv_deferred);
+		return -EFAULT;
 	}
 	/* At most: a test may hold grants of its own on the same endpoint. */
 	if (grants > rpc->tp->stats.grants_live) {

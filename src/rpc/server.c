@@ -103,6 +103,7 @@ server_run_handler(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_ssl
 	sl->h.len = len;
 	sl->h.req_type = req_type;
 	s->srv.deferred++;
+	rpc->srv_deferred++;
 	rpc->st.reqs_handled++;
 	rpc->in_cb++;
 	hd->fn(&sl->h, hd->arg);
@@ -311,6 +312,7 @@ URPC_API struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h)
 static inline bool resp_dropped(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl)
 {
 	s->srv.deferred--;
+	rpc->srv_deferred--;
 	if (likely(s->state == URPC_SESS_CONNECTED))
 		return false;
 	urpc__srv_set(rpc, sl, URPC_SRV_IDLE);

@@ -116,6 +116,7 @@ static void probe(struct urpc_rpc *rpc, struct urpc_session *s)
 	if (g != s->nx_probe_gen) {
 		s->nx_probe_gen = g;
 		s->cli.probe_next_ns = rpc->now;
+		urpc__map_set(rpc->sm_map, s->local_num);
 	}
 	if (s->cli.probe_next_ns && rpc->now >= s->cli.probe_next_ns) {
 		s->cli.probe_next_ns = rpc->now + rpc->sm_retry_ns;
@@ -152,6 +153,7 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 		if (from != URPC_SESS_NEW || s->role != URPC_ROLE_CLIENT)
 			return;
 		s->state = URPC_SESS_CONNECTING;
+		urpc__map_set(rpc->sm_map, s->local_num);
 		s->sm_seq = 1;
 		s->cli.sm_deadline_ns = rpc->now + rpc->connect_timeout_ns;
 		s->cli.sm_next_retry_ns = rpc->now + rpc->sm_retry_ns;
@@ -185,6 +187,7 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 	case URPC_SEV_DISCONNECT_REQ:
 		if (from == URPC_SESS_CONNECTING || from == URPC_SESS_CONNECTED) {
 			s->state = URPC_SESS_DISCONNECTING;
+			urpc__map_set(rpc->sm_map, s->local_num);
 			s->sm_seq++;
 			s->cli.sm_deadline_ns = rpc->now + rpc->connect_timeout_ns;
 			s->cli.sm_next_retry_ns = rpc->now + rpc->sm_retry_ns;
@@ -455,7 +458,12 @@ static void on_cookie(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 	urpc__sm_out_session(rpc, s, URPC_SM_PKT_CONNECT_REQ, 0);
 }
 
-/* The Nexus saw a peer fail or an Rpc of it go: fail the sessions it took. */
+/*
+ * The Nexus saw a peer fail or an Rpc of it go or come: fail the sessions
+ * it took, and have client sessions whose peer attached or detached some
+ * Rpc ask their server (probe). A walk over every session, once per
+ * notice: the timer scan looks only at sessions with a timer armed.
+ */
 static void check_peers(struct urpc_rpc *rpc)
 {
 	uint32_t i;
@@ -463,9 +471,23 @@ static void check_peers(struct urpc_rpc *rpc)
 	for (i = 0; i < rpc->hi_session; i++) {
 		struct urpc_session *s = rpc->sessions[i];
 
-		if (s && s->state == URPC_SESS_CONNECTED && peer_failed(s))
+		if (!s || s->state != URPC_SESS_CONNECTED)
+			continue;
+		if (peer_failed(s))
 			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
+		else if (s->role == URPC_ROLE_CLIENT)
+			probe(rpc, s);
 	}
+}
+
+void urpc__session_notices(struct urpc_rpc *rpc)
+{
+	uint32_t n = urpc__nexus_notices(rpc->nx);
+
+	if (n == rpc->nx_notices_seen)
+		return;
+	rpc->nx_notices_seen = n;
+	check_peers(rpc);
 }
 
 void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
@@ -531,7 +553,7 @@ void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
 		return;
 	case URPC_SM_PKT_NX_NOTICE:
-		check_peers(rpc);
+		urpc__session_notices(rpc);
 		return;
 	case URPC_SM_PKT_NX_PING:
 	case URPC_SM_PKT_NX_PONG:

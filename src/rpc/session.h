@@ -24,6 +24,14 @@ void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s);
  */
 uint64_t urpc__session_next_timer(const struct urpc_rpc *rpc, const struct urpc_session *s);
 
+/*
+ * Has the Nexus noticed something of a peer since the last call (a peer
+ * failed, an Rpc of it went or came)? Then check every established
+ * session against its peer's generations. Each timer scan calls it, and
+ * the NX_NOTICE packet that wakes the Rpc sooner.
+ */
+void urpc__session_notices(struct urpc_rpc *rpc);
+
 /* Raise pending sm_handler events and the failures deferred to the loop. */
 void urpc__session_run_pending(struct urpc_rpc *rpc);
 

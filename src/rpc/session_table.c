@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The session table (session_table.h). Owns rpc->sessions, rpc->hi_session,
- * the number set (rpc->nums), the index of server sessions (srv_index and
+ * the allocation of sm_map (its bits are session.c's and evloop.c's), the
+ * number set (rpc->nums), the index of server sessions (srv_index and
  * each server session's srv.hnext), the list of client sessions with work
  * for the next pass (pend_head/tail, cli.on_pend and its links), and the
  * memory of every session.
@@ -178,8 +179,9 @@ int urpc__sess_table_init(struct urpc_rpc *rpc)
 	if (ret)
 		return ret;
 	rpc->sessions = calloc(rpc->max_sessions, sizeof(*rpc->sessions));
+	rpc->sm_map = calloc((rpc->max_sessions + 63) / 64, sizeof(*rpc->sm_map));
 	rpc->srv_index = calloc(INDEX_MIN_BUCKETS, sizeof(*rpc->srv_index));
-	if (!rpc->sessions || !rpc->srv_index) {
+	if (!rpc->sessions || !rpc->sm_map || !rpc->srv_index) {
 		urpc__sess_table_fini(rpc);
 		return -ENOMEM;
 	}
@@ -193,7 +195,9 @@ void urpc__sess_table_fini(struct urpc_rpc *rpc)
 {
 	urpc__idset_fini(&rpc->nums);
 	free(rpc->sessions);
+	free(rpc->sm_map);
 	free(rpc->srv_index);
+	rpc->sm_map = NULL;
 	rpc->sessions = NULL;
 	rpc->srv_index = NULL;
 }
