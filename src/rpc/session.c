@@ -299,15 +299,9 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 		return -EINVAL;
 	}
 	ret = urpc__sess_alloc(rpc, URPC_ROLE_CLIENT, &s);
-	if (ret == -ENOSPC) {
-		URPC_WARN_RATELIMIT(rpc->id,
-				    "cannot connect: all %u session numbers of this Rpc are in use "
-				    "(raise urpc_rpc_opts.max_sessions, up to 2^24)",
-				    rpc->max_sessions);
-		return ret;
-	}
 	if (ret) {
-		URPC_WARN_RATELIMIT(rpc->id, "cannot connect: no memory for a session");
+		URPC_WARN_RATELIMIT(rpc->id, "cannot connect (max_sessions %u): %s",
+				    rpc->max_sessions, urpc__sess_limit_str(ret));
 		return ret;
 	}
 	s->nxp = urpc__nexus_peer_get(rpc->nx, &addr, rpc->ping_ns, rpc->peer_timeout_ns);
@@ -392,14 +386,8 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 	}
 	ret = urpc__sess_alloc(rpc, URPC_ROLE_SERVER, &s);
 	if (ret) {
-		if (ret == -ENOSPC)
-			URPC_WARN_RATELIMIT(
-				rpc->id,
-				"refusing a session: all %u session numbers of this Rpc "
-				"are in use (raise urpc_rpc_opts.max_sessions, up to 2^24)",
-				rpc->max_sessions);
-		else
-			URPC_WARN_RATELIMIT(rpc->id, "refusing a session: no memory for it");
+		URPC_WARN_RATELIMIT(rpc->id, "refusing a session (max_sessions %u): %s",
+				    rpc->max_sessions, urpc__sess_limit_str(ret));
 		refuse(rpc, p, ret);
 		return;
 	}

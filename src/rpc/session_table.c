@@ -241,6 +241,16 @@ int urpc__sess_alloc(struct urpc_rpc *rpc, enum urpc_session_role role, struct u
 	return 0;
 }
 
+const char *urpc__sess_limit_str(int err)
+{
+	if (err == -ENOSPC)
+		return "all session numbers are in use (raise urpc_rpc_opts.max_sessions, "
+		       "up to 2^24)";
+	if (err == -ENOMEM)
+		return "no memory for a session (malloc failed)";
+	return urpc_strerror(err);
+}
+
 void urpc__sess_free(struct urpc_rpc *rpc, struct urpc_session *s)
 {
 	uint32_t i;

@@ -32,6 +32,12 @@ void urpc__sess_table_fini(struct urpc_rpc *rpc);
  */
 int urpc__sess_alloc(struct urpc_rpc *rpc, enum urpc_session_role role, struct urpc_session **out);
 
+/*
+ * What a failed urpc__sess_alloc() means for a log line, with how to raise
+ * the limit it hit (-ENOSPC, -ENOMEM).
+ */
+const char *urpc__sess_limit_str(int err);
+
 /* Free @s and its number; the peer is released after the batch forgets it. */
 void urpc__sess_free(struct urpc_rpc *rpc, struct urpc_session *s);
 
