@@ -196,6 +196,26 @@ URPC_API int urpc_nexus_create(const struct urpc_nexus_opts *o, struct urpc_nexu
  */
 URPC_API int urpc_nexus_destroy(struct urpc_nexus *nx);
 
+/* Counters of a Nexus's session-management thread; new fields are appended. */
+struct urpc_nexus_stats {
+	uint64_t sm_rx;		  /* datagrams received on the SM socket */
+	uint64_t sm_tx;		  /* SM packets sent */
+	uint64_t drop_bad_pkt;	  /* malformed datagrams dropped */
+	uint64_t drop_no_rpc;	  /* responses/RESET for an Rpc id that is not attached */
+	uint64_t drop_queue_full; /* packets lost because an Rpc's SM queue was full */
+	uint64_t replied_no_rpc;  /* requests for a missing Rpc answered by the SM thread */
+	uint64_t heartbeats_tx;	  /* NX_PING and NX_PONG sent (one per peer process and interval) */
+	uint64_t heartbeats_rx;	  /* ... and received */
+	uint64_t cookies_tx;	  /* CONNECT_REQs without a valid cookie, answered with one */
+};
+
+/**
+ * urpc_nexus_get_stats() - Copy the counters (each read atomically, the
+ * set not as one snapshot). @return 0 or -EINVAL (a NULL argument).
+ * Thread: any.
+ */
+URPC_API int urpc_nexus_get_stats(const struct urpc_nexus *nx, struct urpc_nexus_stats *st);
+
 /**
  * urpc_nexus_port() - The UDP port session management is bound to (0 for a
  * NULL @nx). Thread: any.

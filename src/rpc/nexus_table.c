@@ -103,6 +103,14 @@ void urpc__nexus_get_stats(const struct urpc_nexus *nx, struct urpc_nexus_stats 
 	st->cookies_tx = __atomic_load_n(&nx->stats.cookies_tx, __ATOMIC_RELAXED);
 }
 
+URPC_API int urpc_nexus_get_stats(const struct urpc_nexus *nx, struct urpc_nexus_stats *st)
+{
+	if (!nx || !st)
+		return -EINVAL;
+	urpc__nexus_get_stats(nx, st);
+	return 0;
+}
+
 /*
  * The handler table (NEXUS_MAX_HANDLERS entries, indexed by req type). An
  * Rpc reads it without the lock: it is frozen by that Rpc's attach, whose

@@ -36,18 +36,7 @@ struct urpc_sm_net {
 	void *arg;
 };
 
-/* Counters of the SM thread; every field always exists. */
-struct urpc_nexus_stats {
-	uint64_t sm_rx;		  /* datagrams received on the SM socket */
-	uint64_t sm_tx;		  /* SM packets sent (urpc__nexus_sm_send and own replies) */
-	uint64_t drop_bad_pkt;	  /* datagrams that failed urpc__sm_decode() */
-	uint64_t drop_no_rpc;	  /* responses/RESET for an Rpc id that is not attached */
-	uint64_t drop_queue_full; /* packets lost because the Rpc's SM queue was full */
-	uint64_t replied_no_rpc;  /* requests for a missing Rpc answered by the SM thread */
-	uint64_t heartbeats_tx;	  /* NX_PING and NX_PONG sent (one per peer process and interval) */
-	uint64_t heartbeats_rx;	  /* ... and received */
-	uint64_t cookies_tx;	  /* CONNECT_REQs without a valid cookie, answered with one */
-};
+/* struct urpc_nexus_stats, the SM thread's counters, is public (urpc.h). */
 
 #ifdef __cplusplus
 }

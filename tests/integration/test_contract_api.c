@@ -895,6 +895,11 @@ Test(API_NAME, null_arguments_are_refused)
 	urpc_nexus_opts_init(NULL);
 	cr_assert_eq(urpc_nexus_create(NULL, NULL), -EINVAL);
 	cr_assert_eq(urpc_nexus_port(NULL), 0);
+	{
+		struct urpc_nexus_stats ns;
+
+		cr_assert_eq(urpc_nexus_get_stats(NULL, &ns), -EINVAL);
+	}
 	cr_assert_eq(urpc_nexus_register_handler(NULL, 5, null_handler, NULL), -EINVAL);
 	cr_assert_eq(urpc_nexus_destroy(NULL), -EINVAL);
 
