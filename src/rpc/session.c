@@ -353,13 +353,6 @@ URPC_API bool urpc_session_is_connected(struct urpc_rpc *rpc, int session)
 
 /* ---- session-management packets ---- */
 
-/* Refuse a CONNECT_REQ that opens no session: the client's connect fails with @err. */
-static void refuse(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p, int err)
-{
-	rpc->st.connects_refused++;
-	urpc__sm_out_reply(rpc, p, URPC_SM_PKT_CONNECT_RESP, err);
-}
-
 static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 {
 	struct urpc_session *s;
@@ -376,19 +369,19 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		URPC_WARN_RATELIMIT(rpc->id, "refusing a %s client: this Rpc uses %s",
 				    urpc_transport_str((enum urpc_transport_kind)p->transport),
 				    urpc_transport_str(rpc->tp->kind));
-		refuse(rpc, p, -EPROTO);
+		urpc__sm_out_refuse(rpc, p, -EPROTO);
 		return;
 	}
 	ret = urpc__src_admit(rpc, p);
 	if (ret) {
-		refuse(rpc, p, ret);
+		urpc__sm_out_refuse(rpc, p, ret);
 		return;
 	}
 	ret = urpc__sess_alloc(rpc, URPC_ROLE_SERVER, &s);
 	if (ret) {
 		URPC_WARN_RATELIMIT(rpc->id, "refusing a session (max_sessions %u): %s",
 				    rpc->max_sessions, urpc__sess_limit_str(ret));
-		refuse(rpc, p, ret);
+		urpc__sm_out_refuse(rpc, p, ret);
 		return;
 	}
 	s->remote_rpc_id = p->client_rpc_id;
@@ -405,7 +398,7 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		URPC_WARN_RATELIMIT(rpc->id, "refusing a session: %s%s", urpc_strerror(ret),
 				    ret == -ENOMEM ? " (no memory for its peer)" : "");
 		urpc__sess_free(rpc, s);
-		refuse(rpc, p, ret);
+		urpc__sm_out_refuse(rpc, p, ret);
 		return;
 	}
 	urpc__sess_index(rpc, s);

@@ -74,3 +74,9 @@ void urpc__sm_out_reply(struct urpc_rpc *rpc, const struct urpc_sm_pkt *req,
 	p.cookie = 0;
 	urpc__sm_out_send(rpc, &req->from, &p);
 }
+
+void urpc__sm_out_refuse(struct urpc_rpc *rpc, const struct urpc_sm_pkt *req, int err)
+{
+	rpc->st.connects_refused++;
+	urpc__sm_out_reply(rpc, req, URPC_SM_PKT_CONNECT_RESP, err);
+}

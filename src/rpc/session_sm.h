@@ -27,6 +27,9 @@ void urpc__sm_out_session(struct urpc_rpc *rpc, struct urpc_session *s, enum urp
 void urpc__sm_out_reply(struct urpc_rpc *rpc, const struct urpc_sm_pkt *req,
 			enum urpc_sm_pkt_type type, int status);
 
+/* Refuse CONNECT_REQ @req, opening no session: the client's connect fails with @err. */
+void urpc__sm_out_refuse(struct urpc_rpc *rpc, const struct urpc_sm_pkt *req, int err);
+
 #ifdef __cplusplus
 }
 #endif
