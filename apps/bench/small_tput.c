@@ -573,7 +573,8 @@ static void print_row(const struct opts *o, FILE *csv, unsigned window, unsigned
 	printf("| %u | %lu | %u | %.0f | %llu | %s |", window, batch, nsess, rate.med,
 	       (unsigned long long)r->retx, base);
 	if (brate.med > 0)
-		printf(" %.0f | %.2f | %.2f-%.2f |\n", brate.med, ratio.med, ratio.min, ratio.max);
+		printf(" %.0f | %.2f | %.2f-%.2f (%.2f-%.2f) |\n", brate.med, ratio.med, ratio.q1,
+		       ratio.q3, ratio.min, ratio.max);
 	else
 		printf(" - | - | - |\n");
 	fflush(stdout);
