@@ -12,6 +12,7 @@
  * - a session cannot be pointed at a third address: a CONNECT_REQ whose
  *   endpoint is not on its source host is refused with -EACCES, and nothing
  *   reaches the address it named;
+ * - a client process gets one cookie per server Nexus, not one per session;
  * - limits refuse with -ENOSPC and reset nobody: the per-source limit
  *   (max_sessions_per_source) holds one address to its share and lets
  *   another connect; a freed session gives its source room again.
@@ -375,6 +376,47 @@ Test(sm_attack, connect_flood_leaves_a_legitimate_client_in, .timeout = 120)
 	cr_assert_eq(echo_once(&L, late), 0);
 	for (i = 0; i < FLOOD_SOCKS; i++)
 		close(f.fd[i]);
+	side_down(&L);
+	side_down(&C);
+	side_down(&S);
+}
+
+/* ---- the cookie's cost -------------------------------------------------- */
+
+Test(sm_attack, a_process_pays_the_cookie_round_trip_once_per_server, .timeout = 60)
+{
+	struct urpc_nexus_stats before, after;
+	uint64_t t0, first, warm, later = 0;
+	int s[8];
+	unsigned i;
+
+	side_up(&S, GOOD_HOST, true, 0);
+	side_up(&C, GOOD_HOST, false, 0);
+	urpc__nexus_get_stats(S.nx, &before);
+	t0 = now_ns();
+	cr_assert_eq(urpc_session_connect(C.rpc, srv_hp, SRV_ID, &s[0]), 0);
+	cr_assert(pump_until(&C.connected, 1));
+	first = now_ns() - t0;
+	for (i = 1; i < 8; i++) {
+		t0 = now_ns();
+		cr_assert_eq(urpc_session_connect(C.rpc, srv_hp, SRV_ID, &s[i]), 0);
+		cr_assert(pump_until(&C.connected, i + 1));
+		later += now_ns() - t0;
+	}
+	/* A second process, once the server is warm: its first connect. */
+	side_up(&L, GOOD_HOST, false, 0);
+	t0 = now_ns();
+	cr_assert_eq(urpc_session_connect(L.rpc, srv_hp, SRV_ID, &s[0]), 0);
+	cr_assert(pump_until(&L.connected, 1));
+	warm = now_ns() - t0;
+	urpc__nexus_get_stats(S.nx, &after);
+	fprintf(stderr,
+		"cookie: a process's first connect took %.1f us (the server's first), %.1f us "
+		"(a second process, the server warm): two SM round trips; the next 7 of the "
+		"first process %.1f us each on average: one\n",
+		(double)first / 1e3, (double)warm / 1e3, (double)later / 7e3);
+	cr_assert_eq(after.cookies_tx - before.cookies_tx, 2, "one cookie per client process");
+	cr_assert_eq(server_sessions(), 9);
 	side_down(&L);
 	side_down(&C);
 	side_down(&S);
