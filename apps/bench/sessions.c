@@ -42,6 +42,7 @@ struct opts {
 	unsigned long connect_batch;
 	unsigned long window;  /* requests outstanding over all sessions */
 	unsigned long ping_ms; /* 0: the library's default */
+	bool busy_poll;	       /* idle_block_us 0 on every Rpc */
 };
 
 struct worker_proc {
@@ -71,7 +72,8 @@ static void usage(FILE *f)
 		"SYNOPSIS\n"
 		"    urpc-sessions [--transport loop|udp|verbs] [--sessions LIST] [--repeat R]\n"
 		"                  [--procs P] [--duration SEC] [--window W] [--connect-batch K]\n"
-		"                  [--ping-ms MS] [--device DEV] [--server-device DEV] [--csv FILE]\n"
+		"                  [--ping-ms MS] [--busy-poll] [--device DEV] [--server-device DEV]\n"
+		"                  [--csv FILE]\n"
 		"    urpc-sessions --help\n"
 		"\n"
 		"DESCRIPTION\n"
@@ -80,7 +82,7 @@ static void usage(FILE *f)
 		"    it from P worker processes, each with its own Nexus and one client Rpc\n"
 		"    (N/P sessions each, at most K/P connecting at a time). Every Rpc has\n"
 		"    the library's default options (urpc_rpc_opts_init()) but the transport,\n"
-		"    the devices and --ping-ms; so max_sessions is\n"
+		"    the devices, --ping-ms and --busy-poll; so max_sessions is\n"
 		"    URPC_RPC_DEFAULT_MAX_SESSIONS and idle Rpcs sleep. The connect time\n"
 		"    runs from the first connect to the last worker's last CONNECTED event.\n"
 		"\n"
@@ -135,6 +137,9 @@ static void usage(FILE *f)
 		"    --ping-ms MS\n"
 		"        opts.ping_interval_ms of every Rpc, 1 to 60000 (default: the\n"
 		"        library's, 100).\n"
+		"    --busy-poll\n"
+		"        opts.idle_block_us = 0 on every Rpc: they spin instead of sleeping\n"
+		"        when idle or waiting (the library's default sleeps after 100 us).\n"
 		"    --device DEV, --server-device DEV\n"
 		"        verbs: the clients' and the server's RDMA devices.\n"
 		"    --csv FILE\n"
@@ -180,6 +185,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{URPC_APP_ULONG("connect-batch", 0, &o->connect_batch, 1, 65536)},
 		{URPC_APP_ULONG("window", 'w', &o->window, 1, 65536)},
 		{URPC_APP_ULONG("ping-ms", 0, &o->ping_ms, 1, 60000)},
+		{URPC_APP_TRUE("busy-poll", 0, &o->busy_poll)},
 	};
 	int ret;
 
@@ -319,6 +325,7 @@ static int run_procs(struct urpc_nexus *nx, const struct opts *o, struct worker_
 	c.transport = o->cli.transport;
 	c.port = urpc_nexus_port(nx);
 	c.ping_ms = o->ping_ms;
+	c.busy_poll = o->busy_poll;
 	c.duration_s = o->cli.duration;
 	if (o->cli.device)
 		snprintf(c.device, sizeof(c.device), "%s", o->cli.device);
@@ -376,7 +383,7 @@ static int run_local(struct urpc_nexus *nx, const struct opts *o, struct bench_s
 
 	t0 = bench_now_s();
 	ret = sess_client_connect(&c, nx, sv, o->cli.transport, o->cli.device, o->ping_ms,
-				  urpc_nexus_port(nx), r->sessions, o->connect_batch);
+				  o->busy_poll, urpc_nexus_port(nx), r->sessions, o->connect_batch);
 	r->connect_s = bench_now_s() - t0;
 	if (ret)
 		goto out_down;
@@ -421,6 +428,8 @@ static int run_count(struct urpc_nexus *nx, const struct opts *o, struct worker_
 	sv.ro.device = o->cli.server_device;
 	if (o->ping_ms)
 		sv.ro.ping_interval_ms = (uint32_t)o->ping_ms;
+	if (o->busy_poll)
+		sv.ro.idle_block_us = 0;
 	if (sv.ro.peer_timeout_ms <= sv.ro.ping_interval_ms)
 		sv.ro.peer_timeout_ms = sv.ro.ping_interval_ms * 5;
 	sv.threaded = o->cli.transport != URPC_TRANSPORT_LOOP;
@@ -525,11 +534,12 @@ int main(int argc, char **argv)
 	}
 	printf("%s: transport %s, one server Rpc, clients in %s, %d B requests round robin "
 	       "over all sessions, %lu outstanding, %g s per run, ping interval %lu ms, "
-	       "%lu round(s)\n\n",
+	       "%lu round(s)%s\n\n",
 	       PROG, urpc_transport_str(o.cli.transport),
 	       o.cli.transport == URPC_TRANSPORT_LOOP ? "this process (its thread)"
 						      : "worker processes",
-	       SESS_MSG_SIZE, o.window, o.cli.duration, o.ping_ms ? o.ping_ms : 100ul, o.repeat);
+	       SESS_MSG_SIZE, o.window, o.cli.duration, o.ping_ms ? o.ping_ms : 100ul, o.repeat,
+	       o.busy_poll ? ", busy-polling" : "");
 	printf("| round | sessions | procs | connect s | connects/s | srv B/session idle "
 	       "| srv B/session active | resp bufs | RPCs/s | active | retx | heartbeats/s "
 	       "| rate/first |\n");

@@ -49,14 +49,15 @@ struct sess_traffic {
 };
 
 /*
- * Create the client Rpc (default options but @transport, @device and
- * @ping_ms when nonzero) on @nx, or on a Nexus of its own when @nx is
+ * Create the client Rpc (default options but @transport, @device,
+ * @ping_ms when nonzero, and idle_block_us 0 with @busy_poll) on @nx, or on a Nexus of its own when @nx is
  * NULL, and connect @n sessions to the server Rpc at @port, at most
  * @batch connecting at a time. 0 or -errno (reported on stderr).
  */
 int sess_client_connect(struct sess_client *c, struct urpc_nexus *nx, struct bench_server *sv,
 			enum urpc_transport_kind transport, const char *device,
-			unsigned long ping_ms, uint16_t port, unsigned long n, unsigned long batch);
+			unsigned long ping_ms, bool busy_poll, uint16_t port, unsigned long n,
+			unsigned long batch);
 
 /*
  * Traffic, @window requests outstanding round robin over all sessions:
@@ -85,6 +86,7 @@ struct sess_cmd {
 	enum urpc_transport_kind transport;
 	uint16_t port;
 	unsigned long n, batch, window, ping_ms;
+	bool busy_poll;
 	double duration_s;
 	char device[64];
 };

@@ -40,7 +40,8 @@ static int run(struct sess_client *c)
 
 int sess_client_connect(struct sess_client *c, struct urpc_nexus *nx, struct bench_server *sv,
 			enum urpc_transport_kind transport, const char *device,
-			unsigned long ping_ms, uint16_t port, unsigned long n, unsigned long batch)
+			unsigned long ping_ms, bool busy_poll, uint16_t port, unsigned long n,
+			unsigned long batch)
 {
 	struct urpc_rpc_opts ro;
 	double t_seen;
@@ -66,6 +67,8 @@ int sess_client_connect(struct sess_client *c, struct urpc_nexus *nx, struct ben
 	ro.sm_arg = &c->sm;
 	if (ping_ms)
 		ro.ping_interval_ms = (uint32_t)ping_ms;
+	if (busy_poll)
+		ro.idle_block_us = 0;
 	if (ro.peer_timeout_ms <= ro.ping_interval_ms)
 		ro.peer_timeout_ms = ro.ping_interval_ms * 5;
 	ret = urpc_rpc_create(c->nx, BENCH_CLI_ID, &ro, &c->rpc);
@@ -373,9 +376,9 @@ int sess_worker_main(int cmd_fd, int rep_fd)
 		switch (cmd.op) {
 		case SESS_OP_CONNECT:
 			t0 = bench_now_s();
-			r.status = sess_client_connect(&c, NULL, NULL, cmd.transport,
-						       cmd.device[0] ? cmd.device : NULL,
-						       cmd.ping_ms, cmd.port, cmd.n, cmd.batch);
+			r.status = sess_client_connect(
+				&c, NULL, NULL, cmd.transport, cmd.device[0] ? cmd.device : NULL,
+				cmd.ping_ms, cmd.busy_poll, cmd.port, cmd.n, cmd.batch);
 			r.connect_s = bench_now_s() - t0;
 			break;
 		case SESS_OP_TRAFFIC: {
