@@ -32,6 +32,7 @@ struct sess_client {
 	struct urpc_rpc *rpc;
 	struct sess *s;
 	unsigned long n;
+	unsigned long batch;   /* connects or disconnects under way at most */
 	unsigned long started; /* sessions with a connect issued */
 	struct bench_sm sm;
 	/* traffic */

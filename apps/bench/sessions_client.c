@@ -52,6 +52,7 @@ int sess_client_connect(struct sess_client *c, struct urpc_nexus *nx, struct ben
 	memset(c, 0, sizeof(*c));
 	c->sv = sv;
 	c->n = n;
+	c->batch = batch;
 	if (!nx) {
 		ret = bench_nexus_open(SESS_PROG, bench_echo, NULL, &c->nx);
 		if (ret)
@@ -294,15 +295,28 @@ int sess_client_down(struct sess_client *c)
 	int status = 0;
 
 	if (c->rpc) {
-		for (i = 0; i < c->started; i++)
-			if (!urpc_session_disconnect(c->rpc, c->s[i].num))
-				n++;
-		{
-			double t0 = bench_now_s();
+		double t_seen = bench_now_s();
+		unsigned seen = c->sm.disconnected, base = c->sm.disconnected;
 
-			while ((c->outstanding || c->sm.disconnected < n) &&
-			       bench_now_s() - t0 < SESS_STALL_S && !run(c))
-				;
+		/*
+		 * At most c->batch closing at a time, as when connecting: a burst
+		 * of tens of thousands would overflow the server's SM queue, and
+		 * the dropped ones would close only by their time-out.
+		 */
+		for (i = 0; i < c->started || c->outstanding || c->sm.disconnected - base < n;) {
+			while (i < c->started && n - (c->sm.disconnected - base) < c->batch)
+				if (!urpc_session_disconnect(c->rpc, c->s[i++].num))
+					n++;
+			if (run(c))
+				break;
+			if (c->sm.disconnected != seen) {
+				seen = c->sm.disconnected;
+				t_seen = bench_now_s();
+			} else if (bench_now_s() - t_seen > SESS_STALL_S) {
+				fprintf(stderr, SESS_PROG ": no session closed for %.0f s\n",
+					SESS_STALL_S);
+				break;
+			}
 		}
 		for (i = 0; c->s && i < c->n; i++) {
 			if (!c->s[i].have_bufs || c->s[i].busy)
