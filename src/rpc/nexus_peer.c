@@ -17,6 +17,8 @@
 
 /* How long, in peer time-outs, a failed peer's entry outlives its sessions. */
 #define TOMB_TIMEOUTS 16
+/* A tick later than asked by more than this is a stall of ours (urpc__nxp_tick). */
+#define NXP_STALL_NS 50000000ull
 
 static bool same_addr(const struct sockaddr_in *a, const struct sockaddr_in *b)
 {
@@ -192,9 +194,18 @@ bool urpc__nxp_heard(struct urpc_nx_peers *t, const struct sockaddr_in *addr, ui
 uint64_t urpc__nxp_tick(struct urpc_nx_peers *t, uint64_t now, bool *failed,
 			void (*send)(void *arg, const struct urpc_nx_peer *p), void *arg)
 {
-	uint64_t due = UINT64_MAX;
+	uint64_t due = UINT64_MAX, late = 0;
 	struct urpc_nx_peer *p, *next;
 
+	/*
+	 * Our own stall is not the peers' silence: when this tick runs long
+	 * after the time the last one asked for (the SM thread, or the whole
+	 * process, was descheduled or stopped), their heartbeats may sit unread
+	 * in our socket, or were never answered because we did not run. The
+	 * time we were late is credited to every peer before it is judged.
+	 */
+	if (t->wake_ns && now > t->wake_ns + NXP_STALL_NS)
+		late = now - t->wake_ns;
 	*failed = false;
 	for (p = t->head; p; p = next) {
 		next = p->next;
@@ -206,6 +217,8 @@ uint64_t urpc__nxp_tick(struct urpc_nx_peers *t, uint64_t now, bool *failed,
 				due = URPC_MIN(due, p->tomb_until_ns);
 			continue;
 		}
+		if (late && p->last_heard_ns)
+			p->last_heard_ns = URPC_MIN(p->last_heard_ns + late, now);
 		if (p->last_heard_ns && now - p->last_heard_ns > p->timeout_ns) {
 			fail(p, "no heartbeat");
 			*failed = true;
@@ -218,6 +231,7 @@ uint64_t urpc__nxp_tick(struct urpc_nx_peers *t, uint64_t now, bool *failed,
 		if (p->last_heard_ns)
 			due = URPC_MIN(due, p->last_heard_ns + p->timeout_ns + 1);
 	}
+	t->wake_ns = due == UINT64_MAX ? 0 : due;
 	return due;
 }
 

@@ -69,6 +69,7 @@ struct urpc_nx_peer {
 struct urpc_nx_peers {
 	struct urpc_nx_peer *head;
 	unsigned count;
+	uint64_t wake_ns; /* when the last tick asked to run next (its due); 0: none */
 };
 
 /* The entry of @addr (a tombstone included), or NULL. */

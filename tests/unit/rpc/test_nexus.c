@@ -17,6 +17,7 @@
 #include <urpc/urpc.h>
 
 #include "rpc/nexus.h"
+#include "rpc/nexus_peer.h"
 #include "rpc/sm.h"
 #include "transport/verbs_dev.h"
 #include "util/log.h"
@@ -562,6 +563,59 @@ Test(nexus, garbage_datagrams_are_dropped)
 	urpc__nexus_detach_rpc(a, 3);
 	cr_assert_eq(urpc_nexus_destroy(a), 0);
 	free(q);
+}
+
+static void count_ping(void *arg, const struct urpc_nx_peer *p)
+{
+	(void)p;
+	(*(unsigned *)arg)++;
+}
+
+/*
+ * A stall of our own (the SM thread or the whole process not running) does
+ * not count as the peer's silence: a tick far later than the last one asked
+ * for credits the lateness to the peer. Silence while we do run on time
+ * still fails the peer after its timeout.
+ */
+Test(nexus, own_stall_is_not_the_peers_silence)
+{
+	const uint64_t ms = 1000000, ping = 100 * ms, timeout = 500 * ms;
+	struct urpc_nx_peers t;
+	struct sockaddr_in a;
+	struct urpc_nx_peer *p;
+	uint64_t now = 1000 * ms, due, silent_from;
+	unsigned pings = 0;
+	bool failed;
+
+	memset(&t, 0, sizeof(t));
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons(4242);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	p = urpc__nxp_get(&t, &a, ping, timeout, now);
+	cr_assert_not_null(p);
+	due = urpc__nxp_tick(&t, now, &failed, count_ping, &pings);
+	cr_assert_not(failed);
+	cr_assert_eq(pings, 1, "a new peer is pinged at once");
+	cr_assert_leq(due, now + ping);
+
+	/* Two seconds late (four timeouts): our stall, not the peer's silence. */
+	now = due + 2000 * ms;
+	due = urpc__nxp_tick(&t, now, &failed, count_ping, &pings);
+	cr_assert_not(failed, "our own 2 s stall failed a peer that had 500 ms");
+	cr_assert_eq(pings, 2, "a ping goes out on the tick after a stall");
+
+	/* From now on we run on time and the peer says nothing: it fails. */
+	silent_from = now - ping; /* at most one interval was credited beyond the last ping */
+	while (!failed && now < silent_from + 4 * timeout) {
+		now = due;
+		due = urpc__nxp_tick(&t, now, &failed, count_ping, &pings);
+	}
+	cr_assert(failed, "a silent peer was not failed while we ticked on time");
+	cr_assert_geq(now - silent_from, timeout, "failed after %llu ms of silence",
+		      (unsigned long long)((now - silent_from) / ms));
+	urpc__nxp_put(&t, p, now);
+	urpc__nxp_clear(&t);
 }
 
 Test(nexus, sm_event_names)
