@@ -361,6 +361,21 @@ int urpc__rpc_session_info(struct urpc_rpc *rpc, int session, struct urpc_sessio
 	return 0;
 }
 
+uint64_t urpc__rpc_grants(const struct urpc_rpc *rpc)
+{
+	uint64_t n = 0;
+	unsigned i, j;
+
+	for (i = 0; i < rpc->hi_session; i++) {
+		const struct urpc_session *s = rpc->sessions[i];
+
+		for (j = 0; s && j < URPC_SESSION_SLOTS; j++)
+			n += (s->role == URPC_ROLE_CLIENT ? s->cli.slots[j].grant.key
+							  : s->srv.slots[j].grant.key) != 0;
+	}
+	return n;
+}
+
 /* urpc__rpc_check() of client session @s (number @i); adds what it owes to *@owed. */
 static int check_client(const struct urpc_rpc *rpc, const struct urpc_session *s, uint32_t i,
 			uint64_t *owed, uint64_t *grants, char *why, size_t n)

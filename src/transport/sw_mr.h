@@ -86,8 +86,8 @@ struct urpc_sw_mr_table {
 	uint32_t gcap;
 	uint32_t gfree;	  /* free list of grants[]; UINT32_MAX: empty */
 	uint32_t ngrants; /* live */
-	uint64_t *
-		live_stat; /* the endpoint's grants_live counter, kept equal to ngrants; may be NULL */
+	/* The endpoint's grants_live counter, kept equal to ngrants; may be NULL. */
+	uint64_t *live_stat;
 };
 
 /* What urpc__sw_grant_check() says about a peer's request. */

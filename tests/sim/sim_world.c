@@ -1096,6 +1096,11 @@ static void check_node(struct snode *n)
 		violation("node %d: the engine owes %llu continuations, the workload is waiting "
 			  "for %llu",
 			  n->idx, (unsigned long long)owed, (unsigned long long)n->owed);
+	/* Every grant the transport holds belongs to a slot that needs it: none leaks. */
+	if (urpc__rpc_grants(n->rpc) != urpc__rpc_transport(n->rpc)->stats.grants_live)
+		violation("node %d: %llu grants in the engine's slots, %llu live in the transport",
+			  n->idx, (unsigned long long)urpc__rpc_grants(n->rpc),
+			  (unsigned long long)urpc__rpc_transport(n->rpc)->stats.grants_live);
 }
 
 /* ---- faults -------------------------------------------------------------- */
