@@ -46,7 +46,7 @@ URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o)
 	o->max_sessions = URPC_RPC_DEFAULT_MAX_SESSIONS;
 	o->numa_node = -1;
 	o->cuda_device = -1;
-	o->idle_block_us = 100;
+	o->idle_block_us = 20;
 }
 
 static uint64_t default_clock(void *arg)
