@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kv_proc.h"
 #include "transport/verbs_dev.h"
 
 #ifndef KV_SERVER
@@ -47,44 +48,11 @@ static const char *dev(const char *env)
 static void server_up(const char *out)
 {
 	char cmd[1024];
-	int i;
 
 	snprintf(cmd, sizeof(cmd), "%s --port 0 --threads 2 --transport %s %s%s > %s 2>&1",
 		 KV_SERVER, KV_KIND_NAME, *dev("URPC_TEST_DEVICE_B") ? "--device " : "",
 		 dev("URPC_TEST_DEVICE_B"), out);
-	server = fork();
-	cr_assert_geq(server, 0);
-	if (server == 0) {
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
-	/*
-	 * Poll its output for the line, as long as the server lives: a server
-	 * that exits fails the test at once, one that hangs after 60 s.
-	 */
-	for (i = 0; i < 6000 && !addr[0]; i++) {
-		char line[512];
-		FILE *f = fopen(out, "r");
-		unsigned port;
-		int st;
-
-		while (f && fgets(line, sizeof(line), f)) {
-			char *p = strstr(line, "listening on ");
-
-			if (p && sscanf(p, "listening on 127.0.0.1:%u", &port) == 1)
-				snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-		}
-		if (f)
-			fclose(f);
-		if (addr[0])
-			break;
-		if (waitpid(server, &st, WNOHANG) == server)
-			cr_assert_fail(
-				"the server exited (status 0x%x) before it listened (see %s)", st,
-				out);
-		usleep(10000);
-	}
-	cr_assert(addr[0], "the server did not say where it listens within 60 s (see %s)", out);
+	server = kv_server_spawn(cmd, out, addr, sizeof(addr));
 }
 
 static void server_down(void)

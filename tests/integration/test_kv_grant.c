@@ -30,6 +30,8 @@
 #include "transport/udp_int.h"
 #include "util/seam.h"
 
+#include "kv_proc.h"
+
 #ifndef KV_SERVER
 #error "build with -DKV_SERVER=path -DKV_CLIENT=path"
 #endif
@@ -44,38 +46,10 @@ static char addr[64];
 static void server_up(const char *out)
 {
 	char cmd[1024];
-	int i;
 
 	snprintf(cmd, sizeof(cmd), "%s --port 0 --threads 1 --transport udp > %s 2>&1", KV_SERVER,
 		 out);
-	server = fork();
-	cr_assert_geq(server, 0);
-	if (server == 0) {
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
-	/* Poll its output for the line while it lives (60 s at most). */
-	for (i = 0; i < 6000 && !addr[0]; i++) {
-		char line[512];
-		FILE *f = fopen(out, "r");
-		unsigned port;
-		int st;
-
-		while (f && fgets(line, sizeof(line), f)) {
-			char *p = strstr(line, "listening on ");
-
-			if (p && sscanf(p, "listening on 127.0.0.1:%u", &port) == 1)
-				snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-		}
-		if (f)
-			fclose(f);
-		if (addr[0])
-			break;
-		cr_assert_neq(waitpid(server, &st, WNOHANG), server, "the server exited (see %s)",
-			      out);
-		usleep(10000);
-	}
-	cr_assert(addr[0], "the server did not say where it listens (see %s)", out);
+	server = kv_server_spawn(cmd, out, addr, sizeof(addr));
 }
 
 static struct {
