@@ -26,6 +26,7 @@
 #include "rpc/rpc.h"
 #include "transport/transport.h"
 #include "transport/udp_int.h"
+#include "udp_craft.h"
 #include "util/seam.h"
 
 #ifndef GRANT_KIND
@@ -418,33 +419,6 @@ static struct sockaddr_in srv_udp_addr(void)
 	return sa;
 }
 
-/* Send an RD_REQ (or a WR_DATA of 16 bytes of 0xee) for [raddr, raddr + len) on @fd. */
-static void send_os(int fd, const struct sockaddr_in *to, bool write, uint64_t raddr, uint64_t len,
-		    uint64_t key, uint64_t token)
-{
-	uint8_t pkt[sizeof(struct udp_hdr) + sizeof(struct udp_ext) + 16];
-	struct udp_hdr h;
-	struct udp_ext e = {
-		.raddr = raddr,
-		.len = len,
-		.key = key,
-		.token = token,
-		.chunk_size = 16,
-		.reserved = 0,
-	};
-	size_t n = sizeof(h) + sizeof(e) + (write ? 16 : 0);
-
-	udp_hdr_init(&h, write ? UDP_T_WR_DATA : UDP_T_RD_REQ, 7, 0, 0);
-	memcpy(pkt, &h, sizeof(h));
-	memcpy(pkt + sizeof(h), &e, sizeof(e));
-	memset(pkt + sizeof(h) + sizeof(e), 0xee, 16);
-	if (write)
-		e.len = 16;
-	if (write)
-		memcpy(pkt + sizeof(h), &e, sizeof(e));
-	cr_assert_eq(sendto(fd, pkt, n, 0, (const struct sockaddr *)to, sizeof(*to)), (ssize_t)n);
-}
-
 Test(GRANT_NAME, crafted_one_sided_datagrams_from_another_source_are_dropped_and_counted)
 {
 	struct sockaddr_in to, me;
@@ -474,14 +448,14 @@ Test(GRANT_NAME, crafted_one_sided_datagrams_from_another_source_are_dropped_and
 	refused = stats(W.srv).os_refused;
 
 	/* A's live key and A's token, from another address: a forged source. */
-	send_os(fd, &to, false, r.addr, r.len, r.key, ca->token), sent++;
-	send_os(fd, &to, true, r.addr, r.len, r.key, ca->token), sent++;
+	udp_send_os(fd, &to, 7, false, r.addr, r.len, r.key, ca->token), sent++;
+	udp_send_os(fd, &to, 7, true, r.addr, r.len, r.key, ca->token), sent++;
 	/* Keys and tokens made up, over the whole response and around it. */
 	for (i = 0; i < 64; i++, sent++)
-		send_os(fd, &to, i & 1, r.addr - 4096 + 128 * i, 64, r.key + ((uint64_t)i << 32),
-			0x1234 + i);
+		udp_send_os(fd, &to, 7, i & 1, r.addr - 4096 + 128 * i, 64,
+			    r.key + ((uint64_t)i << 32), 0x1234 + i);
 	for (i = 0; i < 32; i++, sent++)
-		send_os(fd, &to, i & 1, r.addr, r.len, (uint64_t)i << 32 | i, ca->token);
+		udp_send_os(fd, &to, 7, i & 1, r.addr, r.len, (uint64_t)i << 32 | i, ca->token);
 	/*
 	 * The rightful session's READ, sent after them on the same socket
 	 * queue: once it completes, the server has seen every crafted one.
@@ -519,10 +493,10 @@ Test(GRANT_NAME, crafted_one_sided_datagrams_from_the_session_itself_reach_no_ot
 	fd = to_udp(urpc__rpc_transport(W.a))->fd;
 	refused = stats(W.srv).os_refused;
 	for (i = 0; i < 16; i++, sent++)
-		send_os(fd, &to, true, r.addr + i, 16, r.key, ca->token);
-	send_os(fd, &to, false, r.addr - 1, r.len, r.key, ca->token), sent++;
-	send_os(fd, &to, false, r.addr + 1, r.len, r.key, ca->token), sent++;
-	send_os(fd, &to, false, r.addr, r.len + 1, r.key, ca->token), sent++;
+		udp_send_os(fd, &to, 7, true, r.addr + i, 16, r.key, ca->token);
+	udp_send_os(fd, &to, 7, false, r.addr - 1, r.len, r.key, ca->token), sent++;
+	udp_send_os(fd, &to, 7, false, r.addr + 1, r.len, r.key, ca->token), sent++;
+	udp_send_os(fd, &to, 7, false, r.addr, r.len + 1, r.key, ca->token), sent++;
 	cr_assert_eq(probe(W.a, ca, W.srv, false, r.addr, r.key, r.len, NULL), 0);
 	cr_assert_eq(stats(W.srv).os_refused, refused + sent, "each refused (NAK to A)");
 	for (i = 0; i < W.big; i++)

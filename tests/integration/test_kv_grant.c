@@ -28,6 +28,7 @@
 #include "rpc/rpc.h"
 #include "transport/transport.h"
 #include "transport/udp_int.h"
+#include "udp_craft.h"
 #include "util/seam.h"
 
 #include "kv_proc.h"
@@ -149,28 +150,6 @@ static int probe(bool write, uint64_t raddr, uint64_t key, size_t len)
 	return c.status;
 }
 
-static void send_os(int fd, const struct sockaddr_in *to, bool write, uint64_t raddr, uint64_t len,
-		    uint64_t key, uint64_t token)
-{
-	uint8_t pkt[sizeof(struct udp_hdr) + sizeof(struct udp_ext) + 16];
-	struct udp_hdr h;
-	struct udp_ext e = {
-		.raddr = raddr,
-		.len = write ? 16 : len,
-		.key = key,
-		.token = token,
-		.chunk_size = 16,
-		.reserved = 0,
-	};
-	size_t n = sizeof(h) + sizeof(e) + (write ? 16 : 0);
-
-	udp_hdr_init(&h, write ? UDP_T_WR_DATA : UDP_T_RD_REQ, 9, 0, 0);
-	memcpy(pkt, &h, sizeof(h));
-	memcpy(pkt + sizeof(h), &e, sizeof(e));
-	memset(pkt + sizeof(h) + sizeof(e), 0xee, 16);
-	cr_assert_eq(sendto(fd, pkt, n, 0, (const struct sockaddr *)to, sizeof(*to)), (ssize_t)n);
-}
-
 Test(kv_grant, the_server_refuses_kept_and_crafted_one_sided_requests_and_keeps_serving,
      .timeout = 300)
 {
@@ -223,14 +202,14 @@ Test(kv_grant, the_server_refuses_kept_and_crafted_one_sided_requests_and_keeps_
 	to = s->peer->sa;
 	fd = to_udp(urpc__rpc_transport(C.rpc))->fd;
 	for (i = 0; i < 256; i++)
-		send_os(fd, &to, true, raddr - 65536 + 512 * i, 16, rkey + ((uint64_t)i << 32),
-			s->token);
+		udp_send_os(fd, &to, 9, true, raddr - 65536 + 512 * i, 16,
+			    rkey + ((uint64_t)i << 32), s->token);
 	/* ... and from another address, with made-up keys and tokens. */
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
 	cr_assert_geq(fd, 0);
 	for (i = 0; i < 256; i++) {
-		send_os(fd, &to, i & 1, raddr - 65536 + 512 * i, 4096, rkey + i, s->token);
-		send_os(fd, &to, true, raddr + 16 * i, 16, (uint64_t)i << 32 | (i & 63), i);
+		udp_send_os(fd, &to, 9, i & 1, raddr - 65536 + 512 * i, 4096, rkey + i, s->token);
+		udp_send_os(fd, &to, 9, true, raddr + 16 * i, 16, (uint64_t)i << 32 | (i & 63), i);
 	}
 	close(fd);
 
