@@ -141,6 +141,19 @@ void bench_sys_csv(FILE *f, const struct bench_sys *s, uint64_t rpcs)
 		(double)s->empty / d, (double)s->sleeps / d);
 }
 
+void bench_sys_csv_sides(FILE *f, const struct bench_sys *cli, uint64_t rpcs,
+			 const struct bench_sys *srv, uint64_t srv_rpcs,
+			 const struct bench_sys *bcli, const struct bench_sys *bsrv, uint64_t brpcs)
+{
+	bench_sys_csv(f, cli, rpcs);
+	fputc(',', f);
+	bench_sys_csv(f, srv, srv_rpcs);
+	fputc(',', f);
+	bench_sys_csv(f, bcli, brpcs);
+	fputc(',', f);
+	bench_sys_csv(f, bsrv, brpcs);
+}
+
 /* ---- output files ---------------------------------------------------------------- */
 
 int bench_file_open(const char *prog, const char *opt, const char *path, const char *header,

@@ -131,6 +131,16 @@ void bench_sys_fmt(char *buf, size_t len, const struct bench_sys *s, uint64_t rp
 /* The same as three (four) CSV fields: tx,rx,empty,sleeps per RPC. */
 void bench_sys_csv(FILE *f, const struct bench_sys *s, uint64_t rpcs);
 
+/*
+ * The four sides' fields in the benchmarks' CSV order: urpc client (per
+ * @rpcs), urpc server (per @srv_rpcs), raw client and raw server (per
+ * @brpcs), comma-separated.
+ */
+void bench_sys_csv_sides(FILE *f, const struct bench_sys *cli, uint64_t rpcs,
+			 const struct bench_sys *srv, uint64_t srv_rpcs,
+			 const struct bench_sys *bcli, const struct bench_sys *bsrv,
+			 uint64_t brpcs);
+
 /* ---- the client's session events and the server's handler ---------------------- */
 
 /* What a client's sm_handler saw (bench_sm_event, sm_arg = this). */

@@ -465,13 +465,8 @@ static void print_row(const struct opts *o, FILE *csv, size_t size, const struct
 			urpc_transport_str(o->cli.transport), size, u->n, u->p50, u->p99, u->p999,
 			base, b ? b->p50 : 0, b ? b->p99 : 0, b ? b->p999 : 0, sp.med, r->npairs,
 			sp.min, sp.max);
-		bench_sys_csv(csv, &r->cli, r->rpcs);
-		fputc(',', csv);
-		bench_sys_csv(csv, &r->srv, r->srv_rpcs);
-		fputc(',', csv);
-		bench_sys_csv(csv, &r->bcli, r->brpcs);
-		fputc(',', csv);
-		bench_sys_csv(csv, &r->bsrv, r->brpcs);
+		bench_sys_csv_sides(csv, &r->cli, r->rpcs, &r->srv, r->srv_rpcs, &r->bcli, &r->bsrv,
+				    r->brpcs);
 		fprintf(csv, ",%.4f,%.4f\n", sp.q1, sp.q3);
 		fflush(csv);
 	}

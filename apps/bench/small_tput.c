@@ -583,13 +583,8 @@ static void print_row(const struct opts *o, FILE *csv, unsigned window, unsigned
 			urpc_transport_str(o->cli.transport), o->size, window, batch, nsess,
 			(unsigned long long)r->rpcs_measured, rate.med, (unsigned long long)r->retx,
 			base, brate.med, ratio.med, r->nbase, ratio.min, ratio.max);
-		bench_sys_csv(csv, &r->cli, r->rpcs);
-		fputc(',', csv);
-		bench_sys_csv(csv, &r->srv, r->srv_rpcs);
-		fputc(',', csv);
-		bench_sys_csv(csv, &r->bcli, r->brpcs);
-		fputc(',', csv);
-		bench_sys_csv(csv, &r->bsrv, r->brpcs);
+		bench_sys_csv_sides(csv, &r->cli, r->rpcs, &r->srv, r->srv_rpcs, &r->bcli, &r->bsrv,
+				    r->brpcs);
 		fprintf(csv, ",%.4f,%.4f\n", ratio.q1, ratio.q3);
 		fflush(csv);
 	}
