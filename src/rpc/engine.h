@@ -163,7 +163,7 @@ struct urpc_req_handle {
 
 /* Server slot: what was queued beyond the first send of a stored response. */
 #define URPC_RESENT_RESP 0x1u /* the stored response, again */
-#define URPC_RESENT_ACK 0x2u  /* ack_h (a large request read, its handler deferred) */
+#define URPC_RESENT_ACK 0x2u  /* the ack (a large request read, its handler deferred) */
 
 /*
  * A client session's round-trip estimate (client.c): smoothed RTT and
@@ -207,19 +207,39 @@ struct urpc_cslot {
 	struct urpc_large_pkt lpkt; /* a large request's descriptor */
 };
 
-/* A server slot: the latest request on it and its stored response. */
+/*
+ * A server slot's large stored response (large.c): the application's
+ * buffer the client READs, and its grant. Cold, so it is not carried by
+ * every slot: it lives in a pool buffer of its own, whose handle it keeps
+ * (@self) to be freed with.
+ */
+struct urpc_srv_large {
+	struct urpc_msgbuf self;
+	struct urpc_msgbuf resp;    /* the response, the library's while it is stored */
+	struct urpc_tp_grant grant; /* ... granted to the client while it is stored */
+};
+
+/*
+ * A server slot: the latest request on it and its stored response. Kept
+ * small (100,000 server sessions hold 8 each): what only large messages
+ * need lives in @resp_mb or beside it (@large).
+ */
 struct urpc_sslot {
 	uint64_t cur_req_num; /* slot index + k * URPC_SESSION_SLOTS */
 	enum urpc_srv_state state;
-	uint32_t idx;		       /* this slot's index in its session */
-	uint8_t resent;		       /* URPC_RESENT_*: copies that may still be in flight */
-	uint64_t resp_epoch;	       /* rpc->tx_epoch when the stored response was last queued */
-	struct urpc_msgbuf resp_mb;    /* preallocated; holds the stored response */
-	struct urpc_msgbuf large_resp; /* a large stored response (the client reads it) */
-	struct urpc_tp_grant grant;    /* ... granted to the client while it is stored */
+	uint32_t idx;	     /* this slot's index in its session */
+	uint8_t resent;	     /* URPC_RESENT_*: copies that may still be in flight */
+	uint64_t resp_epoch; /* rpc->tx_epoch when the stored response was last queued */
+	/*
+	 * Allocated with the slot's first request; holds the stored response:
+	 * a small one's header and bytes, or a large one's descriptor (its
+	 * struct urpc_large_pkt: the header in the header room, the 24 bytes
+	 * of urpc_large_desc as data, urpc__sslot_lpkt()). While the handler
+	 * of a large request is deferred, its header room holds the ack.
+	 */
+	struct urpc_msgbuf resp_mb;
+	struct urpc_srv_large *large; /* a large stored response; NULL: none */
 	struct urpc_req_handle h;
-	struct urpc_large_pkt lpkt; /* a large response's descriptor */
-	struct urpc_pkthdr ack_h;   /* URPC_PKT_F_ACK of a large request */
 };
 
 /* A request waiting for a free slot (client). */
@@ -472,6 +492,18 @@ static_assert(sizeof(struct urpc_pkthdr) % 8 == 0, "header alignment");
 static inline struct urpc_pkthdr *urpc__mb_hdr(const struct urpc_msgbuf *mb)
 {
 	return (struct urpc_pkthdr *)(void *)(mb->buf - sizeof(struct urpc_pkthdr));
+}
+
+/*
+ * The descriptor of server slot @sl's large stored response, in its
+ * buffer: the header in the header room, the descriptor as the data (every
+ * transport's datagram carries at least 24 bytes beside the header).
+ */
+static_assert(offsetof(struct urpc_large_pkt, d) == sizeof(struct urpc_pkthdr),
+	      "a large packet is a header and its descriptor, as a buffer holds them");
+static inline struct urpc_large_pkt *urpc__sslot_lpkt(const struct urpc_sslot *sl)
+{
+	return (struct urpc_large_pkt *)(void *)urpc__mb_hdr(&sl->resp_mb);
 }
 
 /* Set bit @num of a bitmap of session numbers (busy_map, sm_map). */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Large messages (large.h). Owns the one-sided operation table (rpc->os[],
- * its free list and rpc->os_busy) and the orphans in it, and the grants
- * that let a session's peer READ a large message (urpc__grant_read()).
+ * its free list and rpc->os_busy) and the orphans in it, the grants
+ * that let a session's peer READ a large message (urpc__grant_read()), and
+ * the entries that hold a server slot's large stored response (sl->large).
  * May call: tx.h (forget a freed response's descriptor), msgbuf.h (give
  * buffers back), the pool, the transport's grant/revoke and
  * rx_burst/poll_completions.
@@ -30,6 +31,46 @@ int urpc__grant_read(struct urpc_rpc *rpc, struct urpc_session *s, const struct 
 				    urpc_strerror(ret));
 	}
 	return ret;
+}
+
+URPC_COLD int urpc__srv_large_take(struct urpc_rpc *rpc, struct urpc_sslot *sl,
+				   struct urpc_msgbuf *resp)
+{
+	struct urpc_msgbuf self;
+	struct urpc_srv_large *l;
+	int ret = urpc__pool_alloc(rpc->pool, sizeof(*l), &self);
+
+	if (unlikely(ret)) {
+		URPC_WARN_RATELIMIT(rpc->id,
+				    "no room to store a %zu-byte response (%s): the Rpc's "
+				    "message-buffer pool is capped at 1 GiB",
+				    resp->data_size, urpc_strerror(ret));
+		return ret;
+	}
+	l = (struct urpc_srv_large *)(void *)self.buf;
+	l->self = self;
+	l->resp = *resp;
+	memset(&l->grant, 0, sizeof(l->grant));
+	memset(resp, 0, sizeof(*resp));
+	/* The library's allocation now: copies the handler kept are stale. */
+	if (!urpc__mb_is_view(&l->resp))
+		urpc__pool_restamp(rpc->pool, &l->resp);
+	sl->large = l;
+	return 0;
+}
+
+URPC_COLD void urpc__srv_large_free(struct urpc_rpc *rpc, struct urpc_sslot *sl)
+{
+	struct urpc_srv_large *l = sl->large;
+	struct urpc_msgbuf self;
+
+	if (!l)
+		return;
+	urpc__grant_revoke(rpc, &l->grant);
+	urpc__mb_release(rpc, &l->resp);
+	self = l->self;
+	(void)urpc__pool_free(rpc->pool, &self);
+	sl->large = NULL;
 }
 
 URPC_COLD void urpc__large_pkt_fill(struct urpc_large_pkt *p, enum urpc_pkt_type type,
@@ -120,10 +161,9 @@ void urpc__os_session_gone(struct urpc_rpc *rpc, struct urpc_session *s)
 	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
 		struct urpc_sslot *sl = &s->srv.slots[i];
 
-		urpc__grant_revoke(rpc, &sl->grant);
-		if (sl->large_resp.buf) {
-			urpc__tx_forget(rpc, &sl->lpkt.h, NULL);
-			urpc__mb_release(rpc, &sl->large_resp);
+		if (sl->large) {
+			urpc__tx_forget(rpc, urpc__mb_hdr(&sl->resp_mb), NULL);
+			urpc__srv_large_free(rpc, sl);
 		}
 	}
 }

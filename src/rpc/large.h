@@ -55,6 +55,21 @@ static inline void urpc__grant_revoke(struct urpc_rpc *rpc, struct urpc_tp_grant
 		rpc->tp->ops->revoke(rpc->tp, g);
 }
 
+/*
+ * Server slot @sl stores the large response @resp, which the library takes
+ * (@resp is zeroed; copies the application kept become stale): it moves to
+ * an entry of its own (sl->large), not yet granted. 0, or -ENOMEM (no pool
+ * buffer for the entry: logged, nothing taken). Cold.
+ */
+int urpc__srv_large_take(struct urpc_rpc *rpc, struct urpc_sslot *sl, struct urpc_msgbuf *resp);
+
+/*
+ * Server slot @sl's large stored response is over (read, given up, or
+ * its session gone): its grant revoked, the response and its entry given
+ * back, sl->large NULL. Nothing when it has none. Cold.
+ */
+void urpc__srv_large_free(struct urpc_rpc *rpc, struct urpc_sslot *sl);
+
 /* Describe the grant @g in @p for the peer to READ. Cold. */
 void urpc__large_pkt_fill(struct urpc_large_pkt *p, enum urpc_pkt_type type, uint8_t req_type,
 			  const struct urpc_tp_grant *g, uint32_t dest, uint64_t req_num,

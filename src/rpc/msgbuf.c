@@ -270,7 +270,10 @@ void urpc__mb_held(const struct urpc_rpc *rpc, size_t *bufs, size_t *views)
 		if (s->role == URPC_ROLE_SERVER) {
 			for (j = 0; j < URPC_SESSION_SLOTS; j++) {
 				held_add(&s->srv.slots[j].resp_mb, bufs, views);
-				held_add(&s->srv.slots[j].large_resp, bufs, views);
+				if (!s->srv.slots[j].large)
+					continue;
+				held_add(&s->srv.slots[j].large->self, bufs, views);
+				held_add(&s->srv.slots[j].large->resp, bufs, views);
 			}
 			continue;
 		}

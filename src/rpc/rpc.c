@@ -370,8 +370,10 @@ uint64_t urpc__rpc_grants(const struct urpc_rpc *rpc)
 		const struct urpc_session *s = rpc->sessions[i];
 
 		for (j = 0; s && j < URPC_SESSION_SLOTS; j++)
-			n += (s->role == URPC_ROLE_CLIENT ? s->cli.slots[j].grant.key
-							  : s->srv.slots[j].grant.key) != 0;
+			n += s->role == URPC_ROLE_CLIENT
+				     ? s->cli.slots[j].grant.key != 0
+				     : s->srv.slots[j].large != NULL &&
+					       s->srv.slots[j].large->grant.key != 0;
 	}
 	return n;
 }
@@ -435,16 +437,16 @@ static int check_server(const struct urpc_session *s, uint32_t i, uint64_t *gran
 		const struct urpc_sslot *sl = &s->srv.slots[j];
 
 		deferred += sl->state == URPC_SRV_IN_HANDLER;
-		/* A large stored response is granted to the client exactly while it is stored. */
-		if ((sl->grant.key != 0) !=
-		    (sl->large_resp.buf != NULL && sl->state == URPC_SRV_RESPONDED)) {
-			snprintf(why, n,
-				 "server session %u slot %u: %s, large response %d, grant %d", i, j,
-				 urpc__srv_state_str(sl->state), sl->large_resp.buf != NULL,
-				 sl->grant.key != 0);
+		/*
+		 * A large response is stored only once answered, and granted to
+		 * the client exactly while it is stored.
+		 */
+		if (sl->large && (sl->state != URPC_SRV_RESPONDED || !sl->large->grant.key)) {
+			snprintf(why, n, "server session %u slot %u: %s, large response, grant %d",
+				 i, j, urpc__srv_state_str(sl->state), sl->large->grant.key != 0);
 			return -EFAULT;
 		}
-		*grants += sl->grant.key != 0;
+		*grants += sl->large != NULL;
 	}
 	if (deferred != s->srv.deferred) {
 		snprintf(why, n, "server session %u: %u slots in handler, deferred says %u", i,

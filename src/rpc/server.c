@@ -29,39 +29,55 @@
 
 #define SLOT_MASK (URPC_SESSION_SLOTS - 1)
 
+/* A large stored response is its descriptor in resp_mb: sent the same way. */
 static inline URPC_ALWAYS_INLINE void server_send_resp(struct urpc_rpc *rpc, struct urpc_session *s,
 						       struct urpc_sslot *sl)
 {
-	if (unlikely(sl->large_resp.buf))
-		urpc__tx_push(rpc, s->peer, &sl->lpkt.h, sizeof(sl->lpkt.d), 0);
-	else
-		urpc__tx_push(rpc, s->peer, urpc__mb_hdr(&sl->resp_mb),
-			      (uint32_t)sl->resp_mb.data_size, sl->resp_mb.priv_lkey);
+	urpc__tx_push(rpc, s->peer, urpc__mb_hdr(&sl->resp_mb), (uint32_t)sl->resp_mb.data_size,
+		      sl->resp_mb.priv_lkey);
 	sl->resp_epoch = rpc->tx_epoch;
 }
 
 /*
  * Tell the client that the large request in server slot @sl has been read
- * (its handler answers later). A copy may still be queued: it is the same
- * bytes, so it is built only once per request.
+ * (its handler answers later). The ack is built in the header room of the
+ * slot's buffer, which no response uses until the handler answers. A copy
+ * may still be queued: it is the same bytes, so it is built only once per
+ * request.
  */
 static URPC_COLD void server_send_ack(struct urpc_rpc *rpc, struct urpc_session *s,
 				      struct urpc_sslot *sl)
 {
+	struct urpc_pkthdr *ack = urpc__mb_hdr(&sl->resp_mb);
+
 	if (!(sl->resent & URPC_RESENT_ACK)) {
-		urpc__pkthdr_fill(&sl->ack_h, URPC_PKT_RESP, sl->h.req_type, 0, 0, s->remote_num,
+		urpc__pkthdr_fill(ack, URPC_PKT_RESP, sl->h.req_type, 0, 0, s->remote_num,
 				  sl->cur_req_num, s->token);
-		sl->ack_h.flags = URPC_PKT_F_ACK;
+		ack->flags = URPC_PKT_F_ACK;
 		sl->resent |= URPC_RESENT_ACK;
 	}
-	urpc__tx_push(rpc, s->peer, &sl->ack_h, 0, 0);
+	urpc__tx_push(rpc, s->peer, ack, 0, sl->resp_mb.priv_lkey);
 	rpc->st.acks_sent++;
+}
+
+/*
+ * The handler of server slot @sl answers a large request that was acked:
+ * the ack's header room takes the answer's header now, so no copy of the
+ * ack may still be queued or in flight. Cold.
+ */
+static URPC_COLD void server_drop_ack(struct urpc_rpc *rpc, struct urpc_sslot *sl)
+{
+	urpc__tx_forget(rpc, urpc__mb_hdr(&sl->resp_mb), NULL);
+	rpc->tp->ops->tx_flush(rpc->tp);
+	sl->resent &= (uint8_t)~URPC_RESENT_ACK;
 }
 
 /* Answer the request in server slot @sl with error @err (a positive errno). */
 static void server_error_resp(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
 			      uint8_t req_type, int err)
 {
+	if (unlikely(sl->resent & URPC_RESENT_ACK))
+		server_drop_ack(rpc, sl);
 	urpc__pkthdr_fill(urpc__mb_hdr(&sl->resp_mb), URPC_PKT_RESP, req_type, (uint16_t)err, 0,
 			  s->remote_num, sl->cur_req_num, s->token);
 	sl->resp_mb.data_size = 0;
@@ -77,17 +93,13 @@ static void server_error_resp(struct urpc_rpc *rpc, struct urpc_session *s, stru
  */
 static void server_retire_resp(struct urpc_rpc *rpc, struct urpc_sslot *sl)
 {
+	/* The ack and a large response's descriptor were queued from there too. */
 	urpc__tx_forget(rpc, urpc__mb_hdr(&sl->resp_mb), NULL);
-	urpc__tx_forget(rpc, &sl->lpkt.h, NULL);
-	if (sl->resent & URPC_RESENT_ACK)
-		urpc__tx_forget(rpc, &sl->ack_h, NULL);
 	if (sl->resent)
 		rpc->tp->ops->tx_flush(rpc->tp);
 	sl->resent = 0;
-	if (sl->large_resp.buf) {
-		urpc__grant_revoke(rpc, &sl->grant);
-		urpc__mb_release(rpc, &sl->large_resp);
-	}
+	if (sl->large)
+		urpc__srv_large_free(rpc, sl);
 }
 
 /* Run the handler of the request in server slot @sl over @data. */
@@ -239,7 +251,7 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 	}
 	if (unlikely(!sl->resp_mb.buf) && !server_slot_buf(rpc, sl))
 		return;
-	if (unlikely(sl->resp_epoch == rpc->tx_epoch || sl->resent || sl->large_resp.buf))
+	if (unlikely(sl->resp_epoch == rpc->tx_epoch || sl->resent || sl->large))
 		server_retire_resp(rpc, sl);
 
 	hd = &rpc->handlers[h->req_type];
@@ -316,8 +328,7 @@ static inline bool resp_dropped(struct urpc_rpc *rpc, struct urpc_session *s, st
 	if (likely(s->state == URPC_SESS_CONNECTED))
 		return false;
 	urpc__srv_set(rpc, sl, URPC_SRV_IDLE);
-	if (sl->large_resp.buf)
-		urpc__mb_release(rpc, &sl->large_resp); /* never granted */
+	urpc__srv_large_free(rpc, sl); /* never granted */
 	if (!s->srv.deferred)
 		urpc__sess_free(rpc, s);
 	return true;
@@ -341,7 +352,7 @@ static URPC_COLD void resp_copy_failed(struct urpc_rpc *rpc, struct urpc_session
 /*
  * The response the handler gave for server slot @sl cannot be sent (@err:
  * -EMSGSIZE, too long for its buffer or the limit; -EINVAL, not a buffer
- * the library can send from): answer the request with the error instead
+ * the library can send from; -ENOMEM, no room to store it): answer the request with the error instead
  * (EMSGSIZE, or EIO), so that the client is not left waiting and the slot
  * takes requests again. Returns @err for the handler. Cold.
  */
@@ -362,8 +373,9 @@ static URPC_COLD int resp_refused(struct urpc_rpc *rpc, struct urpc_session *s,
  * slot @sl: the library takes it, copied into the slot's buffer when it fits
  * a datagram, else kept as the large stored response. Returns 0 (send it),
  * 1 (taken, but answered with EIO already: a GPU copy failed), or -EINVAL
- * (not a buffer of this Rpc's, or lent to a request) or -EMSGSIZE (longer
- * than its capacity or the limit), not taken. Cold: out of the way of the
+ * (not a buffer of this Rpc's, or lent to a request), -EMSGSIZE (longer
+ * than its capacity or the limit) or -ENOMEM (no room to store a large
+ * one), not taken. Cold: out of the way of the
  * slot's own buffer.
  */
 static URPC_COLD int resp_take(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
@@ -384,16 +396,10 @@ static URPC_COLD int resp_take(struct urpc_rpc *rpc, struct urpc_session *s, str
 		resp_copy_failed(rpc, s, sl, resp, ret);
 		return 1;
 	}
-	if (resp->data_size <= rpc->max_msg) {
-		sl->resp_mb.data_size = resp->data_size;
-		urpc__mb_release(rpc, resp);
-	} else {
-		sl->large_resp = *resp;
-		memset(resp, 0, sizeof(*resp));
-		/* The library's allocation now: copies the handler kept are stale. */
-		if (!urpc__mb_is_view(&sl->large_resp))
-			urpc__pool_restamp(rpc->pool, &sl->large_resp);
-	}
+	if (resp->data_size > rpc->max_msg)
+		return urpc__srv_large_take(rpc, sl, resp);
+	sl->resp_mb.data_size = resp->data_size;
+	urpc__mb_release(rpc, resp);
 	return 0;
 }
 
@@ -423,15 +429,18 @@ URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *re
 	/* Reset while the response was deferred: dropped. */
 	if (unlikely(resp_dropped(rpc, s, sl)))
 		return 0;
-	if (unlikely(sl->large_resp.buf)) {
+	if (unlikely(sl->resent & URPC_RESENT_ACK))
+		server_drop_ack(rpc, sl);
+	if (unlikely(sl->large)) {
 		/* The client may READ exactly these bytes while they are stored. */
-		if (unlikely(urpc__grant_read(rpc, s, &sl->large_resp, &sl->grant))) {
-			urpc__mb_release(rpc, &sl->large_resp);
+		if (unlikely(urpc__grant_read(rpc, s, &sl->large->resp, &sl->large->grant))) {
+			urpc__srv_large_free(rpc, sl);
 			server_error_resp(rpc, s, sl, h->req_type, EIO);
 			return 0;
 		}
-		urpc__large_pkt_fill(&sl->lpkt, URPC_PKT_RESP, h->req_type, &sl->grant,
-				     s->remote_num, sl->cur_req_num, s->token);
+		urpc__large_pkt_fill(urpc__sslot_lpkt(sl), URPC_PKT_RESP, h->req_type,
+				     &sl->large->grant, s->remote_num, sl->cur_req_num, s->token);
+		sl->resp_mb.data_size = sizeof(struct urpc_large_desc);
 	} else
 		urpc__pkthdr_from(urpc__mb_hdr(&sl->resp_mb), &s->tx_hdr, h->req_type,
 				  (uint32_t)sl->resp_mb.data_size, sl->cur_req_num);

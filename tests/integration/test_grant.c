@@ -257,11 +257,11 @@ static struct stored stored_resp(void)
 	cr_assert_not_null(ss);
 	r.sl = &ss->srv.slots[0];
 	cr_assert_eq(r.sl->state, URPC_SRV_RESPONDED);
-	cr_assert_not_null(r.sl->large_resp.buf);
-	cr_assert_neq(r.sl->grant.key, 0, "a stored large response is granted");
-	r.addr = le64toh(r.sl->lpkt.d.addr);
-	r.len = le64toh(r.sl->lpkt.d.len);
-	r.key = le64toh(r.sl->lpkt.d.key);
+	cr_assert_not_null(r.sl->large);
+	cr_assert_neq(r.sl->large->grant.key, 0, "a stored large response is granted");
+	r.addr = le64toh(urpc__sslot_lpkt(r.sl)->d.addr);
+	r.len = le64toh(urpc__sslot_lpkt(r.sl)->d.len);
+	r.key = le64toh(urpc__sslot_lpkt(r.sl)->d.key);
 	return r;
 }
 
@@ -276,7 +276,7 @@ Test(GRANT_NAME, a_response_descriptor_reaches_exactly_the_message)
 	cr_assert_eq(call(W.a, W.sa, T_BIG, 8), 0);
 	r = stored_resp();
 	/* The descriptor names the message's bytes, not its pool chunk. */
-	cr_assert_eq(r.addr, (uint64_t)(uintptr_t)r.sl->large_resp.buf);
+	cr_assert_eq(r.addr, (uint64_t)(uintptr_t)r.sl->large->resp.buf);
 	cr_assert_eq(r.len, W.big);
 	got = malloc(W.big);
 	cr_assert_not_null(got);
@@ -295,7 +295,7 @@ Test(GRANT_NAME, a_response_descriptor_reaches_exactly_the_message)
 	cr_assert_eq(probe(W.a, ca, W.srv, true, r.addr + r.len, r.key, 16, NULL), -EACCES,
 		     "a WRITE past it");
 	for (size_t i = 0; i < W.big; i++)
-		cr_assert_eq(r.sl->large_resp.buf[i], pat(i), "byte %zu was written", i);
+		cr_assert_eq(r.sl->large->resp.buf[i], pat(i), "byte %zu was written", i);
 	cr_assert_geq(stats(W.srv).os_refused, 5);
 	free(got);
 	world_down();
@@ -328,7 +328,7 @@ Test(GRANT_NAME, a_grant_for_session_a_fails_from_session_b_and_with_a_wrong_tok
 	tpa->ops->set_peer_token(tpa, ca->peer, ca->token);
 	cr_assert_geq(stats(W.srv).os_dropped, dropped + 4, "dropped and counted");
 	for (size_t i = 0; i < W.big; i++)
-		cr_assert_eq(r.sl->large_resp.buf[i], pat(i), "byte %zu was written", i);
+		cr_assert_eq(r.sl->large->resp.buf[i], pat(i), "byte %zu was written", i);
 	/* The rightful session still reads it; both sessions keep working. */
 	cr_assert_eq(probe(W.a, ca, W.srv, false, r.addr, r.key, r.len, NULL), 0);
 	cr_assert_eq(call(W.b, W.sb, T_BIG, 8), 0);
@@ -347,8 +347,7 @@ Test(GRANT_NAME, a_kept_response_descriptor_reads_nothing_once_the_request_is_ov
 	r = stored_resp();
 	/* The client's next request on that slot says it is done with the answer. */
 	cr_assert_eq(call(W.a, W.sa, T_SMALL, 8), 0);
-	cr_assert_eq(r.sl->grant.key, 0);
-	cr_assert_null(r.sl->large_resp.buf);
+	cr_assert_null(r.sl->large, "the stored large response and its grant are gone");
 	cr_assert_eq(probe(W.a, ca, W.srv, false, r.addr, r.key, r.len, NULL), -EACCES,
 		     "READ after the request");
 	cr_assert_eq(probe(W.a, ca, W.srv, true, r.addr, r.key, 16, NULL), -EACCES,
@@ -465,7 +464,7 @@ Test(GRANT_NAME, crafted_one_sided_datagrams_from_another_source_are_dropped_and
 	cr_assert_eq(stats(W.srv).os_refused, refused, "none answered");
 	cr_assert_eq(recv(fd, buf, sizeof(buf), MSG_DONTWAIT), -1, "nothing came back");
 	for (i = 0; i < W.big; i++)
-		cr_assert_eq(r.sl->large_resp.buf[i], pat(i), "byte %u was written", i);
+		cr_assert_eq(r.sl->large->resp.buf[i], pat(i), "byte %u was written", i);
 	close(fd);
 	/* The server goes on serving both sessions. */
 	cr_assert_eq(call(W.a, W.sa, T_BIG, 8), 0);
@@ -500,7 +499,7 @@ Test(GRANT_NAME, crafted_one_sided_datagrams_from_the_session_itself_reach_no_ot
 	cr_assert_eq(probe(W.a, ca, W.srv, false, r.addr, r.key, r.len, NULL), 0);
 	cr_assert_eq(stats(W.srv).os_refused, refused + sent, "each refused (NAK to A)");
 	for (i = 0; i < W.big; i++)
-		cr_assert_eq(r.sl->large_resp.buf[i], pat(i), "byte %u was written", i);
+		cr_assert_eq(r.sl->large->resp.buf[i], pat(i), "byte %u was written", i);
 	/* A's transport ignores the NAKs for operations it never posted; all goes on. */
 	cr_assert_eq(call(W.a, W.sa, T_BIG, W.big), 0);
 	cr_assert_eq(call(W.b, W.sb, T_BIG, 8), 0);
