@@ -381,6 +381,9 @@ struct urpc_rpc {
 	uint16_t os_free; /* free list of os[], URPC_OS_NIL at the end */
 	uint32_t os_busy; /* entries in use */
 	struct urpc_tp_tx tx[URPC_TX_BATCH];
+	/* SM packets for the next flush (session_sm.c), sent in one system call */
+	unsigned smo_n;
+	struct urpc_sm_dgram smo[URPC_SM_OUT_BATCH];
 	struct urpc_rpc_stats st;
 	uint64_t bad_transitions; /* illegal slot or session transitions (slot.h); must stay 0 */
 };

@@ -4,8 +4,8 @@
  * Owns the pass (rpc->now, rpc->in_loop), the timer scan (next_scan_ns,
  * the clearing of the busy and SM-timer bitmaps) and the idle sleep
  * (wake_fd).
- * May call: everything below it: session.h, client.h, server.h, large.h,
- * tx.h; the SM queue; the transport's rx_burst/rx_release/
+ * May call: everything below it: session.h, session_sm.h (the SM outbox),
+ * client.h, server.h, large.h, tx.h; the SM queue; the transport's rx_burst/rx_release/
  * poll_completions/wait_arm/wait_ack; ppoll() (only in the idle sleep).
  */
 #define _GNU_SOURCE /* ppoll */
@@ -22,6 +22,7 @@
 #include "large.h"
 #include "server.h"
 #include "session.h"
+#include "session_sm.h"
 #include "tx.h"
 
 #define SCAN_INTERVAL_NS 1000000ull /* timers are looked at once a millisecond */
@@ -202,6 +203,11 @@ static unsigned loop_once(struct urpc_rpc *rpc)
 		work++;
 		urpc__tx_flush(rpc);
 	}
+	/* Session management of the whole pass (and of calls since the last): one sendmmsg. */
+	if (unlikely(rpc->smo_n)) {
+		work++;
+		urpc__sm_out_flush(rpc);
+	}
 	rpc->in_loop = false;
 	return work;
 }
@@ -237,7 +243,7 @@ static bool idle_wake_time(const struct urpc_rpc *rpc, uint64_t *wake_ns)
 	uint32_t w, nw = (rpc->hi_session + 63) / 64;
 	uint64_t t = UINT64_MAX;
 
-	if (rpc->have_pending || rpc->ntx || rpc->os_busy || rpc->srv_deferred)
+	if (rpc->have_pending || rpc->ntx || rpc->smo_n || rpc->os_busy || rpc->srv_deferred)
 		return false;
 	/* Only sessions with a timer: busy clients and armed SM timers (the bitmaps). */
 	for (w = 0; w < nw; w++) {

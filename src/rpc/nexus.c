@@ -38,6 +38,7 @@
 
 #include "../util/log.h"
 #include "../util/seam.h"
+#include "nexus_io.h"
 #include "nexus_peer.h"
 
 /* ---- public API ---------------------------------------------------------- */
@@ -110,14 +111,46 @@ static void reply_cookie(struct urpc_nexus *nx, const struct urpc_sm_pkt *req)
 }
 
 /*
+ * The Rpcs a batch of received datagrams was pushed to: they are woken
+ * once, when the batch has been routed (kick_rpcs()), not once a packet.
+ */
+struct rx_batch {
+	uint64_t pushed[NEXUS_MAX_RPCS / 64]; /* bit per Rpc id */
+};
+
+/*
+ * Wake the Rpcs of @b that sleep, and forget them. SM thread only; under
+ * nx->lock, as route()'s push: the Rpc may close its eventfd as soon as
+ * detach returns. An id whose Rpc went meanwhile wakes nothing (or the
+ * Rpc attached in its place, needlessly).
+ */
+static void kick_rpcs(struct urpc_nexus *nx, struct rx_batch *b)
+{
+	unsigned w;
+
+	pthread_mutex_lock(&nx->lock);
+	for (w = 0; w < URPC_ARRAY_SIZE(b->pushed); w++) {
+		while (b->pushed[w]) {
+			unsigned id = w * 64 + (unsigned)__builtin_ctzll(b->pushed[w]);
+
+			b->pushed[w] &= b->pushed[w] - 1;
+			if (nx->rpcs[id])
+				urpc__sm_queue_kick(nx->rpcs[id]);
+		}
+	}
+	pthread_mutex_unlock(&nx->lock);
+}
+
+/*
  * Hand a decoded packet to the Rpc it is for: requests to server_rpc_id,
  * responses and RESET to client_rpc_id. SM thread only; takes nx->lock
  * around the lookup and the push so that detach can wait the push out. The
  * push also wakes an Rpc that sleeps in its idle event loop (it writes the
  * Rpc's eventfd, see sm.h); inside the lock, so the Rpc may close that fd
- * as soon as detach returns.
+ * as soon as detach returns. Within batch @b (not NULL), the wake-up waits
+ * for kick_rpcs() at the end of the batch.
  */
-static void route(struct urpc_nexus *nx, const struct urpc_sm_pkt *p)
+static void route(struct urpc_nexus *nx, const struct urpc_sm_pkt *p, struct rx_batch *b)
 {
 	bool is_req = urpc__sm_pkt_is_req(p->type);
 	uint8_t id = urpc__sm_pkt_to_server(p->type) ? p->server_rpc_id : p->client_rpc_id;
@@ -126,8 +159,12 @@ static void route(struct urpc_nexus *nx, const struct urpc_sm_pkt *p)
 
 	pthread_mutex_lock(&nx->lock);
 	q = nx->rpcs[id];
-	if (q)
+	if (q && b) {
+		ret = urpc__sm_queue_push_quiet(q, p);
+		b->pushed[id / 64] |= 1ull << (id % 64);
+	} else if (q) {
 		ret = urpc__sm_queue_push(q, p);
+	}
 	pthread_mutex_unlock(&nx->lock);
 
 	if (q) {
@@ -248,11 +285,12 @@ void urpc__nexus_peer_put(struct urpc_nexus *nx, struct urpc_nx_peer *p)
 
 /*
  * One datagram of @n bytes (its real length, perhaps more than @buf holds)
- * from @from: decoded and routed, or dropped and counted. SM thread only
- * (in a simulation, the simulator's thread).
+ * from @from: decoded and routed (within batch @b, or alone: NULL), or
+ * dropped and counted. SM thread only (in a simulation, the simulator's
+ * thread).
  */
 static void sm_input(struct urpc_nexus *nx, const uint8_t *buf, size_t n,
-		     const struct sockaddr_in *from)
+		     const struct sockaddr_in *from, struct rx_batch *b)
 {
 	struct urpc_sm_pkt pkt;
 
@@ -292,36 +330,63 @@ static void sm_input(struct urpc_nexus *nx, const uint8_t *buf, size_t n,
 			   pkt.rpc_inc, urpc__now_ns()))
 		notify_rpcs(nx);
 	pthread_mutex_unlock(&nx->lock);
-	route(nx, &pkt);
+	route(nx, &pkt, b);
+}
+
+/*
+ * Receive up to SM_RX_BATCH datagrams in one system call and route them;
+ * the Rpcs they went to are woken once, at the end. Returns how many came
+ * (0: none waiting, or the socket failed). SM thread only.
+ */
+static unsigned sm_rx_batch(struct urpc_nexus *nx)
+{
+	uint8_t buf[SM_RX_BATCH][URPC_SM_PKT_MAX];
+	struct sockaddr_in from[SM_RX_BATCH];
+	struct mmsghdr m[SM_RX_BATCH];
+	struct iovec iov[SM_RX_BATCH];
+	struct rx_batch b;
+	unsigned i;
+	int n;
+
+	memset(m, 0, sizeof(m));
+	memset(from, 0, sizeof(from));
+	for (i = 0; i < SM_RX_BATCH; i++) {
+		iov[i].iov_base = buf[i];
+		iov[i].iov_len = sizeof(buf[i]);
+		m[i].msg_hdr.msg_iov = &iov[i];
+		m[i].msg_hdr.msg_iovlen = 1;
+		m[i].msg_hdr.msg_name = &from[i];
+		m[i].msg_hdr.msg_namelen = sizeof(from[i]);
+	}
+	/* MSG_TRUNC: msg_len is each datagram's real length, so oversized ones are caught. */
+	do
+		n = recvmmsg(nx->fd, m, SM_RX_BATCH, MSG_DONTWAIT | MSG_TRUNC, NULL);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0) {
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			URPC_WARN_RATELIMIT(-1, "recvmmsg on the SM socket: %s",
+					    urpc_strerror(-errno));
+		return 0;
+	}
+	memset(&b, 0, sizeof(b));
+	for (i = 0; i < (unsigned)n; i++) {
+		if (m[i].msg_hdr.msg_namelen < sizeof(from[i]) || from[i].sin_family != AF_INET)
+			from[i].sin_family = AF_UNSPEC;
+		sm_input(nx, buf[i], m[i].msg_len, &from[i], &b);
+	}
+	kick_rpcs(nx, &b);
+	return (unsigned)n;
 }
 
 /* Receive and route up to SM_RX_BUDGET datagrams. SM thread only. */
 static void sm_rx(struct urpc_nexus *nx)
 {
-	uint8_t buf[URPC_SM_PKT_MAX];
-	unsigned i;
+	unsigned got = 0, n;
 
-	for (i = 0; i < SM_RX_BUDGET; i++) {
-		struct sockaddr_in from;
-		socklen_t from_len = sizeof(from);
-		ssize_t n;
-
-		memset(&from, 0, sizeof(from));
-		/* MSG_TRUNC: n is the datagram's real length, so oversized ones are caught. */
-		n = recvfrom(nx->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC,
-			     (struct sockaddr *)&from, &from_len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				URPC_WARN_RATELIMIT(-1, "recvfrom on the SM socket: %s",
-						    urpc_strerror(-errno));
-			return;
-		}
-		if (from_len < sizeof(from) || from.sin_family != AF_INET)
-			from.sin_family = AF_UNSPEC;
-		sm_input(nx, buf, (size_t)n, &from);
-	}
+	do {
+		n = sm_rx_batch(nx);
+		got += n;
+	} while (n == SM_RX_BATCH && got < SM_RX_BUDGET);
 }
 
 /*
@@ -536,46 +601,5 @@ uint64_t urpc__nexus_cookie(struct urpc_nexus *nx, const struct sockaddr_in *fro
 void urpc__nexus_sm_input(struct urpc_nexus *nx, const uint8_t *buf, size_t len,
 			  const struct sockaddr_in *from)
 {
-	sm_input(nx, buf, len, from);
-}
-
-/* ---- internal interface (nexus.h) ---------------------------------------- */
-
-/*
- * Encode @p and send it to @to from the SM socket. 0 or -errno; not logged
- * (the caller knows the context) and not retried. Thread: any.
- */
-int urpc__nexus_sm_send(struct urpc_nexus *nx, const struct sockaddr_in *to,
-			const struct urpc_sm_pkt *p)
-{
-	uint8_t buf[URPC_SM_PKT_MAX];
-	struct urpc_sm_pkt out = *p;
-	size_t len;
-	ssize_t n;
-
-	out.nexus_inc = nx->incarnation;
-	out.nexus_epoch = atomic_load_explicit(&nx->epoch, memory_order_relaxed);
-	/* From an Rpc (a request from a client, an answer from a server), or the Nexus's own. */
-	out.rpc_inc = 0;
-	if (p->type != URPC_SM_PKT_NX_PING && p->type != URPC_SM_PKT_NX_PONG)
-		out.rpc_inc = atomic_load_explicit(
-			&nx->rpc_inc[urpc__sm_pkt_to_server(p->type) ? p->client_rpc_id
-								     : p->server_rpc_id],
-			memory_order_relaxed);
-	len = urpc__sm_encode(&out, buf);
-
-	if (nx->sim) {
-		n = nx->net.send(nx->net.arg, nx, to, buf, len);
-		if (n < 0)
-			return (int)n;
-		stat_inc(&nx->stats.sm_tx);
-		return 0;
-	}
-	do {
-		n = sendto(nx->fd, buf, len, 0, (const struct sockaddr *)to, sizeof(*to));
-	} while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-	stat_inc(&nx->stats.sm_tx);
-	return 0;
+	sm_input(nx, buf, len, from, NULL);
 }

@@ -29,6 +29,7 @@
 #include <urpc/urpc.h>
 
 #include "../util/addr.h"
+#include "nexus_io.h"
 #include "nexus_table.h"
 #include "nexus_types.h"
 #include "sm.h"
@@ -36,14 +37,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/*
- * Send one SM packet to the Nexus at @to from this Nexus's socket. 0 or
- * -errno (a failed send is not retried here; SM requests are retried by
- * their sender). Thread: any (one sendto on a shared socket).
- */
-int urpc__nexus_sm_send(struct urpc_nexus *nx, const struct sockaddr_in *to,
-			const struct urpc_sm_pkt *p);
 
 int urpc__nexus_create_sim(const char *host, uint16_t port, const struct urpc_sm_net *net,
 			   struct urpc_nexus **out);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The Nexus's insides, shared by nexus.c (the SM thread, routing,
- * heartbeats, create/destroy) and nexus_table.c (the Rpc and handler
- * tables and the accessors) and nobody else.
+ * heartbeats, create/destroy), nexus_table.c (the Rpc and handler
+ * tables and the accessors) and nexus_io.c (sending) and nobody else.
  */
 #ifndef URPC_RPC_NEXUS_INT_H
 #define URPC_RPC_NEXUS_INT_H
@@ -21,6 +21,7 @@
 #define NEXUS_MAX_HANDLERS 256 /* req types are uint8_t */
 #define SM_POLL_MS 50	       /* the SM thread re-checks its stop flag this often */
 #define SM_RX_BUDGET 64	       /* datagrams handled per wake-up before re-checking */
+#define SM_RX_BATCH 32	       /* datagrams taken per system call (recvmmsg) */
 
 struct urpc_nexus {
 	struct urpc_sm_net net; /* simulated: send through it; no socket, no thread */

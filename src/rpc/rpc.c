@@ -4,8 +4,9 @@
  * options and teardown, its statistics, and the hooks tests use. Owns
  * struct urpc_rpc's setup fields (options, transport, pool, registration
  * cache, SM queue, tables) and their release.
- * May call: every file below (session.h, session_table.h, large.h,
- * msgbuf.h, client.h for the bookkeeping check, tx.h), the Nexus, the
+ * May call: every file below (session.h, session_sm.h to flush the SM
+ * outbox before it goes, session_table.h, large.h, msgbuf.h, client.h for
+ * the bookkeeping check, tx.h), the Nexus, the
  * transport's create/destroy, the pool and registration cache, the CUDA
  * loader (placing the port near a GPU).
  */
@@ -25,6 +26,7 @@
 #include "large.h"
 #include "msgbuf.h"
 #include "session.h"
+#include "session_sm.h"
 #include "session_src.h"
 #include "session_table.h"
 #include "states.h"
@@ -261,6 +263,8 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 		if (s)
 			urpc__session_transition(rpc, s, URPC_SEV_RPC_DESTROY, -ECONNRESET);
 	}
+	/* Their DISCONNECT_REQs and RESETs, and what calls since the last pass queued. */
+	urpc__sm_out_flush(rpc);
 	/* Continuations may have allocated; they may not have destroyed us (in_cb). */
 	for (i = 0; i < rpc->hi_session; i++)
 		if (rpc->sessions[i])

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Session-management packets out (session_sm.h). Owns nothing.
- * May call: the Nexus's SM send, the transport's get_endpoint, the peer
- * Nexus's cookie (nexus_peer.h).
+ * Session-management packets out (session_sm.h). Owns the Rpc's SM outbox
+ * (rpc->smo, rpc->smo_n).
+ * May call: the Nexus's SM sends (nexus_io.h), the transport's
+ * get_endpoint, the peer Nexus's cookie (nexus_peer.h).
  */
 #define URPC_LOG_MODULE "session"
 #include "session_sm.h"
@@ -12,15 +13,20 @@
 #include "../util/log.h"
 #include "nexus_peer.h"
 
+void urpc__sm_out_flush(struct urpc_rpc *rpc)
+{
+	unsigned n = rpc->smo_n;
+
+	rpc->smo_n = 0;
+	if (n)
+		rpc->st.sm_pkts_tx += urpc__nexus_sm_send_batch(rpc->nx, rpc->smo, n, rpc->id);
+}
+
 void urpc__sm_out_send(struct urpc_rpc *rpc, const struct sockaddr_in *to, struct urpc_sm_pkt *p)
 {
-	int ret = urpc__nexus_sm_send(rpc->nx, to, p);
-
-	if (ret)
-		URPC_WARN_RATELIMIT(rpc->id, "sending %s failed: %s",
-				    urpc__sm_pkt_type_str(p->type), urpc_strerror(ret));
-	else
-		rpc->st.sm_pkts_tx++;
+	if (rpc->smo_n == URPC_SM_OUT_BATCH)
+		urpc__sm_out_flush(rpc);
+	urpc__nexus_sm_pack(rpc->nx, to, p, &rpc->smo[rpc->smo_n++]);
 }
 
 /* An SM packet about session @s, from its side of the session. */

@@ -275,11 +275,10 @@ static void sm_queue_signal(struct urpc_sm_queue *q)
 
 /*
  * Copy @p into the next free slot. 0, or -EAGAIN when full (nothing queued).
- * Producer only (the Nexus's SM thread); takes no lock, and makes a syscall
- * (one eventfd write) only while the consumer has announced a sleep.
+ * Producer only (the Nexus's SM thread); takes no lock, makes no syscall.
  * The indices run free and wrap at 2^32; head - tail is the fill level.
  */
-int urpc__sm_queue_push(struct urpc_sm_queue *q, const struct urpc_sm_pkt *p)
+static int queue_put(struct urpc_sm_queue *q, const struct urpc_sm_pkt *p)
 {
 	/* Only this thread writes head: a relaxed load reads its own store. */
 	uint32_t head = atomic_load_explicit(&q->head, memory_order_relaxed);
@@ -298,6 +297,15 @@ int urpc__sm_queue_push(struct urpc_sm_queue *q, const struct urpc_sm_pkt *p)
 	 * the slot written above is visible before the new head.
 	 */
 	atomic_store_explicit(&q->head, head + 1, memory_order_release);
+	return 0;
+}
+
+/*
+ * Wake the consumer if it has announced a sleep, after one or more pushes.
+ * Producer only: a syscall (one eventfd write) only while it sleeps.
+ */
+void urpc__sm_queue_kick(struct urpc_sm_queue *q)
+{
 	/*
 	 * The lost wake-up: the consumer announces a sleep and then looks at
 	 * head; we publish head and then look at sleeping. Each side stores
@@ -313,11 +321,30 @@ int urpc__sm_queue_push(struct urpc_sm_queue *q, const struct urpc_sm_pkt *p)
 	 *    at once;
 	 *  - ours first: the consumer's pop after its fence sees the new
 	 *    head, and it does not sleep.
+	 * Pushes before one kick are covered alike: their heads were all
+	 * published before the fence.
 	 */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (unlikely(atomic_load_explicit(&q->sleeping, memory_order_relaxed)))
 		sm_queue_signal(q);
-	return 0;
+}
+
+/*
+ * queue_put() and the kick: a syscall (one eventfd write) only while the
+ * consumer has announced a sleep.
+ */
+int urpc__sm_queue_push(struct urpc_sm_queue *q, const struct urpc_sm_pkt *p)
+{
+	int ret = queue_put(q, p);
+
+	if (!ret)
+		urpc__sm_queue_kick(q);
+	return ret;
+}
+
+int urpc__sm_queue_push_quiet(struct urpc_sm_queue *q, const struct urpc_sm_pkt *p)
+{
+	return queue_put(q, p);
 }
 
 /*

@@ -163,6 +163,18 @@ void urpc__sm_queue_set_wake_fd(struct urpc_sm_queue *q, int fd);
  */
 int urpc__sm_queue_push(struct urpc_sm_queue *q, const struct urpc_sm_pkt *p);
 
+/*
+ * Producer only: push() without the wake-up, for a burst of pushes that
+ * ends with one urpc__sm_queue_kick(). 0, or -EAGAIN when full.
+ */
+int urpc__sm_queue_push_quiet(struct urpc_sm_queue *q, const struct urpc_sm_pkt *p);
+
+/*
+ * Producer only: wake the consumer if it sleeps, for every push_quiet()
+ * before this call (the same ordering as push()).
+ */
+void urpc__sm_queue_kick(struct urpc_sm_queue *q);
+
 /* Consumer only. 1 and *p filled, or 0 when empty. */
 int urpc__sm_queue_pop(struct urpc_sm_queue *q, struct urpc_sm_pkt *p);
 

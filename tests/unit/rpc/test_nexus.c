@@ -7,9 +7,11 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -357,6 +359,61 @@ Test(nexus, responses_and_reset_reach_the_client_rpc)
 	cr_assert_eq(urpc_nexus_destroy(b), 0);
 	free(client);
 	free(server);
+}
+
+/*
+ * An Rpc's outbox goes out in one batch (sendmmsg), more than one system
+ * call's worth here; a datagram the socket refuses (port 0) loses only
+ * itself. The receiving SM thread takes them in batches (recvmmsg), routes
+ * them in order and wakes the sleeping Rpc.
+ */
+Test(nexus, a_batch_arrives_in_order_and_a_refused_datagram_loses_only_itself)
+{
+	enum { N = URPC_SM_OUT_BATCH + 9, BAD = 7 };
+	struct urpc_nexus *a = nexus_new(), *b = nexus_new();
+	struct urpc_sm_queue *client = queue_new();
+	struct urpc_sm_dgram *d = calloc(N, sizeof(*d));
+	struct sockaddr_in to = addr_of(a), nowhere;
+	struct urpc_nexus_stats st;
+	struct urpc_sm_pkt p, got;
+	struct pollfd pfd;
+	int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	unsigned i;
+
+	cr_assert_not_null(d);
+	cr_assert_geq(efd, 0);
+	urpc__sm_queue_set_wake_fd(client, efd);
+	cr_assert_eq(urpc__nexus_attach_rpc(a, 5, client), 0);
+	memset(&nowhere, 0, sizeof(nowhere));
+	nowhere.sin_family = AF_INET;
+	nowhere.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	for (i = 0; i < N; i++) {
+		make_req(&p, URPC_SM_PKT_CONNECT_RESP, 5, 6);
+		p.seq = 1000 + i;
+		urpc__nexus_sm_pack(b, i == BAD ? &nowhere : &to, &p, &d[i]);
+	}
+	urpc__sm_queue_sleep_begin(client); /* as an idle Rpc does before poll() */
+	cr_assert_eq(urpc__nexus_sm_send_batch(b, d, N, -1), N - 1);
+	urpc__nexus_get_stats(b, &st);
+	cr_assert_eq(st.sm_tx, N - 1);
+	pfd = (struct pollfd){.fd = efd, .events = POLLIN};
+	cr_assert_eq(poll(&pfd, 1, WAIT_MS), 1, "the sleeping Rpc was not woken");
+	urpc__sm_queue_sleep_end(client, true);
+	for (i = 0; i < N; i++) {
+		if (i == BAD)
+			continue;
+		cr_assert_eq(wait_pop(client, &got, WAIT_MS), 1, "datagram %u is missing", i);
+		cr_assert_eq(got.seq, 1000 + i, "datagram %u came out of order", i);
+	}
+	cr_assert_eq(urpc__sm_queue_pop(client, &got), 0);
+	cr_assert_eq(wait_stat(a, offsetof(struct urpc_nexus_stats, sm_rx), N - 1), N - 1);
+
+	urpc__nexus_detach_rpc(a, 5);
+	cr_assert_eq(urpc_nexus_destroy(a), 0);
+	cr_assert_eq(urpc_nexus_destroy(b), 0);
+	close(efd);
+	free(client);
+	free(d);
 }
 
 Test(nexus, requests_for_a_missing_rpc_are_answered)
