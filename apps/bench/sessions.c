@@ -60,6 +60,7 @@ struct result {
 	double rate;
 	uint64_t retransmits, resp_bufs;
 	double hb_pps;
+	double srv_us, cli_us; /* CPU microseconds per RPC: server process, clients (0: n/a) */
 };
 
 static void usage(FILE *f)
@@ -89,12 +90,21 @@ static void usage(FILE *f)
 		"    Then the workers send %d-byte requests, which the server echoes, round\n"
 		"    robin over all their sessions with W outstanding in all (W/P each, at\n"
 		"    most one per session; each answer sends the next request). After\n"
-		"    %.1f s of warm-up each worker measures for SEC seconds and on until\n"
+		"    %.1f s of warm-up, and once every session has had its turn (the\n"
+		"    buffers a session's first request makes both sides take are in\n"
+		"    place), each worker measures for SEC seconds and on until\n"
 		"    every one of its sessions has completed an RPC (at most %.0f s more),\n"
 		"    while all of them keep the traffic going until the last is done: the\n"
 		"    rate is the sum of the workers' RPCs per second, and the active column\n"
 		"    counts the sessions that completed an RPC in the span (N when all of\n"
-		"    them are active). The heartbeat column is the NX_PING and NX_PONG\n"
+		"    them are active). CPU per RPC is the processes' user and system time\n"
+		"    (getrusage) over the RPCs of the measured spans: the workers' in\n"
+		"    theirs, and this process's (the server Rpc and its Nexus) from the\n"
+		"    last worker's start to the last one's end; on loop\n"
+		"    the one thread's, both sides together, in the server column. Unlike\n"
+		"    the rate it hardly depends on how much of the host the benchmark\n"
+		"    gets, so the cpu/first ratio (the first count's CPU per RPC over\n"
+		"    this one's) is what a host of our own would give as rate/first. The heartbeat column is the NX_PING and NX_PONG\n"
 		"    packets the server's Nexus sent and received per second meanwhile\n"
 		"    (urpc_nexus_get_stats()): one per peer process and interval each way,\n"
 		"    whatever N. Finally the sessions are disconnected and every Rpc\n"
@@ -153,13 +163,15 @@ static void usage(FILE *f)
 		"    connects per second, server bytes per session idle and active, the\n"
 		"    response buffers the server holds, RPCs/s with all active, active\n"
 		"    sessions, the clients' retransmissions, heartbeat packets per second,\n"
-		"    and the rate relative to the first count of the same round. Then a\n"
-		"    summary table, one row per count: the medians over the rounds of the\n"
-		"    connect time, the bytes and the rate, and the median ratio to the\n"
-		"    first count with its range. Progress goes to stderr. CSV columns:\n"
-		"    transport, sessions, connect_s, rss_before, rss_after,\n"
+		"    the rate relative to the first count of the same round, and the CPU\n"
+		"    microseconds per RPC of the server and the clients. Then a summary\n"
+		"    table, one row per count: the medians over the rounds of the connect\n"
+		"    time, the bytes, the rate and the CPU per RPC, and the median ratios\n"
+		"    to the first count with their ranges. Progress goes to stderr. CSV\n"
+		"    columns: transport, sessions, connect_s, rss_before, rss_after,\n"
 		"    bytes_per_session (server, active), rpcs, rate, active, retransmits,\n"
-		"    ratio_first, round, procs, bytes_per_session_idle, resp_bufs, hb_pps.\n"
+		"    ratio_first, round, procs, bytes_per_session_idle, resp_bufs, hb_pps,\n"
+		"    srv_cpu_us, cli_cpu_us.\n"
 		"\n"
 		"EXIT STATUS\n"
 		"    0 on success; 1 when a setup step fails (including a count the engine\n"
@@ -277,12 +289,11 @@ static int get_reply(const struct worker_proc *w, struct sess_reply *r)
 	return r->status;
 }
 
-/* Send @c to workers 0..n-1 (with n_i, window_i split), gather their replies in @r. */
-static int all_workers(struct worker_proc *w, unsigned n, struct sess_cmd c, unsigned long total,
-		       unsigned long window, unsigned long batch, struct sess_reply *r)
+/* Send @c to workers 0..n-1 (with n_i, window_i split). */
+static int send_all(struct worker_proc *w, unsigned n, struct sess_cmd c, unsigned long total,
+		    unsigned long window, unsigned long batch)
 {
 	unsigned i;
-	int ret = 0, st;
 
 	for (i = 0; i < n; i++) {
 		c.n = total / n + (i < total % n);
@@ -291,11 +302,53 @@ static int all_workers(struct worker_proc *w, unsigned n, struct sess_cmd c, uns
 		if (send_cmd(&w[i], &c))
 			return -EIO;
 	}
-	for (i = 0; i < n; i++) {
+	return 0;
+}
+
+/* Send @c to workers 0..n-1 (with n_i, window_i split), gather their replies in @r. */
+static int all_workers(struct worker_proc *w, unsigned n, struct sess_cmd c, unsigned long total,
+		       unsigned long window, unsigned long batch, struct sess_reply *r)
+{
+	unsigned i;
+	int ret = send_all(w, n, c, total, window, batch), st;
+
+	for (i = 0; !ret && i < n; i++) {
 		st = get_reply(&w[i], &r[i]);
 		if (st && !ret)
 			ret = st;
 	}
+	return ret;
+}
+
+/*
+ * TRAFFIC to workers 0..n-1: each answers twice, when its measured span
+ * starts and when it ends (once, when it fails first). *@cpu_s: this
+ * process's CPU time from the last start to the last end, the server's
+ * share of the measured spans.
+ */
+static int traffic_workers(struct worker_proc *w, unsigned n, struct sess_cmd c,
+			   unsigned long total, unsigned long window, struct sess_reply *r,
+			   double *cpu_s)
+{
+	bool done[MAX_PROCS];
+	unsigned i;
+	int ret = send_all(w, n, c, total, window, 1), st;
+
+	for (i = 0; !ret && i < n; i++) {
+		st = get_reply(&w[i], &r[i]);
+		done[i] = !r[i].started;
+		if (st && !ret)
+			ret = st;
+	}
+	*cpu_s = sess_cpu_s();
+	for (i = 0; i < n; i++) {
+		if (done[i] || ret == -EIO)
+			continue;
+		st = get_reply(&w[i], &r[i]);
+		if (st && !ret)
+			ret = st;
+	}
+	*cpu_s = sess_cpu_s() - *cpu_s;
 	return ret;
 }
 
@@ -316,8 +369,8 @@ static int run_procs(struct urpc_nexus *nx, const struct opts *o, struct worker_
 {
 	struct sess_reply rep[MAX_PROCS];
 	struct sess_cmd c;
+	double t0, srv_cpu, cli_cpu = 0;
 	uint64_t hb0;
-	double t0;
 	unsigned i;
 	int ret, status = 1;
 
@@ -344,13 +397,18 @@ static int run_procs(struct urpc_nexus *nx, const struct opts *o, struct worker_
 	hb0 = heartbeats(nx);
 	t0 = bench_now_s();
 	c.op = SESS_OP_TRAFFIC;
-	ret = all_workers(w, r->procs, c, r->sessions, o->window, o->connect_batch, rep);
+	ret = traffic_workers(w, r->procs, c, r->sessions, o->window, rep, &srv_cpu);
 	r->hb_pps = (double)(heartbeats(nx) - hb0) / (bench_now_s() - t0);
 	for (i = 0; !ret && i < r->procs; i++) {
 		r->rpcs += rep[i].t.rpcs;
 		r->rate += (double)rep[i].t.rpcs / rep[i].t.span_s;
 		r->active += rep[i].t.active;
 		r->retransmits += rep[i].t.retransmits;
+		cli_cpu += rep[i].t.cpu_s;
+	}
+	if (!ret && r->rpcs) {
+		r->srv_us = srv_cpu * 1e6 / (double)r->rpcs;
+		r->cli_us = cli_cpu * 1e6 / (double)r->rpcs;
 	}
 	c.op = SESS_OP_STOP;
 	if (all_workers(w, r->procs, c, r->sessions, o->window, o->connect_batch, rep) && !ret)
@@ -400,6 +458,8 @@ static int run_local(struct urpc_nexus *nx, const struct opts *o, struct bench_s
 	r->rate = t.span_s > 0 ? (double)t.rpcs / t.span_s : 0;
 	r->active = t.active;
 	r->retransmits = t.retransmits;
+	if (!ret && t.rpcs)
+		r->srv_us = t.cpu_s * 1e6 / (double)t.rpcs; /* both sides, one thread */
 	if (!ret && r->active == r->sessions)
 		status = 0;
 	else if (!ret)
@@ -468,17 +528,30 @@ static double median(double *v, unsigned n, double *lo, double *hi)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* CPU per RPC, both sides: a loop run's is all in srv_us. */
+static double cpu_us(const struct result *x)
+{
+	return x->srv_us + x->cli_us;
+}
+
+/* The first count's CPU per RPC over @x's (0: not measured). */
+static double cpu_ratio(const struct result *first, const struct result *x)
+{
+	return cpu_us(first) > 0 && cpu_us(x) > 0 ? cpu_us(first) / cpu_us(x) : 0;
+}
+
 static void summary(const struct opts *o, const struct result *res, const double *ratio,
 		    unsigned nruns)
 {
 	double conn[MAX_RUNS], idle[MAX_RUNS], act[MAX_RUNS], rate[MAX_RUNS], rat[MAX_RUNS];
+	double srv[MAX_RUNS], cli[MAX_RUNS], crat[MAX_RUNS];
 	double lo, hi, rlo, rhi, mrate, mrat;
 	unsigned i, k, m;
 
 	printf("\nSummary over %lu round(s): medians, [min-max] where it varies\n\n", o->repeat);
 	printf("| sessions | connect s | srv B/session idle | srv B/session active | RPCs/s "
-	       "| rate/first |\n");
-	printf("|---:|---:|---:|---:|---:|---:|\n");
+	       "| rate/first | srv CPU us/RPC | cli CPU us/RPC | cpu/first |\n");
+	printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (i = 0; i < o->ncounts; i++) {
 		for (m = 0, k = i; k < nruns; k += o->ncounts, m++) {
 			conn[m] = res[k].connect_s;
@@ -486,6 +559,9 @@ static void summary(const struct opts *o, const struct result *res, const double
 			act[m] = res[k].bytes_active;
 			rate[m] = res[k].rate;
 			rat[m] = ratio[k];
+			srv[m] = res[k].srv_us;
+			cli[m] = res[k].cli_us;
+			crat[m] = cpu_ratio(&res[k - i], &res[k]);
 		}
 		if (!m)
 			continue;
@@ -494,7 +570,10 @@ static void summary(const struct opts *o, const struct result *res, const double
 		printf(" %.0f |", median(act, m, &lo, &hi));
 		mrate = median(rate, m, &rlo, &rhi);
 		mrat = median(rat, m, &lo, &hi);
-		printf(" %.0f [%.0f-%.0f] | %.2f [%.2f-%.2f] |\n", mrate, rlo, rhi, mrat, lo, hi);
+		printf(" %.0f [%.0f-%.0f] | %.2f [%.2f-%.2f] |", mrate, rlo, rhi, mrat, lo, hi);
+		printf(" %.2f | %.2f |", median(srv, m, &lo, &hi), median(cli, m, &lo, &hi));
+		mrat = median(crat, m, &lo, &hi);
+		printf(" %.2f [%.2f-%.2f] |\n", mrat, lo, hi);
 	}
 }
 
@@ -523,7 +602,7 @@ int main(int argc, char **argv)
 	if (bench_file_open(PROG, "--csv", o.cli.csv,
 			    "transport,sessions,connect_s,rss_before,rss_after,bytes_per_session,"
 			    "rpcs,rate,active,retransmits,ratio_first,round,procs,"
-			    "bytes_per_session_idle,resp_bufs,hb_pps\n",
+			    "bytes_per_session_idle,resp_bufs,hb_pps,srv_cpu_us,cli_cpu_us\n",
 			    &csv)) {
 		status = 1;
 		goto out_workers;
@@ -542,8 +621,8 @@ int main(int argc, char **argv)
 	       o.busy_poll ? ", busy-polling" : "");
 	printf("| round | sessions | procs | connect s | connects/s | srv B/session idle "
 	       "| srv B/session active | resp bufs | RPCs/s | active | retx | heartbeats/s "
-	       "| rate/first |\n");
-	printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+	       "| rate/first | srv CPU us/RPC | cli CPU us/RPC |\n");
+	printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	fflush(stdout);
 	for (r = 0; r < o.repeat && !status; r++) {
 		for (i = 0; i < o.ncounts && !status; i++) {
@@ -556,22 +635,23 @@ int main(int argc, char **argv)
 			first = res[nruns - i].rate;
 			ratio[nruns] = first > 0 ? x->rate / first : 0;
 			printf("| %u | %lu | %u | %.2f | %.0f | %.0f | %.0f | %llu | %.0f | %lu "
-			       "| %llu | %.1f | %.2f |\n",
+			       "| %llu | %.1f | %.2f | %.2f | %.2f |\n",
 			       r + 1, x->sessions, x->procs, x->connect_s,
 			       (double)x->sessions / x->connect_s, x->bytes_idle, x->bytes_active,
 			       (unsigned long long)x->resp_bufs, x->rate, x->active,
-			       (unsigned long long)x->retransmits, x->hb_pps, ratio[nruns]);
+			       (unsigned long long)x->retransmits, x->hb_pps, ratio[nruns],
+			       x->srv_us, x->cli_us);
 			fflush(stdout);
 			if (csv) {
 				fprintf(csv,
 					"%s,%lu,%.3f,%zu,%zu,%.0f,%lu,%.1f,%lu,%llu,%.4f,%u,%u,%.0f,"
-					"%llu,%.1f\n",
+					"%llu,%.1f,%.3f,%.3f\n",
 					urpc_transport_str(o.cli.transport), x->sessions,
 					x->connect_s, x->rss_before, x->rss_after, x->bytes_active,
 					x->rpcs, x->rate, x->active,
 					(unsigned long long)x->retransmits, ratio[nruns], r + 1,
 					x->procs, x->bytes_idle, (unsigned long long)x->resp_bufs,
-					x->hb_pps);
+					x->hb_pps, x->srv_us, x->cli_us);
 				fflush(csv);
 			}
 			nruns++;

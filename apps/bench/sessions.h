@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/resource.h>
 
 #include <urpc/urpc.h>
 
@@ -39,6 +40,8 @@ struct sess_client {
 	unsigned long window, next, outstanding, completed, errors, nused;
 	int first_error;
 	bool measuring, stopping;
+	void (*on_start)(void *arg); /* called when the measured span starts; may be NULL */
+	void *start_arg;
 };
 
 /* What a client reports of its traffic. */
@@ -47,7 +50,19 @@ struct sess_traffic {
 	double span_s;	      /* its length */
 	unsigned long active; /* sessions that completed one in it */
 	uint64_t retransmits;
+	double cpu_s; /* this process's CPU time in the span (user + system) */
 };
+
+/* CPU seconds (user + system) this process has used so far. */
+static inline double sess_cpu_s(void)
+{
+	struct rusage u;
+
+	if (getrusage(RUSAGE_SELF, &u))
+		return 0;
+	return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+	       (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
 
 /*
  * Create the client Rpc (default options but @transport, @device,
@@ -62,10 +77,11 @@ int sess_client_connect(struct sess_client *c, struct urpc_nexus *nx, struct ben
 
 /*
  * Traffic, @window requests outstanding round robin over all sessions:
- * after SESS_WARMUP_S, measure for @duration_s and on until every session
- * completed an RPC (at most SESS_STALL_S more), then report in *@t; if
- * @more is set, keep the traffic going until more(@arg) returns false.
- * 0 or -errno (reported).
+ * after SESS_WARMUP_S and once every session has had its turn (so the
+ * buffers both sides take on a session's first request are in place),
+ * measure for @duration_s and on until every session completed an RPC (at
+ * most SESS_STALL_S more), then report in *@t; if @more is set, keep the
+ * traffic going until more(@arg) returns false. 0 or -errno (reported).
  */
 int sess_client_traffic(struct sess_client *c, unsigned long window, double duration_s,
 			struct sess_traffic *t, bool (*more)(void *arg), void *arg);
@@ -93,7 +109,8 @@ struct sess_cmd {
 };
 
 struct sess_reply {
-	int status; /* 0 or -errno */
+	bool started; /* TRAFFIC's first answer: the measured span starts now */
+	int status;   /* 0 or -errno */
 	double connect_s;
 	struct sess_traffic t;
 };

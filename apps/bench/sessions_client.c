@@ -228,7 +228,7 @@ static int drain(struct sess_client *c)
 int sess_client_traffic(struct sess_client *c, unsigned long window, double duration_s,
 			struct sess_traffic *t, bool (*more)(void *arg), void *arg)
 {
-	double now = bench_now_s(), t_start = now + SESS_WARMUP_S, t0 = 0, t_seen = now;
+	double now = bench_now_s(), t_start = now + SESS_WARMUP_S, t0 = 0, t_seen = now, cpu0 = 0;
 	struct urpc_rpc_stats before, after;
 	unsigned long c0 = 0, seen = 0;
 	bool measured = false;
@@ -266,8 +266,11 @@ int sess_client_traffic(struct sess_client *c, unsigned long window, double dura
 			fprintf(stderr, SESS_PROG ": no RPC completed for %.0f s\n", SESS_STALL_S);
 			return -ETIMEDOUT;
 		}
-		if (!measured && !t0 && now >= t_start) {
-			t0 = now;
+		if (!measured && !t0 && now >= t_start && c->completed >= c->n + c->window) {
+			if (c->on_start)
+				c->on_start(c->start_arg);
+			t0 = bench_now_s();
+			cpu0 = sess_cpu_s();
 			c0 = c->completed;
 			c->measuring = true;
 		} else if (!measured && t0 && now - t0 >= duration_s &&
@@ -280,6 +283,7 @@ int sess_client_traffic(struct sess_client *c, unsigned long window, double dura
 			t->span_s = now - t0;
 			t->active = c->nused;
 			t->retransmits = after.retransmits - before.retransmits;
+			t->cpu_s = sess_cpu_s() - cpu0;
 			if (!more)
 				break;
 		}
@@ -352,6 +356,16 @@ static int reply(int fd, const struct sess_reply *r)
 	return write(fd, r, sizeof(*r)) == (ssize_t)sizeof(*r) ? 0 : -EIO;
 }
 
+/* The measured span starts: tell the main process, which times the server from now. */
+static void worker_started(void *arg)
+{
+	struct worker *w = arg;
+	struct sess_reply r = {.started = true, .status = 0};
+
+	if (reply(w->rep_fd, &r))
+		fprintf(stderr, SESS_PROG ": worker: cannot report the start\n");
+}
+
 /* Called once measured: report, then keep going until the main process says STOP. */
 static bool worker_more(void *arg)
 {
@@ -398,8 +412,11 @@ int sess_worker_main(int cmd_fd, int rep_fd)
 		case SESS_OP_TRAFFIC: {
 			struct worker w = {.cmd_fd = cmd_fd, .rep_fd = rep_fd, .t = &r.t};
 
+			c.on_start = worker_started;
+			c.start_arg = &w;
 			r.status = sess_client_traffic(&c, cmd.window, cmd.duration_s, &r.t,
 						       worker_more, &w);
+			c.on_start = NULL;
 			if (!w.replied) {
 				if (!r.status)
 					r.status = -EIO;
