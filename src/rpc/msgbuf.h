@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../mem/cuda.h"
+#include "../util/copy.h"
 #include "engine.h"
 
 #ifdef __cplusplus
@@ -50,7 +51,7 @@ static inline int urpc__mb_copy_out(void *dst, const struct urpc_msgbuf *mb, siz
 {
 	if (unlikely(urpc__mb_gpu(mb)))
 		return urpc__cuda_copy_to_host(dst, mb->buf, len) ? -EIO : 0;
-	memcpy(dst, mb->buf, len);
+	urpc__copy(dst, mb->buf, len);
 	return 0;
 }
 
@@ -58,7 +59,7 @@ static inline int urpc__mb_copy_in(struct urpc_msgbuf *mb, const void *src, size
 {
 	if (unlikely(urpc__mb_gpu(mb)))
 		return urpc__cuda_copy_to_device(mb->buf, src, len) ? -EIO : 0;
-	memcpy(mb->buf, src, len);
+	urpc__copy(mb->buf, src, len);
 	return 0;
 }
 

@@ -24,14 +24,26 @@ void urpc__tx_forget(struct urpc_rpc *rpc, const void *hdr, const struct urpc_tp
 
 /*
  * Queue the datagram @hdr + @data_len payload bytes that follow it for the
- * next tx_burst; flushes when the batch is full. The bytes must stay
- * unchanged until the transport is done with them (see tx_flush).
+ * next tx_burst, into a batch that has room (rpc->ntx < URPC_TX_BATCH).
+ * The bytes must stay unchanged until the transport is done with them (see
+ * tx_flush).
  */
+static inline void urpc__tx_put(struct urpc_rpc *rpc, struct urpc_tp_peer *peer,
+				const struct urpc_pkthdr *hdr, uint32_t data_len, uint32_t lkey)
+{
+	struct urpc_tp_tx *t = &rpc->tx[rpc->ntx++];
+
+	t->peer = peer;
+	t->hdr = hdr;
+	t->hdr_len = (uint32_t)sizeof(*hdr) + data_len;
+	t->hdr_lkey = lkey;
+	t->data_len = 0;
+}
+
+/* As urpc__tx_put(), into any batch: flushes it first when it is full. */
 static inline void urpc__tx_push(struct urpc_rpc *rpc, struct urpc_tp_peer *peer,
 				 const struct urpc_pkthdr *hdr, uint32_t data_len, uint32_t lkey)
 {
-	struct urpc_tp_tx *t;
-
 	if (unlikely(rpc->ntx == URPC_TX_BATCH)) {
 		urpc__tx_flush(rpc);
 		if (rpc->ntx == URPC_TX_BATCH) {
@@ -40,12 +52,7 @@ static inline void urpc__tx_push(struct urpc_rpc *rpc, struct urpc_tp_peer *peer
 			rpc->tx_epoch++;
 		}
 	}
-	t = &rpc->tx[rpc->ntx++];
-	t->peer = peer;
-	t->hdr = hdr;
-	t->hdr_len = (uint32_t)sizeof(*hdr) + data_len;
-	t->hdr_lkey = lkey;
-	t->data_len = 0;
+	urpc__tx_put(rpc, peer, hdr, data_len, lkey);
 }
 
 #ifdef __cplusplus

@@ -20,6 +20,13 @@ extern "C" {
 #define URPC_COLD __attribute__((cold, noinline))
 /* For a small hot function with few callers, where the call itself costs. */
 #define URPC_ALWAYS_INLINE __attribute__((always_inline))
+/*
+ * Keep the value of @x in a register from here on: GCC otherwise computes
+ * the address of a slot in a session again at each use inside the large,
+ * fully inlined event-loop pass (callgrind on urpc-cpu-cost: 28
+ * instructions per RPC). Emits nothing.
+ */
+#define URPC_KEEP(x) __asm__("" : "+r"(x))
 #define URPC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #ifndef container_of
