@@ -2,9 +2,10 @@
 /*
  * The verbs transport's top: endpoint create/destroy, peers (connections
  * and their address handles), memory registration, idle waiting and the
- * ops table. It calls down into verbs_ud.c (datagrams), verbs_hs.c (the
- * RC handshake), verbs_rc.c (RC connections and one-sided operations) and
- * verbs_ctl.c (the outbox of control messages); none of them calls up.
+ * ops table. It calls down into verbs_ud.c (datagrams), verbs_mw.c
+ * (grants), verbs_hs.c (the RC handshake), verbs_rc.c (RC connections and
+ * one-sided operations) and verbs_ctl.c (the outbox of control messages);
+ * none of them calls up.
  * verbs_int.h holds the types; tp_default.h the ops it does not have
  * (ep_host: a verbs endpoint is a QP on the fabric, not an IP host).
  *
@@ -29,6 +30,7 @@
 #include "verbs_ctl.h"
 #include "verbs_dev.h"
 #include "verbs_hs.h"
+#include "verbs_mw.h"
 #include "verbs_rc.h"
 #include "verbs_ud.h"
 
@@ -42,6 +44,7 @@ static const struct urpc_tp_ops verbs_ops;
 
 static void verbs_free(struct verbs_tp *v)
 {
+	urpc__verbs_mw_fini(v);
 	urpc__verbs_ud_free(v);
 	if (v->send_cq)
 		ibv_destroy_cq(v->send_cq);
@@ -168,6 +171,7 @@ static int verbs_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	if (v->base.max_inline)
 		v->base.caps |= URPC_TP_CAP_INLINE;
 	urpc__verbs_rc_init(v);
+	urpc__verbs_mw_init(v);
 
 	v->base.ops = &verbs_ops;
 	URPC_DBG(cfg->id, "verbs on %s:%u (GID %d, MTU %u, UD QPN %u, inline %u)", v->port.dev,
@@ -326,6 +330,7 @@ static void peer_free(struct verbs_tp *v, struct urpc_tp_peer *h)
 {
 	struct verbs_conn *c = h->conn;
 
+	urpc__verbs_mw_peer_gone(v, h);
 	urpc__verbs_rc_peer_quiesce(v, h);
 	if (h->prev)
 		h->prev->next = h->next;
@@ -352,52 +357,26 @@ static void verbs_release_peer(struct urpc_tp *tp, struct urpc_tp_peer *peer)
 #define VERBS_ACCESS_ALL URPC_TP_ACCESS_ALL
 
 /*
- * Verbs access flags for URPC_TP_ACCESS_* bits (local write always). No
- * memory windows yet: a registration that grants may be made on is opened
- * on the MR itself for that access, and a grant is the MR's key (issue 11,
- * item 2: type-2 windows make it exact).
+ * Verbs access flags for URPC_TP_ACCESS_* bits (local write always). The
+ * GRANT_* bits open nothing by themselves: they let grants be made on the
+ * registration (verbs_mw.c).
  */
-static int ibv_access(unsigned access)
+static int ibv_access(const struct verbs_tp *v, unsigned access)
 {
 	int flags = IBV_ACCESS_LOCAL_WRITE;
 
-	if (access & (URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_GRANT_READ))
+	if (access & URPC_TP_ACCESS_REMOTE_READ)
 		flags |= IBV_ACCESS_REMOTE_READ;
-	if (access & (URPC_TP_ACCESS_REMOTE_WRITE | URPC_TP_ACCESS_GRANT_WRITE))
+	if (access & URPC_TP_ACCESS_REMOTE_WRITE)
 		flags |= IBV_ACCESS_REMOTE_WRITE;
+	if (access & (URPC_TP_ACCESS_GRANT_READ | URPC_TP_ACCESS_GRANT_WRITE))
+		flags |= urpc__verbs_mw_reg_access(v);
 	return flags;
 }
 
 /* The RC QP names the peer: no token travels. */
 static void verbs_set_peer_token(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t token)
 {
-}
-
-/* For now the MR's own key (see ibv_access()): as wide as the registration. */
-static int verbs_grant(struct urpc_tp *tp, struct urpc_tp_peer *peer, const struct urpc_tp_mr *mr,
-		       const void *addr, size_t len, unsigned access, struct urpc_tp_grant *g)
-{
-	uintptr_t a = (uintptr_t)addr, base = mr ? (uintptr_t)mr->addr : 0;
-
-	if (unlikely(!peer || !mr || !mr->handle || !len || !access ||
-		     (access & ~(URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE)) ||
-		     ((access << 2) & ~mr->access) || a < base || len > mr->len ||
-		     a - base > mr->len - len))
-		return -EINVAL;
-	g->addr = a;
-	g->len = len;
-	g->key = mr->rkey;
-	g->access = access;
-	g->handle = 0;
-	tp->stats.grants_live++;
-	return 0;
-}
-
-static void verbs_revoke(struct urpc_tp *tp, struct urpc_tp_grant *g)
-{
-	if (g->key)
-		tp->stats.grants_live--;
-	g->key = 0;
 }
 
 static void mr_fill(struct verbs_tp *v, struct urpc_tp_mr *mr, struct ibv_mr *m, void *addr,
@@ -420,7 +399,7 @@ static int verbs_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned ac
 
 	if (!addr || !len || !mr || (access & ~VERBS_ACCESS_ALL))
 		return -EINVAL;
-	m = ibv_reg_mr(v->pd, addr, len, ibv_access(access));
+	m = ibv_reg_mr(v->pd, addr, len, ibv_access(v, access));
 	if (!m) {
 		int ret = -errno ? -errno : -ENOMEM;
 
@@ -440,7 +419,7 @@ static int verbs_reg_dmabuf(struct urpc_tp *tp, int fd, uint64_t offset, size_t 
 
 	if (fd < 0 || !len || !mr || (access & ~VERBS_ACCESS_ALL))
 		return -EINVAL;
-	m = ibv_reg_dmabuf_mr(v->pd, offset, len, iova, fd, ibv_access(access));
+	m = ibv_reg_dmabuf_mr(v->pd, offset, len, iova, fd, ibv_access(v, access));
 	if (!m)
 		return -errno ? -errno : -EOPNOTSUPP; /* the caller logs and stages */
 	mr_fill(v, mr, m, (void *)(uintptr_t)iova, len, access);
@@ -458,6 +437,7 @@ static void verbs_dereg_mem(struct urpc_tp *tp, struct urpc_tp_mr *mr)
 
 	if (!mr || !mr->handle)
 		return;
+	urpc__verbs_mw_mr_gone(v, mr->handle);
 	urpc__verbs_rc_mr_quiesce(v, mr->handle);
 	ibv_dereg_mr(mr->handle);
 	mr->handle = NULL;
@@ -531,8 +511,8 @@ static const struct urpc_tp_ops verbs_ops = {
 	.post_read = urpc__verbs_rc_post_read,
 	.post_write = urpc__verbs_rc_post_write,
 	.set_peer_token = verbs_set_peer_token,
-	.grant = verbs_grant,
-	.revoke = verbs_revoke,
+	.grant = urpc__verbs_mw_grant,
+	.revoke = urpc__verbs_mw_revoke,
 	.poll_completions = verbs_poll_completions,
 	.wait_arm = verbs_wait_arm,
 	.wait_ack = verbs_wait_ack,

@@ -4,7 +4,10 @@
  * ladder (each file includes only the headers below it, and calls only
  * down):
  *   verbs.c     endpoint create/destroy, peers, memory, waiting, the ops
- *               table (calls verbs_ud.h, verbs_hs.h, verbs_rc.h, verbs_ctl.h);
+ *               table (calls verbs_ud.h, verbs_mw.h, verbs_hs.h, verbs_rc.h,
+ *               verbs_ctl.h);
+ *   verbs_mw.c  grants: memory windows, or an MR per grant (verbs_mw.h;
+ *               calls verbs_rc.h);
  *   verbs_hs.c  the RC handshake: ctl_push, connecting, its timers
  *               (verbs_hs.h; calls verbs_rc.h and verbs_ctl.h);
  *   verbs_rc.c  RC connections and one-sided operations (verbs_rc.h;
@@ -41,6 +44,7 @@
 #ifndef URPC_TRANSPORT_VERBS_INT_H
 #define URPC_TRANSPORT_VERBS_INT_H
 
+#include <errno.h>
 #include <infiniband/verbs.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -67,7 +71,15 @@
 #define VERBS_OP_NS_PER_MIB 50000000ull /* allowance for one chunk in flight: 20 MB/s */
 #define VERBS_DRAIN_NS 2000000000ull	/* bound of a synchronous drain */
 #define VERBS_MAX_DEPTH 32768u
-#define VERBS_OUTBOX 64u /* control messages waiting for session management */
+#define VERBS_OUTBOX 64u	     /* control messages waiting for session management */
+#define VERBS_WR_LOCAL (1ull << 63)  /* wr_id bit of a bind or an invalidation (verbs_mw.c) */
+#define VERBS_WR_NOTICE (1ull << 62) /* wr_id of a release notice (unsignaled) */
+#define VERBS_WR_RECV (1ull << 61)   /* wr_id of a receive (for notices) */
+#define VERBS_RC_RECV 64u	     /* receives posted on an RC QP, for notices */
+#define VERBS_RELEASE_NS 20000000ull /* revoke() waits this long for the peer's notice */
+#define VERBS_LOCAL_NS 1000000000ull /* bound of waiting for one (it is local work) */
+#define VERBS_MW_BINDS 255u /* binds of one window before it is replaced: its key has 8 free bits */
+#define VERBS_RXE_VENDOR 0xffffffu /* Soft-RoCE's vendor_id */
 
 static_assert(URPC_IS_POW2(VERBS_OS_OPS), "op table size is a power of two");
 static_assert(VERBS_OS_OPS <= 65536, "op indices fit 16 bits");
@@ -183,6 +195,7 @@ struct verbs_op {
 	void *mr_handle; /* the local struct ibv_mr */
 	uint32_t lkey;
 	uint32_t rkey;
+	uint32_t notice; /* the high half of a grant's key: sent back once it succeeded */
 	uint64_t raddr;
 	uint32_t len;
 	uint32_t qp_num;   /* POSTED: the RC QP it went to (stale completions are ignored) */
@@ -197,6 +210,37 @@ struct verbs_op {
 	 * (VERBS_OP_NS_PER_MIB): a long operation lives while chunks complete.
 	 */
 	uint64_t progress_ns;
+};
+
+/*
+ * A grant (verbs_mw.c), an entry of the endpoint's table. Its key on the
+ * wire is the rkey of a type-2 memory window bound to the RC QP of the
+ * grant's peer over exactly the granted bytes (MW), or, where the device
+ * has no such windows or the RC connection is not up yet, of an MR
+ * registered for exactly those bytes (MR). The key the engine holds is
+ * (index << 8 | @gen) << 32 | rkey: a stale revoke finds nothing, and the
+ * reader sends the high half back in its release notice (verbs_mw.c).
+ */
+enum verbs_grant_kind {
+	VERBS_GRANT_FREE = 0,
+	VERBS_GRANT_MW,	  /* @mw bound to @qp_num (over @mr, if it has one) */
+	VERBS_GRANT_MR,	  /* @mr is the grant's own registration */
+	VERBS_GRANT_DEAD, /* its window went with its QP; revoke() frees the entry */
+};
+
+struct verbs_grant {
+	enum verbs_grant_kind kind;
+	bool released; /* the peer's notice came: none of its requests on it is left */
+	uint32_t gen;  /* 1..255 */
+	uint32_t rkey;
+	uint32_t qp_num;
+	uint32_t binds; /* MW: of @mw, this one included */
+	struct ibv_mw *mw;
+	struct ibv_mr *mr; /* MR: the grant's own registration */
+	const void *reg;   /* the registration (its struct ibv_mr) it was made on */
+	struct verbs_conn *conn;
+	struct urpc_tp_peer *peer; /* released with it */
+	uint32_t next_free;
 };
 
 struct verbs_tp {
@@ -263,6 +307,22 @@ struct verbs_tp {
 	uint32_t out_head, out_tail;
 
 	uint32_t nregs; /* user registrations alive */
+
+	/* Grants (verbs_mw.c): entries with a free list, and windows not bound. */
+	bool use_mw;	    /* the device has type-2 memory windows ... */
+	bool mw_own_bounds; /* ... that it checks against their own bounds */
+	struct verbs_grant *grants;
+	uint32_t grants_cap;
+	uint32_t grant_free; /* UINT32_MAX: none */
+	struct verbs_idle_mw {
+		struct ibv_mw *mw;
+		uint32_t binds; /* so far */
+	} * idle_mw;
+	uint32_t nidle_mw, idle_mw_cap;
+	uint64_t local_seq;  /* the last bind or invalidation posted ... */
+	uint64_t local_done; /* ... and the last one whose completion came */
+	int local_status;    /* its enum ibv_wc_status */
+
 	struct urpc_tp_peer *peers;
 	struct verbs_conn *conns;
 };
@@ -293,6 +353,27 @@ static inline enum ibv_mtu verbs_mtu_enum(uint32_t bytes)
 	if (bytes >= 512)
 		return IBV_MTU_512;
 	return IBV_MTU_256;
+}
+
+/* The errno of a failed work completion. */
+static inline int verbs_wc_errno(enum ibv_wc_status st)
+{
+	switch (st) {
+	case IBV_WC_SUCCESS:
+		return 0;
+	case IBV_WC_REM_ACCESS_ERR:
+		return -EACCES;
+	case IBV_WC_RETRY_EXC_ERR:
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+		return -ETIMEDOUT;
+	case IBV_WC_LOC_LEN_ERR:
+	case IBV_WC_REM_INV_REQ_ERR:
+		return -EINVAL;
+	case IBV_WC_WR_FLUSH_ERR:
+		return -ECONNRESET;
+	default:
+		return -EIO;
+	}
 }
 
 #endif /* URPC_TRANSPORT_VERBS_INT_H */

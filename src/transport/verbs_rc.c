@@ -20,6 +20,7 @@
 #define URPC_LOG_MODULE "verbs"
 #include "verbs_rc.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +31,6 @@
 
 static void op_done(struct verbs_tp *v, uint16_t idx, int status);
 static void op_post(struct verbs_tp *v, uint16_t idx);
-static int rc_reap(struct verbs_tp *v);
 
 /* ---- tearing a connection's RC side down ------------------------------------- */
 
@@ -41,7 +41,7 @@ static void rc_drain(struct verbs_tp *v, struct verbs_conn *p)
 	uint32_t i;
 
 	while (p->rc_posted && urpc__now_ns() < end)
-		rc_reap(v);
+		urpc__verbs_rc_reap(v);
 	if (!p->rc_posted)
 		return;
 	/* The NIC never flushed them: give up on their completions. */
@@ -59,11 +59,13 @@ static void rc_drain(struct verbs_tp *v, struct verbs_conn *p)
 /*
  * Tear @p's RC side down to NONE: posted operations are flushed and reaped
  * (their status the recorded cause, else @err), waiting ones fail with @err,
- * the QP is destroyed.
+ * the memory windows bound to the QP are freed (their grants are DEAD until
+ * revoked, which frees the rest), the QP is destroyed.
  */
 void urpc__verbs_rc_teardown(struct verbs_tp *v, struct verbs_conn *p, int err)
 {
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+	uint32_t g;
 	uint16_t i;
 
 	if (p->rc_state == VERBS_RC_PENDING)
@@ -80,6 +82,12 @@ void urpc__verbs_rc_teardown(struct verbs_tp *v, struct verbs_conn *p, int err)
 			ibv_modify_qp(p->rc_qp, &a, IBV_QP_STATE);
 			rc_drain(v, p);
 		}
+		for (g = 0; g < v->grants_cap; g++)
+			if (v->grants[g].kind == VERBS_GRANT_MW && v->grants[g].conn == p) {
+				ibv_dealloc_mw(v->grants[g].mw);
+				v->grants[g].kind = VERBS_GRANT_DEAD;
+				v->grants[g].mw = NULL;
+			}
 		ibv_destroy_qp(p->rc_qp);
 		p->rc_qp = NULL;
 	}
@@ -90,6 +98,15 @@ void urpc__verbs_rc_teardown(struct verbs_tp *v, struct verbs_conn *p, int err)
 
 /* ---- the RC life cycle ------------------------------------------------------ */
 
+/* A receive for a peer's release notice (no data: the notice is its immediate). */
+static void rc_post_recv(struct ibv_qp *qp)
+{
+	struct ibv_recv_wr wr = {.wr_id = VERBS_WR_RECV}, *bad;
+
+	if (ibv_post_recv(qp, &wr, &bad))
+		URPC_ERR_RATELIMIT(0, "RC QP %u: a receive could not be posted", qp->qp_num);
+}
+
 int urpc__verbs_rc_qp_create(struct verbs_tp *v, struct verbs_conn *p)
 {
 	struct ibv_qp_init_attr ia;
@@ -99,8 +116,9 @@ int urpc__verbs_rc_qp_create(struct verbs_tp *v, struct verbs_conn *p)
 	ia.send_cq = v->rc_cq;
 	ia.recv_cq = v->rc_cq;
 	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = VERBS_RC_DEPTH * URPC_MAX(v->rc_chunks, 1u);
-	ia.cap.max_recv_wr = 1;
+	/* Operations' chunks, their notices, and one bind or invalidation (verbs_mw.c). */
+	ia.cap.max_send_wr = VERBS_RC_DEPTH * (URPC_MAX(v->rc_chunks, 1u) + 1) + 1;
+	ia.cap.max_recv_wr = VERBS_RC_RECV;
 	ia.cap.max_send_sge = 1;
 	ia.cap.max_recv_sge = 1;
 	p->rc_qp = ibv_create_qp(v->pd, &ia);
@@ -121,6 +139,8 @@ int urpc__verbs_rc_qp_create(struct verbs_tp *v, struct verbs_conn *p)
 		return ret;
 	}
 	p->rc_psn = verbs_random32() & 0xffffff;
+	for (unsigned k = 0; k < VERBS_RC_RECV; k++)
+		rc_post_recv(p->rc_qp);
 	return 0;
 }
 
@@ -186,26 +206,6 @@ void urpc__verbs_rc_kick(struct verbs_tp *v, struct verbs_conn *p)
 	}
 }
 
-static int wc_errno(enum ibv_wc_status st)
-{
-	switch (st) {
-	case IBV_WC_SUCCESS:
-		return 0;
-	case IBV_WC_REM_ACCESS_ERR:
-		return -EACCES;
-	case IBV_WC_RETRY_EXC_ERR:
-	case IBV_WC_RNR_RETRY_EXC_ERR:
-		return -ETIMEDOUT;
-	case IBV_WC_LOC_LEN_ERR:
-	case IBV_WC_REM_INV_REQ_ERR:
-		return -EINVAL;
-	case IBV_WC_WR_FLUSH_ERR:
-		return -ECONNRESET;
-	default:
-		return -EIO;
-	}
-}
-
 /* ---- one-sided operations ------------------------------------------------------ */
 
 static void op_done(struct verbs_tp *v, uint16_t idx, int status)
@@ -236,7 +236,19 @@ void urpc__verbs_rc_init(struct verbs_tp *v)
 static void op_retire(struct verbs_tp *v, uint16_t idx, int status)
 {
 	struct verbs_op *op = &v->ops[idx];
+	struct ibv_send_wr wr = {.wr_id = VERBS_WR_NOTICE, .opcode = IBV_WR_SEND_WITH_IMM}, *bad;
 
+	/*
+	 * Done with a grant: tell its owner on this QP, behind any resend of
+	 * the operation's requests, so it revokes only once none is left.
+	 */
+	if (!status && op->notice && op->conn->rc_state == VERBS_RC_READY) {
+		wr.imm_data = htobe32(op->notice);
+		if (ibv_post_send(op->conn->rc_qp, &wr, &bad))
+			URPC_ERR_RATELIMIT(v->base.id,
+					   "RC QP %u: a release notice could not be posted",
+					   op->conn->rc_qp->qp_num);
+	}
 	op->conn->rc_posted--;
 	op->peer->posted--;
 	v->nposted--;
@@ -351,6 +363,7 @@ static int post_op(struct verbs_tp *v, enum urpc_tp_op kind, struct urpc_tp_peer
 	op->mr_handle = mr->handle;
 	op->lkey = mr->lkey;
 	op->rkey = (uint32_t)rkey; /* an MR's or a memory window's: 32 bits */
+	op->notice = (uint32_t)(rkey >> 32);
 	op->raddr = raddr;
 	op->len = (uint32_t)len;
 	op->next = VERBS_NIL;
@@ -427,8 +440,27 @@ static void chunk_done(struct verbs_tp *v, uint16_t idx, uint64_t now)
 	op_retire(v, idx, op->status);
 }
 
-/* Reap RC completions into the done FIFO. Returns how many were seen. */
-static int rc_reap(struct verbs_tp *v)
+/*
+ * A peer's release notice: the grant it names (index and generation, on
+ * this QP) has none of its requests left; repost the receive.
+ */
+static void rc_notice(struct verbs_tp *v, const struct ibv_wc *wc)
+{
+	uint32_t imm = be32toh(wc->imm_data), idx = imm >> 8;
+	struct verbs_grant *e = idx < v->grants_cap ? &v->grants[idx] : NULL;
+	struct verbs_conn *c;
+
+	if (e && e->kind != VERBS_GRANT_FREE && (e->gen & 0xff) == (imm & 0xff) && e->conn->rc_qp &&
+	    e->conn->rc_qp->qp_num == wc->qp_num)
+		e->released = true;
+	for (c = v->conns; c; c = c->next)
+		if (c->rc_qp && c->rc_qp->qp_num == wc->qp_num) {
+			rc_post_recv(c->rc_qp);
+			break;
+		}
+}
+
+int urpc__verbs_rc_reap(struct verbs_tp *v)
 {
 	struct ibv_wc wc[VERBS_POLL_BATCH];
 	uint64_t now;
@@ -446,8 +478,15 @@ static int rc_reap(struct verbs_tp *v)
 		struct verbs_op *op;
 		int st;
 
-		if (idx >= VERBS_OS_OPS)
+		if (idx >= VERBS_OS_OPS) {
+			if (idx & VERBS_WR_LOCAL) { /* verbs_mw.c waits for it */
+				v->local_done = idx;
+				v->local_status = wc[i].status;
+			} else if (idx == VERBS_WR_RECV && wc[i].status == IBV_WC_SUCCESS) {
+				rc_notice(v, &wc[i]);
+			}
 			continue;
+		}
 		op = &v->ops[idx];
 		if (op->state != VERBS_OP_POSTED || op->qp_num != wc[i].qp_num)
 			continue; /* of a QP torn down without waiting for it */
@@ -462,7 +501,7 @@ static int rc_reap(struct verbs_tp *v)
 			} else {
 				char why[128];
 
-				st = wc_errno(wc[i].status);
+				st = verbs_wc_errno(wc[i].status);
 				snprintf(why, sizeof(why),
 					 "RDMA %s of %u bytes: %s, vendor error 0x%x",
 					 urpc__tp_op_str(op->kind), op->len,
@@ -511,7 +550,7 @@ int urpc__verbs_rc_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *com
 	if (!v->nops)
 		return 0;
 	if (v->nposted)
-		rc_reap(v);
+		urpc__verbs_rc_reap(v);
 	if (unlikely(v->nposted)) {
 		uint64_t now = urpc__now_ns();
 
@@ -574,7 +613,7 @@ void urpc__verbs_rc_peer_quiesce(struct verbs_tp *v, struct urpc_tp_peer *h)
 	if (h->posted && c->refs > 1) {
 		end = urpc__now_ns() + VERBS_DRAIN_NS;
 		while (h->posted && urpc__now_ns() < end)
-			rc_reap(v);
+			urpc__verbs_rc_reap(v);
 		if (h->posted) {
 			urpc__verbs_rc_fail(v, c, -ETIMEDOUT,
 					    "operations of a released peer did not complete");

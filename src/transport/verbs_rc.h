@@ -71,6 +71,13 @@ int urpc__verbs_rc_post_read(struct urpc_tp *tp, struct urpc_tp_peer *peer, void
 int urpc__verbs_rc_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *local,
 			      const struct urpc_tp_mr *mr, uint64_t raddr, uint64_t rkey,
 			      size_t len, uint64_t wr_id);
+/*
+ * Reap RC completions: operations' chunks (the next ones go, finished
+ * operations join the done FIFO) and binds or invalidations
+ * (v->local_done). Returns how many were seen.
+ */
+int urpc__verbs_rc_reap(struct verbs_tp *v);
+
 int urpc__verbs_rc_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n);
 
 #ifdef __cplusplus
