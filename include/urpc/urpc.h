@@ -523,7 +523,10 @@ URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
 
 /**
  * urpc_session_connect() - Start connecting to Rpc @remote_rpc_id of the
- * Nexus at @host_port ("10.0.0.1:31850").
+ * Nexus at @host_port ("10.0.0.1:31850"). The connect request leaves with
+ * the Rpc's next event-loop pass, in one system call with the other
+ * session-management packets of that pass (connecting many sessions costs
+ * a few calls, not one each).
  *
  * @param session_out receives the session number.
  * @return 0: the sm_handler runs later, once, with URPC_SM_CONNECTED or
@@ -544,7 +547,8 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 /**
  * urpc_session_disconnect() - Close a client session. Requests still
  * pending fail with -ECONNRESET; the sm_handler then gets
- * URPC_SM_DISCONNECTED, after which the number is free.
+ * URPC_SM_DISCONNECTED, after which the number is free. The disconnect
+ * request leaves with the next event-loop pass (as connect's does).
  *
  * A session that failed (CONNECT_FAILED or RESET) needs no disconnect: the
  * library frees it once its event has returned. Called from inside that
