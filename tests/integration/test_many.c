@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Many sessions on one Rpc: the timer scan looks at session management
- * (connect and disconnect retries, probes) only on sessions with such a
- * timer armed, at retransmission only on the sessions with requests in
+ * Many sessions on one Rpc: their CONNECT_REQs leave in batches (the SM
+ * outbox, sent whenever it is full and at the end of an event-loop pass);
+ * the timer scan looks at session management (connect and disconnect
+ * retries, probes) only on sessions with such a timer armed, at retransmission only on the sessions with requests in
  * flight (evloop.c, scan_timers), and at the peer's liveness only when the
  * Nexus has noticed something. Established idle sessions are in neither
  * bitmap, yet every session is reached: requests on the highest-numbered
@@ -97,6 +98,20 @@ Test(many_sessions, timers_reach_every_session, .timeout = 120)
 	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(M.nx));
 	for (i = 0; i < N_SESS; i++)
 		cr_assert_eq(urpc_session_connect(M.cli, hp, 1, &M.sess[i]), 0);
+	/*
+	 * The CONNECT_REQs go out a full outbox at a time; the rest wait for
+	 * the client's next pass, which sends them.
+	 */
+	cr_assert_eq(urpc_rpc_get_stats(M.cli, &cs), 0);
+	cr_assert_eq(cs.sm_pkts_tx, N_SESS - N_SESS % URPC_SM_OUT_BATCH,
+		     "%llu CONNECT_REQs left before the event loop ran",
+		     (unsigned long long)cs.sm_pkts_tx);
+	cr_assert_eq(urpc_rpc_run_event_loop_once(M.cli), 0);
+	cr_assert_eq(urpc_rpc_get_stats(M.cli, &cs), 0);
+	/* ... with what it sends itself (cookie echoes): nothing is left behind. */
+	cr_assert_eq(M.cli->smo_n, 0, "%u SM packets still wait after the pass", M.cli->smo_n);
+	cr_assert_geq(cs.sm_pkts_tx, N_SESS, "the pass sent %llu SM packets",
+		      (unsigned long long)cs.sm_pkts_tx);
 	end = urpc__now_ns() + WAIT_NS;
 	while (M.connected < N_SESS) {
 		cr_assert_lt(urpc__now_ns(), end, "%u of %d sessions connected", M.connected,
