@@ -708,6 +708,43 @@ Test(CONTRACT_NAME, a_revoked_grant_reads_and_writes_nothing)
 	pair_close(&p);
 }
 
+/*
+ * A grant made before the peers' RC connection is up (verbs: an MR of
+ * exactly its bytes, and the grant starts the connection) is as exact in
+ * bytes and access; the next one, made once it is up, too.
+ */
+Test(CONTRACT_NAME, a_grant_before_the_connection_is_up_is_exact)
+{
+	struct region local, remote;
+	struct urpc_tp_grant g;
+	struct pair p;
+	uint64_t at;
+	size_t len = 4096;
+
+	pair_open(&p, 0);
+	p.a->ops->set_peer_token(p.a, p.a2b, TOKEN);
+	p.b->ops->set_peer_token(p.b, p.b2a, TOKEN);
+	region_open(p.a, &local, len, 0, 0x11);
+	region_open(p.b, &remote, len, URPC_TP_ACCESS_GRANT_READ, 0x22);
+	pattern(remote.mem, len, 9);
+	at = (uint64_t)(uintptr_t)remote.mem + 1;
+	cr_assert_eq(p.b->ops->grant(p.b, p.b2a, &remote.mr, remote.mem + 1, 2000,
+				     URPC_TP_ACCESS_REMOTE_READ, &g),
+		     0);
+	cr_assert_eq(rd(&p, &local, at, g.key, 2000, 1), 0);
+	cr_assert_eq(memcmp(local.mem, remote.mem + 1, 2000), 0);
+	cr_assert_eq(rd(&p, &local, at, g.key, 2001, 2), -EACCES, "one byte past");
+	again(&p, &remote, &g); /* verbs: now a window on the new connection */
+	cr_assert_eq(rd(&p, &local, at - 1, g.key, 8, 3), -EACCES, "one byte before");
+	again(&p, &remote, &g);
+	cr_assert_eq(rd(&p, &local, at, g.key, 2000, 4), 0);
+	p.b->ops->revoke(p.b, &g);
+	cr_assert_eq(p.b->stats.grants_live, 0);
+	region_close(p.a, &local);
+	region_close(p.b, &remote);
+	pair_close(&p);
+}
+
 /* More grants at once than the table's first size: it grows, and every key stays exact. */
 Test(CONTRACT_NAME, many_grants_at_once)
 {
