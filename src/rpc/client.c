@@ -567,35 +567,36 @@ static URPC_COLD void client_ack(struct urpc_rpc *rpc, struct urpc_session *s,
 		complete(rpc, s, sl, sl->late_status);
 }
 
+#define RX_CONSUMED 1 /* client_rx_slow(): the request goes on (never a status) */
+
 /*
  * What client_rx does with anything but a plain answer: an error status, a
  * descriptor, an acknowledgement, a slot reading or past its deadline.
- * False: the datagram is consumed and the request goes on; true: complete
- * it with *@st.
+ * RX_CONSUMED, or the status (0 or -errno) to complete the request with
+ * (returned: the caller's status stays in a register).
  */
-static URPC_COLD bool client_rx_slow(struct urpc_rpc *rpc, struct urpc_session *s,
-				     struct urpc_cslot *sl, const struct urpc_pkthdr *h,
-				     const uint8_t *data, uint32_t len, int *st)
+static URPC_COLD int client_rx_slow(struct urpc_rpc *rpc, struct urpc_session *s,
+				    struct urpc_cslot *sl, const struct urpc_pkthdr *h,
+				    const uint8_t *data, uint32_t len)
 {
 	uint16_t status = le16toh(h->status);
+	int st;
 
 	if (sl->state == URPC_CLI_READING) {
 		rpc->st.dup_resps++; /* a resent descriptor while we read */
-		return false;
+		return RX_CONSUMED;
 	}
 	if (h->flags & URPC_PKT_F_ACK) {
 		client_ack(rpc, s, sl, len);
-		return false;
+		return RX_CONSUMED;
 	}
 	if (sl->late_status) /* the deadline passed while the server read the request */
-		*st = sl->late_status;
-	else if (status)
-		*st = -(int)status;
-	else if (h->flags & URPC_PKT_F_LARGE)
-		return client_read_resp(rpc, s, sl, data, len, st);
-	else
-		*st = -EPROTO; /* unknown flags */
-	return true;
+		return sl->late_status;
+	if (status)
+		return -(int)status;
+	if (!(h->flags & URPC_PKT_F_LARGE))
+		return -EPROTO; /* unknown flags */
+	return client_read_resp(rpc, s, sl, data, len, &st) ? st : RX_CONSUMED;
 }
 
 void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_pkthdr *h,
@@ -603,7 +604,7 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 {
 	uint64_t req_num = le64toh(h->req_num);
 	struct urpc_cslot *sl = &s->cli.slots[req_num & SLOT_MASK];
-	int st = 0;
+	int st;
 
 	URPC_KEEP(sl);
 	if (unlikely(req_num != sl->cur_req_num || sl->state == URPC_CLI_FREE)) {
@@ -616,7 +617,8 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 	/* One test for everything but a plain answer. */
 	if (unlikely((h->status | h->flags | sl->late_status) != 0 ||
 		     sl->state == URPC_CLI_READING)) {
-		if (!client_rx_slow(rpc, s, sl, h, data, len, &st))
+		st = client_rx_slow(rpc, s, sl, h, data, len);
+		if (st == RX_CONSUMED)
 			return;
 	} else if (unlikely(len > sl->resp->max_data_size)) {
 		st = -EMSGSIZE;

@@ -30,13 +30,15 @@ static inline __attribute__((always_inline)) void urpc__copy(void *dst, const vo
 	if (__builtin_expect(n > 128, 0)) {
 		memcpy(d, s, n);
 	} else if (n > 64) {
-		/* The first 64 bytes and the last 64, overlapping in the middle. */
+		/* The first 64 bytes, then the last 32 or 64, overlapping in the middle. */
 		__builtin_memcpy(d, s, 16);
 		__builtin_memcpy(d + 16, s + 16, 16);
 		__builtin_memcpy(d + 32, s + 32, 16);
 		__builtin_memcpy(d + 48, s + 48, 16);
-		__builtin_memcpy(d + n - 64, s + n - 64, 16);
-		__builtin_memcpy(d + n - 48, s + n - 48, 16);
+		if (n > 96) {
+			__builtin_memcpy(d + n - 64, s + n - 64, 16);
+			__builtin_memcpy(d + n - 48, s + n - 48, 16);
+		}
 		__builtin_memcpy(d + n - 32, s + n - 32, 16);
 		__builtin_memcpy(d + n - 16, s + n - 16, 16);
 	} else if (n >= 32) {

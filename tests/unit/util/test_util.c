@@ -7,6 +7,7 @@
 
 #include <urpc/urpc.h>
 
+#include "util/copy.h"
 #include "util/csprng.h"
 #include "util/idset.h"
 #include "util/log.h"
@@ -268,4 +269,30 @@ Test(util, idset_refuses_bad_sizes)
 	cr_assert_eq(urpc__idset_init(&s, 0), -EINVAL);
 	cr_assert_eq(urpc__idset_init(&s, (1u << 24) + 1), -EINVAL);
 	urpc__idset_fini(&s); /* zeroed by the failed init: harmless */
+}
+
+/*
+ * urpc__copy() against memcpy: every length of its inline cases and past
+ * them, at every source and destination offset within 16 bytes, and not a
+ * byte written outside the copy.
+ */
+Test(util, copy_matches_memcpy_at_every_length_and_offset)
+{
+	static uint8_t src[400], dst[400], want[400];
+	size_t n, so, dof, i;
+
+	for (i = 0; i < sizeof(src); i++)
+		src[i] = (uint8_t)(i * 7 + 1);
+	for (n = 0; n <= 300; n++) {
+		for (so = 0; so < 16; so++) {
+			for (dof = 0; dof < 16; dof++) {
+				memset(dst, 0xa5, sizeof(dst));
+				memset(want, 0xa5, sizeof(want));
+				memcpy(want + dof, src + so, n);
+				urpc__copy(dst + dof, src + so, n);
+				cr_assert(memcmp(dst, want, sizeof(dst)) == 0,
+					  "length %zu, offsets %zu/%zu", n, so, dof);
+			}
+		}
+	}
 }
