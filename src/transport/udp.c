@@ -1,14 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The udp transport's top: endpoint create/destroy, peers, datagrams
- * (DATA: sendmmsg() from the caller's memory; recvmmsg() into a ring of
- * rq_depth buffers allocated at create()), idle waiting, the test entry
- * points of udp.h and the ops table. The receive path hands one-sided
- * requests and replies to udp_os.c, which serves them inside rx_burst()
- * and poll_completions(); udp_os.c never calls back up. udp_int.h holds
- * the types and the wire format.
+ * The udp transport's top: endpoint create/destroy, peers (and the socket
+ * connected while they share one address), idle waiting, the test entry
+ * points of udp.h and the ops table. Datagrams are udp_io.c's; the
+ * emulated one-sided protocol and registrations udp_os.c's. Neither calls
+ * back up. udp_int.h holds the types and the wire format.
  */
-#define _GNU_SOURCE /* sendmmsg, recvmmsg; must precede every include */
+#define _GNU_SOURCE /* struct mmsghdr in udp_int.h; must precede every include */
 #define URPC_LOG_MODULE "udp"
 #include "udp.h"
 
@@ -30,6 +28,7 @@
 #include "tp_default.h"
 #include "transport.h"
 #include "udp_int.h"
+#include "udp_io.h"
 #include "udp_os.h"
 
 /* ---- create / destroy --------------------------------------------------- */
@@ -45,6 +44,7 @@ static void udp_free(struct udp_tp *u)
 	if (u->fd >= 0)
 		close(u->fd);
 	urpc__sw_mr_fini(&u->mrs);
+	free(u->tx_stage);
 	free(u->tx_hdrs);
 	free(u->tx_iov);
 	free(u->tx_msgs);
@@ -108,8 +108,9 @@ static int udp_alloc_arrays(struct udp_tp *u)
 	u->tx_msgs = calloc(sq, sizeof(*u->tx_msgs));
 	u->tx_iov = calloc((size_t)sq * 3, sizeof(*u->tx_iov));
 	u->tx_hdrs = calloc(sq, sizeof(*u->tx_hdrs));
+	u->tx_stage = malloc(UDP_TX_STAGE);
 	if (!u->ring || !u->rx_src || !u->rx_len || !u->rx_iov || !u->held || !u->free_stk ||
-	    !u->pend || !u->tx_msgs || !u->tx_iov || !u->tx_hdrs)
+	    !u->pend || !u->tx_msgs || !u->tx_iov || !u->tx_hdrs || !u->tx_stage)
 		return -ENOMEM;
 	for (i = 0; i < rq; i++) {
 		u->rx_iov[i].iov_base = u->ring + (size_t)i * u->slot_size;
@@ -119,6 +120,40 @@ static int udp_alloc_arrays(struct udp_tp *u)
 	}
 	u->nfree = rq;
 	return 0;
+}
+
+/*
+ * Bind u->fd to u->local with port 0 replaced by a free port named
+ * explicitly: one the kernel picks for a throwaway socket, released and
+ * bound again at once (tried a few times, as another socket may take it
+ * in between). A socket bound to a named port keeps it when its connect()
+ * is undone (udp_conn_update()); one bound to port 0 would lose it. Sets
+ * port_locked when it bound; otherwise the caller binds to port 0 and the
+ * socket is never connected.
+ */
+static void udp_bind_free_port(struct udp_tp *u)
+{
+	struct sockaddr_in sa = u->local;
+	socklen_t alen;
+	int tries, fd;
+
+	for (tries = 0; tries < 8 && !u->port_locked; tries++) {
+		fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return;
+		sa.sin_port = 0;
+		alen = sizeof(sa);
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+		    getsockname(fd, (struct sockaddr *)&sa, &alen) < 0) {
+			close(fd);
+			return;
+		}
+		close(fd);
+		if (bind(u->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			u->port_locked = true;
+		else if (errno != EADDRINUSE)
+			return;
+	}
 }
 
 /* Open and bind the socket. Not for the datapath. */
@@ -145,10 +180,15 @@ static int udp_open(struct udp_tp *u, const struct urpc_tp_cfg *cfg)
 	/* best effort: a smaller buffer only costs drops under bursts */
 	(void)setsockopt(u->fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
 	(void)setsockopt(u->fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
-	if (bind(u->fd, (struct sockaddr *)&u->local, sizeof(u->local)) < 0) {
-		ret = -errno;
-		URPC_ERR(cfg->id, "bind %s:%u: %s", host, cfg->port, strerror(-ret));
-		return ret;
+	if (!cfg->port)
+		udp_bind_free_port(u);
+	if (!u->port_locked) {
+		if (bind(u->fd, (struct sockaddr *)&u->local, sizeof(u->local)) < 0) {
+			ret = -errno;
+			URPC_ERR(cfg->id, "bind %s:%u: %s", host, cfg->port, strerror(-ret));
+			return ret;
+		}
+		u->port_locked = cfg->port != 0;
 	}
 	alen = sizeof(u->local);
 	if (getsockname(u->fd, (struct sockaddr *)&u->local, &alen) < 0) {
@@ -245,6 +285,32 @@ static int udp_ep_host(struct urpc_tp *tp, const uint8_t *ep, size_t len, uint32
 	return 0;
 }
 
+static inline bool udp_sa_eq(const struct sockaddr_in *a, const struct sockaddr_in *b)
+{
+	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
+}
+
+/*
+ * Connect the socket while all peers share one address, undo it otherwise
+ * (see udp_int.h). Best effort: a socket that is not connected works, only
+ * its sends look the route up. Not for the datapath.
+ */
+static void udp_conn_update(struct udp_tp *u)
+{
+	bool want = u->port_locked && u->npeers && u->nsame == u->npeers;
+
+	if (want && !u->connected) {
+		u->connected = connect(u->fd, (const struct sockaddr *)&u->same_sa,
+				       sizeof(u->same_sa)) == 0;
+	} else if (!want && u->connected) {
+		struct sockaddr_in none = {.sin_family = AF_UNSPEC};
+
+		if (connect(u->fd, (const struct sockaddr *)&none, sizeof(none)) < 0)
+			URPC_WARN(u->base.id, "undoing connect: %s", strerror(errno));
+		u->connected = false;
+	}
+}
+
 static int udp_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
 			    struct urpc_tp_peer **out)
 {
@@ -275,6 +341,11 @@ static int udp_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
 	if (u->peers)
 		u->peers->prev = p;
 	u->peers = p;
+	if (!u->nsame)
+		u->same_sa = p->sa;
+	u->nsame += udp_sa_eq(&p->sa, &u->same_sa);
+	u->npeers++;
+	udp_conn_update(u);
 	*out = p;
 	return 0;
 }
@@ -296,255 +367,22 @@ static void udp_release_peer(struct urpc_tp *tp, struct urpc_tp_peer *peer)
 		u->peers = peer->next;
 	if (peer->next)
 		peer->next->prev = peer->prev;
+	u->npeers--;
+	u->nsame -= udp_sa_eq(&peer->sa, &u->same_sa);
+	if (u->npeers == 1 && !u->nsame) {
+		/* the one left has an address of its own: it is the one now */
+		u->same_sa = u->peers->sa;
+		u->nsame = 1;
+	}
 	free(peer);
+	udp_conn_update(u);
 }
 
-/* ---- sending ------------------------------------------------------------- */
-
-static int udp_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsigned n)
-{
-	struct udp_tp *u = to_udp(tp);
-	unsigned i, done = 0;
-
-	for (i = 0; i < n; i++) {
-		if (unlikely(!pkts[i].peer))
-			return -EINVAL;
-		if (unlikely((uint64_t)pkts[i].hdr_len + pkts[i].data_len > tp->mtu))
-			return -EMSGSIZE;
-	}
-	while (done < n) {
-		unsigned cnt = URPC_MIN(n - done, tp->sq_depth);
-		int ret;
-
-		for (i = 0; i < cnt; i++) {
-			const struct urpc_tp_tx *t = &pkts[done + i];
-			struct iovec *iov = &u->tx_iov[3 * i];
-			struct msghdr *mh = &u->tx_msgs[i].msg_hdr;
-			size_t niov = 1;
-
-			udp_hdr_init(&u->tx_hdrs[i], UDP_T_DATA, 0, 0, 0);
-			iov[0].iov_base = &u->tx_hdrs[i];
-			iov[0].iov_len = sizeof(struct udp_hdr);
-			if (t->hdr_len) {
-				iov[niov].iov_base = (void *)(uintptr_t)t->hdr;
-				iov[niov++].iov_len = t->hdr_len;
-			}
-			if (t->data_len) {
-				iov[niov].iov_base = (void *)(uintptr_t)t->data;
-				iov[niov++].iov_len = t->data_len;
-			}
-			memset(mh, 0, sizeof(*mh));
-			mh->msg_name = &t->peer->sa;
-			mh->msg_namelen = sizeof(t->peer->sa);
-			mh->msg_iov = iov;
-			mh->msg_iovlen = niov;
-		}
-		ret = sendmmsg(u->fd, u->tx_msgs, cnt, MSG_DONTWAIT);
-		tp->stats.sys_tx++;
-		if (unlikely(ret < 0)) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)
-				break;
-			if (errno == EINTR)
-				continue;
-			/* an unreliable datagram: the first one is lost, go on */
-			URPC_WARN_RATELIMIT(tp->id, "sendmmsg: %s", strerror(errno));
-			ret = 1;
-		} else {
-			for (i = 0; i < (unsigned)ret; i++) {
-				tp->stats.tx_pkts++;
-				tp->stats.tx_bytes +=
-					pkts[done + i].hdr_len + pkts[done + i].data_len;
-			}
-		}
-		/* after a short count the next call reports the error, if any */
-		done += (unsigned)ret;
-	}
-	return (int)done;
-}
+/* ---- sending, receiving: udp_io.c; idle waiting ---- */
 
 static void udp_tx_flush(struct urpc_tp *tp)
 {
 	/* sendmmsg() copied the bytes already */
-}
-
-/* ---- receiving ------------------------------------------------------------ */
-
-static inline void udp_drop_bad(struct udp_tp *u, const char *why)
-{
-	u->base.stats.rx_drop_bad++;
-	URPC_WARN_RATELIMIT(u->base.id, "dropped a malformed datagram: %s", why);
-}
-
-/*
- * Check and dispatch the datagram in @slot. Returns true when it is DATA
- * for the caller (the slot stays held), false when the slot is free again.
- * *@now is the clock for one-sided replies, read on the first (0: not yet).
- */
-static bool udp_rx_one(struct udp_tp *u, uint32_t slot, uint32_t len, bool trunc, uint64_t *now)
-{
-	const uint8_t *buf = u->ring + (size_t)slot * u->slot_size;
-	const struct udp_hdr *h = (const struct udp_hdr *)(const void *)buf;
-	const char *why;
-
-	if (unlikely(trunc || len < sizeof(*h) || h->magic != UDP_MAGIC ||
-		     h->version != UDP_VERSION)) {
-		udp_drop_bad(u, trunc ? "truncated" : "bad magic, version or length");
-		return false;
-	}
-	switch (h->type) {
-	case UDP_T_DATA:
-		u->base.stats.rx_pkts++;
-		u->base.stats.rx_bytes += len - sizeof(*h);
-		return true;
-	case UDP_T_RD_REQ:
-	case UDP_T_WR_DATA:
-		why = urpc__udp_os_serve(u, buf, len, &u->rx_src[slot]);
-		if (unlikely(why))
-			udp_drop_bad(u, why);
-		return false;
-	case UDP_T_RD_DATA:
-	case UDP_T_WR_ACK:
-	case UDP_T_NAK:
-		if (!*now)
-			*now = urpc__now_ns();
-		why = urpc__udp_os_reply(u, buf, len, &u->rx_src[slot], *now);
-		if (unlikely(why))
-			udp_drop_bad(u, why);
-		return false;
-	default:
-		udp_drop_bad(u, "unknown type");
-		return false;
-	}
-}
-
-/*
- * The datagram of @len bytes that arrived in @slot: DATA joins the pending
- * FIFO (the slot stays held), anything else was served and its slot is free
- * again. Returns true for DATA.
- */
-static inline bool udp_rx_done(struct udp_tp *u, uint32_t slot, uint32_t len, bool trunc,
-			       uint64_t *now)
-{
-	u->rx_len[slot] = len;
-	if (udp_rx_one(u, slot, len, trunc, now)) {
-		u->held[slot] = 1;
-		u->pend[(u->pend_head + u->pend_cnt++) & (u->base.rq_depth - 1)] = slot;
-		return true;
-	}
-	u->free_stk[u->nfree++] = slot;
-	u->rx_armed = 0;
-	return false;
-}
-
-/*
- * Point rx_msgs[0..@vlen) at the top @vlen free slots, in pop order. They
- * stay armed while the free stack does not change: a busy poller's empty
- * passes (recvmmsg() found nothing, and wrote nothing) do not redo it.
- */
-static void udp_rx_arm(struct udp_tp *u, unsigned vlen)
-{
-	unsigned i;
-
-	for (i = 0; i < vlen; i++) {
-		uint32_t slot = u->free_stk[u->nfree - 1 - i];
-		struct msghdr *mh = &u->rx_msgs[i].msg_hdr;
-
-		u->rx_slot[i] = slot;
-		memset(mh, 0, sizeof(*mh));
-		mh->msg_name = &u->rx_src[slot];
-		mh->msg_namelen = sizeof(u->rx_src[slot]);
-		mh->msg_iov = &u->rx_iov[slot];
-		mh->msg_iovlen = 1;
-	}
-	u->rx_armed = vlen;
-}
-
-/*
- * Drain the socket into free slots: at most UDP_RX_MAX_PASSES recvmmsg()
- * calls. DATA goes to the pending FIFO; one-sided datagrams are served and
- * their slots freed at once. Flushes the replies it queued.
- */
-static void udp_rx_drain(struct udp_tp *u)
-{
-	uint64_t now = 0;
-	int pass;
-
-	for (pass = 0; pass < UDP_RX_MAX_PASSES && u->nfree; pass++) {
-		unsigned vlen = URPC_MIN(u->nfree, UDP_RX_BATCH), i;
-		int ret;
-
-		if (u->rx_armed != vlen)
-			udp_rx_arm(u, vlen);
-		ret = recvmmsg(u->fd, u->rx_msgs, vlen, MSG_DONTWAIT, NULL);
-		u->base.stats.sys_rx++;
-		if (ret <= 0) {
-			u->base.stats.sys_rx_empty++;
-			if (ret < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-				URPC_WARN_RATELIMIT(u->base.id, "recvmmsg: %s", strerror(errno));
-			break;
-		}
-		/* the filled slots are the top ret ones: pop them */
-		u->nfree -= (unsigned)ret;
-		u->rx_armed = 0;
-		for (i = 0; i < (unsigned)ret; i++) {
-			uint32_t slot = u->rx_slot[i];
-			bool trunc = u->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC;
-
-			udp_rx_done(u, slot, u->rx_msgs[i].msg_len, trunc, &now);
-		}
-		if ((unsigned)ret < vlen)
-			break;
-	}
-	if (unlikely(u->nctl))
-		urpc__udp_os_flush(u);
-}
-
-static int udp_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n)
-{
-	struct udp_tp *u = to_udp(tp);
-	uint32_t mask = tp->rq_depth - 1;
-	unsigned i, cnt;
-
-	if (u->pend_cnt < n)
-		udp_rx_drain(u);
-	cnt = URPC_MIN(n, u->pend_cnt);
-	for (i = 0; i < cnt; i++) {
-		uint32_t slot = u->pend[u->pend_head];
-
-		u->pend_head = (u->pend_head + 1) & mask;
-		pkts[i].buf = u->ring + (size_t)slot * u->slot_size + sizeof(struct udp_hdr);
-		pkts[i].len = u->rx_len[slot] - (uint32_t)sizeof(struct udp_hdr);
-		pkts[i].ring_idx = slot;
-	}
-	u->pend_cnt -= cnt;
-	return (int)cnt;
-}
-
-static void udp_rx_release(struct urpc_tp *tp, const struct urpc_tp_rx *pkts, unsigned n)
-{
-	struct udp_tp *u = to_udp(tp);
-	unsigned i;
-
-	for (i = 0; i < n; i++) {
-		uint32_t slot = pkts[i].ring_idx;
-
-		if (unlikely(slot >= tp->rq_depth || !u->held[slot])) {
-			URPC_ERR_RATELIMIT(tp->id, "rx_release of entry %u that is not held", slot);
-			continue;
-		}
-		u->held[slot] = 0;
-		u->free_stk[u->nfree++] = slot;
-		u->rx_armed = 0;
-	}
-}
-
-/* Drain the socket (requests served, replies taken), then the operations' timers. */
-static int udp_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n)
-{
-	struct udp_tp *u = to_udp(tp);
-
-	udp_rx_drain(u);
-	return urpc__udp_os_poll(u, comps, n);
 }
 
 /*
@@ -592,7 +430,7 @@ int urpc__udp_rx_inject(struct urpc_tp *tp, const void *buf, size_t len,
 	if (n)
 		memcpy(u->ring + (size_t)slot * u->slot_size, buf, n);
 	u->rx_src[slot] = *src;
-	data = udp_rx_done(u, slot, (uint32_t)n, len > u->slot_size, &now);
+	data = urpc__udp_rx_done(u, slot, (uint32_t)n, len > u->slot_size, &now);
 	urpc__udp_os_flush(u);
 	return data ? 1 : 0;
 }
@@ -617,7 +455,7 @@ const struct urpc_tp_ops urpc__tp_udp_ops = {
 	.resolve_peer = udp_resolve_peer,
 	.release_peer = udp_release_peer,
 	.ep_host = udp_ep_host,
-	.tx_burst = udp_tx_burst,
+	.tx_burst = urpc__udp_tx_burst,
 	.tx_flush = udp_tx_flush,
 	.reg_mem = urpc__udp_os_reg_mem,
 	.dereg_mem = urpc__udp_os_dereg_mem,
@@ -626,9 +464,9 @@ const struct urpc_tp_ops urpc__tp_udp_ops = {
 	.set_peer_token = urpc__udp_os_set_peer_token,
 	.grant = urpc__udp_os_grant,
 	.revoke = urpc__udp_os_revoke,
-	.rx_burst = udp_rx_burst,
-	.rx_release = udp_rx_release,
-	.poll_completions = udp_poll_completions,
+	.rx_burst = urpc__udp_rx_burst,
+	.rx_release = urpc__udp_rx_release,
+	.poll_completions = urpc__udp_poll_completions,
 	.wait_arm = udp_wait_arm,
 	.wait_ack = udp_wait_ack,
 	.reg_dmabuf = urpc__tp_default_reg_dmabuf,

@@ -3,16 +3,24 @@
  * The udp transport's private types, constants and wire format, the floor
  * of its ladder (each file includes only the headers below it, and calls
  * only down):
- *   udp.c     endpoint create/destroy, peers, datagrams (tx/rx bursts), idle
- *             waiting, the test entry points of udp.h and the ops table;
+ *   udp.c     endpoint create/destroy, peers, idle waiting, the test entry
+ *             points of udp.h and the ops table;
+ *   udp_io.c  datagrams: tx/rx bursts, the receive ring (udp_io.h);
  *   udp_os.c  the emulated one-sided protocol and the registrations
  *             (udp_os.h), on sw_mr.c;
  *   udp_int.h these types. Only src/transport/udp*.c include this header.
  *
  * One non-blocking IPv4 UDP socket per endpoint.
  *
- * Datagrams are sent with sendmmsg() and received with recvmmsg() into a
- * ring of rq_depth buffers allocated at create(). One-sided READ/WRITE are
+ * Datagrams are sent with sendmmsg() (a lone small one with sendto() from
+ * one contiguous copy) and received with recvmmsg() into a ring of
+ * rq_depth buffers allocated at create() (while they come one at a time,
+ * with recvfrom(): see udp_rx_vlen()). While all its peers share one
+ * address, the socket is connected to it: sends skip the route lookup, and
+ * the kernel delivers datagrams from that address only (no other address
+ * has business with the endpoint then). A connected socket also hears of
+ * the peer's port being closed (ECONNREFUSED on the next call): a lost
+ * datagram like any other, said nothing of; the sessions notice the peer. One-sided READ/WRITE are
  * emulated in software: the requester splits an operation into chunks and
  * keeps at most UDP_OS_WINDOW of them in flight; the remote endpoint serves
  * them inside its rx_burst() and poll_completions().
@@ -87,6 +95,7 @@ extern "C" {
 #define UDP_RTO_MIN_NS 2000000ull  /* first retransmission after 2 ms */
 #define UDP_RTO_MAX_NS 50000000ull /* doubling up to 50 ms */
 #define UDP_RX_MAX_PASSES 4	   /* recvmmsg() calls per rx_burst() */
+#define UDP_TX_STAGE 2048u	   /* a lone datagram up to this size is sent from one copy */
 
 enum udp_type {
 	UDP_T_DATA = 1,
@@ -192,11 +201,14 @@ struct udp_tp {
 	struct mmsghdr rx_msgs[UDP_RX_BATCH];
 	uint32_t rx_slot[UDP_RX_BATCH];
 	unsigned rx_armed; /* rx_msgs set up for the top rx_armed free slots; 0: redo */
+	unsigned rx_last;  /* datagrams the last recvmmsg() returned */
+	bool rx_single;	   /* datagrams come one at a time: ask recvmmsg() for one */
 
 	/* DATA send arrays, sq_depth entries */
 	struct mmsghdr *tx_msgs;
 	struct iovec *tx_iov; /* 3 per entry */
 	struct udp_hdr *tx_hdrs;
+	uint8_t *tx_stage; /* UDP_TX_STAGE bytes: a lone datagram, contiguous */
 
 	/* one-sided send batch */
 	struct mmsghdr ctl_msgs[UDP_CTL_BATCH];
@@ -215,6 +227,18 @@ struct udp_tp {
 	struct urpc_rand drop_rng;
 
 	struct urpc_tp_peer *peers;
+
+	/*
+	 * While every peer has one address (same_sa), the socket is connected
+	 * to it (connected): the kernel then keeps the route, and a send needs
+	 * no lookup. Only a socket whose port is its own (port_locked) may be:
+	 * undoing connect() would lose an ephemeral port.
+	 */
+	struct sockaddr_in same_sa;
+	uint32_t npeers;
+	uint32_t nsame; /* peers whose address is same_sa */
+	bool port_locked;
+	bool connected;
 };
 
 static inline struct udp_tp *to_udp(struct urpc_tp *tp)

@@ -8,9 +8,9 @@
  * whole operation on every chunk (sw_mr.c). Also the registrations, and
  * the batch of one-sided datagrams (sendmmsg).
  *
- * udp.c calls in here through udp_os.h (its receive path hands requests
- * and replies over; its poll_completions drains the socket first); this
- * file calls only sw_mr.h below it.
+ * udp.c (the ops table, peers) and udp_io.c (the receive path hands
+ * requests and replies over; poll_completions drains the socket first)
+ * call in here through udp_os.h; this file calls only sw_mr.h below it.
  */
 #define _GNU_SOURCE /* sendmmsg; must precede every include */
 #define URPC_LOG_MODULE "udp"
@@ -35,7 +35,8 @@ void urpc__udp_os_flush(struct udp_tp *u)
 		if (ret < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS)
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS &&
+			    errno != ECONNREFUSED)
 				URPC_WARN_RATELIMIT(u->base.id, "sendmmsg: %s", strerror(errno));
 			/* EAGAIN: the rest is lost; the requester's timer resends */
 			break;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The udp transport's emulated one-sided protocol and registrations
- * (udp_os.c), for udp.c. Calls only sw_mr.h below it.
+ * (udp_os.c), for udp.c and udp_io.c. Calls only sw_mr.h below it.
  */
 #ifndef URPC_TRANSPORT_UDP_OS_H
 #define URPC_TRANSPORT_UDP_OS_H

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The udp transport's own tests; the shared contract lives in test_contract.c. */
+#define _GNU_SOURCE /* struct mmsghdr in udp_int.h; must precede every include */
 #include <criterion/criterion.h>
 
 #include <arpa/inet.h>
@@ -12,6 +13,7 @@
 
 #include "transport/transport.h"
 #include "transport/udp.h"
+#include "transport/udp_int.h"
 #include "util/compiler.h"
 #include "util/log.h"
 
@@ -544,5 +546,134 @@ Test(udp, malformed_datagrams_are_dropped_and_counted)
 	cr_assert_eq(b->stats.rx_drop_bad, URPC_ARRAY_SIZE(bad));
 	cr_assert_eq(b->stats.rx_pkts, 1);
 	close(fd);
+	cr_assert_eq(ops->destroy(b), 0);
+}
+
+/* Send one DATA datagram carrying @tag from @from to @p. */
+static void send_tag(struct urpc_tp *from, struct urpc_tp_peer *p, uint32_t tag)
+{
+	struct urpc_tp_tx tx = {.peer = p, .hdr = &tag, .hdr_len = sizeof(tag)};
+
+	cr_assert_eq(ops->tx_burst(from, &tx, 1), 1);
+}
+
+/* Poll @to until the datagram carrying @tag arrives; every other one fails. */
+static void recv_tag(struct urpc_tp *to, uint32_t tag)
+{
+	uint64_t end = urpc__now_ns() + 1000 * MS;
+	struct urpc_tp_rx rx[4];
+	uint32_t got;
+	int n;
+
+	do {
+		n = ops->rx_burst(to, rx, 4);
+	} while (n == 0 && urpc__now_ns() < end);
+	cr_assert_eq(n, 1, "datagram %u: %d arrived", tag, n);
+	cr_assert_eq(rx[0].len, sizeof(got));
+	memcpy(&got, rx[0].buf, sizeof(got));
+	cr_assert_eq(got, tag);
+	ops->rx_release(to, rx, 1);
+}
+
+Test(udp, socket_is_connected_while_all_peers_share_one_address)
+{
+	struct urpc_tp *a = mk(), *b = mk(), *c = mk();
+	struct urpc_tp_peer *ab = peer_of(a, b), *ab2, *ac, *ba = peer_of(b, a),
+			    *ca = peer_of(c, a);
+	uint16_t port = port_of(a);
+
+	cr_assert(to_udp(a)->connected, "one peer");
+	send_tag(a, ab, 1);
+	recv_tag(b, 1);
+	send_tag(b, ba, 2);
+	recv_tag(a, 2);
+	ab2 = peer_of(a, b);
+	cr_assert(to_udp(a)->connected, "two peers, one address");
+	ac = peer_of(a, c);
+	cr_assert_not(to_udp(a)->connected, "a second address");
+	cr_assert_eq(port_of(a), port, "the port stays");
+	/* both peers reach a, and a reaches both */
+	send_tag(c, ca, 3);
+	recv_tag(a, 3);
+	send_tag(b, ba, 4);
+	recv_tag(a, 4);
+	send_tag(a, ac, 5);
+	recv_tag(c, 5);
+	send_tag(a, ab2, 6);
+	recv_tag(b, 6);
+	ops->release_peer(a, ab);
+	cr_assert_not(to_udp(a)->connected);
+	ops->release_peer(a, ab2);
+	cr_assert(to_udp(a)->connected, "c is the one address left");
+	send_tag(c, ca, 7);
+	recv_tag(a, 7);
+	send_tag(a, ac, 8);
+	recv_tag(c, 8);
+	ops->release_peer(a, ac);
+	cr_assert_not(to_udp(a)->connected, "no peer");
+	cr_assert_eq(port_of(a), port);
+	/* unconnected again: anyone reaches it */
+	send_tag(b, ba, 9);
+	recv_tag(a, 9);
+	ops->release_peer(b, ba);
+	ops->release_peer(c, ca);
+	cr_assert_eq(ops->destroy(a), 0);
+	cr_assert_eq(ops->destroy(b), 0);
+	cr_assert_eq(ops->destroy(c), 0);
+}
+
+Test(udp, a_closed_peer_port_is_a_lost_datagram)
+{
+	struct urpc_tp *a = mk(), *b = mk();
+	struct urpc_tp_peer *ab = peer_of(a, b);
+	struct urpc_tp_rx rx[4];
+	unsigned i;
+
+	cr_assert(to_udp(a)->connected);
+	cr_assert_eq(ops->destroy(b), 0);
+	/* each send draws an ICMP error, which the next call reports: all quietly lost */
+	for (i = 0; i < 4; i++) {
+		send_tag(a, ab, i);
+		cr_assert_eq(ops->rx_burst(a, rx, 4), 0);
+	}
+	cr_assert_eq(a->stats.rx_drop_bad, 0);
+	ops->release_peer(a, ab);
+	cr_assert_eq(ops->destroy(a), 0);
+}
+
+Test(udp, lone_datagrams_are_received_one_at_a_time_and_truncation_is_seen)
+{
+	struct urpc_tp *a = mk(), *b = mk();
+	struct urpc_tp_peer *ab = peer_of(a, b);
+	struct sockaddr_in dst = {.sin_family = AF_INET};
+	static uint8_t big[4000];
+	uint8_t ep[URPC_TP_EP_MAX];
+	struct urpc_tp_rx rx[4];
+	uint64_t end;
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	cr_assert_geq(fd, 0);
+	send_tag(a, ab, 1);
+	recv_tag(b, 1);
+	/* one datagram, then an empty poll: b now asks for one at a time */
+	cr_assert_eq(ops->rx_burst(b, rx, 4), 0);
+	cr_assert(to_udp(b)->rx_single);
+	/* a datagram longer than a slot, well-formed at its start */
+	udp_hdr_init((struct udp_hdr *)(void *)big, UDP_T_DATA, 0, 0, 0);
+	cr_assert_gt(sizeof(big), to_udp(b)->slot_size);
+	ops->get_endpoint(b, ep);
+	memcpy(&dst.sin_addr.s_addr, ep + 2, 4);
+	memcpy(&dst.sin_port, ep + 6, 2);
+	cr_assert_eq(sendto(fd, big, sizeof(big), 0, (struct sockaddr *)&dst, sizeof(dst)),
+		     (ssize_t)sizeof(big));
+	for (end = urpc__now_ns() + 1000 * MS; !b->stats.rx_drop_bad && urpc__now_ns() < end;)
+		cr_assert_eq(ops->rx_burst(b, rx, 4), 0, "nothing delivered");
+	cr_assert_eq(b->stats.rx_drop_bad, 1, "dropped as truncated");
+	send_tag(a, ab, 2);
+	recv_tag(b, 2);
+	cr_assert_eq(b->stats.rx_pkts, 2);
+	close(fd);
+	ops->release_peer(a, ab);
+	cr_assert_eq(ops->destroy(a), 0);
 	cr_assert_eq(ops->destroy(b), 0);
 }
