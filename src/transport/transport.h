@@ -187,8 +187,8 @@ struct urpc_tp_stats {
 	uint64_t os_served;	    /* emulated one-sided requests served for peers */
 	uint64_t os_rejected;	    /* ... of which rejected (key or bounds) */
 	uint64_t os_retries;	    /* emulated one-sided retransmissions */
-	uint64_t sys_tx;	    /* udp: system calls that sent (sendmmsg) */
-	uint64_t sys_rx;	    /* udp: system calls that received (recvmmsg) */
+	uint64_t sys_tx;	    /* udp: system calls that sent (sendmmsg, send) */
+	uint64_t sys_rx;	    /* udp: system calls that received (recvmmsg, recvfrom) */
 	uint64_t sys_rx_empty;	    /* ... of which found no datagram */
 	/*
 	 * Peers' one-sided requests dropped unanswered (udp) or refused at
