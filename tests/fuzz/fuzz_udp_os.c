@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: the udp transport's emulated one-sided operations, both
- * halves (src/transport/udp.c): serving a peer's READ and WRITE requests
+ * halves (src/transport/udp_os.c, entered through udp_io.c): serving a peer's READ and WRITE requests
  * (RD_REQ, WR_DATA) against registered memory, and taking the replies
  * (RD_DATA, WR_ACK, NAK) to our own operations. Datagrams enter through
  * urpc__udp_rx_inject(), the receive path's checks and dispatch without the
@@ -22,7 +22,7 @@
  *   flags u8, sel u8, len u16 little-endian, len bytes (the datagram).
  * The flags patch what the input cannot know (keys and addresses chosen at
  * run time) or would rarely hit (lengths computed from other fields): see
- * enum udp_patch (formats.h). Patching follows the wire layout documented in udp.c.
+ * enum udp_patch (formats.h). Patching follows the wire layout documented in udp_int.h.
  *
  * Owns: two sockets kept for the process (the peer and a stranger), and per
  * input the endpoint and its memory. Calls: the transport ops table,
@@ -44,7 +44,7 @@
 #include "transport/transport.h"
 #include "transport/udp.h"
 
-/* udp.c's wire layout: struct udp_hdr (16 bytes), then struct udp_ext (40). */
+/* udp_int.h's wire layout: struct udp_hdr (16 bytes), then struct udp_ext (40). */
 #define W_HDR 16
 #define W_EXT 40
 #define W_MAGIC 0x7055u

@@ -25,7 +25,7 @@ DESCRIPTION
       datapath  receive path of a connected client and server Rpc, and the
                 SM packets their Nexus routes (src/rpc/client.c, server.c, session.c)
       udp_os    the udp transport's emulated one-sided READ/WRITE, served and
-                requested (src/transport/udp.c)
+                requested (src/transport/udp_io.c, udp_os.c)
       kv_req    the KV demo's request parser (apps/kv/kv_parse.h)
 
     For each target it prints the executions, executions per second, and
