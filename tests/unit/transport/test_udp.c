@@ -575,13 +575,21 @@ static void recv_tag(struct urpc_tp *to, uint32_t tag)
 	ops->rx_release(to, rx, 1);
 }
 
-Test(udp, socket_is_connected_while_all_peers_share_one_address)
+/* With @a bound to @host, the connect transitions keep every peer heard and reached. */
+static void connect_transitions(const char *host)
 {
-	struct urpc_tp *a = mk(), *b = mk(), *c = mk();
-	struct urpc_tp_peer *ab = peer_of(a, b), *ab2, *ac, *ba = peer_of(b, a),
-			    *ca = peer_of(c, a);
-	uint16_t port = port_of(a);
+	struct urpc_tp_cfg cfg;
+	struct urpc_tp *a, *b = mk(), *c = mk();
+	struct urpc_tp_peer *ab, *ab2, *ac, *ba, *ca;
+	uint16_t port;
 
+	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_UDP);
+	cfg.host = host;
+	a = mk_cfg(&cfg);
+	port = port_of(a);
+	ab = peer_of(a, b);
+	ba = peer_of(b, a);
+	ca = peer_of(c, a);
 	cr_assert(to_udp(a)->connected, "one peer");
 	send_tag(a, ab, 1);
 	recv_tag(b, 1);
@@ -620,6 +628,16 @@ Test(udp, socket_is_connected_while_all_peers_share_one_address)
 	cr_assert_eq(ops->destroy(a), 0);
 	cr_assert_eq(ops->destroy(b), 0);
 	cr_assert_eq(ops->destroy(c), 0);
+}
+
+Test(udp, socket_is_connected_while_all_peers_share_one_address)
+{
+	connect_transitions("127.0.0.1");
+}
+
+Test(udp, connect_transitions_on_a_wildcard_bind)
+{
+	connect_transitions("0.0.0.0");
 }
 
 Test(udp, a_closed_peer_port_is_a_lost_datagram)
