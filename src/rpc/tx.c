@@ -10,32 +10,49 @@
 
 #include "../util/log.h"
 
-void urpc__tx_flush(struct urpc_rpc *rpc)
+/*
+ * urpc__tx_flush() once the transport did not take the whole batch at once
+ * (back-pressure, or an error: the batch is dropped as a lossy wire would).
+ */
+static __attribute__((noinline)) void flush_rest(struct urpc_rpc *rpc, int n)
 {
 	unsigned done = 0;
-	int n = 0;
 
-	while (done < rpc->ntx) {
+	if (n > 0)
+		done = (unsigned)n;
+	while (n > 0 && done < rpc->ntx) {
 		n = rpc->tp->ops->tx_burst(rpc->tp, rpc->tx + done, rpc->ntx - done);
-		if (unlikely(n <= 0)) {
-			if (n < 0)
-				URPC_ERR_RATELIMIT(rpc->id, "tx_burst failed: %s",
-						   urpc_strerror(n));
-			break;
-		}
-		done += (unsigned)n;
+		if (n > 0)
+			done += (unsigned)n;
 	}
+	if (unlikely(n < 0))
+		URPC_ERR_RATELIMIT(rpc->id, "tx_burst failed: %s", urpc_strerror(n));
 	rpc->st.pkts_tx += done;
-	if (unlikely(done < rpc->ntx && done > 0))
+	if (done < rpc->ntx && done > 0)
 		memmove(rpc->tx, rpc->tx + done, (rpc->ntx - done) * sizeof(rpc->tx[0]));
-	/*
-	 * Datagrams the transport did not take (back-pressure) stay queued for
-	 * the next pass; an error drops them like a lossy wire would, and the
-	 * client's retransmission recovers.
-	 */
 	rpc->ntx = (n < 0) ? 0 : rpc->ntx - done;
-	if (likely(!rpc->ntx))
+	if (!rpc->ntx)
 		rpc->tx_epoch++;
+}
+
+void urpc__tx_flush(struct urpc_rpc *rpc)
+{
+	unsigned ntx = rpc->ntx;
+	int n;
+
+	if (unlikely(!ntx)) {
+		rpc->tx_epoch++;
+		return;
+	}
+	/* The common case: the transport takes the whole batch. */
+	n = rpc->tp->ops->tx_burst(rpc->tp, rpc->tx, ntx);
+	if (likely(n == (int)ntx)) {
+		rpc->st.pkts_tx += ntx;
+		rpc->ntx = 0;
+		rpc->tx_epoch++;
+		return;
+	}
+	flush_rest(rpc, n);
 }
 
 void urpc__tx_forget(struct urpc_rpc *rpc, const void *hdr, const struct urpc_tp_peer *peer)
