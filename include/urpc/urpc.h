@@ -769,6 +769,154 @@ URPC_API struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h);
  */
 URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *resp);
 
+/* ------------------------------------------------------------------------
+ * Remote memory (issue 16, first slice): expose a buffer to a session's
+ * peer, hand it a struct urpc_rbuf inside any message, and let the peer
+ * READ or WRITE it directly (no handler, no copy on the owner's side).
+ * ------------------------------------------------------------------------ */
+
+/* urpc_mem_expose() access (URPC_MEM_PEER_READS is defined above). */
+#define URPC_MEM_PEER_WRITES 0x2u /* the peer writes it (urpc_rdma_write) */
+
+#define URPC_RBUF_VERSION 1
+
+/**
+ * struct urpc_rbuf - A remote buffer: what the owner of exposed memory hands
+ * a peer. Plain bytes, no pointers, every field little-endian (le16toh()
+ * etc. to read them on a big-endian host); copy it into any request or
+ * response as it is. Its size is fixed (56 bytes) and written in @size.
+ *
+ * @version:       URPC_RBUF_VERSION
+ * @size:          sizeof(struct urpc_rbuf)
+ * @access:        URPC_MEM_PEER_READS and/or URPC_MEM_PEER_WRITES, as exposed
+ * @owner_rpc:     the owner's Rpc id
+ * @owner_session: the owner's number of the session it was exposed on
+ * @owner_id:      a 64-bit digest of that session's secret token (a keyed
+ *                 function: it does not reveal the token), which both ends
+ *                 of the session can compute: it names the session's two
+ *                 endpoints as the engine knows them
+ * @addr:          the owner's address of the first byte
+ * @len:           bytes
+ * @key:           the transport's key of the owner's grant
+ * @gen:           the exposure's generation (never 0, never reused by the Rpc)
+ */
+struct urpc_rbuf {
+	uint16_t version;
+	uint16_t size;
+	uint8_t access;
+	uint8_t owner_rpc;
+	uint16_t reserved0;
+	uint32_t owner_session;
+	uint32_t reserved1;
+	uint64_t owner_id;
+	uint64_t addr;
+	uint64_t len;
+	uint64_t key;
+	uint64_t gen;
+};
+
+/**
+ * urpc_mem_expose() - Let the peer of @session READ and/or WRITE exactly
+ * [@addr, @addr + @len) of this process's host memory, until
+ * urpc_mem_revoke(), the session's end, or urpc_rpc_destroy().
+ *
+ * An exposure is for one session: the memory is registered through the
+ * Rpc's registration cache and granted (the transport's exact grant: bytes,
+ * access, peer) to that session's peer only. To expose the same memory to
+ * several peers, expose it once per session. A request arriving on another
+ * session, or from anyone else, is refused by the transport.
+ *
+ * @param session a connected session of @rpc (client or server side; a
+ *                handler finds its own with urpc_req_session()).
+ * @param access  URPC_MEM_PEER_READS, URPC_MEM_PEER_WRITES, or both.
+ * @param rbuf    receives the description to hand the peer.
+ * @return 0; -EINVAL (NULL, @len 0 or above URPC_MAX_MSG_SIZE, no or
+ *         unknown access bits, no such session); -ENOTCONN (the session is
+ *         not connected); -ENOTSUP (GPU memory: not in this version);
+ *         -ENOMEM, -EAGAIN (the registration cache is full of memory in
+ *         use), the transport's error; -EPERM. Nothing is held on failure.
+ * Cold: registration and a grant. When the session ends, the peer can no
+ *         longer use the rbuf (the transport revokes its grants); the
+ *         registration is held until urpc_mem_revoke() or urpc_rpc_destroy().
+ */
+URPC_API int urpc_mem_expose(struct urpc_rpc *rpc, int session, void *addr, size_t len,
+			     unsigned access, struct urpc_rbuf *rbuf);
+
+/**
+ * urpc_mem_revoke() - End an exposure made by urpc_mem_expose() on this Rpc.
+ * When it returns, no new operation against it succeeds on the peer (its
+ * key is refused; a key never becomes valid again, and exposing the same
+ * memory anew gives a new key and generation); the peer's operations being
+ * served finish first. A slice of it (urpc_rbuf_slice()) is revoked with it.
+ * @return 0; -EINVAL (NULL, or not a live exposure of this Rpc: a slice, a
+ *         copy already revoked, another Rpc's); -EPERM.
+ */
+URPC_API int urpc_mem_revoke(struct urpc_rpc *rpc, const struct urpc_rbuf *rbuf);
+
+/**
+ * urpc_rbuf_slice() - Narrow @rbuf to [@off, @off + @len) of it in @out
+ * (which may be @rbuf), without asking the owner. The key stays the
+ * exposure's: a slice narrows what its holder names, the owner's grant
+ * stays what the transport enforces.
+ * @return 0; -EINVAL (NULL, a malformed rbuf, @len 0, or the range not
+ *         inside @rbuf); @out is untouched on failure.
+ */
+URPC_API int urpc_rbuf_slice(const struct urpc_rbuf *rbuf, uint64_t off, uint64_t len,
+			     struct urpc_rbuf *out);
+
+/**
+ * typedef urpc_rdma_cont_fn - The continuation of urpc_rdma_read() or
+ * urpc_rdma_write(); runs exactly once, on the Rpc's thread, from its event
+ * loop (or from urpc_rpc_destroy()).
+ * @status: 0 (done: a READ's bytes are in the local buffer, a WRITE's are
+ *          in the owner's memory); -EACCES (the owner refused: revoked,
+ *          wrong key, out of its bounds, access not granted); -ETIMEDOUT
+ *          (no answer in the Rpc's one-sided timeout; on udp, a key the
+ *          owner has never granted to this session is dropped unanswered
+ *          and ends so); -ECONNRESET (the session or the peer went away).
+ */
+typedef void (*urpc_rdma_cont_fn)(struct urpc_rpc *rpc, void *tag, int status);
+
+/**
+ * urpc_rdma_read() - Copy @len bytes at @remote_off of the peer's @rbuf
+ * into @local at @local_off, one-sided (no handler runs at the owner).
+ *
+ * @param session the session @rbuf was exposed on, seen from this side:
+ *                the rbuf's owner must be this session's peer.
+ * @param local   a message buffer of this Rpc (urpc_msgbuf_alloc()) or a
+ *                host view (urpc_msgbuf_register()); [@local_off,
+ *                @local_off + @len) must lie within its max_data_size. It
+ *                belongs to the library until the continuation runs
+ *                (urpc_msgbuf_free() and _unregister() return -EBUSY).
+ * @param timeout_ms 0: the Rpc's one-sided timeout (derived from the
+ *                session's round trips, at least 1 s); other values are
+ *                accepted but cannot shorten it in this version.
+ * @return 0 (@cont will run exactly once); -EINVAL (NULL, @len 0, a range
+ *         outside @local or @rbuf, a malformed rbuf: version, size,
+ *         access, an rbuf whose owner is not this session's peer, no such
+ *         session; nothing happens); -ENOTCONN (the session is not
+ *         connected); -ENOTSUP (a GPU view as @local); -EAGAIN (the Rpc's
+ *         one-sided operations are all in use: try again after running the
+ *         event loop); -EPERM.
+ */
+URPC_API int urpc_rdma_read(struct urpc_rpc *rpc, int session, struct urpc_msgbuf *local,
+			    size_t local_off, const struct urpc_rbuf *rbuf, uint64_t remote_off,
+			    size_t len, urpc_rdma_cont_fn cont, void *tag, uint32_t timeout_ms);
+
+/**
+ * urpc_rdma_write() - Copy @len bytes of @local at @local_off to @remote_off
+ * of the peer's @rbuf, one-sided. As urpc_rdma_read() otherwise.
+ */
+URPC_API int urpc_rdma_write(struct urpc_rpc *rpc, int session, struct urpc_msgbuf *local,
+			     size_t local_off, const struct urpc_rbuf *rbuf, uint64_t remote_off,
+			     size_t len, urpc_rdma_cont_fn cont, void *tag, uint32_t timeout_ms);
+
+/**
+ * urpc_req_session() - The (server) session number a request came on, for
+ * urpc_mem_expose() inside a handler. -1 for a NULL @h.
+ */
+URPC_API int urpc_req_session(const struct urpc_req_handle *h);
+
 #ifdef __cplusplus
 }
 #endif

@@ -124,6 +124,7 @@ struct urpc_large_pkt {
 enum urpc_os_kind {
 	URPC_OS_SRV_REQ = 1,  /* server reads a large request's payload */
 	URPC_OS_CLI_RESP = 2, /* client reads a large response into its buffer */
+	URPC_OS_USER = 3,     /* urpc_rdma_read/write (rmem.c): @buf is the local buffer */
 };
 
 /*
@@ -149,6 +150,7 @@ struct urpc_os_op {
 	struct urpc_msgbuf *req;
 	struct urpc_msgbuf *resp;
 	int status;
+	urpc_rdma_cont_fn rcont; /* USER: runs with the completion's status (large.c) */
 	uint16_t next_free;
 };
 
@@ -320,6 +322,8 @@ struct urpc_session {
 
 typedef uint64_t (*urpc_clock_fn)(void *arg);
 
+struct urpc_rmem_tab;
+
 struct urpc_rpc {
 	const char *owner; /* &urpc__thread_tag of the creating thread */
 	struct urpc_nexus *nx;
@@ -380,6 +384,8 @@ struct urpc_rpc {
 	struct urpc_os_op os[URPC_OS_OPS];
 	uint16_t os_free; /* free list of os[], URPC_OS_NIL at the end */
 	uint32_t os_busy; /* entries in use */
+	/* Users' exposures (rmem.c; their READs and WRITEs also use os[]); NULL until the first. */
+	struct urpc_rmem_tab *rmem;
 	struct urpc_tp_tx tx[URPC_TX_BATCH];
 	/* SM packets for the next flush (session_sm.c), sent in one system call */
 	unsigned smo_n;

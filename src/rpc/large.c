@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Large messages (large.h). Owns the one-sided operation table (rpc->os[],
- * its free list and rpc->os_busy) and the orphans in it, the grants
+ * its free list and rpc->os_busy) and the orphans in it (and completes the
+ * users' operations that rmem.c starts in it: their continuations), the grants
  * that let a session's peer READ a large message (urpc__grant_read()), and
  * the entries that hold a server slot's large stored response (sl->large).
  * May call: tx.h (forget a freed response's descriptor), msgbuf.h (give
@@ -110,6 +111,21 @@ static URPC_COLD void bad_comp(struct urpc_rpc *rpc, const struct urpc_tp_comp *
 			    urpc__tp_op_str(c->op), (unsigned long long)c->wr_id);
 }
 
+/*
+ * A user's one-sided operation (rmem.c) completed: its continuation runs
+ * with the status as urpc_rdma_cont_fn documents it (a flush error of the
+ * transport is the connection's end). Live or orphan alike: the session
+ * is not needed. Cold.
+ */
+static URPC_COLD void user_done(struct urpc_rpc *rpc, const struct urpc_os_op *op, int status)
+{
+	if (status && status != -EACCES && status != -ETIMEDOUT)
+		status = -ECONNRESET;
+	rpc->in_cb++;
+	op->rcont(rpc, op->tag, status);
+	rpc->in_cb--;
+}
+
 bool urpc__os_take(struct urpc_rpc *rpc, const struct urpc_tp_comp *c, struct urpc_os_op *out)
 {
 	struct urpc_os_op *op;
@@ -126,6 +142,10 @@ bool urpc__os_take(struct urpc_rpc *rpc, const struct urpc_tp_comp *c, struct ur
 	*out = *op;
 	memset(&op->buf, 0, sizeof(op->buf));
 	urpc__os_put(rpc, i);
+	if (out->kind == URPC_OS_USER) {
+		user_done(rpc, out, c->status);
+		return false;
+	}
 	if (!out->orphan)
 		return true;
 	if (out->kind == URPC_OS_SRV_REQ)

@@ -80,6 +80,9 @@ bool urpc__mb_is_lent(const struct urpc_rpc *rpc, const struct urpc_msgbuf *mb)
 			if (op->busy && op->orphan && op->kind == URPC_OS_CLI_RESP &&
 			    (mb_same(op->req, mb) || mb_same(op->resp, mb)))
 				return true;
+			/* A user's READ or WRITE (rmem.c) holds its local buffer. */
+			if (op->busy && op->kind == URPC_OS_USER && mb_same(&op->buf, mb))
+				return true;
 		}
 	}
 	return false;
@@ -289,7 +292,7 @@ void urpc__mb_held(const struct urpc_rpc *rpc, size_t *bufs, size_t *views)
 
 		if (!op->busy)
 			continue;
-		if (op->kind == URPC_OS_SRV_REQ)
+		if (op->kind == URPC_OS_SRV_REQ || op->kind == URPC_OS_USER)
 			held_add(&op->buf, bufs, views);
 		else if (op->orphan)
 			held_pair(op->req, op->resp, bufs, views);

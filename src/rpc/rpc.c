@@ -5,7 +5,8 @@
  * struct urpc_rpc's setup fields (options, transport, pool, registration
  * cache, SM queue, tables) and their release.
  * May call: every file below (session.h, session_sm.h to flush the SM
- * outbox before it goes, session_table.h, large.h, msgbuf.h, client.h for
+ * outbox before it goes, session_table.h, large.h, msgbuf.h, rmem.h to
+ * revoke exposures at destroy, client.h for
  * the bookkeeping check, tx.h), the Nexus, the
  * transport's create/destroy, the pool and registration cache, the CUDA
  * loader (placing the port near a GPU).
@@ -25,6 +26,7 @@
 #include "client.h"
 #include "large.h"
 #include "msgbuf.h"
+#include "rmem.h"
 #include "session.h"
 #include "session_sm.h"
 #include "session_src.h"
@@ -271,6 +273,8 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 			urpc__sess_free(rpc, rpc->sessions[i]);
 	/* Their peers released, the transport completes what they had in flight. */
 	urpc__os_drain(rpc);
+	/* Exposures: revoked, their registrations back to the cache (destroyed below). */
+	urpc__rmem_fini(rpc);
 	urpc__tx_flush(rpc);
 	rpc->tp->ops->tx_flush(rpc->tp);
 

@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Remote memory for users (rmem.h; issue 16, first slice). Owns
+ * rpc->rmem: the table of exposures (a registration of the cache held, and
+ * the transport's grant to one session's peer), and the generations of
+ * exposures. Starts the users' READs and WRITEs in the one-sided operation
+ * table (large.h completes them and runs their continuations).
+ * May call: large.h (the operation table), msgbuf.h (is a buffer one of
+ * ours), the registration cache, the transport's grant/revoke and
+ * post_read/post_write, the ChaCha20 block (the owner digest).
+ */
+#define URPC_LOG_MODULE "rmem"
+#include "rmem.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../mem/cuda.h"
+#include "../util/log.h"
+#include "large.h"
+#include "msgbuf.h"
+
+/* One exposure: live while @g.key is not 0 or @ent is held. */
+struct rmem_ent {
+	struct urpc_tp_grant g;
+	struct urpc_regcache_ent *ent; /* NULL: a free entry */
+	uint64_t gen;
+	uint32_t sess; /* the session number it was exposed on */
+};
+
+struct urpc_rmem_tab {
+	struct rmem_ent *e;
+	uint32_t cap;
+	uint32_t live;
+	uint64_t next_gen; /* the next exposure's generation (from 1) */
+};
+
+/*
+ * The owner digest of a session's token: the first 64 bits of a ChaCha20
+ * block keyed by the token (and a fixed label), so the rbuf does not
+ * reveal the token, and both ends of the session compute the same value.
+ */
+static uint64_t owner_id(uint64_t token)
+{
+	/* "urpc rbuf owner\0" as words, then zeros: a label, not a secret. */
+	uint32_t key[8] = {(uint32_t)token,
+			   (uint32_t)(token >> 32),
+			   0x63707275u,
+			   0x75627220u,
+			   0x776f2066u,
+			   0x0072656eu,
+			   0,
+			   0};
+	uint32_t nonce[3] = {0, 0, 0}, out[16];
+
+	urpc__chacha20_block(key, 0, nonce, out);
+	return (uint64_t)out[1] << 32 | out[0];
+}
+
+/* A connected session of @rpc with a resolved peer; -EINVAL / -ENOTCONN. */
+static int conn_session(struct urpc_rpc *rpc, int num, struct urpc_session **out)
+{
+	struct urpc_session *s = urpc__rpc_session(rpc, num);
+
+	if (!s)
+		return -EINVAL;
+	if (s->state != URPC_SESS_CONNECTED || !s->peer)
+		return -ENOTCONN;
+	*out = s;
+	return 0;
+}
+
+/* The owner's side of session @s, as its peer sees it (for the rbuf). */
+static void rbuf_fill(struct urpc_rpc *rpc, const struct urpc_session *s, const struct rmem_ent *e,
+		      unsigned access, struct urpc_rbuf *rb)
+{
+	memset(rb, 0, sizeof(*rb));
+	rb->version = htole16(URPC_RBUF_VERSION);
+	rb->size = htole16((uint16_t)sizeof(*rb));
+	rb->access = (uint8_t)access;
+	rb->owner_rpc = rpc->id;
+	rb->owner_session = htole32(s->local_num);
+	rb->owner_id = htole64(owner_id(s->token));
+	rb->addr = htole64(e->g.addr);
+	rb->len = htole64(e->g.len);
+	rb->key = htole64(e->g.key);
+	rb->gen = htole64(e->gen);
+}
+
+/* A free entry of the table (grown when full), or NULL. Cold. */
+static struct rmem_ent *ent_get(struct urpc_rpc *rpc)
+{
+	struct urpc_rmem_tab *t = rpc->rmem;
+	struct rmem_ent *n;
+	uint32_t i, cap;
+
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return NULL;
+		t->next_gen = 1;
+		rpc->rmem = t;
+	}
+	for (i = 0; i < t->cap; i++)
+		if (!t->e[i].ent)
+			return &t->e[i];
+	cap = t->cap ? 2 * t->cap : 16;
+	n = realloc(t->e, (size_t)cap * sizeof(*n));
+	if (!n)
+		return NULL;
+	memset(n + t->cap, 0, (size_t)(cap - t->cap) * sizeof(*n));
+	t->e = n;
+	i = t->cap;
+	t->cap = cap;
+	return &t->e[i];
+}
+
+static void ent_put(struct urpc_rpc *rpc, struct rmem_ent *e)
+{
+	urpc__grant_revoke(rpc, &e->g);
+	urpc__regcache_put(rpc->regcache, e->ent);
+	memset(e, 0, sizeof(*e));
+	rpc->rmem->live--;
+}
+
+URPC_API int urpc_mem_expose(struct urpc_rpc *rpc, int session, void *addr, size_t len,
+			     unsigned access, struct urpc_rbuf *rbuf)
+{
+	unsigned tp_grant = 0, tp_remote = 0;
+	struct urpc_regcache_ent *ent;
+	struct urpc_session *s;
+	struct rmem_ent *e;
+	int ret;
+
+	if (!rpc || !addr || !rbuf)
+		return -EINVAL;
+	if (!urpc__rpc_is_owner(rpc))
+		return -EPERM;
+	if (!len || len > URPC_MAX_MSG_SIZE || !access ||
+	    (access & ~(URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES)) ||
+	    (uintptr_t)addr + len < (uintptr_t)addr)
+		return -EINVAL;
+	ret = conn_session(rpc, session, &s);
+	if (ret)
+		return ret;
+	if (urpc__cuda_load() == 0 && urpc__cuda_is_device_ptr(addr)) {
+		URPC_WARN(rpc->id, "urpc_mem_expose: GPU memory is not supported yet");
+		return -ENOTSUP;
+	}
+	if (access & URPC_MEM_PEER_READS) {
+		tp_grant |= URPC_TP_ACCESS_GRANT_READ;
+		tp_remote |= URPC_TP_ACCESS_REMOTE_READ;
+	}
+	if (access & URPC_MEM_PEER_WRITES) {
+		tp_grant |= URPC_TP_ACCESS_GRANT_WRITE;
+		tp_remote |= URPC_TP_ACCESS_REMOTE_WRITE;
+	}
+	e = ent_get(rpc);
+	if (!e)
+		return -ENOMEM;
+	ret = urpc__regcache_get(rpc->regcache, addr, len, tp_grant, &ent);
+	if (ret)
+		return ret;
+	ret = rpc->tp->ops->grant(rpc->tp, s->peer, ent->reg.handle, addr, len, tp_remote, &e->g);
+	if (ret) {
+		e->g.key = 0;
+		urpc__regcache_put(rpc->regcache, ent);
+		URPC_WARN(rpc->id, "urpc_mem_expose: no grant for %zu bytes: %s", len,
+			  urpc_strerror(ret));
+		return ret;
+	}
+	e->ent = ent;
+	e->gen = rpc->rmem->next_gen++;
+	e->sess = s->local_num;
+	rpc->rmem->live++;
+	rbuf_fill(rpc, s, e, access, rbuf);
+	return 0;
+}
+
+/* Is @rb well formed (version, size, access, length, generation)? */
+static bool rbuf_ok(const struct urpc_rbuf *rb)
+{
+	return le16toh(rb->version) == URPC_RBUF_VERSION && le16toh(rb->size) == sizeof(*rb) &&
+	       rb->access && !(rb->access & ~(URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES)) &&
+	       rb->len && le64toh(rb->addr) + le64toh(rb->len) >= le64toh(rb->addr) && rb->gen;
+}
+
+URPC_API int urpc_mem_revoke(struct urpc_rpc *rpc, const struct urpc_rbuf *rbuf)
+{
+	struct urpc_rmem_tab *t;
+	uint32_t i;
+
+	if (!rpc || !rbuf)
+		return -EINVAL;
+	if (!urpc__rpc_is_owner(rpc))
+		return -EPERM;
+	t = rpc->rmem;
+	if (!t || !rbuf_ok(rbuf) || rbuf->owner_rpc != rpc->id)
+		return -EINVAL;
+	for (i = 0; i < t->cap; i++) {
+		struct rmem_ent *e = &t->e[i];
+
+		/* The whole exposure: a slice names other bytes. */
+		if (e->ent && e->gen == le64toh(rbuf->gen) &&
+		    e->sess == le32toh(rbuf->owner_session) && e->g.addr == le64toh(rbuf->addr) &&
+		    e->g.len == le64toh(rbuf->len)) {
+			ent_put(rpc, e);
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+URPC_API int urpc_rbuf_slice(const struct urpc_rbuf *rbuf, uint64_t off, uint64_t len,
+			     struct urpc_rbuf *out)
+{
+	struct urpc_rbuf r;
+
+	if (!rbuf || !out || !rbuf_ok(rbuf) || !len)
+		return -EINVAL;
+	if (off > le64toh(rbuf->len) || len > le64toh(rbuf->len) - off)
+		return -EINVAL;
+	r = *rbuf;
+	r.addr = htole64(le64toh(rbuf->addr) + off);
+	r.len = htole64(len);
+	*out = r;
+	return 0;
+}
+
+URPC_API int urpc_req_session(const struct urpc_req_handle *h)
+{
+	return h && h->sess ? (int)h->sess->local_num : -1;
+}
+
+/* Start a user's READ (@write false) or WRITE: the checks, then the post. */
+static int rdma_start(struct urpc_rpc *rpc, int session, bool write, struct urpc_msgbuf *local,
+		      size_t local_off, const struct urpc_rbuf *rb, uint64_t remote_off, size_t len,
+		      urpc_rdma_cont_fn cont, void *tag)
+{
+	const struct urpc_tp_mr *mr;
+	struct urpc_session *s;
+	struct urpc_os_op *op;
+	uint8_t *at;
+	uint16_t i;
+	int ret;
+
+	if (!rpc || !local || !rb || !cont)
+		return -EINVAL;
+	if (!urpc__rpc_is_owner(rpc))
+		return -EPERM;
+	if (!len || !rbuf_ok(rb) || !local->buf || local_off > local->max_data_size ||
+	    len > local->max_data_size - local_off || remote_off > le64toh(rb->len) ||
+	    len > le64toh(rb->len) - remote_off)
+		return -EINVAL;
+	ret = conn_session(rpc, session, &s);
+	if (ret)
+		return ret;
+	/* The rbuf's owner must be this session's peer. */
+	if (rb->owner_rpc != s->remote_rpc_id || le32toh(rb->owner_session) != s->remote_num ||
+	    le64toh(rb->owner_id) != owner_id(s->token))
+		return -EINVAL;
+	if (urpc__mb_gpu(local))
+		return -ENOTSUP;
+	if (!urpc__mb_is_view(local) && !urpc__pool_is_out(rpc->pool, local))
+		return -EINVAL;
+	mr = urpc__mb_mr(local);
+	if (!mr)
+		return -EINVAL;
+	i = urpc__os_get(rpc);
+	if (i == URPC_OS_NIL)
+		return -EAGAIN;
+	op = &rpc->os[i];
+	at = (uint8_t *)urpc__mb_dma(local) + local_off;
+	ret = write ? rpc->tp->ops->post_write(rpc->tp, s->peer, at, mr,
+					       le64toh(rb->addr) + remote_off, le64toh(rb->key),
+					       len, i)
+		    : rpc->tp->ops->post_read(rpc->tp, s->peer, at, mr,
+					      le64toh(rb->addr) + remote_off, le64toh(rb->key), len,
+					      i);
+	if (ret) {
+		urpc__os_put(rpc, i);
+		return ret;
+	}
+	op->kind = URPC_OS_USER;
+	op->sess_num = s->local_num;
+	op->slot = 0;
+	op->req_num = 0;
+	op->len = len;
+	op->buf = *local;
+	op->req = NULL;
+	op->resp = NULL;
+	op->cont = NULL;
+	op->rcont = cont;
+	op->tag = tag;
+	op->status = 0;
+	return 0;
+}
+
+URPC_API int urpc_rdma_read(struct urpc_rpc *rpc, int session, struct urpc_msgbuf *local,
+			    size_t local_off, const struct urpc_rbuf *rbuf, uint64_t remote_off,
+			    size_t len, urpc_rdma_cont_fn cont, void *tag, uint32_t timeout_ms)
+{
+	(void)timeout_ms; /* the Rpc's one-sided timeout bounds it (urpc.h) */
+	return rdma_start(rpc, session, false, local, local_off, rbuf, remote_off, len, cont, tag);
+}
+
+URPC_API int urpc_rdma_write(struct urpc_rpc *rpc, int session, struct urpc_msgbuf *local,
+			     size_t local_off, const struct urpc_rbuf *rbuf, uint64_t remote_off,
+			     size_t len, urpc_rdma_cont_fn cont, void *tag, uint32_t timeout_ms)
+{
+	(void)timeout_ms;
+	return rdma_start(rpc, session, true, local, local_off, rbuf, remote_off, len, cont, tag);
+}
+
+uint32_t urpc__rmem_live(const struct urpc_rpc *rpc)
+{
+	return rpc->rmem ? rpc->rmem->live : 0;
+}
+
+void urpc__rmem_fini(struct urpc_rpc *rpc)
+{
+	struct urpc_rmem_tab *t = rpc->rmem;
+	uint32_t i;
+
+	if (!t)
+		return;
+	for (i = 0; i < t->cap; i++)
+		if (t->e[i].ent)
+			ent_put(rpc, &t->e[i]);
+	free(t->e);
+	free(t);
+	rpc->rmem = NULL;
+}
