@@ -36,7 +36,7 @@ static int qp_connect(struct verbs_tp *v, struct verbs_conn *p, uint32_t rqpn, u
 		return -errno ? -errno : -EIO;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14; /* 4.096 us << 14 = 67 ms per try */
+	a.timeout = 16; /* 4.096 us << 16 = 268 ms per try */
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.sq_psn = p->rc_psn;

@@ -71,13 +71,13 @@
 #define VERBS_OP_NS_PER_MIB 50000000ull /* allowance for one chunk in flight: 20 MB/s */
 #define VERBS_DRAIN_NS 2000000000ull	/* bound of a synchronous drain */
 #define VERBS_MAX_DEPTH 32768u
-#define VERBS_OUTBOX 64u	     /* control messages waiting for session management */
-#define VERBS_WR_LOCAL (1ull << 63)  /* wr_id bit of a bind or an invalidation (verbs_mw.c) */
-#define VERBS_WR_NOTICE (1ull << 62) /* wr_id of a release notice (unsignaled) */
-#define VERBS_WR_RECV (1ull << 61)   /* wr_id of a receive (for notices) */
-#define VERBS_RC_RECV 64u	     /* receives posted on an RC QP, for notices */
-#define VERBS_RELEASE_NS 20000000ull /* revoke() waits this long for the peer's notice */
-#define VERBS_LOCAL_NS 1000000000ull /* bound of waiting for one (it is local work) */
+#define VERBS_OUTBOX 64u	      /* control messages waiting for session management */
+#define VERBS_WR_LOCAL (1ull << 63)   /* wr_id bit of a bind or an invalidation (verbs_mw.c) */
+#define VERBS_WR_NOTICE (1ull << 62)  /* wr_id of a release notice (unsignaled) */
+#define VERBS_WR_RECV (1ull << 61)    /* wr_id of a receive (for notices) */
+#define VERBS_RC_RECV 64u	      /* receives posted on an RC QP, for notices */
+#define VERBS_RELEASE_NS 200000000ull /* revoke() waits this long for the peer's notice */
+#define VERBS_LOCAL_NS 1000000000ull  /* bound of waiting for one (it is local work) */
 #define VERBS_MW_BINDS 255u /* binds of one window before it is replaced: its key has 8 free bits */
 #define VERBS_RXE_VENDOR 0xffffffu /* Soft-RoCE's vendor_id */
 

@@ -547,10 +547,11 @@ int urpc__verbs_rc_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *com
 	struct verbs_tp *v = to_verbs(tp);
 	unsigned cnt = 0;
 
+	/* Grants live: peers' release notices come in, their receives go back. */
+	if (v->nposted || v->base.stats.grants_live)
+		urpc__verbs_rc_reap(v);
 	if (!v->nops)
 		return 0;
-	if (v->nposted)
-		urpc__verbs_rc_reap(v);
 	if (unlikely(v->nposted)) {
 		uint64_t now = urpc__now_ns();
 
