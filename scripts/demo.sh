@@ -5,7 +5,9 @@
 #      (Nexus, session, request, response) between two processes;
 #   2. urpc-demo: 100,000 datagram round trips and an 8 MiB one-sided
 #      READ/WRITE on the transport layer, verified byte by byte.
-#   3. urpc-kv-server and urpc-kv-client: the key-value demo, a 3-second
+#   3. urpc-rdma-example: a server exposes 1 MiB, the client WRITEs it
+#      one-sided, the server checks it, the client READs it back.
+#   4. urpc-kv-server and urpc-kv-client: the key-value demo, a 3-second
 #      YCSB-A load run in --verify mode: every GET checked against the
 #      acknowledged writes, then the throughput and p50/p99/p99.9 latency.
 #      Server and client get half the cores each (at least one thread):
@@ -30,6 +32,9 @@ trap - EXIT
 
 echo "==== urpc-demo: the transport layer ===="
 "$bin/demo/urpc-demo" "$@"
+
+echo "==== urpc-rdma-example: remote memory, one-sided WRITE and READ ===="
+"$bin/rdma/urpc-rdma-example"
 
 half=$(($(nproc) / 2))
 [ "$half" -ge 1 ] || half=1
