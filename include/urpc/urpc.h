@@ -770,9 +770,10 @@ URPC_API struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h);
 URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *resp);
 
 /* ------------------------------------------------------------------------
- * Remote memory (issue 16, first slice): expose a buffer to a session's
- * peer, hand it a struct urpc_rbuf inside any message, and let the peer
- * READ or WRITE it directly (no handler, no copy on the owner's side).
+ * Remote memory (issue 16): expose a buffer to a session's peer, hand it
+ * a struct urpc_rbuf inside any message, and let the peer READ or WRITE
+ * it directly (no handler, no copy on the owner's side), one operation at
+ * a time or in batches.
  * ------------------------------------------------------------------------ */
 
 /* urpc_mem_expose() access (URPC_MEM_PEER_READS is defined above). */
@@ -865,21 +866,28 @@ URPC_API int urpc_rbuf_slice(const struct urpc_rbuf *rbuf, uint64_t off, uint64_
 			     struct urpc_rbuf *out);
 
 /**
- * typedef urpc_rdma_cont_fn - The continuation of urpc_rdma_read() or
- * urpc_rdma_write(); runs exactly once, on the Rpc's thread, from its event
- * loop (or from urpc_rpc_destroy()).
+ * typedef urpc_rdma_cont_fn - The continuation of urpc_rdma_read(),
+ * urpc_rdma_write() or urpc_rdma_submit(); runs exactly once, on the Rpc's
+ * thread, from its event loop (or from urpc_rpc_destroy()), never inside
+ * the call that started it, and only once the transport has let go of
+ * every local buffer of the operations (they are the application's again).
  * @status: 0 (done: a READ's bytes are in the local buffer, a WRITE's are
  *          in the owner's memory); -EACCES (the owner refused: revoked,
  *          wrong key, out of its bounds, access not granted); -ETIMEDOUT
- *          (no answer in the Rpc's one-sided timeout; on udp, a key the
- *          owner has never granted to this session is dropped unanswered
- *          and ends so); -ECONNRESET (the session or the peer went away).
+ *          (the deadline passed; on udp, a key the owner has never granted
+ *          to this session is dropped unanswered and ends so); -ECONNRESET
+ *          (the session or the peer went away). For a batch: the first real
+ *          failure (a connection's end that follows an -EACCES is never
+ *          what is reported; an -EACCES reported after a connection's end
+ *          is), and after a failure the local bytes of the batch's other
+ *          READs are unspecified.
  */
 typedef void (*urpc_rdma_cont_fn)(struct urpc_rpc *rpc, void *tag, int status);
 
 /**
  * urpc_rdma_read() - Copy @len bytes at @remote_off of the peer's @rbuf
  * into @local at @local_off, one-sided (no handler runs at the owner).
+ * A batch of one (urpc_rdma_submit()).
  *
  * @param session the session @rbuf was exposed on, seen from this side:
  *                the rbuf's owner must be this session's peer.
@@ -888,16 +896,22 @@ typedef void (*urpc_rdma_cont_fn)(struct urpc_rpc *rpc, void *tag, int status);
  *                @local_off + @len) must lie within its max_data_size. It
  *                belongs to the library until the continuation runs
  *                (urpc_msgbuf_free() and _unregister() return -EBUSY).
- * @param timeout_ms 0: the Rpc's one-sided timeout (derived from the
- *                session's round trips, at least 1 s); other values are
- *                accepted but cannot shorten it in this version.
+ * @param timeout_ms the deadline, from the call: once it passes the
+ *                operation fails with -ETIMEDOUT (the continuation runs as
+ *                soon as the transport has let go of @local: at once on
+ *                loop and udp, which cancel it; on verbs when the posted
+ *                work request completes). 0: no deadline of its own; it
+ *                fails with -ETIMEDOUT once it has made no progress for the
+ *                Rpc's one-sided timeout (urpc_rpc_opts.one_sided_timeout_ms,
+ *                else derived from session-management round trips, at least
+ *                1 s).
  * @return 0 (@cont will run exactly once); -EINVAL (NULL, @len 0, a range
  *         outside @local or @rbuf, a malformed rbuf: version, size,
  *         access, an rbuf whose owner is not this session's peer, no such
  *         session; nothing happens); -ENOTCONN (the session is not
- *         connected); -ENOTSUP (a GPU view as @local); -EAGAIN (the Rpc's
- *         one-sided operations are all in use: try again after running the
- *         event loop); -EPERM.
+ *         connected); -ENOTSUP (a GPU view as @local); -EAGAIN (the Rpc
+ *         has URPC_RDMA_MAX_OPS operations live: run the event loop and try
+ *         again); -ENOMEM; -EPERM.
  */
 URPC_API int urpc_rdma_read(struct urpc_rpc *rpc, int session, struct urpc_msgbuf *local,
 			    size_t local_off, const struct urpc_rbuf *rbuf, uint64_t remote_off,
@@ -910,6 +924,69 @@ URPC_API int urpc_rdma_read(struct urpc_rpc *rpc, int session, struct urpc_msgbu
 URPC_API int urpc_rdma_write(struct urpc_rpc *rpc, int session, struct urpc_msgbuf *local,
 			     size_t local_off, const struct urpc_rbuf *rbuf, uint64_t remote_off,
 			     size_t len, urpc_rdma_cont_fn cont, void *tag, uint32_t timeout_ms);
+
+/* struct urpc_rdma_op.opcode */
+#define URPC_RDMA_READ 1u
+#define URPC_RDMA_WRITE 2u
+
+/*
+ * The most operations of users live (queued or in the transport) per Rpc,
+ * batches together; also the largest batch.
+ */
+#define URPC_RDMA_MAX_OPS 65536u
+
+/**
+ * struct urpc_rdma_op - One operation of a batch (urpc_rdma_submit()):
+ * what urpc_rdma_read() / urpc_rdma_write() take, as fields.
+ *
+ * @opcode:     URPC_RDMA_READ (the peer's bytes into @local) or
+ *              URPC_RDMA_WRITE (@local's bytes to the peer)
+ * @local:      a message buffer of this Rpc or a host view; several
+ *              operations may name the same one
+ * @local_off:  where in @local's data
+ * @rbuf:       the peer's remote buffer (a slice of it is fine)
+ * @remote_off: where in @rbuf
+ * @len:        bytes, at least 1
+ */
+struct urpc_rdma_op {
+	unsigned opcode;
+	struct urpc_msgbuf *local;
+	size_t local_off;
+	const struct urpc_rbuf *rbuf;
+	uint64_t remote_off;
+	size_t len;
+};
+
+/**
+ * urpc_rdma_submit() - Run @n one-sided operations on @session as one
+ * batch, with one deadline and one continuation.
+ *
+ * The operations go out in order, as many at once as the transport takes
+ * (the rest wait in the library and go out as earlier ones complete: a
+ * batch of thousands needs no retry loop); they may complete in any order.
+ * @cont runs once: with 0 when every operation has succeeded, or with the
+ * first real failure (see urpc_rdma_cont_fn): after a failure or the
+ * deadline, the operations not yet posted are dropped, and @cont runs once
+ * every posted one has let go of its buffers. Every local buffer belongs to
+ * the library until then. A batch costs one continuation however many
+ * operations it has.
+ *
+ * @param ops   @n operations, read during the call only (the rbufs they
+ *              point at too). Every one is checked before anything is
+ *              queued: one bad operation refuses the whole batch.
+ * @param n     1 to URPC_RDMA_MAX_OPS.
+ * @param timeout_ms as urpc_rdma_read(), for the batch as a whole; with 0
+ *              any operation's completion counts as progress.
+ * @return 0 (@cont will run exactly once); -EINVAL (NULL @ops or @cont, @n
+ *         0 or above URPC_RDMA_MAX_OPS, an @opcode other than the two, or
+ *         any operation that urpc_rdma_read() would refuse with -EINVAL;
+ *         nothing happens); -ENOTCONN; -ENOTSUP (a GPU view); -EAGAIN (the
+ *         Rpc would have more than URPC_RDMA_MAX_OPS operations live: run
+ *         the event loop and try again); -ENOMEM; -EPERM.
+ * Thread: the Rpc's owner. Callback: @cont, from the event loop.
+ */
+URPC_API int urpc_rdma_submit(struct urpc_rpc *rpc, int session, const struct urpc_rdma_op *ops,
+			      size_t n, uint32_t timeout_ms, urpc_rdma_cont_fn cont, void *tag);
 
 /**
  * urpc_req_session() - The (server) session number a request came on, for

@@ -124,7 +124,6 @@ struct urpc_large_pkt {
 enum urpc_os_kind {
 	URPC_OS_SRV_REQ = 1,  /* server reads a large request's payload */
 	URPC_OS_CLI_RESP = 2, /* client reads a large response into its buffer */
-	URPC_OS_USER = 3,     /* urpc_rdma_read/write (rmem.c): @buf is the local buffer */
 };
 
 /*
@@ -150,8 +149,64 @@ struct urpc_os_op {
 	struct urpc_msgbuf *req;
 	struct urpc_msgbuf *resp;
 	int status;
-	urpc_rdma_cont_fn rcont; /* USER: runs with the completion's status (large.c) */
 	uint16_t next_free;
+};
+
+/*
+ * The users' one-sided operations (urpc_rdma_*; rop.c), in a table of their
+ * own beside os[] so that they cannot crowd out large messages. Every call
+ * is a batch (urpc_rdma_read/_write: a batch of one) with one continuation;
+ * each of its operations is an entry of the operation table, queued until
+ * it is posted (at most URPC_ROP_WINDOW of them are in the transport at
+ * once), then posted until the transport lets go of it. The wr_id of a
+ * posted one is URPC_ROP_WR | generation << 32 | index.
+ */
+#define URPC_ROP_WR (1ull << 63)
+#define URPC_ROP_WINDOW 32 /* users' operations in the transport at once, per Rpc */
+#define URPC_ROP_NIL UINT32_MAX
+
+enum urpc_rop_state {
+	URPC_ROP_FREE = 0,
+	URPC_ROP_QUEUED = 1, /* waits for the window */
+	URPC_ROP_POSTED = 2, /* the transport has it */
+};
+
+struct urpc_rop {
+	uint8_t state; /* enum urpc_rop_state */
+	bool write;
+	uint16_t gen;		/* of its wr_id; advances with each post */
+	uint32_t batch;		/* its batch's index */
+	uint32_t next;		/* the free list, or the queue */
+	struct urpc_msgbuf buf; /* the local buffer: lent until the batch's continuation */
+	size_t off;		/* into @buf's data */
+	uint64_t raddr;
+	uint64_t rkey;
+	size_t len;
+};
+
+struct urpc_rbatch {
+	urpc_rdma_cont_fn cont; /* NULL: a free entry */
+	void *tag;
+	uint64_t deadline_ns; /* Rpc clock */
+	uint64_t idle_ns;     /* timeout 0: the deadline moves on with each completion */
+	uint32_t sess_num;
+	uint32_t left;	 /* operations not let go (queued or posted) */
+	uint32_t posted; /* ... of which posted */
+	int status;	 /* the first real failure; 0: none yet */
+	bool expired;	 /* the deadline passed: posted ones were cancelled */
+	uint32_t next;	 /* the free list, or the list of batches due */
+};
+
+struct urpc_rop_tab {
+	struct urpc_rop *op;
+	uint32_t cap, free; /* free: head of the free list */
+	uint32_t live;	    /* operations queued or posted */
+	uint32_t posted;
+	uint32_t qhead, qtail; /* queued operations, oldest first */
+	struct urpc_rbatch *b;
+	uint32_t bcap, bfree;
+	uint32_t batches; /* batches whose continuation has not run */
+	uint32_t due;	  /* head of the batches due (every operation let go) */
 };
 
 /* What the server hands a handler; embedded in the server slot. */
@@ -383,9 +438,14 @@ struct urpc_rpc {
 	uint64_t tx_epoch; /* advances each time the TX batch empties */
 	struct urpc_os_op os[URPC_OS_OPS];
 	uint16_t os_free; /* free list of os[], URPC_OS_NIL at the end */
-	uint32_t os_busy; /* entries in use */
-	/* Users' exposures (rmem.c; their READs and WRITEs also use os[]); NULL until the first. */
+	uint32_t os_busy; /* entries in use, and the users' live batches (rop.c) */
+	/* Users' exposures (rmem.c); NULL until the first. */
 	struct urpc_rmem_tab *rmem;
+	/*
+	 * Users' one-sided operations (rop.c); NULL until the first. Their
+	 * batches count in os_busy too (the loop polls while any is live).
+	 */
+	struct urpc_rop_tab *rop;
 	struct urpc_tp_tx tx[URPC_TX_BATCH];
 	/* SM packets for the next flush (session_sm.c), sent in one system call */
 	unsigned smo_n;

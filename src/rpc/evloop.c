@@ -5,8 +5,9 @@
  * the clearing of the busy and SM-timer bitmaps) and the idle sleep
  * (wake_fd).
  * May call: everything below it: session.h, session_sm.h (the SM outbox),
- * client.h, server.h, large.h, tx.h; the SM queue; the transport's rx_burst/rx_release/
- * poll_completions/wait_arm/wait_ack; ppoll() (only in the idle sleep).
+ * client.h, server.h, large.h, rop.h (the users' batches' timers), tx.h;
+ * the SM queue; the transport's rx_burst/rx_release/poll_completions/
+ * wait_arm/wait_ack; ppoll() (only in the idle sleep).
  */
 #define _GNU_SOURCE /* ppoll */
 #define URPC_LOG_MODULE "rpc"
@@ -20,6 +21,7 @@
 #include "../util/seam.h"
 #include "client.h"
 #include "large.h"
+#include "rop.h"
 #include "server.h"
 #include "session.h"
 #include "session_sm.h"
@@ -129,6 +131,9 @@ static void scan_timers(struct urpc_rpc *rpc)
 	 * nothing here.
 	 */
 	urpc__session_notices(rpc);
+	/* Users' one-sided batches: deadlines, the queue behind the window. */
+	if (unlikely(rpc->rop != NULL))
+		urpc__rop_timers(rpc);
 	nw = (rpc->hi_session + 63) / 64;
 	for (w = 0; w < nw; w++) {
 		uint64_t bits = rpc->sm_map[w];

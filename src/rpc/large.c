@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Large messages (large.h). Owns the one-sided operation table (rpc->os[],
- * its free list and rpc->os_busy) and the orphans in it (and completes the
- * users' operations that rmem.c starts in it: their continuations), the grants
- * that let a session's peer READ a large message (urpc__grant_read()), and
- * the entries that hold a server slot's large stored response (sl->large).
- * May call: tx.h (forget a freed response's descriptor), msgbuf.h (give
+ * its free list and its share of rpc->os_busy) and the orphans in it, the
+ * grants that let a session's peer READ a large message
+ * (urpc__grant_read()), and the entries that hold a server slot's large
+ * stored response (sl->large). Hands the completions of the users'
+ * operations to rop.h, and tells it when a session goes.
+ * May call: rop.h (users' completions, a session's end, their batches at
+ * destroy), tx.h (forget a freed response's descriptor), msgbuf.h (give
  * buffers back), the pool, the transport's grant/revoke and
  * rx_burst/poll_completions.
  */
@@ -17,6 +19,7 @@
 #include "../util/log.h"
 #include "../util/seam.h"
 #include "msgbuf.h"
+#include "rop.h"
 #include "states.h"
 #include "tx.h"
 
@@ -111,21 +114,6 @@ static URPC_COLD void bad_comp(struct urpc_rpc *rpc, const struct urpc_tp_comp *
 			    urpc__tp_op_str(c->op), (unsigned long long)c->wr_id);
 }
 
-/*
- * A user's one-sided operation (rmem.c) completed: its continuation runs
- * with the status as urpc_rdma_cont_fn documents it (a flush error of the
- * transport is the connection's end). Live or orphan alike: the session
- * is not needed. Cold.
- */
-static URPC_COLD void user_done(struct urpc_rpc *rpc, const struct urpc_os_op *op, int status)
-{
-	if (status && status != -EACCES && status != -ETIMEDOUT)
-		status = -ECONNRESET;
-	rpc->in_cb++;
-	op->rcont(rpc, op->tag, status);
-	rpc->in_cb--;
-}
-
 bool urpc__os_take(struct urpc_rpc *rpc, const struct urpc_tp_comp *c, struct urpc_os_op *out)
 {
 	struct urpc_os_op *op;
@@ -133,7 +121,10 @@ bool urpc__os_take(struct urpc_rpc *rpc, const struct urpc_tp_comp *c, struct ur
 
 	/* The bound first: nothing of os[] is read for a wr_id beyond it. */
 	if (unlikely(c->wr_id >= URPC_OS_OPS || !rpc->os[c->wr_id].busy)) {
-		bad_comp(rpc, c);
+		if (c->wr_id & URPC_ROP_WR)
+			urpc__rop_comp(rpc, c); /* a user's operation: rop.c */
+		else
+			bad_comp(rpc, c);
 		return false;
 	}
 	i = (uint16_t)c->wr_id;
@@ -142,10 +133,6 @@ bool urpc__os_take(struct urpc_rpc *rpc, const struct urpc_tp_comp *c, struct ur
 	*out = *op;
 	memset(&op->buf, 0, sizeof(op->buf));
 	urpc__os_put(rpc, i);
-	if (out->kind == URPC_OS_USER) {
-		user_done(rpc, out, c->status);
-		return false;
-	}
 	if (!out->orphan)
 		return true;
 	if (out->kind == URPC_OS_SRV_REQ)
@@ -158,6 +145,8 @@ bool urpc__os_take(struct urpc_rpc *rpc, const struct urpc_tp_comp *c, struct ur
 void urpc__os_session_gone(struct urpc_rpc *rpc, struct urpc_session *s)
 {
 	unsigned i;
+
+	urpc__rop_session_gone(rpc, s);
 
 	for (i = 0; i < URPC_OS_OPS; i++) {
 		struct urpc_os_op *op = &rpc->os[i];
@@ -220,6 +209,7 @@ void urpc__os_drain(struct urpc_rpc *rpc)
 		for (k = 0; k < n; k++)
 			if (urpc__os_take(rpc, &c[k], &op))
 				URPC_ERR(rpc->id, "a live one-sided operation at destroy");
+		urpc__rop_run_due(rpc); /* users' batches that lost their session */
 	}
 	if (rpc->os_busy)
 		URPC_ERR(rpc->id, "%u one-sided operations never completed", rpc->os_busy);

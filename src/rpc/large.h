@@ -99,15 +99,16 @@ void urpc__os_orphan_client(struct urpc_rpc *rpc, struct urpc_cslot *sl, int sta
  * Completion @c: frees its table entry. An orphan's completion is handled
  * here (a server's read buffer freed, a client's continuation run); for a
  * live operation the entry is copied to *@op and true returned: the client
- * or server that started it finishes it. A completion that names no
- * operation in flight is counted and ignored.
+ * or server that started it finishes it. A user's operation (wr_id with
+ * URPC_ROP_WR) goes to rop.h. A completion that names no operation in
+ * flight is counted and ignored.
  */
 bool urpc__os_take(struct urpc_rpc *rpc, const struct urpc_tp_comp *c, struct urpc_os_op *op);
 
 /*
  * Session @s goes away: its one-sided operations become orphans (they clean
- * up when they complete), its grants are revoked and a server's large
- * stored responses are freed.
+ * up when they complete), its users' batches fail (rop.h), its grants are
+ * revoked and a server's large stored responses are freed.
  * Call before releasing its peer (which makes the transport complete them).
  */
 void urpc__os_session_gone(struct urpc_rpc *rpc, struct urpc_session *s);
@@ -119,7 +120,10 @@ void urpc__os_session_gone(struct urpc_rpc *rpc, struct urpc_session *s);
  */
 bool urpc__os_session_reading(const struct urpc_rpc *rpc, const struct urpc_session *s);
 
-/* Wait (bounded) until every operation, all orphans by now, has completed: destroy. */
+/*
+ * Wait (bounded) until every operation, all orphans by now, has completed,
+ * and every user's batch has run its continuation: destroy.
+ */
 void urpc__os_drain(struct urpc_rpc *rpc);
 
 #ifdef __cplusplus

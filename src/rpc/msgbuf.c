@@ -3,8 +3,9 @@
  * Message buffers (msgbuf.h). Owns rpc->views (views registered and not
  * released) and the GPU views behind them.
  * May call: the pool, the registration cache, the CUDA loader, the
- * transport's reg_mem/reg_dmabuf/dereg_mem. Reads (never writes) client
- * and server slots and the one-sided table to answer "is it lent?".
+ * transport's reg_mem/reg_dmabuf/dereg_mem, rop.h (which buffers the users'
+ * operations hold). Reads (never writes) client and server slots and the
+ * one-sided table to answer "is it lent?".
  */
 #define URPC_LOG_MODULE "rpc"
 #include "msgbuf.h"
@@ -17,6 +18,7 @@
 
 #include "../mem/cuda.h"
 #include "../util/log.h"
+#include "rop.h"
 
 URPC_API int urpc_msgbuf_alloc(struct urpc_rpc *rpc, size_t size, struct urpc_msgbuf *mb)
 {
@@ -80,10 +82,10 @@ bool urpc__mb_is_lent(const struct urpc_rpc *rpc, const struct urpc_msgbuf *mb)
 			if (op->busy && op->orphan && op->kind == URPC_OS_CLI_RESP &&
 			    (mb_same(op->req, mb) || mb_same(op->resp, mb)))
 				return true;
-			/* A user's READ or WRITE (rmem.c) holds its local buffer. */
-			if (op->busy && op->kind == URPC_OS_USER && mb_same(&op->buf, mb))
-				return true;
 		}
+		/* A user's READ or WRITE (rop.c) holds its local buffer. */
+		if (urpc__rop_holds(rpc, mb))
+			return true;
 	}
 	return false;
 }
@@ -292,11 +294,12 @@ void urpc__mb_held(const struct urpc_rpc *rpc, size_t *bufs, size_t *views)
 
 		if (!op->busy)
 			continue;
-		if (op->kind == URPC_OS_SRV_REQ || op->kind == URPC_OS_USER)
+		if (op->kind == URPC_OS_SRV_REQ)
 			held_add(&op->buf, bufs, views);
 		else if (op->orphan)
 			held_pair(op->req, op->resp, bufs, views);
 	}
+	urpc__rop_held(rpc, bufs, views); /* users' operations: each buffer once */
 }
 
 int urpc__mb_stage_out(const struct urpc_msgbuf *mb)

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Remote memory for users (rmem.h; issue 16, first slice). Owns
- * rpc->rmem: the table of exposures (a registration of the cache held, and
- * the transport's grant to one session's peer), and the generations of
- * exposures. Starts the users' READs and WRITEs in the one-sided operation
- * table (large.h completes them and runs their continuations).
- * May call: large.h (the operation table), msgbuf.h (is a buffer one of
- * ours), the registration cache, the transport's grant/revoke and
- * post_read/post_write, the ChaCha20 block (the owner digest).
+ * Remote memory for users (rmem.h; issue 16). Owns rpc->rmem: the table
+ * of exposures (a registration of the cache held, and the transport's
+ * grant to one session's peer), and the generations of exposures. Checks
+ * the arguments of the users' READs, WRITEs and batches and hands them to
+ * rop.h, which runs them.
+ * May call: rop.h (submit; the tables' end), large.h (revoke a grant),
+ * msgbuf.h (is a buffer one of ours), the registration cache, the
+ * transport's grant/revoke, the ChaCha20 block (the owner digest).
  */
 #define URPC_LOG_MODULE "rmem"
 #include "rmem.h"
@@ -21,6 +21,7 @@
 #include "../util/log.h"
 #include "large.h"
 #include "msgbuf.h"
+#include "rop.h"
 
 /* One exposure: live while @g.key is not 0 or @ent is held. */
 struct rmem_ent {
@@ -234,84 +235,89 @@ URPC_API int urpc_req_session(const struct urpc_req_handle *h)
 	return h && h->sess ? (int)h->sess->local_num : -1;
 }
 
-/* Start a user's READ (@write false) or WRITE: the checks, then the post. */
-static int rdma_start(struct urpc_rpc *rpc, int session, bool write, struct urpc_msgbuf *local,
-		      size_t local_off, const struct urpc_rbuf *rb, uint64_t remote_off, size_t len,
-		      urpc_rdma_cont_fn cont, void *tag)
+/* The checks of operation @o that need no session: 0 or -EINVAL. */
+static int op_check(const struct urpc_rdma_op *o)
 {
-	const struct urpc_tp_mr *mr;
+	const struct urpc_msgbuf *local = o->local;
+	const struct urpc_rbuf *rb = o->rbuf;
+
+	if (!local || !rb || !o->len ||
+	    (o->opcode != URPC_RDMA_READ && o->opcode != URPC_RDMA_WRITE))
+		return -EINVAL;
+	if (!rbuf_ok(rb) || !local->buf || o->local_off > local->max_data_size ||
+	    o->len > local->max_data_size - o->local_off || o->remote_off > le64toh(rb->len) ||
+	    o->len > le64toh(rb->len) - o->remote_off)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * The rest, on session @s whose owner digest is @oid: the rbuf's owner is
+ * the session's peer, the local buffer is one of ours. 0, -EINVAL,
+ * -ENOTSUP (a GPU view).
+ */
+static int op_check_sess(struct urpc_rpc *rpc, const struct urpc_session *s, uint64_t oid,
+			 const struct urpc_rdma_op *o)
+{
+	const struct urpc_rbuf *rb = o->rbuf;
+
+	if (rb->owner_rpc != s->remote_rpc_id || le32toh(rb->owner_session) != s->remote_num ||
+	    le64toh(rb->owner_id) != oid)
+		return -EINVAL;
+	if (urpc__mb_gpu(o->local))
+		return -ENOTSUP;
+	if (!urpc__mb_is_view(o->local) && !urpc__pool_is_out(rpc->pool, o->local))
+		return -EINVAL;
+	if (!urpc__mb_mr(o->local))
+		return -EINVAL;
+	return 0;
+}
+
+URPC_API int urpc_rdma_submit(struct urpc_rpc *rpc, int session, const struct urpc_rdma_op *ops,
+			      size_t n, uint32_t timeout_ms, urpc_rdma_cont_fn cont, void *tag)
+{
 	struct urpc_session *s;
-	struct urpc_os_op *op;
-	uint8_t *at;
-	uint16_t i;
+	uint64_t oid;
+	size_t k;
 	int ret;
 
-	if (!rpc || !local || !rb || !cont)
+	if (!rpc || !ops || !cont || !n || n > URPC_RDMA_MAX_OPS)
 		return -EINVAL;
 	if (!urpc__rpc_is_owner(rpc))
 		return -EPERM;
-	if (!len || !rbuf_ok(rb) || !local->buf || local_off > local->max_data_size ||
-	    len > local->max_data_size - local_off || remote_off > le64toh(rb->len) ||
-	    len > le64toh(rb->len) - remote_off)
-		return -EINVAL;
+	/* Every operation is checked before anything is queued. */
+	for (k = 0; k < n; k++)
+		if (op_check(&ops[k]))
+			return -EINVAL;
 	ret = conn_session(rpc, session, &s);
 	if (ret)
 		return ret;
-	/* The rbuf's owner must be this session's peer. */
-	if (rb->owner_rpc != s->remote_rpc_id || le32toh(rb->owner_session) != s->remote_num ||
-	    le64toh(rb->owner_id) != owner_id(s->token))
-		return -EINVAL;
-	if (urpc__mb_gpu(local))
-		return -ENOTSUP;
-	if (!urpc__mb_is_view(local) && !urpc__pool_is_out(rpc->pool, local))
-		return -EINVAL;
-	mr = urpc__mb_mr(local);
-	if (!mr)
-		return -EINVAL;
-	i = urpc__os_get(rpc);
-	if (i == URPC_OS_NIL)
-		return -EAGAIN;
-	op = &rpc->os[i];
-	at = (uint8_t *)urpc__mb_dma(local) + local_off;
-	ret = write ? rpc->tp->ops->post_write(rpc->tp, s->peer, at, mr,
-					       le64toh(rb->addr) + remote_off, le64toh(rb->key),
-					       len, i)
-		    : rpc->tp->ops->post_read(rpc->tp, s->peer, at, mr,
-					      le64toh(rb->addr) + remote_off, le64toh(rb->key), len,
-					      i);
-	if (ret) {
-		urpc__os_put(rpc, i);
-		return ret;
+	oid = owner_id(s->token); /* one ChaCha20 block per batch */
+	for (k = 0; k < n; k++) {
+		ret = op_check_sess(rpc, s, oid, &ops[k]);
+		if (ret)
+			return ret;
 	}
-	op->kind = URPC_OS_USER;
-	op->sess_num = s->local_num;
-	op->slot = 0;
-	op->req_num = 0;
-	op->len = len;
-	op->buf = *local;
-	op->req = NULL;
-	op->resp = NULL;
-	op->cont = NULL;
-	op->rcont = cont;
-	op->tag = tag;
-	op->status = 0;
-	return 0;
+	return urpc__rop_submit(rpc, s, ops, (uint32_t)n, (uint64_t)timeout_ms * 1000000, cont,
+				tag);
 }
 
 URPC_API int urpc_rdma_read(struct urpc_rpc *rpc, int session, struct urpc_msgbuf *local,
 			    size_t local_off, const struct urpc_rbuf *rbuf, uint64_t remote_off,
 			    size_t len, urpc_rdma_cont_fn cont, void *tag, uint32_t timeout_ms)
 {
-	(void)timeout_ms; /* the Rpc's one-sided timeout bounds it (urpc.h) */
-	return rdma_start(rpc, session, false, local, local_off, rbuf, remote_off, len, cont, tag);
+	struct urpc_rdma_op op = {URPC_RDMA_READ, local, local_off, rbuf, remote_off, len};
+
+	return urpc_rdma_submit(rpc, session, &op, 1, timeout_ms, cont, tag);
 }
 
 URPC_API int urpc_rdma_write(struct urpc_rpc *rpc, int session, struct urpc_msgbuf *local,
 			     size_t local_off, const struct urpc_rbuf *rbuf, uint64_t remote_off,
 			     size_t len, urpc_rdma_cont_fn cont, void *tag, uint32_t timeout_ms)
 {
-	(void)timeout_ms;
-	return rdma_start(rpc, session, true, local, local_off, rbuf, remote_off, len, cont, tag);
+	struct urpc_rdma_op op = {URPC_RDMA_WRITE, local, local_off, rbuf, remote_off, len};
+
+	return urpc_rdma_submit(rpc, session, &op, 1, timeout_ms, cont, tag);
 }
 
 uint32_t urpc__rmem_live(const struct urpc_rpc *rpc)
@@ -324,6 +330,7 @@ void urpc__rmem_fini(struct urpc_rpc *rpc)
 	struct urpc_rmem_tab *t = rpc->rmem;
 	uint32_t i;
 
+	urpc__rop_fini(rpc);
 	if (!t)
 		return;
 	for (i = 0; i < t->cap; i++)

@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Remote memory for users (issue 16, first slice): exposures of the
- * application's memory to one session's peer (urpc_mem_expose/_revoke),
- * rbuf slices, and the user's one-sided READ and WRITE (urpc_rdma_*), which
- * run in the one-sided operation table of large.h (entries of kind
- * URPC_OS_USER, completed there).
+ * Remote memory for users (issue 16): exposures of the application's
+ * memory to one session's peer (urpc_mem_expose/_revoke), rbuf slices, and
+ * the public calls of the users' one-sided READs, WRITEs and batches
+ * (urpc_rdma_*), which run in rop.h's table.
  */
 #ifndef URPC_RPC_RMEM_H
 #define URPC_RPC_RMEM_H
@@ -16,9 +15,10 @@ extern "C" {
 #endif
 
 /*
- * The Rpc goes away: revoke every exposure it still has and give their
- * registrations back to the cache, then free the table. Call after the
- * sessions and one-sided operations are gone, before the cache is. Cold.
+ * The Rpc goes away: free the users' operation tables (rop.h), revoke
+ * every exposure it still has and give their registrations back to the
+ * cache, then free the table. Call after the sessions and one-sided
+ * operations are gone (the drain), before the cache is. Cold.
  */
 void urpc__rmem_fini(struct urpc_rpc *rpc);
 

@@ -27,6 +27,7 @@
 #include "large.h"
 #include "msgbuf.h"
 #include "rmem.h"
+#include "rop.h"
 #include "session.h"
 #include "session_sm.h"
 #include "session_src.h"
@@ -476,6 +477,7 @@ int urpc__rpc_check(const struct urpc_rpc *rpc, uint64_t *pending_conts, char *w
 {
 	uint64_t owed = 0, open = 0, grants = 0, deferred = 0;
 	unsigned i, busy_os = 0, nfree = 0;
+	uint32_t batches;
 	uint16_t f;
 	int ret;
 
@@ -538,7 +540,12 @@ int urpc__rpc_check(const struct urpc_rpc *rpc, uint64_t *pending_conts, char *w
 		}
 		nfree++;
 	}
-	if (busy_os != rpc->os_busy || nfree != URPC_OS_OPS - busy_os) {
+	/* The users' batches (rop.c) count in os_busy, and each owes its continuation. */
+	ret = urpc__rop_check(rpc, &batches, why, n);
+	if (ret)
+		return ret;
+	owed += batches;
+	if (busy_os + batches != rpc->os_busy || nfree != URPC_OS_OPS - busy_os) {
 		snprintf(why, n, "one-sided table: %u busy, counter %u, %u on the free list",
 			 busy_os, rpc->os_busy, nfree);
 		return -EFAULT;

@@ -617,11 +617,6 @@ int urpc__loop_net_deliver(uint32_t to_id, const void *buf, uint32_t len)
 	return ret;
 }
 
-uint32_t urpc__loop_ep_id(const struct urpc_tp *tp)
-{
-	return container_of(tp, const struct loop_ep, base)->ep_id;
-}
-
 const struct urpc_tp_ops urpc__tp_loop_ops = {
 	.name = "loop",
 	.create = loop_create,
@@ -642,6 +637,7 @@ const struct urpc_tp_ops urpc__tp_loop_ops = {
 	.grant = urpc__loop_os_grant,
 	.revoke = urpc__loop_os_revoke,
 	.poll_completions = urpc__loop_os_poll_completions,
+	.cancel = urpc__loop_os_cancel,
 	.wait_arm = urpc__tp_default_wait_arm, /* loop cannot block: no URPC_TP_CAP_WAIT */
 	.wait_ack = urpc__tp_default_wait_ack,
 	.reg_dmabuf = urpc__tp_default_reg_dmabuf,

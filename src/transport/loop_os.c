@@ -110,6 +110,27 @@ static void op_cancel(struct loop_ep *ep, uint32_t slot, int status)
 	}
 }
 
+/* The simulator's name of an endpoint (transport.h; here for loop.c's length). */
+uint32_t urpc__loop_ep_id(const struct urpc_tp *tp)
+{
+	return container_of(tp, const struct loop_ep, base)->ep_id;
+}
+
+int urpc__loop_os_cancel(struct urpc_tp *tp, uint64_t wr_id, int status)
+{
+	struct loop_ep *ep = to_ep(tp);
+	uint32_t slot;
+
+	for (slot = 0; slot < LOOP_MAX_OPS; slot++) {
+		if (OP_STATE(__atomic_load_n(&ep->ops[slot].tag, __ATOMIC_RELAXED)) == OP_FREE ||
+		    ep->ops[slot].wr_id != wr_id)
+			continue;
+		op_cancel(ep, slot, status);
+		return 0;
+	}
+	return -ENOENT;
+}
+
 void urpc__loop_os_fail_incoming(struct loop_ep *ep)
 {
 	uint32_t tail;

@@ -38,6 +38,12 @@ void urpc__loop_os_fail_incoming(struct loop_ep *ep);
 /* Own operations on @peer complete with -ECONNRESET now. Thread: @ep's owner. */
 void urpc__loop_os_cancel_peer(struct loop_ep *ep, const struct urpc_tp_peer *peer);
 
+/*
+ * Own operation @wr_id completes with @status now unless its target finished
+ * it (transport.h, cancel()); waits for a copy under way. Thread: @tp's owner.
+ */
+int urpc__loop_os_cancel(struct urpc_tp *tp, uint64_t wr_id, int status);
+
 /* Grants (transport.h; the table is sw_mr.c's). Thread: @tp's owner. */
 void urpc__loop_os_set_peer_token(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t token);
 int urpc__loop_os_grant(struct urpc_tp *tp, struct urpc_tp_peer *peer, const struct urpc_tp_mr *mr,

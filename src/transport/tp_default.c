@@ -24,6 +24,11 @@ int urpc__tp_default_ep_host(struct urpc_tp *tp, const uint8_t *ep, size_t len, 
 	return -ENOTSUP;
 }
 
+int urpc__tp_default_cancel(struct urpc_tp *tp, uint64_t wr_id, int status)
+{
+	return -ENOTSUP;
+}
+
 int urpc__tp_default_ctl_pop(struct urpc_tp *tp, struct urpc_tp_peer **peer, uint8_t *buf)
 {
 	return -ENOTSUP;

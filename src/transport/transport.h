@@ -360,6 +360,18 @@ struct urpc_tp_ops {
 	int (*poll_completions)(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n);
 
 	/*
+	 * Give up own operation @wr_id (posted, not yet reaped): unless it
+	 * finished first (then it keeps its own status), it completes with
+	 * @status, reaped by the next poll_completions() as any completion;
+	 * once cancel() returns the transport no longer touches its local
+	 * memory (loop waits for a copy under way). 0; -ENOENT (no such
+	 * operation outstanding); -ENOTSUP (verbs: a posted work request
+	 * cannot be taken back, it completes in its own time). A deadline's
+	 * (the user's operations, issue 16). Cold: walks the operations.
+	 */
+	int (*cancel)(struct urpc_tp *tp, uint64_t wr_id, int status);
+
+	/*
 	 * Idle waiting (URPC_TP_CAP_WAIT; loop cannot block).
 	 * wait_arm() asks to be woken by the next datagram or completion and
 	 * returns a file descriptor that poll(POLLIN) reports readable then,

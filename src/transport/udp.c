@@ -467,6 +467,7 @@ const struct urpc_tp_ops urpc__tp_udp_ops = {
 	.rx_burst = urpc__udp_rx_burst,
 	.rx_release = urpc__udp_rx_release,
 	.poll_completions = urpc__udp_poll_completions,
+	.cancel = urpc__udp_os_cancel,
 	.wait_arm = udp_wait_arm,
 	.wait_ack = udp_wait_ack,
 	.reg_dmabuf = urpc__tp_default_reg_dmabuf,

@@ -131,6 +131,22 @@ void urpc__udp_os_release_peer(struct udp_tp *u, struct urpc_tp_peer *peer)
 			udp_op_finish(u, &u->ops[i], -ECONNRESET);
 }
 
+/* A late reply finds the operation done and is ignored: nothing touches @local. */
+int urpc__udp_os_cancel(struct urpc_tp *tp, uint64_t wr_id, int status)
+{
+	struct udp_tp *u = to_udp(tp);
+	unsigned i;
+
+	for (i = 0; i < UDP_OS_OPS; i++) {
+		if (u->ops[i].state == UDP_OP_FREE || u->ops[i].wr_id != wr_id)
+			continue;
+		if (u->ops[i].state == UDP_OP_ACTIVE)
+			udp_op_finish(u, &u->ops[i], status);
+		return 0;
+	}
+	return -ENOENT;
+}
+
 /* ---- grants (sw_mr.c) ------------------------------------------------------ */
 
 void urpc__udp_os_set_peer_token(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t token)

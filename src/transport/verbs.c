@@ -514,6 +514,7 @@ static const struct urpc_tp_ops verbs_ops = {
 	.grant = urpc__verbs_mw_grant,
 	.revoke = urpc__verbs_mw_revoke,
 	.poll_completions = verbs_poll_completions,
+	.cancel = urpc__tp_default_cancel,
 	.wait_arm = verbs_wait_arm,
 	.wait_ack = verbs_wait_ack,
 	.reg_dmabuf = verbs_reg_dmabuf,

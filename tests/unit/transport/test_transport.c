@@ -30,6 +30,7 @@
 	X(post_read)                                                                               \
 	X(post_write)                                                                              \
 	X(poll_completions)                                                                        \
+	X(cancel)                                                                                  \
 	X(wait_arm)                                                                                \
 	X(wait_ack)                                                                                \
 	X(reg_dmabuf)                                                                              \
@@ -101,6 +102,7 @@ Test(transport, the_defaults_refuse_with_enotsup)
 	cr_assert_eq(urpc__tp_default_reg_dmabuf(NULL, 3, 0, 4096, 0, 0, &mr), -ENOTSUP);
 	cr_assert_eq(urpc__tp_default_ctl_pop(NULL, &peer, buf), -ENOTSUP);
 	cr_assert_eq(urpc__tp_default_ep_host(NULL, buf, 4, &host), -ENOTSUP);
+	cr_assert_eq(urpc__tp_default_cancel(NULL, 1, -ETIMEDOUT), -ENOTSUP);
 	urpc__tp_default_ctl_push(NULL, NULL, buf, 1);
 }
 

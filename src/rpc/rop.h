@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The users' one-sided operations (issue 16): batches of READs and WRITEs
+ * with one deadline and one continuation, in a table of their own
+ * (struct urpc_rop_tab in engine.h), posted to the transport at most
+ * URPC_ROP_WINDOW at a time so that large messages keep their share of
+ * it. rmem.c checks the arguments and submits; large.c hands the
+ * completions over (wr_id with URPC_ROP_WR) and drains at destroy; the
+ * event loop's timer scan runs the deadlines; msgbuf.c asks which buffers
+ * they hold. Owner thread only.
+ */
+#ifndef URPC_RPC_ROP_H
+#define URPC_RPC_ROP_H
+
+#include "engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Queue the @n operations of @ops (checked by the caller: ranges, rbufs,
+ * owner, local buffers) on session @s as one batch and post what the
+ * window allows. @timeout_ns 0: the batch fails once no operation of it
+ * has completed for the Rpc's one-sided timeout. 0: @cont runs exactly
+ * once, later, from the event loop (or the destroy); -EAGAIN (more than
+ * URPC_RDMA_MAX_OPS live), -ENOMEM: nothing queued. Cold-ish: may grow the tables.
+ */
+int urpc__rop_submit(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_rdma_op *ops,
+		     uint32_t n, uint64_t timeout_ns, urpc_rdma_cont_fn cont, void *tag);
+
+/*
+ * A completion whose wr_id has URPC_ROP_WR: the operation lets go of its
+ * buffer; a batch that has nothing left runs its continuation. One that
+ * names no posted operation is counted (drop_bad_comp) and ignored.
+ */
+void urpc__rop_comp(struct urpc_rpc *rpc, const struct urpc_tp_comp *c);
+
+/*
+ * The timer scan: batches past their deadline fail with -ETIMEDOUT (queued
+ * operations dropped, posted ones cancelled in the transport), queued
+ * operations are posted where the transport has room again, and the
+ * continuations of batches that are over run. Cheap when none is live.
+ */
+void urpc__rop_timers(struct urpc_rpc *rpc);
+
+/*
+ * Session @s goes away (before its peer is released, which completes the
+ * posted operations): its batches fail with -ECONNRESET, their queued
+ * operations are dropped. Their continuations run from the loop.
+ */
+void urpc__rop_session_gone(struct urpc_rpc *rpc, const struct urpc_session *s);
+
+/* Run the continuations of the batches that are over (destroy's drain). */
+void urpc__rop_run_due(struct urpc_rpc *rpc);
+
+/* Does an operation in flight hold @mb (the same bytes)? Cold: a walk. */
+bool urpc__rop_holds(const struct urpc_rpc *rpc, const struct urpc_msgbuf *mb);
+
+/* Add the distinct pool buffers and views that operations hold. Cold. */
+void urpc__rop_held(const struct urpc_rpc *rpc, size_t *bufs, size_t *views);
+
+/*
+ * Bookkeeping check (urpc__rpc_check): the counters against the tables.
+ * 0 and *@batches (live batches: continuations owed), or -EFAULT and @why.
+ */
+int urpc__rop_check(const struct urpc_rpc *rpc, uint32_t *batches, char *why, size_t n);
+
+/* Free the tables (destroy, after the drain). */
+void urpc__rop_fini(struct urpc_rpc *rpc);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_RPC_ROP_H */

@@ -1,0 +1,628 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Remote memory for users (issue 16), the users' operations as the engine
+ * runs them, over the transport RMEM_KIND (loop and udp): batches
+ * (urpc_rdma_submit: mixed, one failing in the middle, 1,000 small ones,
+ * bad input), deadlines (a peer that never serves; the default one),
+ * a session reset and an Rpc destroyed with a batch in flight, more
+ * operations than the transport's window, "write then notify" and "read
+ * what was there before the rbuf was sent" (docs/API.md), and revocation
+ * with operations in flight. A server Rpc and a client Rpc A on one Nexus.
+ */
+#include <criterion/criterion.h>
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <urpc/urpc.h>
+
+#include "rpc/engine.h"
+#include "rpc/rmem.h"
+#include "rpc/rpc.h"
+#include "util/seam.h"
+
+#ifndef RMEM_KIND
+#error "build with -DRMEM_KIND=URPC_TRANSPORT_<KIND> -DRMEM_NAME=<suite>"
+#endif
+
+#define T_CHECK 1 /* the handler checks the region's bytes against a pattern */
+#define T_RBUF 2  /* the handler fills the region and answers with an rbuf of it */
+#define WAIT_NS 30000000000ull
+#define REGION (1u << 20)
+
+static struct {
+	struct urpc_nexus *nx;
+	struct urpc_rpc *srv, *a;
+	int sa;	      /* A's session */
+	int srv_sa;   /* the server's number of it */
+	uint8_t *mem; /* the server's region */
+} W;
+
+static uint8_t pat(size_t i, unsigned salt)
+{
+	return (uint8_t)(((i + salt) * 2654435761u) >> 13);
+}
+
+/* Request: salt (4 bytes), offset (4), length (4). Answer: 1 byte, 1 if they match. */
+static void check_handler(struct urpc_req_handle *h, void *arg)
+{
+	struct urpc_msgbuf *r = urpc_req_resp_msgbuf(h);
+	size_t n;
+	const uint8_t *d = urpc_req_data(h, &n);
+	uint32_t salt, off, len, i;
+	uint8_t ok = 1;
+
+	(void)arg;
+	cr_assert_eq(n, 12);
+	memcpy(&salt, d, 4);
+	memcpy(&off, d + 4, 4);
+	memcpy(&len, d + 8, 4);
+	for (i = 0; i < len; i++)
+		if (W.mem[off + i] != pat(i, salt))
+			ok = 0;
+	r->buf[0] = ok;
+	urpc_msgbuf_resize(r, 1);
+	urpc_resp_enqueue(h, r);
+}
+
+/* Request: salt. The region is filled with it, exposed, and its rbuf is the answer. */
+static void rbuf_handler(struct urpc_req_handle *h, void *arg)
+{
+	struct urpc_msgbuf *r = urpc_req_resp_msgbuf(h);
+	struct urpc_rbuf rb;
+	uint32_t salt, i;
+	size_t n;
+
+	(void)arg;
+	memcpy(&salt, urpc_req_data(h, &n), 4);
+	cr_assert_eq(n, 4);
+	for (i = 0; i < REGION; i++)
+		W.mem[i] = pat(i, salt);
+	cr_assert_eq(urpc_mem_expose(W.srv, urpc_req_session(h), W.mem, REGION, URPC_MEM_PEER_READS,
+				     &rb),
+		     0);
+	memcpy(r->buf, &rb, sizeof(rb));
+	urpc_msgbuf_resize(r, sizeof(rb));
+	urpc_resp_enqueue(h, r);
+}
+
+static void pump(void)
+{
+	if (W.srv)
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.srv), 0);
+	if (W.a)
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.a), 0);
+}
+
+struct op {
+	int status;
+	int runs;
+};
+
+static void op_cont(struct urpc_rpc *rpc, void *tag, int status)
+{
+	struct op *o = tag;
+
+	(void)rpc;
+	o->status = status;
+	o->runs++;
+}
+
+struct call {
+	bool done;
+	struct urpc_msgbuf req, resp;
+};
+
+static void call_cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
+{
+	struct call *c = tag;
+
+	(void)rpc, (void)resp;
+	cr_assert_eq(status, 0);
+	c->done = true;
+}
+
+/* One request of @type from A with @len bytes of @data; the answer's bytes into @out. */
+static void call(uint8_t type, const void *data, size_t len, void *out, size_t out_len)
+{
+	uint64_t end = urpc__now_ns() + WAIT_NS;
+	struct call c = {0};
+
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, 16, &c.req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, 128, &c.resp), 0);
+	memcpy(c.req.buf, data, len);
+	urpc_msgbuf_resize(&c.req, len);
+	cr_assert_eq(urpc_req_enqueue(W.a, W.sa, type, &c.req, &c.resp, call_cont, &c, 0), 0);
+	while (!c.done) {
+		cr_assert_lt(urpc__now_ns(), end, "a request did not complete");
+		pump();
+	}
+	cr_assert_eq(c.resp.data_size, out_len);
+	memcpy(out, c.resp.buf, out_len);
+	cr_assert_eq(urpc_msgbuf_free(W.a, &c.req), 0);
+	cr_assert_eq(urpc_msgbuf_free(W.a, &c.resp), 0);
+}
+
+static void world_up(void)
+{
+	struct urpc_nexus_opts no;
+	struct urpc_rpc_opts o;
+	struct urpc_session_info info;
+	uint32_t q[3] = {0, 0, 0};
+	uint8_t ok;
+	char hp[64];
+	size_t i;
+
+	memset(&W, 0, sizeof(W));
+	W.mem = malloc(REGION);
+	cr_assert_not_null(W.mem);
+	for (i = 0; i < REGION; i++)
+		W.mem[i] = pat(i, 0);
+	urpc_nexus_opts_init(&no);
+	no.host = "127.0.0.1";
+	cr_assert_eq(urpc_nexus_create(&no, &W.nx), 0);
+	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_CHECK, check_handler, NULL), 0);
+	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_RBUF, rbuf_handler, NULL), 0);
+	urpc_rpc_opts_init(&o);
+	o.transport = RMEM_KIND;
+	o.idle_block_us = 0;
+	o.peer_timeout_ms = 10000;
+	cr_assert_eq(urpc_rpc_create(W.nx, 1, &o, &W.srv), 0);
+	cr_assert_eq(urpc_rpc_create(W.nx, 2, &o, &W.a), 0);
+	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(W.nx));
+	cr_assert_eq(urpc_session_connect(W.a, hp, 1, &W.sa), 0);
+	call(T_CHECK, q, sizeof(q), &ok, 1); /* the session is up */
+	cr_assert_eq(urpc__rpc_session_info(W.a, W.sa, &info), 0);
+	W.srv_sa = (int)info.remote_num;
+}
+
+static void world_down(void)
+{
+	if (W.a)
+		cr_assert_eq(urpc_rpc_destroy(W.a), 0);
+	if (W.srv)
+		cr_assert_eq(urpc_rpc_destroy(W.srv), 0);
+	cr_assert_eq(urpc_nexus_destroy(W.nx), 0);
+	free(W.mem);
+}
+
+TestSuite(RMEM_NAME, .init = world_up, .fini = world_down, .timeout = 120);
+
+/* Wait for @o's continuation, pumping @srv too if @serve; its status. Exactly once. */
+static int op_wait_srv(struct op *o, bool serve)
+{
+	uint64_t end = urpc__now_ns() + WAIT_NS;
+
+	while (!o->runs) {
+		cr_assert_lt(urpc__now_ns(), end, "a one-sided operation did not complete");
+		if (serve)
+			pump();
+		else
+			cr_assert_eq(urpc_rpc_run_event_loop_once(W.a), 0);
+	}
+	pump();
+	cr_assert_eq(o->runs, 1, "the continuation ran %d times", o->runs);
+	return o->status;
+}
+
+static int op_wait(struct op *o)
+{
+	return op_wait_srv(o, true);
+}
+
+static struct urpc_rbuf expose(unsigned access)
+{
+	struct urpc_rbuf rb;
+
+	cr_assert_eq(urpc_mem_expose(W.srv, W.srv_sa, W.mem, REGION, access, &rb), 0);
+	return rb;
+}
+
+/* The engine's books are straight, and A's users' tables are empty. */
+static void books_ok(struct urpc_rpc *rpc)
+{
+	char why[256];
+	uint64_t owed;
+
+	cr_assert_eq(urpc__rpc_check(rpc, &owed, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(owed, 0);
+	cr_assert(!rpc->rop || !rpc->rop->live, "user operations left");
+}
+
+/* Reads and writes mixed, from a pool buffer and a view; every byte checked. */
+Test(RMEM_NAME, batch_mixed)
+{
+	struct urpc_rbuf rb = expose(URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES);
+	struct urpc_rdma_op ops[40];
+	struct urpc_msgbuf lw, lr;
+	uint8_t *vmem = malloc(40 * 4099);
+	struct op o = {0};
+	size_t k, i;
+
+	cr_assert_not_null(vmem);
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, 40 * 4099, &lw), 0);
+	cr_assert_eq(urpc_msgbuf_register(W.a, vmem, 40 * 4099, 0, &lr), 0);
+	memset(vmem, 0, 40 * 4099);
+	for (i = 0; i < 40 * 4099; i++)
+		lw.buf[i] = pat(i, 7);
+	/* Even: write 4099 bytes to [k * 5000 + 1 ...); odd: read [500000 + k * 4099 ...). */
+	for (k = 0; k < 40; k++) {
+		bool w = !(k & 1);
+
+		ops[k] = (struct urpc_rdma_op){
+			.opcode = w ? URPC_RDMA_WRITE : URPC_RDMA_READ,
+			.local = w ? &lw : &lr,
+			.local_off = k * 4099,
+			.rbuf = &rb,
+			.remote_off = w ? k * 5000 + 1 : 500000 + k * 4099,
+			.len = 4099,
+		};
+	}
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, ops, 40, 0, op_cont, &o), 0);
+	cr_assert_eq(urpc_msgbuf_free(W.a, &lw), -EBUSY);
+	cr_assert_eq(urpc_msgbuf_unregister(W.a, &lr), -EBUSY);
+	cr_assert_eq(op_wait(&o), 0);
+	for (k = 0; k < 40; k++) {
+		for (i = 0; i < 4099; i++) {
+			if (!(k & 1))
+				cr_assert_eq(W.mem[k * 5000 + 1 + i], pat(k * 4099 + i, 7));
+			else
+				cr_assert_eq(vmem[k * 4099 + i], pat(500000 + k * 4099 + i, 0));
+		}
+	}
+	/* Nothing around the writes moved. */
+	cr_assert_eq(W.mem[0], pat(0, 0));
+	cr_assert_eq(W.mem[4100], pat(4100, 0));
+	books_ok(W.a);
+	cr_assert_eq(urpc_msgbuf_free(W.a, &lw), 0);
+	cr_assert_eq(urpc_msgbuf_unregister(W.a, &lr), 0);
+	cr_assert_eq(urpc_mem_revoke(W.srv, &rb), 0);
+	free(vmem);
+}
+
+/*
+ * One operation in the middle is refused (a WRITE to a read-only
+ * exposure), with more operations than the window: the status is its
+ * -EACCES, and every buffer is let go when the continuation runs.
+ */
+Test(RMEM_NAME, batch_fails_in_the_middle)
+{
+	enum { N = 3 * URPC_ROP_WINDOW };
+	struct urpc_rbuf rw = expose(URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES);
+	struct urpc_rbuf ro = expose(URPC_MEM_PEER_READS);
+	struct urpc_msgbuf l[N];
+	struct urpc_rdma_op ops[N];
+	struct op o = {0};
+	size_t k;
+
+	for (k = 0; k < N; k++) {
+		cr_assert_eq(urpc_msgbuf_alloc(W.a, 512, &l[k]), 0);
+		ops[k] = (struct urpc_rdma_op){URPC_RDMA_READ, &l[k], 0, &rw, k * 512, 512};
+	}
+	ops[N / 2 - 3].opcode = URPC_RDMA_WRITE;
+	ops[N / 2 - 3].rbuf = &ro;
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, ops, N, 0, op_cont, &o), 0);
+	cr_assert_eq(op_wait(&o), -EACCES);
+	cr_assert_eq(W.mem[(N / 2 - 3) * 512], pat((N / 2 - 3) * 512, 0));
+	books_ok(W.a);
+	for (k = 0; k < N; k++)
+		cr_assert_eq(urpc_msgbuf_free(W.a, &l[k]), 0, "buffer %zu still held", k);
+	cr_assert_eq(urpc_mem_revoke(W.srv, &rw), 0);
+	cr_assert_eq(urpc_mem_revoke(W.srv, &ro), 0);
+}
+
+struct count {
+	int runs;
+	int status;
+};
+
+static void count_cont(struct urpc_rpc *rpc, void *tag, int status)
+{
+	struct count *c = tag;
+
+	(void)rpc;
+	c->runs++;
+	c->status = status;
+}
+
+/* 1,000 small READs: one continuation, every byte where it belongs. */
+Test(RMEM_NAME, batch_of_1000)
+{
+	enum { N = 1000 };
+	struct urpc_rbuf rb = expose(URPC_MEM_PEER_READS);
+	struct urpc_rdma_op *ops = calloc(N, sizeof(*ops));
+	struct urpc_msgbuf l;
+	struct count c = {0};
+	uint64_t end = urpc__now_ns() + WAIT_NS;
+	size_t k, i;
+
+	cr_assert_not_null(ops);
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, N * 8, &l), 0);
+	for (k = 0; k < N; k++)
+		ops[k] = (struct urpc_rdma_op){URPC_RDMA_READ,	   &l, k * 8, &rb,
+					       (N - 1 - k) * 1000, 8};
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, ops, N, 0, count_cont, &c), 0);
+	free(ops); /* read during the call only */
+	while (!c.runs) {
+		cr_assert_lt(urpc__now_ns(), end, "the batch did not complete");
+		pump();
+		cr_assert_leq(W.a->rop->posted, URPC_ROP_WINDOW);
+	}
+	for (i = 0; i < 100; i++)
+		pump();
+	cr_assert_eq(c.runs, 1);
+	cr_assert_eq(c.status, 0);
+	for (k = 0; k < N; k++)
+		for (i = 0; i < 8; i++)
+			cr_assert_eq(l.buf[k * 8 + i], pat((N - 1 - k) * 1000 + i, 0));
+	books_ok(W.a);
+	cr_assert_eq(urpc_msgbuf_free(W.a, &l), 0);
+	cr_assert_eq(urpc_mem_revoke(W.srv, &rb), 0);
+}
+
+Test(RMEM_NAME, batch_bad_input)
+{
+	struct urpc_rbuf rb = expose(URPC_MEM_PEER_READS), bad;
+	struct urpc_rdma_op ops[4];
+	struct urpc_msgbuf l;
+	struct op o = {0};
+	size_t k;
+
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, 256, &l), 0);
+	for (k = 0; k < 4; k++)
+		ops[k] = (struct urpc_rdma_op){URPC_RDMA_READ, &l, k * 64, &rb, 0, 64};
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, ops, 0, 0, op_cont, &o), -EINVAL);
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, NULL, 4, 0, op_cont, &o), -EINVAL);
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, ops, 4, 0, NULL, &o), -EINVAL);
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, ops, URPC_RDMA_MAX_OPS + 1, 0, op_cont, &o),
+		     -EINVAL);
+	cr_assert_eq(urpc_rdma_submit(NULL, W.sa, ops, 4, 0, op_cont, &o), -EINVAL);
+	/* The last operation is bad in each way: nothing of the batch happens. */
+	ops[3].opcode = 3;
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, ops, 4, 0, op_cont, &o), -EINVAL);
+	ops[3].opcode = URPC_RDMA_READ;
+	ops[3].local_off = 200;
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, ops, 4, 0, op_cont, &o), -EINVAL);
+	ops[3].local_off = 192;
+	ops[3].len = 0;
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, ops, 4, 0, op_cont, &o), -EINVAL);
+	ops[3].len = 64;
+	ops[3].remote_off = REGION - 63;
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, ops, 4, 0, op_cont, &o), -EINVAL);
+	ops[3].remote_off = 0;
+	ops[3].local = NULL;
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, ops, 4, 0, op_cont, &o), -EINVAL);
+	ops[3].local = &l;
+	bad = rb;
+	bad.owner_id ^= htole64(1);
+	ops[3].rbuf = &bad;
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, ops, 4, 0, op_cont, &o), -EINVAL);
+	ops[3].rbuf = NULL;
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, ops, 4, 0, op_cont, &o), -EINVAL);
+	ops[3].rbuf = &rb;
+	cr_assert_eq(urpc_rdma_submit(W.a, 777, ops, 4, 0, op_cont, &o), -EINVAL);
+	for (k = 0; k < 50; k++)
+		pump();
+	cr_assert_eq(o.runs, 0);
+	books_ok(W.a);
+	cr_assert_eq(urpc_msgbuf_free(W.a, &l), 0, "a refused batch holds its buffer");
+	cr_assert_eq(urpc_mem_revoke(W.srv, &rb), 0);
+}
+
+/*
+ * The owner never serves (its event loop does not run): the deadline fails
+ * the operation and the batch with -ETIMEDOUT, not before it, and the
+ * buffers are free again when the continuation runs.
+ */
+Test(RMEM_NAME, deadline)
+{
+	struct urpc_rbuf rb = expose(URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES);
+	struct urpc_rdma_op ops[3 * URPC_ROP_WINDOW];
+	struct urpc_msgbuf l;
+	struct op o = {0}, p = {0};
+	uint64_t t0;
+	size_t k;
+
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, 1u << 16, &l), 0);
+	t0 = urpc__now_ns();
+	cr_assert_eq(urpc_rdma_read(W.a, W.sa, &l, 0, &rb, 0, 4096, op_cont, &o, 50), 0);
+	cr_assert_eq(op_wait_srv(&o, false), -ETIMEDOUT);
+	cr_assert_geq(urpc__now_ns() - t0, 50000000ull, "failed before its deadline");
+	cr_assert_eq(urpc_msgbuf_free(W.a, &l), 0);
+	books_ok(W.a);
+
+	/* A batch larger than the window: queued ones are dropped, posted ones cancelled. */
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, 1u << 16, &l), 0);
+	for (k = 0; k < 3 * URPC_ROP_WINDOW; k++)
+		ops[k] = (struct urpc_rdma_op){
+			k & 1 ? URPC_RDMA_WRITE : URPC_RDMA_READ, &l, k * 100, &rb, k * 100, 100};
+	t0 = urpc__now_ns();
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, ops, 3 * URPC_ROP_WINDOW, 30, op_cont, &p), 0);
+	cr_assert_eq(op_wait_srv(&p, false), -ETIMEDOUT);
+	cr_assert_geq(urpc__now_ns() - t0, 30000000ull);
+	cr_assert_eq(urpc_msgbuf_free(W.a, &l), 0);
+	books_ok(W.a);
+	/* The owner serves again: what was cancelled is gone, new operations work. */
+	for (k = 0; k < 100; k++)
+		pump();
+	cr_assert_eq(o.runs, 1);
+	cr_assert_eq(p.runs, 1);
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, 64, &l), 0);
+	memset(&o, 0, sizeof(o));
+	cr_assert_eq(urpc_rdma_read(W.a, W.sa, &l, 0, &rb, 5, 64, op_cont, &o, 5000), 0);
+	cr_assert_eq(op_wait(&o), 0);
+	cr_assert_eq(l.buf[0], pat(5, 0));
+	cr_assert_eq(urpc_msgbuf_free(W.a, &l), 0);
+	cr_assert_eq(urpc_mem_revoke(W.srv, &rb), 0);
+}
+
+/* timeout_ms 0: the Rpc's one-sided timeout (at least 1 s) without progress. */
+Test(RMEM_NAME, default_deadline)
+{
+	struct urpc_rbuf rb = expose(URPC_MEM_PEER_READS);
+	struct urpc_msgbuf l;
+	struct op o = {0};
+	uint64_t t0;
+
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, 64, &l), 0);
+	t0 = urpc__now_ns();
+	cr_assert_eq(urpc_rdma_read(W.a, W.sa, &l, 0, &rb, 0, 64, op_cont, &o, 0), 0);
+	cr_assert_eq(op_wait_srv(&o, false), -ETIMEDOUT);
+	cr_assert_geq(urpc__now_ns() - t0, URPC_OS_TIMEOUT_MIN_NS);
+	cr_assert_eq(urpc_msgbuf_free(W.a, &l), 0);
+	cr_assert_eq(urpc_mem_revoke(W.srv, &rb), 0);
+}
+
+/*
+ * The peer goes away mid-batch (the server Rpc is destroyed): the batch
+ * ends with -ECONNRESET, once, with its buffers let go.
+ */
+Test(RMEM_NAME, session_reset_mid_batch)
+{
+	enum { N = 500 };
+	struct urpc_rbuf rb = expose(URPC_MEM_PEER_READS);
+	struct urpc_rdma_op ops[N];
+	struct urpc_msgbuf l;
+	struct op o = {0};
+	size_t k;
+
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, N * 64, &l), 0);
+	for (k = 0; k < N; k++)
+		ops[k] = (struct urpc_rdma_op){URPC_RDMA_READ, &l, k * 64, &rb, k * 64, 64};
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, ops, N, 0, op_cont, &o), 0);
+	pump(); /* some are served, most are not */
+	cr_assert_eq(urpc_rpc_destroy(W.srv), 0);
+	W.srv = NULL;
+	cr_assert_eq(op_wait(&o), -ECONNRESET);
+	books_ok(W.a);
+	cr_assert_eq(urpc_msgbuf_free(W.a, &l), 0);
+}
+
+/* An Rpc destroyed with a batch in flight: its continuation runs once, inside the destroy. */
+Test(RMEM_NAME, destroy_with_batch)
+{
+	enum { N = 300 };
+	struct urpc_rbuf rb = expose(URPC_MEM_PEER_READS);
+	struct urpc_rdma_op ops[N];
+	struct urpc_msgbuf l;
+	struct op o = {0};
+	size_t k;
+
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, N * 64, &l), 0);
+	for (k = 0; k < N; k++)
+		ops[k] = (struct urpc_rdma_op){URPC_RDMA_READ, &l, k * 64, &rb, k * 64, 64};
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, ops, N, 0, op_cont, &o), 0);
+	pump();
+	/* The buffer is the library's: the destroy takes it back with the Rpc. */
+	cr_assert_eq(urpc_rpc_destroy(W.a), 0);
+	W.a = NULL;
+	cr_assert_eq(o.runs, 1);
+	cr_assert(o.status == 0 || o.status == -ECONNRESET, "status %d", o.status);
+	cr_assert_eq(urpc_mem_revoke(W.srv, &rb), 0);
+}
+
+/*
+ * Write then notify (docs/API.md): once the writer's continuation ran, a
+ * message it then sends on the session finds the bytes at the owner.
+ */
+Test(RMEM_NAME, write_then_notify)
+{
+	struct urpc_rbuf rb = expose(URPC_MEM_PEER_WRITES);
+	struct urpc_msgbuf l;
+	uint32_t round;
+	size_t i;
+
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, 70000, &l), 0);
+	for (round = 1; round <= 20; round++) {
+		uint32_t q[3] = {round, round * 1237, 70000 - round * 7};
+		struct op o = {0};
+		uint8_t ok = 0;
+
+		for (i = 0; i < q[2]; i++)
+			l.buf[i] = pat(i, round);
+		cr_assert_eq(urpc_rdma_write(W.a, W.sa, &l, 0, &rb, q[1], q[2], op_cont, &o, 0), 0);
+		cr_assert_eq(op_wait(&o), 0);
+		call(T_CHECK, q, sizeof(q), &ok, 1);
+		cr_assert_eq(ok, 1, "round %u: the handler did not see the written bytes", round);
+	}
+	cr_assert_eq(urpc_msgbuf_free(W.a, &l), 0);
+	cr_assert_eq(urpc_mem_revoke(W.srv, &rb), 0);
+}
+
+/* Reads see what the owner wrote before it sent the rbuf (docs/API.md). */
+Test(RMEM_NAME, read_what_was_there)
+{
+	struct urpc_msgbuf l;
+	uint32_t salt;
+	size_t i;
+
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, REGION, &l), 0);
+	for (salt = 1; salt <= 5; salt++) {
+		struct urpc_rbuf rb;
+		struct op o = {0};
+
+		call(T_RBUF, &salt, sizeof(salt), &rb, sizeof(rb));
+		cr_assert_eq(urpc_rdma_read(W.a, W.sa, &l, 0, &rb, 0, REGION, op_cont, &o, 0), 0);
+		cr_assert_eq(op_wait(&o), 0);
+		for (i = 0; i < REGION; i++)
+			cr_assert_eq(l.buf[i], pat(i, salt), "salt %u byte %zu", salt, i);
+		cr_assert_eq(urpc_mem_revoke(W.srv, &rb), 0);
+	}
+	cr_assert_eq(urpc_msgbuf_free(W.a, &l), 0);
+}
+
+/*
+ * Revoke with operations in flight: each ends with 0 (and then it was
+ * done before the revoke returned: its bytes are right) or -EACCES; no
+ * WRITE lands after the revoke returned; new operations are refused.
+ */
+Test(RMEM_NAME, revoke_in_flight)
+{
+	enum { N = 96, LEN = 4096 };
+	struct urpc_rbuf rb = expose(URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES);
+	struct urpc_msgbuf l;
+	struct op o[N], late = {0};
+	unsigned ok = 0, refused = 0;
+	size_t k, i;
+
+	memset(o, 0, sizeof(o));
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, N * LEN, &l), 0);
+	memset(l.buf, 0xab, N * LEN);
+	for (k = 0; k < N; k++) {
+		/* Even: READ [k * LEN, ...); odd: WRITE 0xab there. */
+		int ret = k & 1 ? urpc_rdma_write(W.a, W.sa, &l, k * LEN, &rb, k * LEN, LEN,
+						  op_cont, &o[k], 0)
+				: urpc_rdma_read(W.a, W.sa, &l, k * LEN, &rb, k * LEN, LEN, op_cont,
+						 &o[k], 0);
+
+		cr_assert_eq(ret, 0);
+	}
+	/* A few passes of A only: requests are on their way; one of the server serves some. */
+	cr_assert_eq(urpc_rpc_run_event_loop_once(W.a), 0);
+	cr_assert_eq(urpc_rpc_run_event_loop_once(W.srv), 0);
+	cr_assert_eq(urpc_mem_revoke(W.srv, &rb), 0);
+	/* From here no WRITE may land: the owner's bytes are a sentinel. */
+	for (i = 0; i < N * LEN; i++)
+		W.mem[i] = 0x11;
+	for (k = 0; k < N; k++)
+		op_wait(&o[k]);
+	for (k = 0; k < N; k++) {
+		cr_assert(o[k].status == 0 || o[k].status == -EACCES, "op %zu: %d", k, o[k].status);
+		if (o[k].status == 0 && !(k & 1))
+			for (i = 0; i < LEN; i++)
+				cr_assert_eq(l.buf[k * LEN + i], pat(k * LEN + i, 0));
+		ok += !o[k].status;
+		refused += o[k].status == -EACCES;
+	}
+	for (i = 0; i < N * LEN; i++)
+		cr_assert_eq(W.mem[i], 0x11, "a WRITE landed after the revoke returned (byte %zu)",
+			     i);
+	cr_assert_gt(refused, 0, "every operation was served before the revoke");
+	cr_assert_eq(urpc_rdma_read(W.a, W.sa, &l, 0, &rb, 0, 8, op_cont, &late, 0), 0);
+	cr_assert_eq(op_wait(&late), -EACCES);
+	books_ok(W.a);
+	cr_assert_eq(urpc_msgbuf_free(W.a, &l), 0);
+	(void)ok;
+}
