@@ -86,7 +86,6 @@ static int loop_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 {
 	uint32_t mtu = cfg->mtu ? cfg->mtu : LOOP_DEFAULT_MTU;
 	struct loop_ep *ep;
-	uint64_t key_seed;
 	void *mem;
 	uint32_t i;
 	int ret;
@@ -108,7 +107,6 @@ static int loop_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	ep->rx_mask = cfg->rq_depth - 1;
 	ep->refs = 1;
 	ep->gen = (uint32_t)urpc__entropy64() | 1;
-	key_seed = urpc__entropy64();
 	urpc__rand_seed(&ep->rng, cfg->seed);
 	ret = urpc__hp_alloc((size_t)cfg->rq_depth * mtu, cfg->hp_flags, &ep->ring);
 	if (ret) {
@@ -142,7 +140,7 @@ static int loop_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	ep->next = registry;
 	registry = ep;
 	pthread_mutex_unlock(&registry_lock);
-	urpc__sw_mr_init(&ep->mrs, key_seed);
+	urpc__sw_mr_init(&ep->mrs, 0);
 	ep->mrs.live_stat = &ep->base.stats.grants_live;
 	*out = &ep->base;
 	return 0;

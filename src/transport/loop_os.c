@@ -21,9 +21,11 @@
  * target's rx_burst() or poll_completions() serves it (the key names a
  * live grant for the requesting endpoint and the token its request
  * carries, access and exact bounds checked, then memcpy; sw_mr.c). A
- * request that is not from the grant's peer is refused at once with
- * -EACCES and counted in os_dropped (the loop has no time-out to drop it
- * into). If the target is destroyed first, the
+ * request whose key names no live grant of its requester (unknown,
+ * revoked, another peer's) is refused at once with -EACCES (the loop has
+ * no time-out to drop it into): counted in os_rejected when the requester
+ * is a peer this endpoint resolved, with that peer's token, else in
+ * os_dropped. If the target is destroyed first, the
  * operation completes with -ECONNRESET (the loop never times out: a target
  * that stays alive but never polls keeps its requesters' operations
  * outstanding; cfg->one_sided_timeout_ms is not used). dereg_mem() of the
@@ -164,6 +166,21 @@ void urpc__loop_os_cancel_peer(struct loop_ep *ep, const struct urpc_tp_peer *pe
 			op_cancel(ep, slot, -ECONNRESET);
 }
 
+/*
+ * Has @ep resolved @from as a peer with @token (a session's)? Only for
+ * requests whose key names no grant of theirs: linear in the peers.
+ * Thread: @ep's owner (the peer list is its own).
+ */
+static bool known_peer(const struct loop_ep *ep, const struct loop_ep *from, uint64_t token)
+{
+	const struct urpc_tp_peer *p;
+
+	for (p = ep->peers; p; p = p->next)
+		if (p->ep == from && p->token == token)
+			return true;
+	return false;
+}
+
 void urpc__loop_os_serve(struct loop_ep *ep)
 {
 	for (;;) {
@@ -204,14 +221,18 @@ void urpc__loop_os_serve(struct loop_ep *ep)
 		case URPC_SW_SERVE:
 			ep->base.stats.os_served++;
 			break;
+		case URPC_SW_UNKNOWN:
+			if (!known_peer(ep, from, op->token)) {
+				ep->base.stats.os_dropped++;
+				status = -EACCES;
+				break;
+			}
+			/* a peer of ours with its token, and a key not its: refused */
+			URPC_FALLTHROUGH;
 		case URPC_SW_REFUSE:
+		default:
 			ep->base.stats.os_served++;
 			ep->base.stats.os_rejected++;
-			status = -EACCES;
-			break;
-		case URPC_SW_DROP:
-		default:
-			ep->base.stats.os_dropped++;
 			status = -EACCES;
 			break;
 		}

@@ -34,11 +34,16 @@ void urpc__sw_mr_fini(struct urpc_sw_mr_table *t)
 {
 	free(t->regs);
 	free(t->grants);
+	free(t->hslots);
 	t->regs = NULL;
 	t->grants = NULL;
+	t->hslots = NULL;
+	t->hmask = 0;
 	t->cap = t->n = t->gcap = t->ngrants = 0;
 	t->gfree = SW_NIL;
 }
+
+static void grant_free(struct urpc_sw_mr_table *t, uint32_t i);
 
 /* The live entry with @key, or NULL. */
 static const struct urpc_sw_mr *find_key(const struct urpc_sw_mr_table *t, uint32_t key)
@@ -104,16 +109,6 @@ static const struct urpc_sw_mr *entry_of(const struct urpc_sw_mr_table *t,
 	return &t->regs[i - 1];
 }
 
-static void grant_free(struct urpc_sw_mr_table *t, uint32_t i)
-{
-	t->grants[i].state = URPC_SW_GRANT_REVOKED;
-	t->grants[i].next_free = t->gfree;
-	t->gfree = i;
-	t->ngrants--;
-	if (t->live_stat)
-		*t->live_stat = t->ngrants;
-}
-
 bool urpc__sw_mr_dereg(struct urpc_sw_mr_table *t, struct urpc_tp_mr *mr)
 {
 	const struct urpc_sw_mr *r = entry_of(t, mr);
@@ -152,27 +147,127 @@ int urpc__sw_mr_check_remote(const struct urpc_sw_mr_table *t, uint32_t rkey, un
 	return 0;
 }
 
-/* Double the grant table (or make its first entries). Cold: rare. */
+/* ---- grants: entries, and their keys' hash -------------------------------- */
+
+/* Slot of @key's probe sequence start: keys are uniform, their low bits do. */
+static inline uint32_t hash_home(const struct urpc_sw_mr_table *t, uint64_t key)
+{
+	return (uint32_t)key & t->hmask;
+}
+
+/* The hash slot holding @key, or SW_NIL. */
+static inline uint32_t hash_find(const struct urpc_sw_mr_table *t, uint64_t key)
+{
+	uint32_t h, g;
+
+	if (unlikely(!t->hslots))
+		return SW_NIL;
+	for (h = hash_home(t, key);; h = (h + 1) & t->hmask) {
+		g = t->hslots[h];
+		if (g == SW_NIL)
+			return SW_NIL;
+		if (t->grants[g].key == key)
+			return h;
+	}
+}
+
+/* Put grant @i (its key set) in the hash; there is always a free slot. */
+static void hash_add(struct urpc_sw_mr_table *t, uint32_t i)
+{
+	uint32_t h = hash_home(t, t->grants[i].key);
+
+	while (t->hslots[h] != SW_NIL)
+		h = (h + 1) & t->hmask;
+	t->hslots[h] = i;
+}
+
+/*
+ * Empty hash slot @h and move later entries of its run back into the hole
+ * (linear probing without tombstones: lookups stay as short as the runs).
+ */
+static void hash_del(struct urpc_sw_mr_table *t, uint32_t h)
+{
+	uint32_t j = h, home;
+
+	for (;;) {
+		t->hslots[h] = SW_NIL;
+		for (;;) {
+			j = (j + 1) & t->hmask;
+			if (t->hslots[j] == SW_NIL)
+				return;
+			home = hash_home(t, t->grants[t->hslots[j]].key);
+			/* Movable when its home is not cyclically within (h, j]. */
+			if (((j - home) & t->hmask) >= ((j - h) & t->hmask))
+				break;
+		}
+		t->hslots[h] = t->hslots[j];
+		h = j;
+	}
+}
+
+/*
+ * A fresh key: 64 bits of the table's ChaCha20 generator, drawn again
+ * while its upper half is 0 (a registration's 32-bit key) or it equals a
+ * live grant's key.
+ */
+static uint64_t grant_key(struct urpc_sw_mr_table *t)
+{
+	uint64_t key;
+
+	do
+		key = urpc__csprng_next(&t->key_gen);
+	while (unlikely(!(key >> 32) || hash_find(t, key) != SW_NIL));
+	return key;
+}
+
+/* Double the grant table and its hash (or make the first ones). Cold: rare. */
 static URPC_COLD int grant_grow(struct urpc_sw_mr_table *t)
 {
 	uint32_t cap = t->gcap ? 2 * t->gcap : SW_GRANT_MIN, i;
 	struct urpc_sw_grant *n;
+	uint32_t *hs;
 
 	if (cap > SW_GRANT_MAX)
 		return -ENOMEM;
-	n = realloc(t->grants, (size_t)cap * sizeof(*n));
-	if (!n)
+	hs = malloc((size_t)2 * cap * sizeof(*hs));
+	if (!hs)
 		return -ENOMEM;
+	n = realloc(t->grants, (size_t)cap * sizeof(*n));
+	if (!n) {
+		free(hs);
+		return -ENOMEM;
+	}
 	memset(n + t->gcap, 0, (size_t)(cap - t->gcap) * sizeof(*n));
-	/* Free list in index order; generations start unpredictable. */
 	for (i = cap; i-- > t->gcap;) {
-		n[i].gen = (uint32_t)urpc__csprng_next(&t->key_gen);
 		n[i].next_free = t->gfree;
 		t->gfree = i;
 	}
 	t->grants = n;
+	memset(hs, 0xff, (size_t)2 * cap * sizeof(*hs)); /* every slot SW_NIL */
+	free(t->hslots);
+	t->hslots = hs;
+	t->hmask = 2 * cap - 1;
+	for (i = 0; i < t->gcap; i++)
+		if (n[i].state == URPC_SW_GRANT_LIVE)
+			hash_add(t, i);
 	t->gcap = cap;
 	return 0;
+}
+
+/* Revoke live grant @i: its key leaves the hash, never to name it again. */
+static void grant_free(struct urpc_sw_mr_table *t, uint32_t i)
+{
+	uint32_t h = hash_find(t, t->grants[i].key);
+
+	if (h != SW_NIL)
+		hash_del(t, h);
+	t->grants[i].state = URPC_SW_GRANT_REVOKED;
+	t->grants[i].key = 0;
+	t->grants[i].next_free = t->gfree;
+	t->gfree = i;
+	t->ngrants--;
+	if (t->live_stat)
+		*t->live_stat = t->ngrants;
 }
 
 int urpc__sw_grant(struct urpc_sw_mr_table *t, const void *peer, uint64_t peer_id, uint64_t token,
@@ -205,35 +300,27 @@ int urpc__sw_grant(struct urpc_sw_mr_table *t, const void *peer, uint64_t peer_i
 	e->token = token;
 	e->peer_id = peer_id;
 	e->peer = peer;
-	e->gen++;
-	if (unlikely(!e->gen))
-		e->gen = 1;
+	e->key = grant_key(t);
 	e->mr_key = r->key;
 	e->access = (uint8_t)access;
 	e->state = URPC_SW_GRANT_LIVE;
+	hash_add(t, i);
 	g->addr = a;
 	g->len = len;
-	g->key = (uint64_t)e->gen << 32 | i;
+	g->key = e->key;
 	g->access = access;
 	g->handle = i;
 	return 0;
 }
 
-/* The live grant @key names, or NULL. */
-static inline struct urpc_sw_grant *grant_of(const struct urpc_sw_mr_table *t, uint64_t key)
-{
-	uint32_t i = (uint32_t)key;
-
-	if (i >= t->gcap || t->grants[i].state != URPC_SW_GRANT_LIVE ||
-	    t->grants[i].gen != (uint32_t)(key >> 32))
-		return NULL;
-	return &t->grants[i];
-}
-
 void urpc__sw_revoke(struct urpc_sw_mr_table *t, struct urpc_tp_grant *g)
 {
-	if (g->key && grant_of(t, g->key))
-		grant_free(t, (uint32_t)g->key);
+	uint32_t i = g->handle;
+
+	/* The handle names the entry; the key says it is still this grant. */
+	if (g->key && i < t->gcap && t->grants[i].state == URPC_SW_GRANT_LIVE &&
+	    t->grants[i].key == g->key)
+		grant_free(t, i);
 	g->key = 0;
 }
 
@@ -251,25 +338,25 @@ enum urpc_sw_verdict urpc__sw_grant_check(const struct urpc_sw_mr_table *t, uint
 					  uint64_t raddr, uint64_t len)
 {
 	const struct urpc_sw_grant *e;
-	uint32_t i = (uint32_t)key;
+	uint32_t h;
 
 	if (unlikely(!(key >> 32))) {
 		/* An open registration's key (transport tests), else nothing. */
 		const struct urpc_sw_mr *r = find_key(t, (uint32_t)key);
 
 		if (!r || !(r->access & SW_REMOTE))
-			return URPC_SW_DROP;
+			return URPC_SW_UNKNOWN;
 		return urpc__sw_mr_check_remote(t, (uint32_t)key, need, raddr, len) ? URPC_SW_REFUSE
 										    : URPC_SW_SERVE;
 	}
-	if (unlikely(i >= t->gcap))
-		return URPC_SW_DROP;
-	e = &t->grants[i];
-	/* The peer first: nothing else is said to anyone else. */
-	if (unlikely(e->state == URPC_SW_GRANT_NEVER || e->peer_id != peer_id || e->token != token))
-		return URPC_SW_DROP;
-	if (unlikely(e->state != URPC_SW_GRANT_LIVE || e->gen != (uint32_t)(key >> 32) ||
-		     !(e->access & need) || raddr < e->addr || len > e->len ||
+	h = hash_find(t, key);
+	if (unlikely(h == SW_NIL))
+		return URPC_SW_UNKNOWN;
+	e = &t->grants[t->hslots[h]];
+	/* The peer first: another's grant is, to this requester, no grant at all. */
+	if (unlikely(e->peer_id != peer_id || e->token != token))
+		return URPC_SW_UNKNOWN;
+	if (unlikely(!(e->access & need) || raddr < e->addr || len > e->len ||
 		     raddr - e->addr > e->len - len))
 		return URPC_SW_REFUSE;
 	return URPC_SW_SERVE;

@@ -13,9 +13,20 @@
  * Grants (struct urpc_tp_grant; transport.h has the contract): exact
  * bytes of a registration made with URPC_TP_ACCESS_GRANT_*, for one peer
  * (named by the transport: udp its address and port, loop its endpoint
- * id) and the token its requests carry, until revoked. A grant's key is
- * its generation (nonzero) << 32 | its table index, so it never equals a
- * registration's 32-bit key, and a revoked grant's key names nothing.
+ * id) and the token its requests carry, until revoked.
+ *
+ * Keys: a grant's key is 64 bits drawn from the table's ChaCha20
+ * generator (keyed with 256 bits of urpc__entropy()), drawn again while
+ * its upper half is 0 (so it never equals a registration's 32-bit key) or
+ * it equals a live grant's key. It is found through an open-addressing
+ * hash of the live grants' keys (linear probing, at most half full,
+ * deletion by backward shift: no tombstones), so a check is O(1) and
+ * reads nothing but the table. A key says nothing of the entry, the
+ * table or the other keys: a peer that knows some keys guesses another
+ * live one with probability (live grants) / 2^64 per try. Revoking takes
+ * the key out of the hash for good; the entry is reused with a fresh
+ * draw, so a revoked key names nothing again, even when the same bytes
+ * are granted anew (only a new draw equal to it could, 2^-64 per grant).
  * A registration made with URPC_TP_ACCESS_REMOTE_* is open to any peer
  * with its key (transport tests); the engine registers none.
  *
@@ -52,7 +63,7 @@ extern "C" {
 enum urpc_sw_grant_state {
 	URPC_SW_GRANT_NEVER = 0, /* never used */
 	URPC_SW_GRANT_LIVE,
-	URPC_SW_GRANT_REVOKED, /* free; @peer_id and @token name its last peer */
+	URPC_SW_GRANT_REVOKED, /* free (its key is 0 and out of the hash) */
 };
 
 struct urpc_sw_grant {
@@ -61,8 +72,8 @@ struct urpc_sw_grant {
 	uint64_t token;
 	uint64_t peer_id;
 	const void *peer; /* the peer handle: release_peer() revokes */
-	uint32_t gen;
-	uint32_t mr_key; /* the registration it lies in: dereg_mem() revokes */
+	uint64_t key;	  /* 0 unless live */
+	uint32_t mr_key;  /* the registration it lies in: dereg_mem() revokes */
 	uint32_t next_free;
 	uint8_t access; /* URPC_TP_ACCESS_REMOTE_* */
 	uint8_t state;	/* enum urpc_sw_grant_state */
@@ -86,6 +97,9 @@ struct urpc_sw_mr_table {
 	uint32_t gcap;
 	uint32_t gfree;	  /* free list of grants[]; UINT32_MAX: empty */
 	uint32_t ngrants; /* live */
+	/* Open addressing: grants[] index of each live key, SW_NIL when empty. */
+	uint32_t *hslots; /* 2 * gcap entries */
+	uint32_t hmask;	  /* 2 * gcap - 1 */
 	/* The endpoint's grants_live counter, kept equal to ngrants; may be NULL. */
 	uint64_t *live_stat;
 };
@@ -94,10 +108,20 @@ struct urpc_sw_mr_table {
 enum urpc_sw_verdict {
 	URPC_SW_SERVE = 0, /* granted: serve it */
 	URPC_SW_REFUSE,	   /* from the grant's peer, but not granted: answer -EACCES */
-	URPC_SW_DROP,	   /* not from the grant's peer, or no such key: drop, count */
+	/*
+	 * No live grant of the requester has the key (none has it, or
+	 * another peer's does): the transport refuses it (-EACCES) when the
+	 * request comes from one of its peers with that peer's token, and
+	 * drops it (counted, unanswered on udp) otherwise.
+	 */
+	URPC_SW_UNKNOWN,
 };
 
-/* An empty table whose keys are drawn from a generator seeded with @key_seed. */
+/*
+ * An empty table whose keys are drawn from a ChaCha20 generator keyed
+ * with 256 bits of urpc__entropy() (@key_seed 0: what the transports
+ * pass), or from @key_seed (repeatable: tests only).
+ */
 void urpc__sw_mr_init(struct urpc_sw_mr_table *t, uint64_t key_seed);
 
 /* Free the table's memory (whatever is still registered). */
@@ -140,7 +164,7 @@ int urpc__sw_grant(struct urpc_sw_mr_table *t, const void *peer, uint64_t peer_i
 		   const struct urpc_tp_mr *mr, const void *addr, size_t len, unsigned access,
 		   struct urpc_tp_grant *g);
 
-/* Revoke @g (no-op when g->key names no live grant of @t); clears g->key. */
+/* Revoke @g (no-op when @g is no live grant of @t); clears g->key. */
 void urpc__sw_revoke(struct urpc_sw_mr_table *t, struct urpc_tp_grant *g);
 
 /* Revoke every grant for @peer (release_peer). Cold. */
@@ -151,9 +175,10 @@ void urpc__sw_revoke_peer(struct urpc_sw_mr_table *t, const void *peer);
  * (URPC_TP_ACCESS_REMOTE_*) on [raddr, raddr + len)? A grant key: SERVE
  * when live, from its peer with its token, the access granted and the
  * range inside its bytes; REFUSE when from its peer with its token but
- * revoked or not granted that; else DROP. A 32-bit key: an open
- * registration's (SERVE or REFUSE as urpc__sw_mr_check_remote()), or DROP.
- * A few compares. Datapath.
+ * not granted that; UNKNOWN when no live grant has it or it is another
+ * peer's (a revoked key is unknown). A 32-bit key: an open registration's
+ * (SERVE or REFUSE as urpc__sw_mr_check_remote()), or UNKNOWN. A hash
+ * probe and a few compares. Datapath.
  */
 enum urpc_sw_verdict urpc__sw_grant_check(const struct urpc_sw_mr_table *t, uint64_t key,
 					  uint64_t token, uint64_t peer_id, unsigned need,

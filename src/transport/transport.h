@@ -323,9 +323,11 @@ struct urpc_tp_ops {
 	 * @rkey is a grant's key (or an open registration's rkey), and the
 	 * request carries @peer's token (set_peer_token()). A range outside
 	 * what the peer granted, or the wrong access, completes with -EACCES;
-	 * the peer never touches memory outside its grants. A request the
-	 * peer cannot tie to the grant's peer (unknown or revoked key from
-	 * another peer, wrong token or source) is dropped there: on udp the
+	 * the peer never touches memory outside its grants. So does a key
+	 * that names no live grant for this endpoint (unknown, revoked,
+	 * another peer's): keys of loop and udp are 64 random bits, never
+	 * reused (sw_mr.h). A request the peer cannot tie to one of its
+	 * peers (a wrong token or source) is dropped there: on udp the
 	 * operation then times out (-ETIMEDOUT), on loop it completes with
 	 * -EACCES.
 	 */

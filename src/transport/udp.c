@@ -227,7 +227,7 @@ static int udp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 		(uint64_t)(cfg->one_sided_timeout_ms ? cfg->one_sided_timeout_ms : 1000) *
 		1000000ull;
 	u->nonce = udp_random32();
-	urpc__sw_mr_init(&u->mrs, urpc__entropy64());
+	urpc__sw_mr_init(&u->mrs, 0);
 	u->mrs.live_stat = &u->base.stats.grants_live;
 	ret = udp_alloc_arrays(u);
 	if (ret) {

@@ -46,9 +46,11 @@
  * requester's session, so the server checks, on every chunk and keeping no
  * per-operation state, that the key names a live grant for the datagram's
  * source address and that token, and the grant's access and exact bounds
- * (sw_mr.c). A request that fails the source, token or key is dropped
- * unanswered (os_dropped); one from the grant's peer that fails the rest
- * gets a NAK. Replies thus only ever go to a grant's peer's address.
+ * (sw_mr.c). A request from the grant's peer that fails access or bounds
+ * gets a NAK (EACCES); so does one whose key names no grant of its sender
+ * (unknown, revoked, another's) when its source and token are those of
+ * one of our peers. Anything else is dropped unanswered (os_dropped).
+ * Replies thus only ever go to a peer's registered address.
  *
  * Endpoint bytes (UDP_EP_LEN): kind (URPC_TRANSPORT_UDP), UDP_EP_VERSION,
  * IPv4 address and port (network order), a random nonce, and max_dgram

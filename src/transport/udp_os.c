@@ -307,6 +307,22 @@ int urpc__udp_os_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const
 /* ---- serving peers, and their replies -------------------------------------- */
 
 /*
+ * Is @src, with @token, one of our peers (a session's registered address
+ * and its token)? Only for requests whose key names no grant of theirs:
+ * linear in the peers, never on the path of a granted request.
+ */
+static bool udp_known_peer(const struct udp_tp *u, const struct sockaddr_in *src, uint64_t token)
+{
+	const struct urpc_tp_peer *p;
+
+	for (p = u->peers; p; p = p->next)
+		if (p->sa.sin_addr.s_addr == src->sin_addr.s_addr &&
+		    p->sa.sin_port == src->sin_port && p->token == token)
+			return true;
+	return false;
+}
+
+/*
  * Serve a peer's RD_REQ or WR_DATA (@len bytes at @buf, from @src). Returns
  * NULL, or why the datagram is malformed.
  */
@@ -338,17 +354,21 @@ const char *urpc__udp_os_serve(struct udp_tp *u, const uint8_t *buf, uint32_t le
 				     e.len)) {
 	case URPC_SW_SERVE:
 		break;
+	case URPC_SW_UNKNOWN:
+		if (!udp_known_peer(u, src, e.token)) {
+			u->base.stats.os_dropped++;
+			URPC_WARN_RATELIMIT(
+				u->base.id,
+				"dropped a one-sided request that names no grant of its sender");
+			return NULL;
+		}
+		/* a peer of ours with its token, and a key not its: refused */
+		URPC_FALLTHROUGH;
 	case URPC_SW_REFUSE:
+	default:
 		u->base.stats.os_served++;
 		u->base.stats.os_rejected++;
 		udp_ctl_queue(u, src, UDP_T_NAK, h->op_id, h->chunk, EACCES, NULL, NULL, 0);
-		return NULL;
-	case URPC_SW_DROP:
-	default:
-		u->base.stats.os_dropped++;
-		URPC_WARN_RATELIMIT(
-			u->base.id,
-			"dropped a one-sided request that names no grant of its sender");
 		return NULL;
 	}
 	u->base.stats.os_served++;

@@ -3,7 +3,7 @@
  * The transport layer's shared parts: every ops table is complete (an op a
  * transport lacks is a default that returns -ENOTSUP, and its capability
  * bit is clear), and the software registration table of loop and udp
- * (sw_mr.c) gives one errno for each failure.
+ * (sw_mr.c) gives one errno for each failure and random grant keys.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -187,5 +187,105 @@ Test(sw_mr, keys_are_unique_and_entries_reused)
 	cr_assert_leq(t.cap, 64, "a freed entry is reused");
 	for (i = 0; i < N; i++)
 		cr_assert(urpc__sw_mr_dereg(&t, &mr[i]));
+	urpc__sw_mr_fini(&t);
+}
+
+/* ---- sw_mr.c: grant keys (issue 16: 64 random bits, never reused) ---- */
+
+#define G_PEER ((const void *)0x1000)
+#define G_PEER_ID 0xabcdull
+#define G_TOKEN 0x5eed5eed5eed5eedull
+
+static enum urpc_sw_verdict g_check(const struct urpc_sw_mr_table *t, uint64_t key,
+				    const uint8_t *at, uint64_t len)
+{
+	return urpc__sw_grant_check(t, key, G_TOKEN, G_PEER_ID, URPC_TP_ACCESS_REMOTE_READ,
+				    (uint64_t)(uintptr_t)at, len);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Thousands of grants over several doublings of the table: every key is
+ * distinct, has a nonzero upper half, and each bit is set in about half
+ * of them; every live key is found (its own bytes only, its own peer and
+ * token only); a revoked key names nothing, also after its entry and the
+ * same bytes were granted anew, and no new key equals an old one.
+ */
+Test(sw_mr, grant_keys_are_random_64_bit_and_never_come_back)
+{
+	enum { N = 3000, ALL = N + N / 2 };
+	static uint8_t mem[N];
+	static uint64_t keys[ALL];
+	static struct urpc_tp_grant g[N];
+	struct urpc_sw_mr_table t;
+	struct urpc_tp_mr mr;
+	unsigned i, b, ones[64] = {0};
+
+	urpc__sw_mr_init(&t, 0);
+	cr_assert_eq(urpc__sw_mr_reg(&t, mem, N, URPC_TP_ACCESS_GRANT_READ, &mr), 0);
+	for (i = 0; i < N; i++) {
+		cr_assert_eq(urpc__sw_grant(&t, G_PEER, G_PEER_ID, G_TOKEN, &mr, mem + i, 1,
+					    URPC_TP_ACCESS_REMOTE_READ, &g[i]),
+			     0);
+		keys[i] = g[i].key;
+		cr_assert_neq(keys[i] >> 32, 0, "a grant key is never a registration's");
+	}
+	cr_assert_eq(t.ngrants, N);
+	for (i = 0; i < N; i++) {
+		cr_assert_eq(g_check(&t, g[i].key, mem + i, 1), URPC_SW_SERVE, "grant %u", i);
+		cr_assert_eq(g_check(&t, g[i].key, mem + i, 2), URPC_SW_REFUSE);
+		cr_assert_eq(g_check(&t, g[i].key, mem + i + 1, 1), URPC_SW_REFUSE);
+		cr_assert_eq(urpc__sw_grant_check(&t, g[i].key, G_TOKEN ^ 1, G_PEER_ID,
+						  URPC_TP_ACCESS_REMOTE_READ,
+						  (uint64_t)(uintptr_t)(mem + i), 1),
+			     URPC_SW_UNKNOWN, "another token");
+		cr_assert_eq(urpc__sw_grant_check(&t, g[i].key, G_TOKEN, G_PEER_ID + 1,
+						  URPC_TP_ACCESS_REMOTE_READ,
+						  (uint64_t)(uintptr_t)(mem + i), 1),
+			     URPC_SW_UNKNOWN, "another peer");
+		cr_assert_eq(g_check(&t, g[i].key ^ (1ull << (i % 64)), mem + i, 1),
+			     URPC_SW_UNKNOWN, "a key one bit away");
+	}
+	/* Revoke every other grant, then take the entries again for the same bytes. */
+	for (i = 0; i < N; i += 2)
+		urpc__sw_revoke(&t, &g[i]);
+	for (i = 0; i < N; i += 2) {
+		cr_assert_eq(g[i].key, 0);
+		cr_assert_eq(g_check(&t, keys[i], mem + i, 1), URPC_SW_UNKNOWN, "revoked %u", i);
+		cr_assert_eq(g_check(&t, keys[i + 1], mem + i + 1, 1), URPC_SW_SERVE);
+	}
+	for (i = 0; i < N; i += 2) {
+		cr_assert_eq(urpc__sw_grant(&t, G_PEER, G_PEER_ID, G_TOKEN, &mr, mem + i, 1,
+					    URPC_TP_ACCESS_REMOTE_READ, &g[i]),
+			     0);
+		keys[N + i / 2] = g[i].key;
+	}
+	for (i = 0; i < N; i += 2) {
+		cr_assert_eq(g_check(&t, keys[i], mem + i, 1), URPC_SW_UNKNOWN,
+			     "the old key of bytes granted anew");
+		cr_assert_eq(g_check(&t, g[i].key, mem + i, 1), URPC_SW_SERVE);
+	}
+	/* Every key ever made is distinct. */
+	qsort(keys, ALL, sizeof(keys[0]), cmp_u64);
+	for (i = 1; i < ALL; i++)
+		cr_assert_neq(keys[i], keys[i - 1], "a key was made twice");
+	/* Each bit set in about half of the grants alive now (N keys): 50% +- 5%. */
+	for (i = 0; i < N; i++)
+		for (b = 0; b < 64; b++)
+			ones[b] += (unsigned)(g[i].key >> b & 1);
+	for (b = 0; b < 64; b++)
+		cr_assert(ones[b] > N * 45 / 100 && ones[b] < N * 55 / 100,
+			  "bit %u set in %u of %u", b, ones[b], N);
+	/* dereg_mem() revokes them all; no key names anything then. */
+	cr_assert(urpc__sw_mr_dereg(&t, &mr));
+	cr_assert_eq(t.ngrants, 0);
+	for (i = 0; i < N; i++)
+		cr_assert_eq(g_check(&t, g[i].key, mem + i, 1), URPC_SW_UNKNOWN);
 	urpc__sw_mr_fini(&t);
 }
