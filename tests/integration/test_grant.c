@@ -305,7 +305,7 @@ Test(GRANT_NAME, a_grant_for_session_a_fails_from_session_b_and_with_a_wrong_tok
 {
 	struct urpc_session *ca = NULL, *cb = NULL;
 	struct urpc_tp *tpa;
-	uint64_t dropped;
+	uint64_t dropped, refused;
 	struct stored r;
 
 	world_up();
@@ -315,9 +315,14 @@ Test(GRANT_NAME, a_grant_for_session_a_fails_from_session_b_and_with_a_wrong_tok
 	cr_assert_eq(call(W.a, W.sa, T_BIG, 8), 0);
 	r = stored_resp();
 	dropped = stats(W.srv).os_dropped;
-	/* Session B (another Rpc, its own token) with A's descriptor. */
-	cr_assert_eq(probe(W.b, cb, W.srv, false, r.addr, r.key, r.len, NULL), DROPPED);
-	cr_assert_eq(probe(W.b, cb, W.srv, true, r.addr, r.key, 16, NULL), DROPPED);
+	refused = stats(W.srv).os_refused;
+	/*
+	 * Session B (another Rpc, its own token) with A's descriptor: a peer
+	 * of the server, so refused, but as if the key named nothing.
+	 */
+	cr_assert_eq(probe(W.b, cb, W.srv, false, r.addr, r.key, r.len, NULL), -EACCES);
+	cr_assert_eq(probe(W.b, cb, W.srv, true, r.addr, r.key, 16, NULL), -EACCES);
+	cr_assert_geq(stats(W.srv).os_refused, refused + 2, "refused and counted");
 	/* ... even with A's token. */
 	tpa->ops->set_peer_token(urpc__rpc_transport(W.b), cb->peer, ca->token);
 	cr_assert_eq(probe(W.b, cb, W.srv, false, r.addr, r.key, r.len, NULL), DROPPED);
@@ -326,7 +331,7 @@ Test(GRANT_NAME, a_grant_for_session_a_fails_from_session_b_and_with_a_wrong_tok
 	tpa->ops->set_peer_token(tpa, ca->peer, ca->token ^ 0x100);
 	cr_assert_eq(probe(W.a, ca, W.srv, false, r.addr, r.key, r.len, NULL), DROPPED);
 	tpa->ops->set_peer_token(tpa, ca->peer, ca->token);
-	cr_assert_geq(stats(W.srv).os_dropped, dropped + 4, "dropped and counted");
+	cr_assert_geq(stats(W.srv).os_dropped, dropped + 2, "dropped and counted");
 	for (size_t i = 0; i < W.big; i++)
 		cr_assert_eq(r.sl->large->resp.buf[i], pat(i), "byte %zu was written", i);
 	/* The rightful session still reads it; both sessions keep working. */
@@ -504,4 +509,244 @@ Test(GRANT_NAME, crafted_one_sided_datagrams_from_the_session_itself_reach_no_ot
 	cr_assert_eq(call(W.a, W.sa, T_BIG, W.big), 0);
 	cr_assert_eq(call(W.b, W.sb, T_BIG, 8), 0);
 	world_down();
+}
+
+/* ---- users' exposures (issue 16): what a peer can do with an rbuf ---- */
+
+#define XGUARD 4096u /* guard bytes on each side of the exposure */
+#define XLEN 3001u   /* the exposure: odd */
+static uint8_t xmem[2 * XGUARD + XLEN];
+
+static uint8_t xpat(size_t i)
+{
+	return (uint8_t)(pat(i) ^ 0xa5);
+}
+
+static void xmem_fill(void)
+{
+	for (size_t i = 0; i < sizeof(xmem); i++)
+		xmem[i] = xpat(i);
+}
+
+/* Every byte of xmem as filled, but those in [from, to), which are @v. */
+static void xmem_check(size_t from, size_t to, uint8_t v)
+{
+	for (size_t i = 0; i < sizeof(xmem); i++)
+		cr_assert_eq(xmem[i], i >= from && i < to ? v : xpat(i), "byte %zd of the exposure",
+			     (ssize_t)i - (ssize_t)XGUARD);
+}
+
+/* The server exposes the exposure's bytes with @access on its half of A's session. */
+static struct urpc_rbuf xexpose(unsigned access)
+{
+	struct urpc_rbuf rb;
+
+	cr_assert_eq(urpc_mem_expose(W.srv, (int)srv_half(W.a, W.sa)->local_num, xmem + XGUARD,
+				     XLEN, access, &rb),
+		     0);
+	return rb;
+}
+
+Test(GRANT_NAME, a_user_exposure_reaches_exactly_its_bytes_access_and_session)
+{
+	struct urpc_session *ca, *cb;
+	struct urpc_rbuf rw, ro, rw2;
+	uint64_t at, key, rokey;
+	static uint8_t got[XLEN];
+	unsigned i;
+
+	world_up();
+	ca = urpc__rpc_session(W.a, W.sa);
+	cb = urpc__rpc_session(W.b, W.sb);
+	xmem_fill();
+	rw = xexpose(URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES);
+	ro = xexpose(URPC_MEM_PEER_READS);
+	at = le64toh(rw.addr);
+	key = le64toh(rw.key);
+	rokey = le64toh(ro.key);
+	cr_assert_eq(at, (uint64_t)(uintptr_t)(xmem + XGUARD));
+	cr_assert_neq(key, rokey);
+	cr_assert_eq(probe(W.a, ca, W.srv, false, at, key, XLEN, got), 0);
+	cr_assert_eq(memcmp(got, xmem + XGUARD, XLEN), 0);
+	cr_assert_eq(probe(W.a, ca, W.srv, false, at, rokey, XLEN, NULL), 0);
+	/* Bounds, to the byte, both ways, and access. */
+	cr_assert_eq(probe(W.a, ca, W.srv, false, at - 1, key, XLEN, NULL), -EACCES);
+	cr_assert_eq(probe(W.a, ca, W.srv, false, at - 1, key, 1, NULL), -EACCES);
+	cr_assert_eq(probe(W.a, ca, W.srv, false, at + XLEN, key, 1, NULL), -EACCES);
+	cr_assert_eq(probe(W.a, ca, W.srv, false, at, key, XLEN + 1, NULL), -EACCES);
+	cr_assert_eq(probe(W.a, ca, W.srv, false, at + 1, key, XLEN, NULL), -EACCES);
+	cr_assert_eq(probe(W.a, ca, W.srv, true, at + XLEN - 8, key, 16, NULL), -EACCES);
+	cr_assert_eq(probe(W.a, ca, W.srv, true, at - 8, key, 16, NULL), -EACCES);
+	cr_assert_eq(probe(W.a, ca, W.srv, true, at, rokey, 16, NULL), -EACCES,
+		     "a WRITE to a read-only exposure");
+	/* Forged and guessed keys, from the session itself. */
+	cr_assert_eq(probe(W.a, ca, W.srv, true, at, key ^ 1, 16, NULL), -EACCES);
+	cr_assert_eq(probe(W.a, ca, W.srv, true, at, key ^ (1ull << 63), 16, NULL), -EACCES);
+	cr_assert_eq(probe(W.a, ca, W.srv, true, at, key + 1, 16, NULL), -EACCES);
+	cr_assert_eq(probe(W.a, ca, W.srv, true, at, key ^ rokey, 16, NULL), -EACCES);
+	for (i = 0; i < 16; i++)
+		cr_assert_eq(
+			probe(W.a, ca, W.srv, true, at, key * 0x9e3779b97f4a7c15ull + i, 16, NULL),
+			-EACCES);
+	/* Session B (its own token): a peer of the server, not the exposure's. */
+	cr_assert_eq(probe(W.b, cb, W.srv, false, at, key, XLEN, NULL), -EACCES);
+	cr_assert_eq(probe(W.b, cb, W.srv, true, at, key, 16, NULL), -EACCES);
+	/* B with A's token, and A with a wrong one: not a session at all. */
+	urpc__rpc_transport(W.b)->ops->set_peer_token(urpc__rpc_transport(W.b), cb->peer,
+						      ca->token);
+	cr_assert_eq(probe(W.b, cb, W.srv, true, at, key, 16, NULL), DROPPED);
+	urpc__rpc_transport(W.b)->ops->set_peer_token(urpc__rpc_transport(W.b), cb->peer,
+						      cb->token);
+	urpc__rpc_transport(W.a)->ops->set_peer_token(urpc__rpc_transport(W.a), ca->peer,
+						      ca->token ^ 0x40);
+	cr_assert_eq(probe(W.a, ca, W.srv, true, at, key, 16, NULL), DROPPED);
+	urpc__rpc_transport(W.a)->ops->set_peer_token(urpc__rpc_transport(W.a), ca->peer,
+						      ca->token);
+	xmem_check(0, 0, 0);
+	/* Revoked: the key is dead, also once the same bytes are exposed anew. */
+	cr_assert_eq(urpc_mem_revoke(W.srv, &rw), 0);
+	cr_assert_eq(probe(W.a, ca, W.srv, false, at, key, XLEN, NULL), -EACCES);
+	cr_assert_eq(probe(W.a, ca, W.srv, true, at, key, 16, NULL), -EACCES);
+	rw2 = xexpose(URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES);
+	cr_assert_neq(le64toh(rw2.key), key);
+	cr_assert_neq(le64toh(rw2.gen), le64toh(rw.gen));
+	cr_assert_eq(probe(W.a, ca, W.srv, true, at, key, 16, NULL), -EACCES);
+	xmem_check(0, 0, 0);
+	/* The new key writes exactly the exposure. */
+	cr_assert_eq(probe(W.a, ca, W.srv, true, at, le64toh(rw2.key), XLEN, NULL), 0);
+	xmem_check(XGUARD, XGUARD + XLEN, 0xee);
+	cr_assert_eq(urpc_mem_revoke(W.srv, &rw2), 0);
+	cr_assert_eq(urpc_mem_revoke(W.srv, &ro), 0);
+	cr_assert_eq(call(W.a, W.sa, T_BIG, 8), 0);
+	cr_assert_eq(call(W.b, W.sb, T_BIG, 8), 0);
+	world_down();
+}
+
+Test(GRANT_NAME, crafted_datagrams_against_a_user_exposure_change_nothing)
+{
+	struct urpc_rbuf rw, ro, old;
+	struct sockaddr_in to, me;
+	socklen_t melen = sizeof(me);
+	struct urpc_session *ca;
+	struct urpc_tp *stp;
+	uint64_t at, key, dropped, refused, bad;
+	unsigned nref = 0, ndrop = 0, nbad = 0, i;
+	uint8_t ee[16], buf[2048];
+	struct udp_craft c, w;
+	int fda, fd;
+
+	if (GRANT_KIND != URPC_TRANSPORT_UDP)
+		cr_skip_test("datagrams are built by hand on udp only");
+	world_up();
+	ca = urpc__rpc_session(W.a, W.sa);
+	stp = urpc__rpc_transport(W.srv);
+	xmem_fill();
+	old = xexpose(URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES);
+	cr_assert_eq(urpc_mem_revoke(W.srv, &old), 0);
+	rw = xexpose(URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES);
+	ro = xexpose(URPC_MEM_PEER_READS);
+	at = le64toh(rw.addr);
+	key = le64toh(rw.key);
+	to = srv_udp_addr();
+	fda = to_udp(urpc__rpc_transport(W.a))->fd; /* A's own socket: an authenticated peer */
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	cr_assert_geq(fd, 0);
+	memset(&me, 0, sizeof(me));
+	me.sin_family = AF_INET;
+	me.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&me, &melen), 0);
+	memset(ee, 0xee, sizeof(ee));
+	dropped = stats(W.srv).os_dropped;
+	refused = stats(W.srv).os_refused;
+	bad = stp->stats.rx_drop_bad;
+	memset(&w, 0, sizeof(w));
+	w.type = UDP_T_WR_DATA;
+	w.op_id = 7;
+	w.e = (struct udp_ext){
+		.raddr = at, .len = 16, .key = key, .token = ca->token, .chunk_size = 16};
+	w.payload = ee;
+	w.plen = sizeof(ee);
+
+	/* From A's socket with A's token: each refused with a NAK to A. */
+#define REFUSED(...)                                                                               \
+	do {                                                                                       \
+		c = w;                                                                             \
+		__VA_ARGS__;                                                                       \
+		udp_send_craft(fda, &to, &c);                                                      \
+		nref++;                                                                            \
+	} while (0)
+	REFUSED(c.e.raddr = at - 1);
+	REFUSED(c.e.raddr = at + XLEN - 15);
+	REFUSED(c.e.raddr = at + XLEN);
+	REFUSED(c.e.raddr = at - XGUARD);
+	REFUSED(c.e.raddr = 4096);
+	REFUSED(c.e.key = le64toh(ro.key));		  /* WRITE to the read-only exposure */
+	REFUSED(c.e.key = le64toh(old.key));		  /* revoked, the same bytes exposed anew */
+	REFUSED(c.e.len = 1ull << 40);			  /* the whole operation: far too long */
+	REFUSED(c.e.len = XLEN + 1; c.e.chunk_size = 16); /* one byte too long */
+	REFUSED(c.type = UDP_T_RD_REQ; c.plen = 0; c.e.raddr = at - XGUARD; c.e.len = sizeof(xmem);
+		c.e.chunk_size = 1024);
+	REFUSED(c.type = UDP_T_RD_REQ; c.plen = 0; c.e.len = XLEN + 1; c.e.chunk_size = 1024);
+	for (i = 0; i < 64; i += 3)
+		REFUSED(c.e.key = key ^ (1ull << i));
+	for (i = 0; i < 32; i++)
+		REFUSED(c.e.key = (key + i + 1) * 0x9e3779b97f4a7c15ull);
+	REFUSED(c.e.key = 0);
+	REFUSED(c.e.key = (uint32_t)key);
+	/* Malformed, whoever sends them: counted as bad datagrams, unanswered. */
+#define MALFORMED(...)                                                                             \
+	do {                                                                                       \
+		c = w;                                                                             \
+		__VA_ARGS__;                                                                       \
+		udp_send_craft(fda, &to, &c);                                                      \
+		nbad++;                                                                            \
+	} while (0)
+	MALFORMED(c.e.raddr = UINT64_MAX - 7);	/* the range wraps */
+	MALFORMED(c.e.len = UINT64_MAX);	/* ... so does this one */
+	MALFORMED(c.chunk = 1);			/* a chunk past the operation */
+	MALFORMED(c.chunk = UINT32_MAX);	/* ... far past */
+	MALFORMED(c.e.chunk_size = 0);		/* no chunk size */
+	MALFORMED(c.e.chunk_size = UINT32_MAX); /* larger than any datagram */
+	MALFORMED(c.cut = 1);			/* a byte short of its chunk */
+	MALFORMED(c.cut = 16 + 8);		/* shorter than its header */
+	MALFORMED(c.type = UDP_T_RD_REQ);	/* a READ that carries bytes */
+	MALFORMED(c.e.len = 32; c.e.chunk_size = 16; c.chunk = 1; c.plen = 8); /* short last */
+	/* From another socket, A's live key and token: a forged source, dropped. */
+	udp_send_craft(fd, &to, &w), ndrop++;
+	c = w;
+	c.type = UDP_T_RD_REQ;
+	c.plen = 0;
+	c.e.len = XLEN;
+	c.e.chunk_size = 1024;
+	udp_send_craft(fd, &to, &c), ndrop++;
+	for (i = 0; i < 16; i++) {
+		c = w;
+		c.e.key = key ^ ((uint64_t)i << 17);
+		c.e.token = ca->token + i;
+		udp_send_craft(fd, &to, &c), ndrop++;
+	}
+	/* A's own socket with another token: not a session either. */
+	c = w;
+	c.e.token = ca->token ^ 1;
+	udp_send_craft(fda, &to, &c), ndrop++;
+	/* A's READ after them on the same queue: once done, all were seen. */
+	cr_assert_eq(probe(W.a, ca, W.srv, false, at, key, XLEN, NULL), 0);
+	cr_assert_eq(stats(W.srv).os_refused, refused + nref, "each refused and counted");
+	cr_assert_eq(stats(W.srv).os_dropped, dropped + ndrop, "each dropped and counted");
+	cr_assert_eq(stp->stats.rx_drop_bad, bad + nbad, "each malformed one counted");
+	cr_assert_eq(recv(fd, buf, sizeof(buf), MSG_DONTWAIT), -1, "nothing came back");
+	xmem_check(0, 0, 0);
+	close(fd);
+	/* The right key, source and token: exactly its bytes; the server goes on. */
+	udp_send_craft(fda, &to, &w);
+	cr_assert_eq(probe(W.a, ca, W.srv, true, at + 16, key, XLEN - 16, NULL), 0);
+	xmem_check(XGUARD, XGUARD + XLEN, 0xee);
+	cr_assert_eq(urpc_mem_revoke(W.srv, &rw), 0);
+	cr_assert_eq(urpc_mem_revoke(W.srv, &ro), 0);
+	cr_assert_eq(call(W.a, W.sa, T_BIG, W.big), 0);
+	cr_assert_eq(call(W.b, W.sb, T_BIG, 8), 0);
+	world_down();
+#undef REFUSED
+#undef MALFORMED
 }

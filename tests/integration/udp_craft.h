@@ -16,6 +16,35 @@
 
 #include "transport/udp_int.h"
 
+/* A one-sided request as a malicious peer may write it: every field its own. */
+struct udp_craft {
+	enum udp_type type; /* UDP_T_RD_REQ or UDP_T_WR_DATA (or anything else) */
+	uint32_t op_id;
+	uint32_t chunk;
+	struct udp_ext e;
+	const void *payload; /* WR_DATA: the chunk's bytes */
+	size_t plen;
+	size_t cut; /* bytes left off the end of the datagram (a truncated one) */
+};
+
+/* Send @c on @fd to @to, exactly as described. */
+static inline void udp_send_craft(int fd, const struct sockaddr_in *to, const struct udp_craft *c)
+{
+	uint8_t pkt[sizeof(struct udp_hdr) + sizeof(struct udp_ext) + 2048];
+	struct udp_hdr h;
+	size_t n = sizeof(h) + sizeof(c->e) + c->plen;
+
+	cr_assert_leq(c->plen, 2048);
+	cr_assert_leq(c->cut, n);
+	udp_hdr_init(&h, c->type, c->op_id, c->chunk, 0);
+	memcpy(pkt, &h, sizeof(h));
+	memcpy(pkt + sizeof(h), &c->e, sizeof(c->e));
+	if (c->plen)
+		memcpy(pkt + sizeof(h) + sizeof(c->e), c->payload, c->plen);
+	n -= c->cut;
+	cr_assert_eq(sendto(fd, pkt, n, 0, (const struct sockaddr *)to, sizeof(*to)), (ssize_t)n);
+}
+
 /*
  * Send on @fd to @to an RD_REQ for [raddr, raddr + len), or with @write a
  * WR_DATA of 16 bytes of 0xee at @raddr, naming @key and @token; @op is the
