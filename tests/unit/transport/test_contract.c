@@ -971,3 +971,309 @@ Test(CONTRACT_NAME, release_peer_ends_its_operations)
 	region_close(p.b, &remote);
 	pair_close(&p);
 }
+
+/* ---- grants as users' exposures use them (issue 16) ---- */
+
+#define UX_OFF 1001u /* an odd offset into B's region */
+#define UX_PAD 4096u
+
+/*
+ * A grant of exactly [UX_OFF, UX_OFF + len) of B's @remote with both
+ * accesses. With @write_too: WRITE @len bytes from A's @local at an odd
+ * offset into it, every byte checked and the bytes around it untouched.
+ * Then READ it into @local at another odd offset, checked the same way.
+ */
+static void grant_rw(struct pair *p, struct region *local, struct region *remote, size_t len,
+		     bool write_too, uint64_t wr)
+{
+	const size_t lw = 7, lr = 13, guard = 64;
+	uint64_t at = (uint64_t)(uintptr_t)remote->mem + UX_OFF;
+	struct urpc_tp_grant g;
+	size_t i;
+
+	p->a->one_sided_timeout_ns = WAIT_NS; /* progress, not drops, is waited for here */
+	cr_assert_leq(UX_OFF + len + guard, remote->len);
+	cr_assert_leq(lr + len + guard, local->len);
+	pattern(remote->mem + UX_OFF - guard, len + 2 * guard, (uint32_t)len);
+	cr_assert_eq(p->b->ops->grant(p->b, p->b2a, &remote->mr, remote->mem + UX_OFF, len,
+				      URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE, &g),
+		     0, "a grant of %zu bytes", len);
+	if (write_too) {
+		pattern(local->mem + lw, len, (uint32_t)len + 1);
+		cr_assert_eq(p->a->ops->post_write(p->a, p->a2b, local->mem + lw, &local->mr, at,
+						   g.key, len, wr),
+			     0);
+		cr_assert_eq(wait_comp(p, wr), 0, "WRITE of %zu bytes", len);
+		cr_assert(memcmp(remote->mem + UX_OFF, local->mem + lw, len) == 0,
+			  "WRITE of %zu bytes corrupted", len);
+		for (i = 0; i < guard; i++) {
+			uint8_t before, after;
+
+			/* pattern() of seed len from UX_OFF - guard: the bytes at both ends */
+			before = (uint8_t)((i * 2654435761u + (uint32_t)len) >> 13);
+			after = (uint8_t)(((len + guard + i) * 2654435761u + (uint32_t)len) >> 13);
+			cr_assert_eq(remote->mem[UX_OFF - guard + i], before,
+				     "byte %zu before the grant written", guard - i);
+			cr_assert_eq(remote->mem[UX_OFF + len + i], after,
+				     "byte %zu after the grant written", i);
+		}
+	}
+	memset(local->mem + lr - guard / 8, 0x5c, len + guard);
+	cr_assert_eq(p->a->ops->post_read(p->a, p->a2b, local->mem + lr, &local->mr, at, g.key, len,
+					  wr + 1),
+		     0);
+	cr_assert_eq(wait_comp(p, wr + 1), 0, "READ of %zu bytes", len);
+	cr_assert(memcmp(local->mem + lr, remote->mem + UX_OFF, len) == 0,
+		  "READ of %zu bytes corrupted", len);
+	for (i = 0; i < guard / 8; i++)
+		cr_assert(local->mem[lr - 1 - i] == 0x5c && local->mem[lr + len + i] == 0x5c,
+			  "a READ of %zu bytes wrote outside its local range", len);
+	p->b->ops->revoke(p->b, &g);
+}
+
+Test(CONTRACT_NAME, grants_read_and_write_1B_to_1MiB_at_odd_offsets, .timeout = 60)
+{
+	static const size_t sizes[] = {1, 2, 3, 63, 4097, 65537, (1u << 20) + 3};
+	struct region local, remote;
+	struct pair p;
+	size_t len = (1u << 20) + 3 + UX_PAD, i;
+
+	pair_open_tokens(&p);
+	region_open(p.a, &local, len, 0, 0x11);
+	region_open(p.b, &remote, len, URPC_TP_ACCESS_GRANT_READ | URPC_TP_ACCESS_GRANT_WRITE,
+		    0x22);
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		grant_rw(&p, &local, &remote, sizes[i], true, 10 * i + 1);
+	cr_assert_eq(p.b->stats.grants_live, 0);
+	assert_no_more_comps(&p);
+	region_close(p.a, &local);
+	region_close(p.b, &remote);
+	pair_close(&p);
+}
+
+/* The largest: one READ of 64 MiB through a grant at an odd offset. */
+Test(CONTRACT_NAME, a_grant_reads_64MiB_at_an_odd_offset, .timeout = 120)
+{
+	struct region local, remote;
+	struct pair p;
+	size_t len = (64u << 20) + UX_PAD;
+
+	pair_open_tokens(&p);
+	region_open(p.a, &local, len, 0, 0x11);
+	region_open(p.b, &remote, len, URPC_TP_ACCESS_GRANT_READ | URPC_TP_ACCESS_GRANT_WRITE,
+		    0x22);
+	grant_rw(&p, &local, &remote, 64u << 20, false, 1);
+	region_close(p.a, &local);
+	region_close(p.b, &remote);
+	pair_close(&p);
+}
+
+/*
+ * Slices: several grants on one registration, each narrower than it. Each
+ * key reaches its own bytes only, with its own access; revoking one leaves
+ * the others as they were.
+ */
+struct slice {
+	size_t off, len;
+	unsigned access;
+	struct urpc_tp_grant g;
+};
+
+/* After a refusal, on verbs: reconnect and grant the live slices again. */
+static void slices_again(struct pair *p, struct region *r, struct slice *sl, unsigned n)
+{
+	unsigned i;
+
+	if (!IS_VERBS)
+		return;
+	for (i = 0; i < n; i++)
+		p->b->ops->revoke(p->b, &sl[i].g);
+	reconnect(p);
+	for (i = 0; i < n; i++)
+		if (sl[i].access)
+			cr_assert_eq(p->b->ops->grant(p->b, p->b2a, &r->mr, r->mem + sl[i].off,
+						      sl[i].len, sl[i].access, &sl[i].g),
+				     0);
+}
+
+/* Byte @i of pattern(m, len, 21). */
+static uint8_t pat21(size_t i)
+{
+	return (uint8_t)((i * 2654435761u + 21) >> 13);
+}
+
+Test(CONTRACT_NAME, grants_narrower_than_their_registration)
+{
+	struct slice sl[3] = {
+		{3, 1000, URPC_TP_ACCESS_REMOTE_READ, {0}},
+		{1003, 5000, URPC_TP_ACCESS_REMOTE_WRITE, {0}},
+		{0, 65536, URPC_TP_ACCESS_REMOTE_READ, {0}},
+	};
+	struct slice *lo = &sl[0], *hi = &sl[1], *all = &sl[2];
+	struct region local, remote;
+	struct pair p;
+	uint64_t at;
+	size_t len = 65536;
+	unsigned i;
+
+	pair_open_tokens(&p);
+	region_open(p.a, &local, len, 0, 0x11);
+	region_open(p.b, &remote, len, URPC_TP_ACCESS_GRANT_READ | URPC_TP_ACCESS_GRANT_WRITE,
+		    0x22);
+	pattern(remote.mem, len, 21);
+	at = (uint64_t)(uintptr_t)remote.mem;
+	for (i = 0; i < 3; i++)
+		cr_assert_eq(p.b->ops->grant(p.b, p.b2a, &remote.mr, remote.mem + sl[i].off,
+					     sl[i].len, sl[i].access, &sl[i].g),
+			     0);
+	cr_assert(lo->g.key != hi->g.key && hi->g.key != all->g.key && lo->g.key != all->g.key);
+	cr_assert_eq(rd(&p, &local, at + 3, lo->g.key, 1000, 1), 0);
+	cr_assert_eq(memcmp(local.mem, remote.mem + 3, 1000), 0);
+	cr_assert_eq(rd(&p, &local, at + 1003, lo->g.key, 1, 2), -EACCES, "lo's key on hi's bytes");
+	slices_again(&p, &remote, sl, 3);
+	memset(local.mem, 0x66, 5000);
+	cr_assert_eq(wr(&p, &local, at + 1003, hi->g.key, 5000, 3), 0);
+	cr_assert_eq(remote.mem[1002], pat21(1002), "lo's last byte");
+	cr_assert_eq(remote.mem[1003], 0x66);
+	cr_assert_eq(remote.mem[6002], 0x66);
+	cr_assert_eq(remote.mem[6003], pat21(6003), "the byte after hi");
+	cr_assert_eq(wr(&p, &local, at + 3, hi->g.key, 16, 4), -EACCES, "hi's key on lo's bytes");
+	slices_again(&p, &remote, sl, 3);
+	cr_assert_eq(wr(&p, &local, at + 1003, all->g.key, 16, 5), -EACCES,
+		     "the read grant over everything does not write");
+	slices_again(&p, &remote, sl, 3);
+	p.b->ops->revoke(p.b, &lo->g);
+	cr_assert_eq(rd(&p, &local, at + 3, lo->g.key, 8, 6), -EACCES, "revoked");
+	cr_assert_eq(lo->g.key, 0);
+	lo->access = 0; /* stays revoked */
+	slices_again(&p, &remote, sl, 3);
+	cr_assert_eq(rd(&p, &local, at, all->g.key, len, 7), 0, "the others stay");
+	cr_assert_eq(memcmp(local.mem, remote.mem, len), 0);
+	cr_assert_eq(local.mem[3], pat21(3));
+	memset(local.mem, 0x67, 16);
+	cr_assert_eq(wr(&p, &local, at + 6003 - 16, hi->g.key, 16, 8), 0);
+	cr_assert_eq(remote.mem[6002], 0x67);
+	cr_assert_eq(remote.mem[6003], pat21(6003));
+	for (i = 0; i < 3; i++)
+		p.b->ops->revoke(p.b, &sl[i].g);
+	cr_assert_eq(p.b->stats.grants_live, 0);
+	region_close(p.a, &local);
+	region_close(p.b, &remote);
+	pair_close(&p);
+}
+
+/*
+ * Revoke while an operation is in flight: it finishes before revoke()
+ * returns, or fails with -EACCES; either way nothing of B's memory changes
+ * after revoke() returned, and a READ's local bytes hold only what B had.
+ * Twice each way: revoked before B served anything, and after once.
+ */
+Test(CONTRACT_NAME, revoke_with_operations_in_flight, .timeout = 60)
+{
+	const size_t len = 4u << 20;
+	struct region local, remote;
+	struct urpc_tp_grant g;
+	struct pair p;
+	uint8_t *snap;
+	unsigned k;
+
+	pair_open_tokens(&p);
+	region_open(p.a, &local, len, 0, 0x11);
+	region_open(p.b, &remote, len, URPC_TP_ACCESS_GRANT_READ | URPC_TP_ACCESS_GRANT_WRITE,
+		    0x22);
+	p.a->one_sided_timeout_ns = WAIT_NS; /* refusals are answered: nothing waits for a drop */
+	snap = malloc(len);
+	cr_assert_not_null(snap);
+	for (k = 0; k < 4; k++) {
+		bool write = k & 1, served = k & 2;
+		uint64_t at = (uint64_t)(uintptr_t)remote.mem;
+		int st;
+
+		pattern(remote.mem, len, k);
+		memset(local.mem, 0x33, len);
+		cr_assert_eq(p.b->ops->grant(
+				     p.b, p.b2a, &remote.mr, remote.mem, len,
+				     URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE, &g),
+			     0);
+		cr_assert_eq(write ? p.a->ops->post_write(p.a, p.a2b, local.mem, &local.mr, at,
+							  g.key, len, 50 + k)
+				   : p.a->ops->post_read(p.a, p.a2b, local.mem, &local.mr, at,
+							 g.key, len, 50 + k),
+			     0);
+		if (served)
+			serve(p.b);
+		p.b->ops->revoke(p.b, &g);
+		memcpy(snap, remote.mem, len);
+		st = wait_comp(&p, 50 + k);
+		cr_assert(st == 0 || st == -EACCES, "round %u: %s", k, urpc_strerror(st));
+		if (!IS_VERBS) /* loop serves a request whole; udp's first window cannot finish */
+			cr_assert_eq(st,
+				     CONTRACT_KIND == URPC_TRANSPORT_LOOP && served ? 0 : -EACCES,
+				     "round %u", k);
+		assert_no_more_comps(&p);
+		cr_assert(memcmp(snap, remote.mem, len) == 0, "round %u: written after revoke", k);
+		if (write && st == 0)
+			cr_assert_eq(memcmp(remote.mem, local.mem, len), 0);
+		if (!write) {
+			size_t i;
+
+			for (i = 0; i < len; i++)
+				if (local.mem[i] != 0x33 && local.mem[i] != remote.mem[i])
+					cr_assert_fail(
+						"round %u: local byte %zu holds what B never had",
+						k, i);
+			if (st == 0)
+				cr_assert_eq(memcmp(remote.mem, local.mem, len), 0);
+		}
+		if (st)
+			reconnect(&p); /* verbs: the refusal ended the connection */
+	}
+	free(snap);
+	cr_assert_eq(p.b->stats.grants_live, 0);
+	region_close(p.a, &local);
+	region_close(p.b, &remote);
+	pair_close(&p);
+}
+
+/* Keys made up by the grant's own peer: each refused, nothing read or written. */
+Test(CONTRACT_NAME, forged_keys_reach_nothing)
+{
+	struct region local, remote;
+	struct urpc_tp_grant g;
+	struct pair p;
+	uint64_t at, key;
+	unsigned i, n = IS_VERBS ? 4 : 64;
+	size_t len = 4096;
+
+	pair_open_tokens(&p);
+	region_open(p.a, &local, len, 0, 0x11);
+	region_open(p.b, &remote, len, URPC_TP_ACCESS_GRANT_READ | URPC_TP_ACCESS_GRANT_WRITE,
+		    0x22);
+	at = (uint64_t)(uintptr_t)remote.mem;
+	cr_assert_eq(p.b->ops->grant(p.b, p.b2a, &remote.mr, remote.mem, len,
+				     URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE, &g),
+		     0);
+	for (i = 0; i < n; i++) {
+		key = (g.key + i + 1) * 0x9e3779b97f4a7c15ull;
+		if (IS_VERBS)
+			key = (uint32_t)key; /* verbs keys are 32-bit */
+		if (key == g.key)
+			continue;
+		memset(local.mem, 0x44, len);
+		cr_assert_eq(i & 1 ? wr(&p, &local, at, key, len, i)
+				   : rd(&p, &local, at, key, len, i),
+			     -EACCES, "forged key %#lx", (unsigned long)key);
+		again(&p, &remote, &g);
+		if (!(i & 1))
+			cr_assert(local.mem[0] == 0x44 && local.mem[len - 1] == 0x44,
+				  "a forged READ brought bytes");
+	}
+	for (size_t j = 0; j < len; j++)
+		cr_assert_eq(remote.mem[j], 0x22, "a forged WRITE changed byte %zu", j);
+	cr_assert_eq(rd(&p, &local, at, g.key, len, 1000), 0, "the real key still works");
+	cr_assert_eq(local.mem[len - 1], 0x22);
+	p.b->ops->revoke(p.b, &g);
+	region_close(p.a, &local);
+	region_close(p.b, &remote);
+	pair_close(&p);
+}
