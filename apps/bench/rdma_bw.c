@@ -15,8 +15,9 @@
  *
  * Threads: on loop both Rpcs share the main thread (its endpoints must). On
  * udp and verbs the server Rpc runs its event loop in a thread of its own
- * (on udp the owner's event loop serves the peer's operations), paused
- * while a baseline runs.
+ * by default (on udp the owner's event loop serves the peer's operations),
+ * paused while a baseline runs; --threads 1 drives both from the main
+ * thread there too.
  *
  * Uses only <urpc/urpc.h>.
  */
@@ -49,6 +50,7 @@ struct opts {
 	unsigned long window;
 	unsigned long pairs;
 	bool ops[2]; /* [0] read, [1] write: --ops */
+	unsigned threads;
 	unsigned long perftest_mib;
 };
 
@@ -104,7 +106,7 @@ static void usage(FILE *f)
 		"\n"
 		"SYNOPSIS\n"
 		"    urpc-rdma-bw [--transport loop|udp|verbs] [--sizes LIST] [--window W]\n"
-		"                 [--ops read,write] [--duration SEC] [--pairs N]\n"
+		"                 [--ops read,write] [--duration SEC] [--pairs N] [--threads 1|2]\n"
 		"                 [--device DEV] [--server-device DEV] [--perftest-server IP]\n"
 		"                 [--perftest-mib MIB] [--no-baseline] [--csv FILE]\n"
 		"    urpc-rdma-bw --help\n"
@@ -151,6 +153,13 @@ static void usage(FILE *f)
 		"    -d, --duration SEC\n"
 		"        Seconds per measurement (urpc, and memcpy), 0.01 to 3600\n"
 		"        (default 0.3).\n"
+		"    -T, --threads 1|2\n"
+		"        1: both Rpcs in the main thread, one event-loop pass each in turn;\n"
+		"        2: the server Rpc in a thread of its own, busy-polling, as a server\n"
+		"        process would. Default 1 on loop (the only choice there), 2\n"
+		"        otherwise. On a host with more busy threads than cores, two\n"
+		"        busy-polling threads wait for each other's time slices: 1 holds up\n"
+		"        better there.\n"
 		"    -p, --pairs N\n"
 		"        urpc and baseline measurements in turn per size and operation, 1 to\n"
 		"        %d (default %d).\n"
@@ -275,6 +284,16 @@ static int parse_ops(const char *prog, const char *val, void *dst)
 	return 0;
 }
 
+static int parse_threads(const char *prog, const char *val, void *dst)
+{
+	unsigned long v;
+
+	if (urpc_app_parse_ulong(prog, val, "--threads", 1, 2, &v))
+		return -EINVAL;
+	*(unsigned *)dst = (unsigned)v;
+	return 0;
+}
+
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
@@ -284,7 +303,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{URPC_APP_FN("ops", 'o', o->ops, parse_ops)},
 		{URPC_APP_ULONG("pairs", 'p', &o->pairs, 1, BENCH_MAX_PAIRS)},
 		{URPC_APP_ULONG("perftest-mib", 0, &o->perftest_mib, 1, 4096)},
+		{URPC_APP_FN("threads", 'T', &o->threads, parse_threads)},
 	};
+	int ret;
 
 	memset(o, 0, sizeof(*o));
 	bench_cli_init(&o->cli);
@@ -296,8 +317,18 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	o->perftest_mib = 64;
 	if (parse_sizes(PROG, DEFAULT_SIZES, o))
 		return 2;
-	return bench_parse_args(PROG, argc, argv, &o->cli, BENCH_CLI_ALL, own, URPC_APP_NOPTS(own),
-				usage);
+	ret = bench_parse_args(PROG, argc, argv, &o->cli, BENCH_CLI_ALL, own, URPC_APP_NOPTS(own),
+			       usage);
+	if (ret)
+		return ret;
+	if (o->cli.transport == URPC_TRANSPORT_LOOP && o->threads == 2) {
+		fprintf(stderr, PROG ": --threads 2 needs udp or verbs: the loop transport's "
+				     "endpoints must share one thread\n");
+		return 2;
+	}
+	if (!o->threads)
+		o->threads = o->cli.transport == URPC_TRANSPORT_LOOP ? 1 : 2;
+	return 0;
 }
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -614,10 +645,11 @@ static void print_header(const struct bw *b)
 	const struct opts *o = b->o;
 	char sz[32];
 
-	printf("%s: transport %s, window %lu, %lu pair%s of %g s measurements per size and "
-	       "operation, region %s; baseline: %s\n",
-	       PROG, urpc_transport_str(o->cli.transport), o->window, o->pairs,
-	       o->pairs > 1 ? "s" : "", o->cli.duration, size_str(b->own->len, sz, sizeof(sz)),
+	printf("%s: transport %s, window %lu, %u thread%s, %lu pair%s of %g s measurements per "
+	       "size and operation, region %s; baseline: %s\n",
+	       PROG, urpc_transport_str(o->cli.transport), o->window, o->threads,
+	       o->threads > 1 ? "s" : "", o->pairs, o->pairs > 1 ? "s" : "", o->cli.duration,
+	       size_str(b->own->len, sz, sizeof(sz)),
 	       !o->cli.baseline ? "none"
 	       : o->cli.transport == URPC_TRANSPORT_VERBS
 		       ? "perftest ib_read_bw / ib_write_bw, same window, same boot"
@@ -639,13 +671,15 @@ static void print_row(const struct opts *o, FILE *csv, size_t size, bool write, 
 	char sz[32];
 
 	if (r->nbase)
-		printf("| %s | %s | %.1f | %.0f | %s | %.1f | %.0f | %.2f | %.2f-%.2f | %.2f-%.2f "
+		printf("| %s | %s | %.1f | %.*f | %s | %.1f | %.*f | %.2f | %.2f-%.2f | %.2f-%.2f "
 		       "|\n",
-		       size_str(size, sz, sizeof(sz)), op, umb.med, uops.med, base, bmb.med,
-		       bops.med, ra.med, ra.q1, ra.q3, ra.min, ra.max);
+		       size_str(size, sz, sizeof(sz)), op, umb.med, uops.med < 100 ? 1 : 0,
+		       uops.med, base, bmb.med, bops.med < 100 ? 1 : 0, bops.med, ra.med, ra.q1,
+		       ra.q3, ra.min, ra.max);
 	else
-		printf("| %s | %s | %.1f | %.0f | %s | - | - | - | - | - |\n",
-		       size_str(size, sz, sizeof(sz)), op, umb.med, uops.med, base);
+		printf("| %s | %s | %.1f | %.*f | %s | - | - | - | - | - |\n",
+		       size_str(size, sz, sizeof(sz)), op, umb.med, uops.med < 100 ? 1 : 0,
+		       uops.med, base);
 	fflush(stdout);
 	if (csv) {
 		fprintf(csv, "%s,%s,%zu,%lu,%u,%.3f,%.1f,%s,%.3f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f\n",
@@ -746,7 +780,7 @@ int main(int argc, char **argv)
 	bsv.nx = nx;
 	rpc_opts(&o, &bsv.ro);
 	bsv.ro.device = o.cli.server_device;
-	bsv.threaded = o.cli.transport != URPC_TRANSPORT_LOOP;
+	bsv.threaded = o.threads == 2;
 	rpc_opts(&o, &ro);
 	snprintf(srv_what, sizeof(srv_what), "%s%s%s", urpc_transport_str(o.cli.transport),
 		 o.cli.server_device ? ", device " : "",

@@ -14,7 +14,7 @@ do_build=1
 mtu=9000
 out=""
 timeout_s=900
-defaults=(--sizes 8,4K,64K,1M,16M --window 4 --pairs 3 --duration 1)
+defaults=(--sizes 8,4K,64K,1M,16M --window 4 --pairs 3 --duration 1 --threads 1)
 
 usage() {
 	cat <<'EOF_USAGE'
@@ -37,7 +37,12 @@ DESCRIPTION
 
     where OPTIONS are the ones given after --, or by default
 
-        --sizes 8,4K,64K,1M,16M --window 4 --pairs 3 --duration 1
+        --sizes 8,4K,64K,1M,16M --window 4 --pairs 3 --duration 1 --threads 1
+
+    (--threads 1: both Rpcs busy-polled from one thread, as perftest's client
+    polls one CQ, which leaves the guest's other vCPU to Soft-RoCE's kernel
+    work; on verbs the owner of the region needs no polling for the peer's
+    operations.)
 
     urpc-rdma-bw measures urpc_rdma_read and urpc_rdma_write (client Rpc on
     rxe1, the region exposed by the server Rpc on rxe0), then runs perftest's
