@@ -38,8 +38,9 @@
 #define PROG "urpc-rdma-bw"
 
 #define MAX_SIZES 32
-#define MAX_WINDOW 64 /* the Rpc's one-sided operations (shared with large messages) */
-#define STALL_S 60.0  /* no completion for this long: give up */
+#define MAX_WINDOW 256 /* operations in flight (the library posts 32 at a time) */
+#define MAX_BATCH 256
+#define STALL_S 60.0 /* no completion for this long: give up */
 #define DEFAULT_SIZES "8,64,512,4K,64K,1M,16M"
 #define PERFTEST_PORT 18900
 
@@ -48,6 +49,7 @@ struct opts {
 	size_t sizes[MAX_SIZES];
 	unsigned nsizes;
 	unsigned long window;
+	unsigned long batch; /* operations per urpc_rdma_submit(); 1: urpc_rdma_read/_write */
 	unsigned long pairs;
 	bool ops[2]; /* [0] read, [1] write: --ops */
 	unsigned threads;
@@ -63,9 +65,10 @@ struct owner {
 
 struct bw;
 
+/* One batch of the window (one operation when --batch is 1). */
 struct slot {
 	struct bw *b;
-	size_t off; /* local and remote offset of this slot's operations */
+	struct urpc_rdma_op *ops; /* its --batch operations (their offsets) */
 	bool busy;
 };
 
@@ -80,6 +83,8 @@ struct bw {
 	struct urpc_rbuf rb;
 	struct urpc_msgbuf local; /* as long as the region */
 	struct slot slots[MAX_WINDOW];
+	struct urpc_rdma_op ops[MAX_WINDOW];
+	unsigned nslots, batch; /* of the run: window / batch batches of batch */
 	size_t size;
 	bool write;
 	unsigned long completed, errors, warm, c0, n;
@@ -106,6 +111,7 @@ static void usage(FILE *f)
 		"\n"
 		"SYNOPSIS\n"
 		"    urpc-rdma-bw [--transport loop|udp|verbs] [--sizes LIST] [--window W]\n"
+		"                 [--batch B]\n"
 		"                 [--ops read,write] [--duration SEC] [--pairs N] [--threads 1|2]\n"
 		"                 [--device DEV] [--server-device DEV] [--perftest-server IP]\n"
 		"                 [--perftest-mib MIB] [--no-baseline] [--csv FILE]\n"
@@ -129,8 +135,8 @@ static void usage(FILE *f)
 		"                 same offsets, one thread, for SEC seconds: the bound of a\n"
 		"                 transport that copies once on one core;\n"
 		"      verbs      perftest's ib_read_bw / ib_write_bw, server on the server\n"
-		"                 device, client on the client device, -t W (and -o W for\n"
-		"                 READ), -F, about MIB MiB per run (at least 2 x W and at\n"
+		"                 device, client on the client device, -t W (and -o W, at\n"
+		"                 most 128, for READ), -F, about MIB MiB per run (at least 2 x W and at\n"
 		"                 most 20000 operations). perftest prints MiB/s: converted\n"
 		"                 to MB/s here.\n"
 		"    Each row prints the medians over the pairs and the median of the per-\n"
@@ -146,8 +152,16 @@ static void usage(FILE *f)
 		"        Comma-separated operation sizes in bytes, with an optional K or M\n"
 		"        suffix (KiB, MiB), each from 1 to 64M (default " DEFAULT_SIZES ").\n"
 		"    -w, --window W\n"
-		"        Operations in flight, 1 to %d (default 16). The Rpc has %d one-\n"
-		"        sided operations, shared with large messages.\n"
+		"        Operations in flight, 1 to %d (default 16). The library posts at\n"
+		"        most 32 of an Rpc's operations at a time to the transport and\n"
+		"        queues the rest.\n"
+		"    -b, --batch B\n"
+		"        1 (default): each operation is one urpc_rdma_read() or\n"
+		"        urpc_rdma_write() with a continuation of its own. 2 to %d: the\n"
+		"        window's operations go out B at a time, each batch with one\n"
+		"        urpc_rdma_submit() and one continuation (W/B batches in flight; W\n"
+		"        must be a multiple of B). Operation i of a batch keeps the offset\n"
+		"        of its place in the window.\n"
 		"    -o, --ops LIST\n"
 		"        read, write or read,write (default): which operations to measure.\n"
 		"    -d, --duration SEC\n"
@@ -185,9 +199,9 @@ static void usage(FILE *f)
 		"    operation, urpc MB/s and operations/s (MB = 10^6 bytes), the\n"
 		"    baseline's name, MB/s and operations/s, urpc/baseline (median), its\n"
 		"    interquartile range and its range. A progress line per pair goes to\n"
-		"    stderr. CSV columns: transport, op, size, window, pairs, urpc_mb_per_s,\n"
-		"    urpc_ops_per_s, baseline, base_mb_per_s, base_ops_per_s, ratio,\n"
-		"    ratio_q1, ratio_q3, ratio_min, ratio_max.\n"
+		"    stderr. CSV columns: transport, op, size, window, batch, pairs,\n"
+		"    urpc_mb_per_s, urpc_ops_per_s, baseline, base_mb_per_s,\n"
+		"    base_ops_per_s, ratio, ratio_q1, ratio_q3, ratio_min, ratio_max.\n"
 		"\n"
 		"EXIT STATUS\n"
 		"    0 on success; 1 when a setup step fails, an operation fails, the bytes\n"
@@ -197,8 +211,9 @@ static void usage(FILE *f)
 		"EXAMPLES\n"
 		"    urpc-rdma-bw --transport loop --sizes 64K,1M --pairs 7\n"
 		"    urpc-rdma-bw --transport udp --ops write --window 8 --csv udp.csv\n"
+		"    urpc-rdma-bw --transport loop --sizes 64 --window 256 --batch 64\n"
 		"    urpc-rdma-bw --transport verbs --device rxe1 --server-device rxe0\n",
-		MAX_WINDOW, MAX_WINDOW, BENCH_MAX_PAIRS, BENCH_DEFAULT_PAIRS, STALL_S);
+		MAX_WINDOW, MAX_BATCH, BENCH_MAX_PAIRS, BENCH_DEFAULT_PAIRS, STALL_S);
 }
 
 /* ---- option parsing -------------------------------------------------------- */
@@ -300,6 +315,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	const struct urpc_app_opt own[] = {
 		{URPC_APP_FN("sizes", 's', o, parse_sizes)},
 		{URPC_APP_ULONG("window", 'w', &o->window, 1, MAX_WINDOW)},
+		{URPC_APP_ULONG("batch", 'b', &o->batch, 1, MAX_BATCH)},
 		{URPC_APP_FN("ops", 'o', o->ops, parse_ops)},
 		{URPC_APP_ULONG("pairs", 'p', &o->pairs, 1, BENCH_MAX_PAIRS)},
 		{URPC_APP_ULONG("perftest-mib", 0, &o->perftest_mib, 1, 4096)},
@@ -312,6 +328,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	o->cli.transport = URPC_TRANSPORT_LOOP;
 	o->cli.duration = 0.3;
 	o->window = 16;
+	o->batch = 1;
 	o->pairs = BENCH_DEFAULT_PAIRS;
 	o->ops[0] = o->ops[1] = true;
 	o->perftest_mib = 64;
@@ -324,6 +341,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	if (o->cli.transport == URPC_TRANSPORT_LOOP && o->threads == 2) {
 		fprintf(stderr, PROG ": --threads 2 needs udp or verbs: the loop transport's "
 				     "endpoints must share one thread\n");
+		return 2;
+	}
+	if (o->window % o->batch) {
+		fprintf(stderr, PROG ": --window (%lu) must be a multiple of --batch (%lu)\n",
+			o->window, o->batch);
 		return 2;
 	}
 	if (!o->threads)
@@ -433,7 +455,7 @@ static void op_cont(struct urpc_rpc *rpc, void *tag, int status)
 	double t = bench_now_s();
 
 	s->busy = false;
-	b->completed++;
+	b->completed += b->batch;
 	b->t_last = t;
 	if (status) {
 		if (!b->errors)
@@ -443,7 +465,7 @@ static void op_cont(struct urpc_rpc *rpc, void *tag, int status)
 	if (b->done)
 		return;
 	if (!b->measuring) {
-		if (b->completed == b->warm) {
+		if (b->completed >= b->warm) {
 			b->measuring = true;
 			b->t0 = t;
 			b->c0 = b->completed;
@@ -462,22 +484,26 @@ static bool any_busy(const void *arg)
 	const struct bw *b = arg;
 	unsigned i;
 
-	for (i = 0; i < b->o->window; i++)
+	for (i = 0; i < b->nslots; i++)
 		if (b->slots[i].busy)
 			return true;
 	return false;
 }
 
-static int post(struct bw *b, struct slot *s, size_t size)
+/* Post slot @s: one operation, or its batch with one urpc_rdma_submit(). */
+static int post(struct bw *b, struct slot *s)
 {
+	const struct urpc_rdma_op *op = s->ops;
 	int ret;
 
-	if (b->write)
-		ret = urpc_rdma_write(b->rpc, b->session, &b->local, s->off, &b->rb, s->off, size,
-				      op_cont, s, 0);
+	if (b->batch > 1)
+		ret = urpc_rdma_submit(b->rpc, b->session, s->ops, b->batch, 0, op_cont, s);
+	else if (b->write)
+		ret = urpc_rdma_write(b->rpc, b->session, &b->local, op->local_off, &b->rb,
+				      op->remote_off, op->len, op_cont, s, 0);
 	else
-		ret = urpc_rdma_read(b->rpc, b->session, &b->local, s->off, &b->rb, s->off, size,
-				     op_cont, s, 0);
+		ret = urpc_rdma_read(b->rpc, b->session, &b->local, op->local_off, &b->rb,
+				     op->remote_off, op->len, op_cont, s, 0);
 	s->busy = !ret;
 	return ret;
 }
@@ -501,21 +527,37 @@ static int run_ops(struct bw *b, size_t size, bool write, unsigned long single)
 	b->warm = w;
 	b->measuring = false;
 	b->done = false;
+	b->batch = single ? 1 : (unsigned)b->o->batch;
+	b->nslots = w / b->batch;
 	for (i = 0; i < w; i++) {
+		size_t off = slot_off(i, size, b->own->len);
+
+		b->ops[i] =
+			(struct urpc_rdma_op){.opcode = write ? URPC_RDMA_WRITE : URPC_RDMA_READ,
+					      .local = &b->local,
+					      .local_off = off,
+					      .rbuf = &b->rb,
+					      .remote_off = off,
+					      .len = size};
+	}
+	for (i = 0; i < b->nslots; i++) {
 		b->slots[i].b = b;
-		b->slots[i].off = slot_off(i, size, b->own->len);
+		b->slots[i].ops = &b->ops[i * b->batch];
 	}
 	while (any_busy(b) || (!b->done && !b->errors && (!single || issued < single))) {
-		for (i = 0; i < w && !b->done && !b->errors && (!single || issued < single); i++) {
+		for (i = 0; i < b->nslots && !b->done && !b->errors && (!single || issued < single);
+		     i++) {
 			if (b->slots[i].busy)
 				continue;
-			ret = post(b, &b->slots[i], size);
+			ret = post(b, &b->slots[i]);
 			if (ret == -EAGAIN)
-				break; /* the one-sided table is full: poll, then retry */
+				break; /* the Rpc's operations are all in use: poll, then retry */
 			if (ret) {
 				fprintf(stderr, PROG ": urpc_rdma_%s of %s: %s\n",
-					write ? "write" : "read", size_str(size, sz, sizeof(sz)),
-					urpc_strerror(ret));
+					b->batch > 1 ? "submit"
+					: write	     ? "write"
+						     : "read",
+					size_str(size, sz, sizeof(sz)), urpc_strerror(ret));
 				return ret;
 			}
 			issued++;
@@ -615,8 +657,9 @@ static int perftest_bw(const struct opts *o, bool write, size_t size, unsigned p
 		n = 20000;
 	if (write)
 		snprintf(args, sizeof(args), "-F -n %lu -t %lu", n, o->window);
-	else
-		snprintf(args, sizeof(args), "-F -n %lu -t %lu -o %lu", n, o->window, o->window);
+	else /* READs outstanding: at most 128, rxe's limit */
+		snprintf(args, sizeof(args), "-F -n %lu -t %lu -o %lu", n, o->window,
+			 o->window < 128 ? o->window : 128);
 	k = bench_perftest(PROG, write ? "ib_write_bw" : "ib_read_bw", args,
 			   o->cli.server_device ? o->cli.server_device : "rxe0",
 			   o->cli.device ? o->cli.device : "rxe0", o->cli.perftest_ip, size, port,
@@ -645,9 +688,9 @@ static void print_header(const struct bw *b)
 	const struct opts *o = b->o;
 	char sz[32];
 
-	printf("%s: transport %s, window %lu, %u thread%s, %lu pair%s of %g s measurements per "
-	       "size and operation, region %s; baseline: %s\n",
-	       PROG, urpc_transport_str(o->cli.transport), o->window, o->threads,
+	printf("%s: transport %s, window %lu, batch %lu, %u thread%s, %lu pair%s of %g s "
+	       "measurements per size and operation, region %s; baseline: %s\n",
+	       PROG, urpc_transport_str(o->cli.transport), o->window, o->batch, o->threads,
 	       o->threads > 1 ? "s" : "", o->pairs, o->pairs > 1 ? "s" : "", o->cli.duration,
 	       size_str(b->own->len, sz, sizeof(sz)),
 	       !o->cli.baseline ? "none"
@@ -682,9 +725,11 @@ static void print_row(const struct opts *o, FILE *csv, size_t size, bool write, 
 		       uops.med, base);
 	fflush(stdout);
 	if (csv) {
-		fprintf(csv, "%s,%s,%zu,%lu,%u,%.3f,%.1f,%s,%.3f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f\n",
-			urpc_transport_str(o->cli.transport), op, size, o->window, r->n, umb.med,
-			uops.med, base, bmb.med, bops.med, ra.med, ra.q1, ra.q3, ra.min, ra.max);
+		fprintf(csv,
+			"%s,%s,%zu,%lu,%lu,%u,%.3f,%.1f,%s,%.3f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f\n",
+			urpc_transport_str(o->cli.transport), op, size, o->window, o->batch, r->n,
+			umb.med, uops.med, base, bmb.med, bops.med, ra.med, ra.q1, ra.q3, ra.min,
+			ra.max);
 		fflush(csv);
 	}
 }
@@ -764,11 +809,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	memset(own.mem, 0, own.len);
-	if (bench_file_open(PROG, "--csv", o.cli.csv,
-			    "transport,op,size,window,pairs,urpc_mb_per_s,urpc_ops_per_s,baseline,"
-			    "base_mb_per_s,base_ops_per_s,ratio,ratio_q1,ratio_q3,ratio_min,"
-			    "ratio_max\n",
-			    &csv))
+	if (bench_file_open(
+		    PROG, "--csv", o.cli.csv,
+		    "transport,op,size,window,batch,pairs,urpc_mb_per_s,urpc_ops_per_s,baseline,"
+		    "base_mb_per_s,base_ops_per_s,ratio,ratio_q1,ratio_q3,ratio_min,"
+		    "ratio_max\n",
+		    &csv))
 		goto out_mem;
 
 	memset(&bsv, 0, sizeof(bsv));
