@@ -156,6 +156,7 @@ struct verbs_conn {
 	uint32_t rc_psn;
 	int rc_err;	    /* FAILED: the recorded cause (-errno) */
 	uint32_t rc_posted; /* operations posted on rc_qp, completion not seen */
+	uint32_t rd_out;    /* READ work requests posted on rc_qp, not back (<= rd_atomic) */
 	uint16_t wait_head; /* PENDING: operations waiting, FIFO */
 	uint16_t wait_tail;
 	uint64_t hs_deadline_ns; /* PENDING: fail after this */

@@ -51,6 +51,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,8 +83,14 @@ static int post_local(struct verbs_tp *v, struct verbs_conn *p, struct ibv_send_
 	}
 	while (v->local_done != id)
 		if (!urpc__verbs_rc_reap(v) && urpc__now_ns() > end) {
-			urpc__verbs_rc_fail(v, p, -ETIMEDOUT,
-					    "a memory-window operation never completed");
+			char why[128];
+
+			snprintf(why, sizeof(why),
+				 "%s a memory window never completed (%u operations, %u READs "
+				 "ahead of it)",
+				 wr->opcode == IBV_WR_BIND_MW ? "binding" : "invalidating",
+				 p->rc_posted, p->rd_out);
+			urpc__verbs_rc_fail(v, p, -ETIMEDOUT, why);
 			return -ETIMEDOUT;
 		}
 	if (likely(v->local_status == IBV_WC_SUCCESS))
@@ -118,17 +125,51 @@ static int idle_push(struct verbs_tp *v, struct ibv_mw *mw, uint32_t binds)
 	return 0;
 }
 
+/* How grants are made (URPC_VERBS_GRANTS; docs/ENGINE.md). */
+enum mw_mode {
+	MW_AUTO,  /* windows where the device has them; over an MR of the bytes on rxe */
+	MW_NEVER, /* "mr": an MR of exactly the bytes per grant */
+	MW_ON_MR, /* "mw-mr": windows, each over an MR of the bytes, on any device */
+	MW_ON_REG /* "mw": windows over the registration itself (to measure) */
+};
+
+static enum mw_mode mw_mode_from_env(struct verbs_tp *v)
+{
+	static const char *const names[] = {
+		[MW_AUTO] = "auto", [MW_NEVER] = "mr", [MW_ON_MR] = "mw-mr", [MW_ON_REG] = "mw"};
+	const char *env = getenv("URPC_VERBS_GRANTS");
+	unsigned m;
+
+	if (!env || !*env)
+		return MW_AUTO;
+	for (m = 0; m < URPC_ARRAY_SIZE(names); m++)
+		if (!strcmp(env, names[m]))
+			return (enum mw_mode)m;
+	URPC_WARN_RATELIMIT(v->base.id,
+			    "URPC_VERBS_GRANTS='%s' is none of auto, mr, mw-mr, mw: using auto",
+			    env);
+	return MW_AUTO;
+}
+
 void urpc__verbs_mw_init(struct verbs_tp *v)
 {
 	static atomic_flag logged = ATOMIC_FLAG_INIT;
-	const char *env = getenv("URPC_VERBS_GRANTS");
-	bool want_mr = env && !strcmp(env, "mr");
+	enum mw_mode asked = mw_mode_from_env(v), mode = asked;
 	struct ibv_device_attr da;
 	struct ibv_mw *mw = NULL;
+	bool rxe;
 	int err = 0;
 
 	v->grant_free = GRANT_NIL;
-	if (!want_mr) {
+	rxe = !ibv_query_device(v->ctx, &da) && da.vendor_id == VERBS_RXE_VENDOR;
+	/*
+	 * On rxe the windows stay off unless asked for: there a bind or an
+	 * invalidation never completed with many large messages in flight
+	 * (test_large_verbs, MTU 9000), not yet understood.
+	 */
+	if (mode == MW_AUTO && rxe)
+		mode = MW_NEVER;
+	if (mode != MW_NEVER) {
 		mw = ibv_alloc_mw(v->pd, IBV_MW_TYPE_2);
 		err = mw ? 0 : (errno ? errno : EOPNOTSUPP);
 	}
@@ -139,21 +180,7 @@ void urpc__verbs_mw_init(struct verbs_tp *v)
 	}
 	v->use_mw = mw != NULL;
 	/* Soft-RoCE checks a window's requests against its MR's bounds only. */
-	v->mw_own_bounds = !(!ibv_query_device(v->ctx, &da) && da.vendor_id == VERBS_RXE_VENDOR);
-	/*
-	 * On rxe the windows stay off unless asked for: binds there stalled
-	 * for good under many large messages in flight (test_large_verbs,
-	 * several_sessions_many_in_flight, MTU 9000), not yet understood.
-	 */
-	if (!v->mw_own_bounds && !(env && (!strcmp(env, "mw-mr") || !strcmp(env, "mw")))) {
-		if (mw)
-			v->nidle_mw = 0, ibv_dealloc_mw(mw);
-		v->use_mw = false;
-	}
-	if (env && !strcmp(env, "mw-mr"))
-		v->mw_own_bounds = false;
-	else if (env && !strcmp(env, "mw")) /* to measure: trusts any device's bounds */
-		v->mw_own_bounds = true;
+	v->mw_own_bounds = mode == MW_ON_REG || (mode == MW_AUTO && !rxe);
 	if (atomic_flag_test_and_set(&logged))
 		return;
 	if (v->use_mw)
@@ -170,9 +197,9 @@ void urpc__verbs_mw_init(struct verbs_tp *v)
 			"%s: %s: each grant registers an MR of its own (exact bytes and lifetime, "
 			"but not tied to the peer's QP)",
 			v->port.dev,
-			want_mr ? "URPC_VERBS_GRANTS=mr"
-			: err	? "no type-2 memory windows on this device"
-			      : "windows are off on Soft-RoCE (URPC_VERBS_GRANTS=mw-mr turns them on)");
+			asked == MW_NEVER ? "URPC_VERBS_GRANTS=mr"
+			: rxe ? "windows are off on Soft-RoCE (URPC_VERBS_GRANTS=mw-mr turns them on)"
+			      : "no type-2 memory windows on this device");
 	if (err)
 		URPC_DBG(v->base.id, "ibv_alloc_mw(type 2): %s", strerror(err));
 }

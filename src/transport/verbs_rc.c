@@ -54,6 +54,7 @@ static void rc_drain(struct verbs_tp *v, struct verbs_conn *p)
 			op_done(v, (uint16_t)i, -EIO);
 		}
 	p->rc_posted = 0;
+	p->rd_out = 0;
 }
 
 /*
@@ -193,12 +194,19 @@ void urpc__verbs_rc_fail(struct verbs_tp *v, struct verbs_conn *p, int err, cons
 		ibv_modify_qp(p->rc_qp, &a, IBV_QP_STATE);
 }
 
+/* May op @i go to @p's QP now (its depth, and a READ slot for a READ)? */
+static bool may_post(const struct verbs_tp *v, const struct verbs_conn *p, uint16_t i)
+{
+	return p->rc_posted < VERBS_RC_DEPTH &&
+	       (v->ops[i].kind != URPC_TP_OP_READ || p->rd_out < v->rd_atomic);
+}
+
 void urpc__verbs_rc_kick(struct verbs_tp *v, struct verbs_conn *p)
 {
 	uint16_t i;
 
 	while (p->rc_state == VERBS_RC_READY && (i = p->wait_head) != VERBS_NIL &&
-	       p->rc_posted < VERBS_RC_DEPTH) {
+	       may_post(v, p, i)) {
 		p->wait_head = v->ops[i].next;
 		if (p->wait_head == VERBS_NIL)
 			p->wait_tail = VERBS_NIL;
@@ -238,6 +246,9 @@ static void op_retire(struct verbs_tp *v, uint16_t idx, int status)
 	struct verbs_op *op = &v->ops[idx];
 	struct ibv_send_wr wr = {.wr_id = VERBS_WR_NOTICE, .opcode = IBV_WR_SEND_WITH_IMM}, *bad;
 
+	/* Chunks not back (cut short by an error) come back flushed: ignored. */
+	if (op->kind == URPC_TP_OP_READ)
+		op->conn->rd_out -= URPC_MIN(op->conn->rd_out, (uint32_t)op->inflight);
 	/*
 	 * Done with a grant: tell its owner on this QP, behind any resend of
 	 * the operation's requests, so it revokes only once none is left.
@@ -271,6 +282,12 @@ static int post_chunks(struct verbs_tp *v, uint16_t idx, unsigned max)
 	unsigned n = 0;
 	int ret;
 
+	/*
+	 * READs beyond the QP's rd_atomic would wait in the send queue, and
+	 * so would everything posted behind them: release notices, binds.
+	 */
+	if (op->kind == URPC_TP_OP_READ)
+		max = URPC_MIN(max, v->rd_atomic - op->conn->rd_out);
 	memset(wr, 0, sizeof(wr));
 	while (n < max && off < op->len) {
 		uint32_t len = URPC_MIN(op->chunk, op->len - off);
@@ -301,6 +318,8 @@ static int post_chunks(struct verbs_tp *v, uint16_t idx, unsigned max)
 	}
 	op->off = off;
 	op->inflight = (uint16_t)(op->inflight + n);
+	if (op->kind == URPC_TP_OP_READ)
+		op->conn->rd_out += n;
 	return ret;
 }
 
@@ -380,7 +399,7 @@ static int post_op(struct verbs_tp *v, enum urpc_tp_op kind, struct urpc_tp_peer
 		}
 		break;
 	case VERBS_RC_READY:
-		if (p->wait_head == VERBS_NIL && p->rc_posted < VERBS_RC_DEPTH) {
+		if (p->wait_head == VERBS_NIL && may_post(v, p, idx)) {
 			op_post(v, idx);
 			return 0;
 		}
@@ -425,6 +444,8 @@ static void chunk_done(struct verbs_tp *v, uint16_t idx, uint64_t now)
 	int ret;
 
 	op->inflight--;
+	if (op->kind == URPC_TP_OP_READ)
+		p->rd_out--;
 	op->progress_ns = now;
 	if (op->off < op->len && !op->status && p->rc_state == VERBS_RC_READY) {
 		ret = post_chunks(v, idx, 1);
