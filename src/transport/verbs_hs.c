@@ -138,7 +138,15 @@ static void ctl_rx(struct verbs_tp *v, struct verbs_conn *via, uint32_t type, co
 		}
 		break;
 	case VERBS_RC_FAILED:
-		return; /* a tombstone until the peer is released */
+		/*
+		 * A tombstone until the peer is released, or until the peer
+		 * asks with a new QP (it recovers from a refused request).
+		 */
+		if (type != VERBS_CTL_RC_REQ || c.rc_qpn == p->rc_remote_qpn)
+			return;
+		urpc__verbs_rc_teardown(v, p, -ECONNRESET);
+		accept_peer(v, p, &c);
+		break;
 	}
 	if (type == VERBS_CTL_RC_REQ && p->rc_state == VERBS_RC_READY)
 		urpc__verbs_ctl_send(v, p, VERBS_CTL_RC_ACK);

@@ -175,11 +175,18 @@ void urpc__verbs_rc_fail(struct verbs_tp *v, struct verbs_conn *p, int err, cons
 
 	if (p->rc_state == VERBS_RC_FAILED)
 		return;
-	URPC_ERR(v->base.id,
-		 "RC connection to peer QPN %u failed while %s (%s); its one-sided operations "
-		 "fail with '%s' until the session is reset",
-		 p->qpn, verbs_rc_state_str(p->rc_state), why ? why : urpc_strerror(err),
-		 urpc_strerror(err));
+	if (err == -EACCES) /* the peer refused a request: the next operation reconnects */
+		URPC_WARN_RATELIMIT(v->base.id,
+				    "RC connection to peer QPN %u failed while %s (%s); the next "
+				    "one-sided operation connects anew",
+				    p->qpn, verbs_rc_state_str(p->rc_state),
+				    why ? why : urpc_strerror(err));
+	else
+		URPC_ERR(v->base.id,
+			 "RC connection to peer QPN %u failed while %s (%s); its one-sided "
+			 "operations fail with '%s' until the session is reset",
+			 p->qpn, verbs_rc_state_str(p->rc_state), why ? why : urpc_strerror(err),
+			 urpc_strerror(err));
 	if (p->rc_state == VERBS_RC_PENDING)
 		v->npending--;
 	p->rc_state = VERBS_RC_FAILED;
@@ -390,8 +397,17 @@ static int post_op(struct verbs_tp *v, enum urpc_tp_op kind, struct urpc_tp_peer
 
 	switch (p->rc_state) {
 	case VERBS_RC_FAILED:
-		op_done(v, idx, p->rc_err);
-		return 0;
+		if (p->rc_err != -EACCES) {
+			op_done(v, idx, p->rc_err);
+			return 0;
+		}
+		/*
+		 * A request the peer refused (a key revoked, a range not granted)
+		 * put both QPs in the error state; nothing else is wrong with
+		 * the peer: connect a new pair and go on.
+		 */
+		urpc__verbs_rc_teardown(v, p, -EACCES);
+		URPC_FALLTHROUGH;
 	case VERBS_RC_NONE:
 		if (urpc__verbs_rc_start(v, p)) {
 			op_done(v, idx, p->rc_err);

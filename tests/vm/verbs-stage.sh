@@ -42,6 +42,7 @@ DESCRIPTION
         large-1500     1500  -         test_large_verbs       1024
         gpu-1500       1500  -         test_gpu_verbs         1024
         kv-1500        1500  -         test_kv_verbs          1024
+        rmem-1500      1500  -         test_rmem_verbs        1024
         contract-9000  9000  -         test_contract_verbs    4096
         verbs-9000     9000  -         test_verbs             4096
         e2e-9000       9000  -         test_e2e_verbs         4096
@@ -145,6 +146,7 @@ runs=(
 	"large-1500 1500 - test_large_verbs - 600"
 	"gpu-1500 1500 - test_gpu_verbs - 300"
 	"kv-1500 1500 - test_kv_verbs - 300"
+	"rmem-1500 1500 - test_rmem_verbs - 300"
 	"contract-9000 9000 - test_contract_verbs - 300"
 	"verbs-9000 9000 - test_verbs - 300"
 	"e2e-9000 9000 - test_e2e_verbs - 600"
