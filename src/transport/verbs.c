@@ -32,6 +32,7 @@
 #include "verbs_hs.h"
 #include "verbs_mw.h"
 #include "verbs_rc.h"
+#include "verbs_rc_poll.h"
 #include "verbs_ud.h"
 
 static const struct urpc_tp_ops verbs_ops;

@@ -554,69 +554,6 @@ int urpc__verbs_rc_reap(struct verbs_tp *v)
 	return k;
 }
 
-/*
- * Fail the connections of posted operations that made no progress for
- * one_sided_timeout plus the allowance of one chunk in flight, counted
- * from the later of the operation's own progress and its connection's
- * (so operations queued behind others are not failed for waiting).
- */
-static void scan_deadlines(struct verbs_tp *v, uint64_t now)
-{
-	uint32_t i;
-
-	for (i = 0; i < VERBS_OS_OPS; i++) {
-		struct verbs_op *op = &v->ops[i];
-		uint64_t allow;
-
-		if (op->state != VERBS_OP_POSTED)
-			continue;
-		allow = v->base.one_sided_timeout_ns +
-			((uint64_t)op->chunk >> 20) * VERBS_OP_NS_PER_MIB;
-		if (now >= URPC_MAX(op->progress_ns, op->conn->progress_ns) + allow)
-			urpc__verbs_rc_fail(
-				v, op->conn, -ETIMEDOUT,
-				"a one-sided operation made no progress within its time-out");
-	}
-}
-
-int urpc__verbs_rc_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n)
-{
-	struct verbs_tp *v = to_verbs(tp);
-	unsigned cnt = 0;
-
-	/* Grants live: peers' release notices come in, their receives go back. */
-	if (v->nposted || v->base.stats.grants_live)
-		urpc__verbs_rc_reap(v);
-	if (!v->nops)
-		return 0;
-	if (unlikely(v->nposted)) {
-		uint64_t now = urpc__now_ns();
-
-		if (now >= v->next_scan_ns) {
-			v->next_scan_ns = now + 1000000;
-			scan_deadlines(v, now);
-		}
-	}
-	while (cnt < n && v->done_head != VERBS_NIL) {
-		uint16_t idx = v->done_head;
-		struct verbs_op *op = &v->ops[idx];
-
-		v->done_head = op->next;
-		if (v->done_head == VERBS_NIL)
-			v->done_tail = VERBS_NIL;
-		comps[cnt].wr_id = op->wr_id;
-		comps[cnt].op = op->kind;
-		comps[cnt].status = op->status;
-		cnt++;
-		op->state = VERBS_OP_FREE;
-		op->peer = NULL;
-		op->next = v->free_head;
-		v->free_head = idx;
-		v->nops--;
-	}
-	return (int)cnt;
-}
-
 /* ---- handles, connections and memory going away ------------------------------ */
 
 /*

@@ -78,8 +78,6 @@ int urpc__verbs_rc_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, con
  */
 int urpc__verbs_rc_reap(struct verbs_tp *v);
 
-int urpc__verbs_rc_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n);
-
 #ifdef __cplusplus
 }
 #endif
