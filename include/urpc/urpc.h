@@ -818,8 +818,15 @@ struct urpc_rbuf {
 
 /**
  * urpc_mem_expose() - Let the peer of @session READ and/or WRITE exactly
- * [@addr, @addr + @len) of this process's host memory, until
+ * [@addr, @addr + @len) of this process's host or GPU memory, until
  * urpc_mem_revoke(), the session's end, or urpc_rpc_destroy().
+ *
+ * GPU memory (a CUDA device pointer, detected through the driver as for
+ * urpc_msgbuf_register()) gets a registration of its own: on verbs a
+ * dma-buf one (the NIC reads and writes the GPU), and where the driver,
+ * the device or the NIC cannot, -ENOTSUP with the reason logged; on loop
+ * and udp the owner's one-sided service reaches it with the driver's
+ * copies (a copy that fails ends the peer's operation with an error).
  *
  * An exposure is for one session: the memory is registered through the
  * Rpc's registration cache and granted (the transport's exact grant: bytes,
@@ -833,7 +840,7 @@ struct urpc_rbuf {
  * @param rbuf    receives the description to hand the peer.
  * @return 0; -EINVAL (NULL, @len 0 or above URPC_MAX_MSG_SIZE, no or
  *         unknown access bits, no such session); -ENOTCONN (the session is
- *         not connected); -ENOTSUP (GPU memory: not in this version);
+ *         not connected); -ENOTSUP (GPU memory on verbs without dma-buf);
  *         -ENOMEM, -EAGAIN (the registration cache is full of memory in
  *         use), the transport's error; -EPERM. Nothing is held on failure.
  * Cold: registration and a grant. When the session ends, the peer can no
@@ -873,10 +880,11 @@ URPC_API int urpc_rbuf_slice(const struct urpc_rbuf *rbuf, uint64_t off, uint64_
  * every local buffer of the operations (they are the application's again).
  * @status: 0 (done: a READ's bytes are in the local buffer, a WRITE's are
  *          in the owner's memory); -EACCES (the owner refused: revoked,
- *          wrong key, out of its bounds, access not granted); -ETIMEDOUT
- *          (the deadline passed; on udp, a key the owner has never granted
- *          to this session is dropped unanswered and ends so); -ECONNRESET
- *          (the session or the peer went away). For a batch: the first real
+ *          a key it never granted this session, out of its bounds, access
+ *          not granted); -ETIMEDOUT (the deadline passed); -ECONNRESET
+ *          (the session or the peer went away, or the owner could not
+ *          copy its GPU memory); -EIO (the staging copy of a GPU view as
+ *          the local buffer failed). For a batch: the first real
  *          failure (a connection's end that follows an -EACCES is never
  *          what is reported; an -EACCES reported after a connection's end
  *          is), and after a failure the local bytes of the batch's other
@@ -892,7 +900,10 @@ typedef void (*urpc_rdma_cont_fn)(struct urpc_rpc *rpc, void *tag, int status);
  * @param session the session @rbuf was exposed on, seen from this side:
  *                the rbuf's owner must be this session's peer.
  * @param local   a message buffer of this Rpc (urpc_msgbuf_alloc()) or a
- *                host view (urpc_msgbuf_register()); [@local_off,
+ *                view (urpc_msgbuf_register(): host or GPU memory; a GPU
+ *                view without dma-buf is staged through its pinned host
+ *                copy, and a copy that fails ends the operation with
+ *                -EIO); [@local_off,
  *                @local_off + @len) must lie within its max_data_size. It
  *                belongs to the library until the continuation runs
  *                (urpc_msgbuf_free() and _unregister() return -EBUSY).
@@ -909,7 +920,7 @@ typedef void (*urpc_rdma_cont_fn)(struct urpc_rpc *rpc, void *tag, int status);
  *         outside @local or @rbuf, a malformed rbuf: version, size,
  *         access, an rbuf whose owner is not this session's peer, no such
  *         session; nothing happens); -ENOTCONN (the session is not
- *         connected); -ENOTSUP (a GPU view as @local); -EAGAIN (the Rpc
+ *         connected); -EAGAIN (the Rpc
  *         has URPC_RDMA_MAX_OPS operations live: run the event loop and try
  *         again); -ENOMEM; -EPERM.
  */
@@ -941,7 +952,7 @@ URPC_API int urpc_rdma_write(struct urpc_rpc *rpc, int session, struct urpc_msgb
  *
  * @opcode:     URPC_RDMA_READ (the peer's bytes into @local) or
  *              URPC_RDMA_WRITE (@local's bytes to the peer)
- * @local:      a message buffer of this Rpc or a host view; several
+ * @local:      a message buffer of this Rpc or a view (host or GPU); several
  *              operations may name the same one
  * @local_off:  where in @local's data
  * @rbuf:       the peer's remote buffer (a slice of it is fine)
@@ -980,7 +991,7 @@ struct urpc_rdma_op {
  * @return 0 (@cont will run exactly once); -EINVAL (NULL @ops or @cont, @n
  *         0 or above URPC_RDMA_MAX_OPS, an @opcode other than the two, or
  *         any operation that urpc_rdma_read() would refuse with -EINVAL;
- *         nothing happens); -ENOTCONN; -ENOTSUP (a GPU view); -EAGAIN (the
+ *         nothing happens); -ENOTCONN; -EAGAIN (the
  *         Rpc would have more than URPC_RDMA_MAX_OPS operations live: run
  *         the event loop and try again); -ENOMEM; -EPERM.
  * Thread: the Rpc's owner. Callback: @cont, from the event loop.

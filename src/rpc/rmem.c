@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../mem/cuda.h"
 #include "../util/log.h"
@@ -23,10 +24,11 @@
 #include "msgbuf.h"
 #include "rop.h"
 
-/* One exposure: live while @g.key is not 0 or @ent is held. */
+/* One exposure: live while @g.key is not 0 or @ent or @dmr is held. */
 struct rmem_ent {
 	struct urpc_tp_grant g;
-	struct urpc_regcache_ent *ent; /* NULL: a free entry */
+	struct urpc_regcache_ent *ent; /* host memory: the cache's registration */
+	struct urpc_tp_mr *dmr;	       /* GPU memory: a registration of its own */
 	uint64_t gen;
 	uint32_t sess; /* the session number it was exposed on */
 };
@@ -90,6 +92,12 @@ static void rbuf_fill(struct urpc_rpc *rpc, const struct urpc_session *s, const 
 	rb->gen = htole64(e->gen);
 }
 
+/* Does @e hold an exposure? */
+static bool ent_live(const struct rmem_ent *e)
+{
+	return e->ent || e->dmr;
+}
+
 /* A free entry of the table (grown when full), or NULL. Cold. */
 static struct rmem_ent *ent_get(struct urpc_rpc *rpc)
 {
@@ -105,7 +113,7 @@ static struct rmem_ent *ent_get(struct urpc_rpc *rpc)
 		rpc->rmem = t;
 	}
 	for (i = 0; i < t->cap; i++)
-		if (!t->e[i].ent)
+		if (!ent_live(&t->e[i]))
 			return &t->e[i];
 	cap = t->cap ? 2 * t->cap : 16;
 	n = realloc(t->e, (size_t)cap * sizeof(*n));
@@ -121,9 +129,100 @@ static struct rmem_ent *ent_get(struct urpc_rpc *rpc)
 static void ent_put(struct urpc_rpc *rpc, struct rmem_ent *e)
 {
 	urpc__grant_revoke(rpc, &e->g);
-	urpc__regcache_put(rpc->regcache, e->ent);
+	if (e->dmr) {
+		rpc->tp->ops->dereg_mem(rpc->tp, e->dmr);
+		free(e->dmr);
+	} else {
+		urpc__regcache_put(rpc->regcache, e->ent);
+	}
 	memset(e, 0, sizeof(*e));
 	rpc->rmem->live--;
+}
+
+/* The transport's GRANT_* (@grant) and REMOTE_* (@remote) bits of URPC_MEM_PEER_* @access. */
+static void tp_bits(unsigned access, unsigned *grant, unsigned *remote)
+{
+	*grant = *remote = 0;
+	if (access & URPC_MEM_PEER_READS) {
+		*grant |= URPC_TP_ACCESS_GRANT_READ;
+		*remote |= URPC_TP_ACCESS_REMOTE_READ;
+	}
+	if (access & URPC_MEM_PEER_WRITES) {
+		*grant |= URPC_TP_ACCESS_GRANT_WRITE;
+		*remote |= URPC_TP_ACCESS_REMOTE_WRITE;
+	}
+}
+
+/*
+ * Register GPU memory for an exposure, in @mr: verbs through dma-buf
+ * (the NIC reaches the GPU), where the driver and the device export one;
+ * loop and udp as device memory that their one-sided service reaches with
+ * the driver's copies (URPC_TP_ACCESS_DEVICE). -ENOTSUP, with the reason
+ * logged, where neither can be. Cold.
+ */
+static int gpu_reg(struct urpc_rpc *rpc, void *addr, size_t len, unsigned grant,
+		   struct urpc_tp_mr *mr)
+{
+	uint64_t off;
+	int fd, ret;
+
+	if (!(rpc->tp->caps & URPC_TP_CAP_ONE_SIDED_HW))
+		return rpc->tp->ops->reg_mem(rpc->tp, addr, len, grant | URPC_TP_ACCESS_DEVICE, mr);
+	ret = -ENOTSUP;
+	if (rpc->tp->caps & URPC_TP_CAP_DMABUF) {
+		ret = urpc__cuda_dmabuf_fd(addr, len, &fd, &off);
+		if (!ret) {
+			ret = rpc->tp->ops->reg_dmabuf(rpc->tp, fd, off, len,
+						       (uint64_t)(uintptr_t)addr, grant, mr);
+			close(fd);
+		}
+	}
+	if (ret) {
+		URPC_WARN(rpc->id,
+			  "urpc_mem_expose: GPU memory on %s needs a dma-buf registration, which "
+			  "failed: %s",
+			  rpc->tp->ops->name, urpc_strerror(ret));
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+/* urpc_mem_expose() of GPU memory (after its checks): a registration of its own. Cold. */
+static int expose_gpu(struct urpc_rpc *rpc, struct urpc_session *s, void *addr, size_t len,
+		      unsigned access, struct urpc_rbuf *rbuf)
+{
+	unsigned grant, remote;
+	struct rmem_ent *e;
+	int ret;
+
+	tp_bits(access, &grant, &remote);
+	e = ent_get(rpc);
+	if (!e)
+		return -ENOMEM;
+	e->dmr = calloc(1, sizeof(*e->dmr)); /* stays where it is while registered */
+	if (!e->dmr)
+		return -ENOMEM;
+	ret = gpu_reg(rpc, addr, len, grant, e->dmr);
+	if (!ret) {
+		ret = rpc->tp->ops->grant(rpc->tp, s->peer, e->dmr, addr, len, remote, &e->g);
+		if (ret) {
+			rpc->tp->ops->dereg_mem(rpc->tp, e->dmr);
+			URPC_WARN(rpc->id,
+				  "urpc_mem_expose: no grant for %zu bytes of GPU memory: %s", len,
+				  urpc_strerror(ret));
+		}
+	}
+	if (ret) {
+		free(e->dmr);
+		e->dmr = NULL;
+		e->g.key = 0;
+		return ret;
+	}
+	e->gen = rpc->rmem->next_gen++;
+	e->sess = s->local_num;
+	rpc->rmem->live++;
+	rbuf_fill(rpc, s, e, access, rbuf);
+	return 0;
 }
 
 URPC_API int urpc_mem_expose(struct urpc_rpc *rpc, int session, void *addr, size_t len,
@@ -146,10 +245,8 @@ URPC_API int urpc_mem_expose(struct urpc_rpc *rpc, int session, void *addr, size
 	ret = conn_session(rpc, session, &s);
 	if (ret)
 		return ret;
-	if (urpc__cuda_load() == 0 && urpc__cuda_is_device_ptr(addr)) {
-		URPC_WARN(rpc->id, "urpc_mem_expose: GPU memory is not supported yet");
-		return -ENOTSUP;
-	}
+	if (urpc__cuda_load() == 0 && urpc__cuda_is_device_ptr(addr))
+		return expose_gpu(rpc, s, addr, len, access, rbuf);
 	if (access & URPC_MEM_PEER_READS) {
 		tp_grant |= URPC_TP_ACCESS_GRANT_READ;
 		tp_remote |= URPC_TP_ACCESS_REMOTE_READ;
@@ -204,7 +301,7 @@ URPC_API int urpc_mem_revoke(struct urpc_rpc *rpc, const struct urpc_rbuf *rbuf)
 		struct rmem_ent *e = &t->e[i];
 
 		/* The whole exposure: a slice names other bytes. */
-		if (e->ent && e->gen == le64toh(rbuf->gen) &&
+		if (ent_live(e) && e->gen == le64toh(rbuf->gen) &&
 		    e->sess == le32toh(rbuf->owner_session) && e->g.addr == le64toh(rbuf->addr) &&
 		    e->g.len == le64toh(rbuf->len)) {
 			ent_put(rpc, e);
@@ -253,8 +350,8 @@ static int op_check(const struct urpc_rdma_op *o)
 
 /*
  * The rest, on session @s whose owner digest is @oid: the rbuf's owner is
- * the session's peer, the local buffer is one of ours. 0, -EINVAL,
- * -ENOTSUP (a GPU view).
+ * the session's peer, the local buffer is one of ours (host memory, or a
+ * view of host or GPU memory). 0 or -EINVAL.
  */
 static int op_check_sess(struct urpc_rpc *rpc, const struct urpc_session *s, uint64_t oid,
 			 const struct urpc_rdma_op *o)
@@ -264,8 +361,6 @@ static int op_check_sess(struct urpc_rpc *rpc, const struct urpc_session *s, uin
 	if (rb->owner_rpc != s->remote_rpc_id || le32toh(rb->owner_session) != s->remote_num ||
 	    le64toh(rb->owner_id) != oid)
 		return -EINVAL;
-	if (urpc__mb_gpu(o->local))
-		return -ENOTSUP;
 	if (!urpc__mb_is_view(o->local) && !urpc__pool_is_out(rpc->pool, o->local))
 		return -EINVAL;
 	if (!urpc__mb_mr(o->local))
@@ -334,7 +429,7 @@ void urpc__rmem_fini(struct urpc_rpc *rpc)
 	if (!t)
 		return;
 	for (i = 0; i < t->cap; i++)
-		if (t->e[i].ent)
+		if (ent_live(&t->e[i]))
 			ent_put(rpc, &t->e[i]);
 	free(t->e);
 	free(t);

@@ -4,7 +4,8 @@
  * table (free list, the FIFO of queued operations, the count posted), the
  * batch table (free list, the list of batches due), and the users' share
  * of rpc->os_busy (one per live batch). Runs the batches' continuations.
- * May call: the transport's post_read/post_write/cancel; nothing of the
+ * May call: the transport's post_read/post_write/cancel, the CUDA driver's
+ * copies (a GPU view staged through pinned host memory); nothing of the
  * engine above engine.h.
  */
 #define URPC_LOG_MODULE "rmem"
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../mem/cuda.h"
 #include "../util/log.h"
 
 static inline uint64_t rop_wr(const struct urpc_rop_tab *t, uint32_t i)
@@ -137,6 +139,27 @@ static void batch_fail(struct urpc_rop_tab *t, uint32_t bi, int status)
 	}
 }
 
+/*
+ * @o's local buffer is a GPU view staged through pinned host memory (no
+ * dma-buf): its bytes cross between the device and the staging copy, out
+ * (@in false) before a WRITE is posted, in after a READ completed. A view
+ * on dma-buf, or host memory: nothing to do. 0 or -EIO. Cold.
+ */
+static URPC_COLD int gpu_stage(const struct urpc_rop *o, bool in)
+{
+	struct urpc_gpu_view *g = urpc__mb_gpu(&o->buf);
+	uint8_t *dev, *host;
+
+	if (!g->host)
+		return 0;
+	dev = (uint8_t *)o->buf.buf + o->off;
+	host = (uint8_t *)g->host + o->off;
+	if (in ? urpc__cuda_copy_to_device(dev, host, o->len)
+	       : urpc__cuda_copy_to_host(host, dev, o->len))
+		return -EIO;
+	return 0;
+}
+
 /* Post queued operations while the window and the transport have room. */
 static void pump(struct urpc_rpc *rpc)
 {
@@ -155,11 +178,14 @@ static void pump(struct urpc_rpc *rpc)
 		}
 		at = (uint8_t *)urpc__mb_dma(&o->buf) + o->off;
 		o->gen++;
-		ret = o->write
-			      ? rpc->tp->ops->post_write(rpc->tp, s->peer, at, urpc__mb_mr(&o->buf),
-							 o->raddr, o->rkey, o->len, rop_wr(t, i))
-			      : rpc->tp->ops->post_read(rpc->tp, s->peer, at, urpc__mb_mr(&o->buf),
-							o->raddr, o->rkey, o->len, rop_wr(t, i));
+		ret = unlikely(o->write && urpc__mb_gpu(&o->buf)) ? gpu_stage(o, false) : 0;
+		if (!ret)
+			ret = o->write ? rpc->tp->ops->post_write(rpc->tp, s->peer, at,
+								  urpc__mb_mr(&o->buf), o->raddr,
+								  o->rkey, o->len, rop_wr(t, i))
+				       : rpc->tp->ops->post_read(rpc->tp, s->peer, at,
+								 urpc__mb_mr(&o->buf), o->raddr,
+								 o->rkey, o->len, rop_wr(t, i));
 		if (ret == -EAGAIN)
 			return; /* the transport is full: the next completion or scan retries */
 		t->qhead = o->next;
@@ -276,6 +302,7 @@ void urpc__rop_comp(struct urpc_rpc *rpc, const struct urpc_tp_comp *c)
 	struct urpc_rop_tab *t = rpc->rop;
 	uint32_t i = (uint32_t)c->wr_id, bi;
 	struct urpc_rbatch *b;
+	int status;
 
 	if (unlikely(!t || i >= t->cap || t->op[i].state != URPC_ROP_POSTED ||
 		     c->wr_id != rop_wr(t, i))) {
@@ -288,9 +315,12 @@ void urpc__rop_comp(struct urpc_rpc *rpc, const struct urpc_tp_comp *c)
 	b = &t->b[bi];
 	t->posted--;
 	b->posted--;
+	status = user_status(c->status);
+	if (unlikely(!status && !t->op[i].write && urpc__mb_gpu(&t->op[i].buf)))
+		status = gpu_stage(&t->op[i], true);
 	op_free(t, i);
-	if (c->status)
-		batch_fail(t, bi, user_status(c->status));
+	if (status)
+		batch_fail(t, bi, status);
 	else if (b->idle_ns)
 		b->deadline_ns = rpc->now + b->idle_ns; /* progress */
 	batch_let_go(t, bi);

@@ -3,8 +3,10 @@
  * The loop transport's one-sided operations and registrations (the table
  * is sw_mr.c's), and the last reference of an endpoint (which drops the
  * references its queued requests hold). loop.c calls in here through
- * loop_os.h; this file calls only sw_mr.h below it. The rings and the
- * threads are described at the top of loop.c.
+ * loop_os.h; this file calls only sw_mr.h below it, and the CUDA driver's
+ * copies (mem/cuda.h) for grants on device memory (URPC_TP_ACCESS_DEVICE;
+ * a copy the driver fails completes the operation with -EIO). The rings
+ * and the threads are described at the top of loop.c.
  *
  * One-sided operations: an operation's tag (a generation and a state: free,
  * queued, being served, done) is the one word two threads may write. The
@@ -40,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../mem/cuda.h"
 #include "../util/log.h"
 
 void urpc__loop_ep_put(struct loop_ep *ep)
@@ -181,6 +184,20 @@ static bool known_peer(const struct loop_ep *ep, const struct loop_ep *from, uin
 	return false;
 }
 
+/* Copy a granted request on device memory with the driver: 0 or -EIO. Cold. */
+static URPC_COLD int serve_device(const struct loop_ep *ep, const struct os_op *op)
+{
+	void *dev = (void *)(uintptr_t)op->raddr;
+	int ret = op->op == URPC_TP_OP_READ ? urpc__cuda_copy_to_host(op->local, dev, op->len)
+					    : urpc__cuda_copy_to_device(dev, op->local, op->len);
+
+	if (!ret)
+		return 0;
+	URPC_WARN_RATELIMIT(ep->base.id, "a one-sided copy of device memory failed: %s",
+			    urpc_strerror(ret));
+	return -EIO;
+}
+
 void urpc__loop_os_serve(struct loop_ep *ep)
 {
 	for (;;) {
@@ -189,6 +206,7 @@ void urpc__loop_os_serve(struct loop_ep *ep)
 		struct loop_ep *from;
 		struct os_op *op;
 		unsigned need;
+		bool device = false;
 		int status = 0;
 
 		/* Acquire pairs with the release in post(). */
@@ -221,6 +239,11 @@ void urpc__loop_os_serve(struct loop_ep *ep)
 		case URPC_SW_SERVE:
 			ep->base.stats.os_served++;
 			break;
+		case URPC_SW_SERVE_DEVICE:
+			ep->base.stats.os_served++;
+			status = serve_device(ep, op);
+			device = true;
+			break;
 		case URPC_SW_UNKNOWN:
 			if (!known_peer(ep, from, op->token)) {
 				ep->base.stats.os_dropped++;
@@ -236,8 +259,8 @@ void urpc__loop_os_serve(struct loop_ep *ep)
 			status = -EACCES;
 			break;
 		}
-		if (status) {
-			/* refused: nothing copied */
+		if (status || device) {
+			/* refused (nothing copied), or copied by serve_device() */
 		} else if (op->op == URPC_TP_OP_READ) {
 			memcpy(op->local, (void *)(uintptr_t)op->raddr, op->len);
 		} else {

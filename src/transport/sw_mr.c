@@ -12,7 +12,7 @@
 
 #include "../util/compiler.h"
 
-#define SW_MR_ACCESS_ALL URPC_TP_ACCESS_ALL
+#define SW_MR_ACCESS_ALL (URPC_TP_ACCESS_ALL | URPC_TP_ACCESS_DEVICE)
 #define SW_REMOTE (URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE)
 #define SW_GRANT_MIN 64u	/* entries at the first grant */
 #define SW_GRANT_MAX (1u << 24) /* entries at most */
@@ -131,7 +131,8 @@ int urpc__sw_mr_check_local(const struct urpc_sw_mr_table *t, const struct urpc_
 	const struct urpc_sw_mr *r = entry_of(t, mr);
 	uintptr_t l = (uintptr_t)local;
 
-	if (unlikely(!r || !len || l < r->addr || len > r->len || l - r->addr > r->len - len))
+	if (unlikely(!r || !len || l < r->addr || len > r->len || l - r->addr > r->len - len ||
+		     (r->access & URPC_TP_ACCESS_DEVICE)))
 		return -EINVAL;
 	return 0;
 }
@@ -303,6 +304,7 @@ int urpc__sw_grant(struct urpc_sw_mr_table *t, const void *peer, uint64_t peer_i
 	e->key = grant_key(t);
 	e->mr_key = r->key;
 	e->access = (uint8_t)access;
+	e->device = r->access & URPC_TP_ACCESS_DEVICE;
 	e->state = URPC_SW_GRANT_LIVE;
 	hash_add(t, i);
 	g->addr = a;
@@ -346,8 +348,9 @@ enum urpc_sw_verdict urpc__sw_grant_check(const struct urpc_sw_mr_table *t, uint
 
 		if (!r || !(r->access & SW_REMOTE))
 			return URPC_SW_UNKNOWN;
-		return urpc__sw_mr_check_remote(t, (uint32_t)key, need, raddr, len) ? URPC_SW_REFUSE
-										    : URPC_SW_SERVE;
+		if (urpc__sw_mr_check_remote(t, (uint32_t)key, need, raddr, len))
+			return URPC_SW_REFUSE;
+		return r->access & URPC_TP_ACCESS_DEVICE ? URPC_SW_SERVE_DEVICE : URPC_SW_SERVE;
 	}
 	h = hash_find(t, key);
 	if (unlikely(h == SW_NIL))
@@ -359,5 +362,5 @@ enum urpc_sw_verdict urpc__sw_grant_check(const struct urpc_sw_mr_table *t, uint
 	if (unlikely(!(e->access & need) || raddr < e->addr || len > e->len ||
 		     raddr - e->addr > e->len - len))
 		return URPC_SW_REFUSE;
-	return URPC_SW_SERVE;
+	return unlikely(e->device) ? URPC_SW_SERVE_DEVICE : URPC_SW_SERVE;
 }

@@ -32,10 +32,11 @@
  *
  * Errors, one for each failure:
  *   -EINVAL  urpc__sw_mr_reg(): @addr NULL, @len 0, @mr NULL, or access
- *            bits other than URPC_TP_ACCESS_*;
+ *            bits other than URPC_TP_ACCESS_* (DEVICE included);
  *            urpc__sw_mr_check_local(): @mr NULL or not a live
- *            registration of the table, @len 0, or [local, local + len)
- *            not inside it (the caller's mistake: post_* returns it);
+ *            registration of the table, @len 0, [local, local + len)
+ *            not inside it, or device memory (the caller's mistake:
+ *            post_* returns it);
  *   -EFAULT  urpc__sw_mr_reg(): [addr, addr + len) wraps around the end
  *            of the address space;
  *   -ENOMEM  urpc__sw_mr_reg(): the table cannot grow;
@@ -77,6 +78,7 @@ struct urpc_sw_grant {
 	uint32_t next_free;
 	uint8_t access; /* URPC_TP_ACCESS_REMOTE_* */
 	uint8_t state;	/* enum urpc_sw_grant_state */
+	bool device;	/* on a URPC_TP_ACCESS_DEVICE registration */
 };
 
 /* One registration; @used is false for a free entry. */
@@ -106,8 +108,9 @@ struct urpc_sw_mr_table {
 
 /* What urpc__sw_grant_check() says about a peer's request. */
 enum urpc_sw_verdict {
-	URPC_SW_SERVE = 0, /* granted: serve it */
-	URPC_SW_REFUSE,	   /* from the grant's peer, but not granted: answer -EACCES */
+	URPC_SW_SERVE = 0,    /* granted: serve it */
+	URPC_SW_SERVE_DEVICE, /* granted, in device memory: serve it with the driver's copies */
+	URPC_SW_REFUSE,	      /* from the grant's peer, but not granted: answer -EACCES */
 	/*
 	 * No live grant of the requester has the key (none has it, or
 	 * another peer's does): the transport refuses it (-EACCES) when the
@@ -141,7 +144,10 @@ int urpc__sw_mr_reg(struct urpc_sw_mr_table *t, void *addr, size_t len, unsigned
  */
 bool urpc__sw_mr_dereg(struct urpc_sw_mr_table *t, struct urpc_tp_mr *mr);
 
-/* 0 when @mr is a live registration of @t holding [local, local + len), else -EINVAL. */
+/*
+ * 0 when @mr is a live registration of @t, not of device memory, holding
+ * [local, local + len), else -EINVAL.
+ */
 int urpc__sw_mr_check_local(const struct urpc_sw_mr_table *t, const struct urpc_tp_mr *mr,
 			    const void *local, size_t len);
 
@@ -177,8 +183,9 @@ void urpc__sw_revoke_peer(struct urpc_sw_mr_table *t, const void *peer);
  * range inside its bytes; REFUSE when from its peer with its token but
  * not granted that; UNKNOWN when no live grant has it or it is another
  * peer's (a revoked key is unknown). A 32-bit key: an open registration's
- * (SERVE or REFUSE as urpc__sw_mr_check_remote()), or UNKNOWN. A hash
- * probe and a few compares. Datapath.
+ * (SERVE or REFUSE as urpc__sw_mr_check_remote()), or UNKNOWN. SERVE is
+ * SERVE_DEVICE for a grant or registration of device memory
+ * (URPC_TP_ACCESS_DEVICE). A hash probe and a few compares. Datapath.
  */
 enum urpc_sw_verdict urpc__sw_grant_check(const struct urpc_sw_mr_table *t, uint64_t key,
 					  uint64_t token, uint64_t peer_id, unsigned need,

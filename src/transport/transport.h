@@ -71,6 +71,16 @@ extern "C" {
 #define URPC_TP_ACCESS_GRANT_READ 0x4u
 #define URPC_TP_ACCESS_GRANT_WRITE 0x8u
 #define URPC_TP_ACCESS_ALL 0xfu
+/*
+ * DEVICE (loop and udp, with reg_mem(); not part of ALL): the memory is
+ * CUDA device memory (src/mem/cuda.h). Their emulated one-sided service
+ * reaches it only through the CUDA driver's copies, never a CPU load or
+ * store: peers READ and WRITE grants on it, and a copy the driver fails
+ * completes the peer's operation with -EIO. It cannot be @local of
+ * post_read()/post_write() (-EINVAL). verbs refuses the bit (-EINVAL):
+ * device memory reaches its NIC through reg_dmabuf().
+ */
+#define URPC_TP_ACCESS_DEVICE 0x10u
 
 struct urpc_tp_ops;
 struct urpc_tp_peer; /* opaque, one per resolved remote endpoint */

@@ -42,6 +42,11 @@
  * WR_ACK:  hdr.
  * NAK:     hdr with status set; the requester fails the operation.
  *
+ * A grant on device memory (URPC_TP_ACCESS_DEVICE) is served with the
+ * CUDA driver's copies: WR_DATA straight into the device, RD_DATA through
+ * a host staging slot per queued datagram (dev_stage); a failed copy is
+ * answered with a NAK (EIO).
+ *
  * Every request carries the whole operation's range and the token of the
  * requester's session, so the server checks, on every chunk and keeping no
  * per-operation state, that the key names a live grant for the datagram's
@@ -223,6 +228,14 @@ struct udp_tp {
 	struct udp_op ops[UDP_OS_OPS];
 	unsigned nops; /* ops not FREE */
 	struct urpc_sw_mr_table mrs;
+	/*
+	 * Device memory (URPC_TP_ACCESS_DEVICE): RD_DATA of a grant on it is
+	 * copied by the driver into the slot of @dev_stage of its entry in
+	 * the one-sided send batch (UDP_CTL_BATCH slots of UDP_MAX_DGRAM
+	 * bytes), allocated while device registrations exist (@ndev).
+	 */
+	uint8_t *dev_stage;
+	uint32_t ndev;
 
 	/* test knob */
 	double drop_p;

@@ -10,15 +10,18 @@
  *
  * udp.c (the ops table, peers) and udp_io.c (the receive path hands
  * requests and replies over; poll_completions drains the socket first)
- * call in here through udp_os.h; this file calls only sw_mr.h below it.
+ * call in here through udp_os.h; this file calls only sw_mr.h below it,
+ * and the CUDA driver's copies (mem/cuda.h) for grants on device memory.
  */
 #define _GNU_SOURCE /* sendmmsg; must precede every include */
 #define URPC_LOG_MODULE "udp"
 #include "udp_os.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "../mem/cuda.h"
 #include "../util/log.h"
 #include "../util/seam.h"
 
@@ -93,11 +96,29 @@ static void udp_ctl_queue(struct udp_tp *u, const struct sockaddr_in *dst, enum 
 
 /* ---- registrations (sw_mr.c) ---------------------------------------------- */
 
-/* Not for the datapath: may grow the table. */
+/*
+ * Not for the datapath: may grow the table; the first registration of
+ * device memory allocates the staging slots of its READs.
+ */
 int urpc__udp_os_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned access,
 			 struct urpc_tp_mr *mr)
 {
-	return urpc__sw_mr_reg(&to_udp(tp)->mrs, addr, len, access, mr);
+	struct udp_tp *u = to_udp(tp);
+	int ret;
+
+	if ((access & URPC_TP_ACCESS_DEVICE) && !u->dev_stage) {
+		u->dev_stage = malloc((size_t)UDP_CTL_BATCH * UDP_MAX_DGRAM);
+		if (!u->dev_stage)
+			return -ENOMEM;
+	}
+	ret = urpc__sw_mr_reg(&u->mrs, addr, len, access, mr);
+	if (!ret && (access & URPC_TP_ACCESS_DEVICE))
+		u->ndev++;
+	if (ret && !u->ndev) {
+		free(u->dev_stage);
+		u->dev_stage = NULL;
+	}
+	return ret;
 }
 
 /* The completion is reaped by poll_completions(). */
@@ -115,6 +136,10 @@ void urpc__udp_os_dereg_mem(struct urpc_tp *tp, struct urpc_tp_mr *mr)
 
 	if (!urpc__sw_mr_dereg(&u->mrs, mr))
 		return;
+	if ((mr->access & URPC_TP_ACCESS_DEVICE) && !--u->ndev) {
+		free(u->dev_stage);
+		u->dev_stage = NULL;
+	}
 	/* local operations on it fail; the peer's requests now get NAKs */
 	for (i = 0; i < UDP_OS_OPS; i++)
 		if (u->ops[i].state == UDP_OP_ACTIVE && u->ops[i].lkey == lkey)
@@ -323,6 +348,43 @@ static bool udp_known_peer(const struct udp_tp *u, const struct sockaddr_in *src
 }
 
 /*
+ * Serve a granted chunk of device memory at @at (@clen bytes; a WRITE's
+ * bytes at @data) with the driver's copies; a copy that fails is answered
+ * with a NAK (EIO) and copies nothing more. Cold: device grants only.
+ */
+static URPC_COLD void udp_serve_device(struct udp_tp *u, const struct udp_hdr *h, bool rd,
+				       uint64_t at, const uint8_t *data, uint64_t clen,
+				       const struct sockaddr_in *src)
+{
+	void *dev = (void *)(uintptr_t)at;
+	uint8_t *slot;
+	int ret;
+
+	u->base.stats.os_served++;
+	if (!rd) {
+		ret = urpc__cuda_copy_to_device(dev, data, (size_t)clen);
+		if (!ret) {
+			udp_ctl_queue(u, src, UDP_T_WR_ACK, h->op_id, h->chunk, 0, NULL, NULL, 0);
+			return;
+		}
+	} else {
+		/* The slot of the batch entry that the reply takes: flush a full batch first. */
+		if (u->nctl == UDP_CTL_BATCH)
+			urpc__udp_os_flush(u);
+		slot = u->dev_stage + (size_t)u->nctl * UDP_MAX_DGRAM;
+		ret = urpc__cuda_copy_to_host(slot, dev, (size_t)clen);
+		if (!ret) {
+			udp_ctl_queue(u, src, UDP_T_RD_DATA, h->op_id, h->chunk, 0, NULL, slot,
+				      (size_t)clen);
+			return;
+		}
+	}
+	URPC_WARN_RATELIMIT(u->base.id, "a one-sided copy of device memory failed: %s",
+			    urpc_strerror(ret));
+	udp_ctl_queue(u, src, UDP_T_NAK, h->op_id, h->chunk, EIO, NULL, NULL, 0);
+}
+
+/*
  * Serve a peer's RD_REQ or WR_DATA (@len bytes at @buf, from @src). Returns
  * NULL, or why the datagram is malformed.
  */
@@ -354,6 +416,9 @@ const char *urpc__udp_os_serve(struct udp_tp *u, const uint8_t *buf, uint32_t le
 				     e.len)) {
 	case URPC_SW_SERVE:
 		break;
+	case URPC_SW_SERVE_DEVICE:
+		udp_serve_device(u, h, rd, e.raddr + off, buf + sizeof(*h) + sizeof(e), clen, src);
+		return NULL;
 	case URPC_SW_UNKNOWN:
 		if (!udp_known_peer(u, src, e.token)) {
 			u->base.stats.os_dropped++;

@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <dlfcn.h>
+#include <endian.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -483,4 +484,235 @@ Test(GPU_NAME, failed_copy_on_the_client_is_an_error, .timeout = 240)
 	client_copies_fail(urpc_rpc_max_msg_size(G.cli) + 1);
 	world_down();
 	cr_assert_eq(G.d.live_pinned(), G.pinned0, "staging memory outlived the Rpcs");
+}
+
+/* ---- exposed GPU memory (urpc_mem_expose, issue 16) ---- */
+
+struct rop {
+	int status;
+	unsigned runs;
+};
+
+static void rop_cont(struct urpc_rpc *rpc, void *tag, int status)
+{
+	struct rop *o = tag;
+
+	o->status = status;
+	o->runs++;
+}
+
+/* Run a READ (@write false) or WRITE by the client against @rb; its status. */
+static int rop_run(bool write, struct urpc_msgbuf *local, size_t loff, const struct urpc_rbuf *rb,
+		   uint64_t roff, size_t len)
+{
+	uint64_t end = urpc__now_ns() + WAIT_NS;
+	struct rop o = {0};
+	int ret;
+
+	ret = write ? urpc_rdma_write(G.cli, G.sess, local, loff, rb, roff, len, rop_cont, &o, 0)
+		    : urpc_rdma_read(G.cli, G.sess, local, loff, rb, roff, len, rop_cont, &o, 0);
+	cr_assert_eq(ret, 0, "%s: %s", write ? "urpc_rdma_write" : "urpc_rdma_read",
+		     urpc_strerror(ret));
+	while (!o.runs) {
+		cr_assert_lt(urpc__now_ns(), end, "a one-sided operation did not complete");
+		pump();
+	}
+	cr_assert_eq(o.runs, 1);
+	return o.status;
+}
+
+/* The server's number of the client's session, once a request went both ways. */
+static int srv_session(void)
+{
+	struct urpc_session_info info;
+	struct urpc_msgbuf req, resp;
+
+	cr_assert_eq(urpc_msgbuf_alloc(G.cli, 8, &req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(G.cli, 8, &resp), 0);
+	memset(req.buf, 1, 8);
+	cr_assert_eq(run(T_ECHO, &req, &resp), 0);
+	cr_assert_eq(urpc_msgbuf_free(G.cli, &req), 0);
+	cr_assert_eq(urpc_msgbuf_free(G.cli, &resp), 0);
+
+	cr_assert_eq(urpc__rpc_session_info(G.cli, G.sess, &info), 0);
+	return (int)info.remote_num;
+}
+
+/*
+ * The server exposes GPU memory (an odd range of a larger allocation); the
+ * client READs it whole and WRITEs into it one-sided, every byte checked
+ * on the device, the bytes around the exposure untouched. On verbs the
+ * exposure needs dma-buf: where it cannot have it, -ENOTSUP.
+ */
+Test(GPU_NAME, exposed_gpu_memory_is_read_and_written_one_sided, .timeout = 240)
+{
+	const size_t len = (1u << 20) + 77, pad = 4096, all = len + 2 * pad;
+	struct urpc_msgbuf local;
+	struct urpc_rbuf rb;
+	uint8_t *host = malloc(all), *back = malloc(all);
+	uint8_t *dev;
+	size_t i;
+	int ret;
+
+	cr_assert(host && back);
+	world_up();
+	dev = dev_alloc(all);
+	for (i = 0; i < all; i++)
+		host[i] = pat(i, 3);
+	cr_assert_eq(urpc__cuda_copy_to_device(dev, host, all), 0);
+	ret = urpc_mem_expose(G.srv, srv_session(), dev + pad, len,
+			      URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES, &rb);
+	if (GPU_KIND == URPC_TRANSPORT_VERBS && ret == -ENOTSUP) {
+		cr_log_info("verbs: GPU memory is not exposed without dma-buf (-ENOTSUP)");
+		dev_free(dev);
+		world_down();
+		free(host);
+		free(back);
+		return;
+	}
+	cr_assert_eq(ret, 0, "urpc_mem_expose of GPU memory: %s", urpc_strerror(ret));
+	cr_assert_eq(le64toh(rb.addr), (uint64_t)(uintptr_t)(dev + pad));
+	cr_assert_eq(urpc_msgbuf_alloc(G.cli, len + 1, &local), 0);
+	/* READ the whole exposure into host memory at an odd offset. */
+	memset(local.buf, 0, len + 1);
+	cr_assert_eq(rop_run(false, &local, 1, &rb, 0, len), 0);
+	for (i = 0; i < len; i++)
+		cr_assert_eq(local.buf[1 + i], host[pad + i], "READ: byte %zu", i);
+	/* WRITE into it at an odd offset; the device holds exactly that. */
+	for (i = 0; i < len; i++)
+		local.buf[i] = pat(i, 11);
+	cr_assert_eq(rop_run(true, &local, 0, &rb, 5, len - 10), 0);
+	cr_assert_eq(urpc__cuda_copy_to_host(back, dev, all), 0);
+	for (i = 0; i < all; i++) {
+		bool in = i >= pad + 5 && i < pad + len - 5;
+
+		cr_assert_eq(back[i], in ? pat(i - pad - 5, 11) : host[i], "device byte %zd",
+			     (ssize_t)i - (ssize_t)pad);
+	}
+	/* Out of bounds: refused by the checks before anything moves. */
+	cr_assert_eq(urpc_rdma_read(G.cli, G.sess, &local, 0, &rb, 1, len, rop_cont, NULL, 0),
+		     -EINVAL);
+	cr_assert_eq(urpc_mem_revoke(G.srv, &rb), 0);
+	cr_assert_eq(rop_run(false, &local, 0, &rb, 0, 16), -EACCES, "revoked");
+	cr_assert_eq(urpc_msgbuf_free(G.cli, &local), 0);
+	dev_free(dev);
+	world_down();
+	free(host);
+	free(back);
+}
+
+/*
+ * The owner's side goes through the driver: a copy it fails ends the
+ * peer's operation with an error (not a CPU copy that would have worked
+ * on the fake's host-backed memory), and the next one succeeds.
+ */
+Test(GPU_NAME, exposed_gpu_memory_is_reached_through_the_driver, .timeout = 240)
+{
+	const size_t len = 70000;
+	struct urpc_msgbuf local;
+	struct urpc_rbuf rb;
+	uint8_t *dev;
+	int before, st;
+
+	if (GPU_KIND == URPC_TRANSPORT_VERBS)
+		cr_skip_test("verbs moves GPU memory by dma-buf: no driver copy to fail");
+	world_up();
+	need_failing_copies();
+	dev = dev_alloc(len);
+	cr_assert_eq(urpc_mem_expose(G.srv, srv_session(), dev, len,
+				     URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES, &rb),
+		     0);
+	cr_assert_eq(urpc_msgbuf_alloc(G.cli, len, &local), 0);
+	before = G.d.copy_failures();
+	G.d.fail_copies(1, 0);
+	st = rop_run(false, &local, 0, &rb, 0, len);
+	cr_assert_neq(st, 0, "a READ whose device copy failed succeeded");
+	cr_assert_eq(G.d.copy_failures(), before + 1, "the READ did not go through the driver");
+	G.d.fail_copies(0, 1);
+	st = rop_run(true, &local, 0, &rb, 0, len);
+	cr_assert_neq(st, 0, "a WRITE whose device copy failed succeeded");
+	cr_assert_eq(G.d.copy_failures(), before + 2, "the WRITE did not go through the driver");
+	G.d.fail_copies(0, 0);
+	memset(local.buf, 0x3c, len);
+	cr_assert_eq(rop_run(true, &local, 0, &rb, 0, len), 0);
+	memset(local.buf, 0, len);
+	cr_assert_eq(rop_run(false, &local, 0, &rb, 0, len), 0);
+	cr_assert(local.buf[0] == 0x3c && local.buf[len - 1] == 0x3c);
+	cr_assert_eq(urpc_mem_revoke(G.srv, &rb), 0);
+	cr_assert_eq(urpc_msgbuf_free(G.cli, &local), 0);
+	dev_free(dev);
+	world_down();
+}
+
+/*
+ * GPU to GPU: the server's exposed GPU memory READ into a view of the
+ * client's GPU memory, and WRITTEN from it, every byte checked on the
+ * devices. On loop and udp the view is staged through pinned host memory
+ * (the fake can fail those copies: the operation ends with -EIO); with
+ * dma-buf on verbs the NIC moves the bytes.
+ */
+Test(GPU_NAME, exposed_gpu_memory_is_read_into_gpu_memory, .timeout = 240)
+{
+	const size_t len = (2u << 20) + 13, pad = 32, all = len + 2 * pad;
+	uint8_t *host = malloc(all), *back = malloc(all);
+	struct urpc_msgbuf view;
+	struct urpc_rbuf rb;
+	uint8_t *src, *dst;
+	size_t i;
+	int ret;
+
+	cr_assert(host && back);
+	world_up();
+	src = dev_alloc(len);
+	dst = dev_alloc(all);
+	for (i = 0; i < len; i++)
+		host[i] = pat(i, 5);
+	cr_assert_eq(urpc__cuda_copy_to_device(src, host, len), 0);
+	memset(back, 0, all);
+	cr_assert_eq(urpc__cuda_copy_to_device(dst, back, all), 0);
+	ret = urpc_mem_expose(G.srv, srv_session(), src, len,
+			      URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES, &rb);
+	if (GPU_KIND == URPC_TRANSPORT_VERBS && ret == -ENOTSUP) {
+		cr_log_info("verbs: GPU memory is not exposed without dma-buf (-ENOTSUP)");
+		goto out;
+	}
+	cr_assert_eq(ret, 0, "urpc_mem_expose of GPU memory: %s", urpc_strerror(ret));
+	cr_assert_eq(urpc_msgbuf_register(G.cli, dst, all, 0, &view), 0);
+	cr_assert_not_null(urpc__mb_gpu(&view), "device memory was not detected");
+	/* READ: GPU -> GPU, at an odd offset of the view. */
+	cr_assert_eq(rop_run(false, &view, pad + 1, &rb, 0, len - 1), 0);
+	cr_assert_eq(urpc__cuda_copy_to_host(back, dst, all), 0);
+	for (i = 0; i < all; i++) {
+		bool in = i >= pad + 1 && i < pad + len;
+
+		cr_assert_eq(back[i], in ? host[i - pad - 1] : 0, "view byte %zu", i);
+	}
+	/* WRITE: GPU -> GPU, from another part of the view. */
+	for (i = 0; i < all; i++)
+		back[i] = pat(i, 9);
+	cr_assert_eq(urpc__cuda_copy_to_device(dst, back, all), 0);
+	cr_assert_eq(rop_run(true, &view, 3, &rb, 7, len - 7), 0);
+	cr_assert_eq(urpc__cuda_copy_to_host(host, src, len), 0);
+	for (i = 0; i < len; i++)
+		cr_assert_eq(host[i], i < 7 ? pat(i, 5) : back[3 + i - 7], "exposed byte %zu", i);
+	if (G.d.fail_copies && GPU_KIND != URPC_TRANSPORT_VERBS) {
+		int before = G.d.copy_failures();
+
+		/* The view's staging copy fails: -EIO, never 0 with bytes the GPU lacks. */
+		G.d.fail_copies(1, 0);
+		cr_assert_eq(rop_run(true, &view, 0, &rb, 0, 4096), -EIO, "staging out failed");
+		G.d.fail_copies(0, 1);
+		cr_assert_eq(rop_run(false, &view, 0, &rb, 0, 4096), -EIO, "staging in failed");
+		G.d.fail_copies(0, 0);
+		cr_assert_eq(G.d.copy_failures(), before + 2);
+		cr_assert_eq(rop_run(false, &view, 0, &rb, 0, 4096), 0, "and then it works");
+	}
+	cr_assert_eq(urpc_msgbuf_unregister(G.cli, &view), 0);
+	cr_assert_eq(urpc_mem_revoke(G.srv, &rb), 0);
+out:
+	dev_free(src);
+	dev_free(dst);
+	world_down();
+	free(host);
+	free(back);
 }
