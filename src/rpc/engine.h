@@ -286,7 +286,7 @@ struct urpc_sslot {
 	enum urpc_srv_state state;
 	uint32_t idx;	     /* this slot's index in its session */
 	uint8_t resent;	     /* URPC_RESENT_*: copies that may still be in flight */
-	uint64_t resp_epoch; /* rpc->tx_epoch when the stored response was last queued */
+	uint64_t resp_epoch; /* rpc->tx_epoch when the stored response was last queued; 0: sent */
 	/*
 	 * Allocated with the slot's first request; holds the stored response:
 	 * a small one's header and bytes, or a large one's descriptor (its
@@ -435,6 +435,7 @@ struct urpc_rpc {
 	uint32_t src_limit;
 	uint64_t src_key;
 	unsigned ntx;
+	bool tx_now;	   /* the transport sends each datagram at once (URPC_TP_CAP_TX_NOW) */
 	uint64_t tx_epoch; /* advances each time the TX batch empties */
 	struct urpc_os_op os[URPC_OS_OPS];
 	uint16_t os_free; /* free list of os[], URPC_OS_NIL at the end */

@@ -33,9 +33,10 @@
 static inline URPC_ALWAYS_INLINE void server_send_resp(struct urpc_rpc *rpc, struct urpc_session *s,
 						       struct urpc_sslot *sl)
 {
-	urpc__tx_push(rpc, s->peer, urpc__mb_hdr(&sl->resp_mb), (uint32_t)sl->resp_mb.data_size,
-		      sl->resp_mb.priv_lkey);
-	sl->resp_epoch = rpc->tx_epoch;
+	bool queued = urpc__tx_push(rpc, s->peer, urpc__mb_hdr(&sl->resp_mb),
+				    (uint32_t)sl->resp_mb.data_size, sl->resp_mb.priv_lkey);
+
+	sl->resp_epoch = queued ? rpc->tx_epoch : 0;
 }
 
 /*
@@ -486,8 +487,9 @@ URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *re
 	rpc->srv_deferred--;
 	hdr = urpc__mb_hdr(resp);
 	urpc__pkthdr_from(hdr, &s->tx_hdr, h->req_type, (uint32_t)resp->data_size, sl->cur_req_num);
-	urpc__tx_put(rpc, s->peer, hdr, (uint32_t)resp->data_size, resp->priv_lkey);
-	sl->resp_epoch = rpc->tx_epoch;
+	sl->resp_epoch = urpc__tx_put(rpc, s->peer, hdr, (uint32_t)resp->data_size, resp->priv_lkey)
+				 ? rpc->tx_epoch
+				 : 0;
 	return 0;
 
 full:

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The TX batch (tx.h). Owns rpc->tx, rpc->ntx and rpc->tx_epoch.
- * May call: the transport's tx_burst. Nothing here allocates.
+ * May call: the transport's tx_burst and tx_now. Nothing here allocates.
  */
 #define URPC_LOG_MODULE "rpc"
 #include "tx.h"
@@ -53,6 +53,11 @@ void urpc__tx_flush(struct urpc_rpc *rpc)
 		return;
 	}
 	flush_rest(rpc, n);
+}
+
+URPC_COLD void urpc__tx_now_failed(struct urpc_rpc *rpc, int err)
+{
+	URPC_ERR_RATELIMIT(rpc->id, "tx_now failed, datagram dropped: %s", urpc_strerror(err));
 }
 
 void urpc__tx_forget(struct urpc_rpc *rpc, const void *hdr, const struct urpc_tp_peer *peer)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The TX batch: datagrams collected during a loop pass and handed to the
- * transport in one tx_burst. Everything above sends through it.
+ * transport in one tx_burst, or to a transport that takes each at once
+ * (URPC_TP_CAP_TX_NOW) one by one. Everything above sends through it.
  */
 #ifndef URPC_RPC_TX_H
 #define URPC_RPC_TX_H
@@ -22,26 +23,42 @@ void urpc__tx_flush(struct urpc_rpc *rpc);
  */
 void urpc__tx_forget(struct urpc_rpc *rpc, const void *hdr, const struct urpc_tp_peer *peer);
 
+/* A datagram tx_now() refused (a bug: the engine builds none too long): counted, logged. */
+void urpc__tx_now_failed(struct urpc_rpc *rpc, int err);
+
 /*
- * Queue the datagram @hdr + @data_len payload bytes that follow it for the
- * next tx_burst, into a batch that has room (rpc->ntx < URPC_TX_BATCH).
- * The bytes must stay unchanged until the transport is done with them (see
- * tx_flush).
+ * Send the datagram @hdr + @data_len payload bytes that follow it: queue it
+ * for the next tx_burst, into a batch that has room (rpc->ntx <
+ * URPC_TX_BATCH), or hand it to a transport that sends at once
+ * (rpc->tx_now). Returns true when it waits in the batch (the bytes must
+ * stay unchanged until the transport is done with them, see tx_flush, or
+ * urpc__tx_forget() took it out), false when it is gone already.
  */
-static inline void urpc__tx_put(struct urpc_rpc *rpc, struct urpc_tp_peer *peer,
+static inline bool urpc__tx_put(struct urpc_rpc *rpc, struct urpc_tp_peer *peer,
 				const struct urpc_pkthdr *hdr, uint32_t data_len, uint32_t lkey)
 {
-	struct urpc_tp_tx *t = &rpc->tx[rpc->ntx++];
+	struct urpc_tp_tx *t;
+	int ret;
 
+	if (rpc->tx_now) {
+		ret = rpc->tp->ops->tx_now(rpc->tp, peer, hdr, (uint32_t)sizeof(*hdr) + data_len);
+		if (unlikely(ret))
+			urpc__tx_now_failed(rpc, ret);
+		else
+			rpc->st.pkts_tx++;
+		return false;
+	}
+	t = &rpc->tx[rpc->ntx++];
 	t->peer = peer;
 	t->hdr = hdr;
 	t->hdr_len = (uint32_t)sizeof(*hdr) + data_len;
 	t->hdr_lkey = lkey;
 	t->data_len = 0;
+	return true;
 }
 
 /* As urpc__tx_put(), into any batch: flushes it first when it is full. */
-static inline void urpc__tx_push(struct urpc_rpc *rpc, struct urpc_tp_peer *peer,
+static inline bool urpc__tx_push(struct urpc_rpc *rpc, struct urpc_tp_peer *peer,
 				 const struct urpc_pkthdr *hdr, uint32_t data_len, uint32_t lkey)
 {
 	if (unlikely(rpc->ntx == URPC_TX_BATCH)) {
@@ -52,7 +69,7 @@ static inline void urpc__tx_push(struct urpc_rpc *rpc, struct urpc_tp_peer *peer
 			rpc->tx_epoch++;
 		}
 	}
-	urpc__tx_put(rpc, peer, hdr, data_len, lkey);
+	return urpc__tx_put(rpc, peer, hdr, data_len, lkey);
 }
 
 #ifdef __cplusplus

@@ -136,6 +136,8 @@ static int loop_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	pthread_mutex_lock(&registry_lock);
 	ep->faults_on = net_on;
 	ep->net = net_on ? &net : NULL;
+	/* The simulator drives the batch path, the one udp and verbs take. */
+	ep->base.caps = net_on ? 0 : URPC_TP_CAP_TX_NOW;
 	ep->ep_id = next_id++;
 	ep->next = registry;
 	registry = ep;
@@ -469,6 +471,47 @@ static int loop_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsi
 	return (int)n;
 }
 
+/*
+ * tx_now() of anything but a plain datagram: an error (no peer, longer
+ * than the MTU), or the fault switches. Out of line, so that the plain path
+ * needs no stack frame. Thread: @ep's owner.
+ */
+static __attribute__((noinline)) int tx_now_slow(struct loop_ep *ep, struct urpc_tp_peer *peer,
+						 const void *buf, uint32_t len)
+{
+	const struct urpc_tp_tx t = {.peer = peer, .hdr = buf, .hdr_len = len};
+
+	if (!peer)
+		return -EINVAL;
+	if (len > ep->base.mtu)
+		return -EMSGSIZE;
+	ep->base.stats.tx_bytes += len;
+	ep->base.stats.tx_pkts++;
+	send_faulty(ep, &t);
+	return 0;
+}
+
+/*
+ * Copy one datagram into @peer's ring now (URPC_TP_CAP_TX_NOW): what
+ * tx_burst() does for an entry, without the entry. Thread: @tp's owner.
+ * Datapath.
+ */
+static int loop_tx_now(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *buf, uint32_t len)
+{
+	struct loop_ep *ep = to_ep(tp), *to;
+	uint32_t pos;
+
+	if (unlikely(!peer || len > tp->mtu || ep->faults_on))
+		return tx_now_slow(ep, peer, buf, len);
+	tp->stats.tx_bytes += len;
+	tp->stats.tx_pkts++;
+	to = peer->ep;
+	pos = __atomic_load_n(&to->rx_tail, __ATOMIC_RELAXED);
+	if (likely(!__atomic_load_n(&to->dead, __ATOMIC_RELAXED)))
+		put(to, to->cells, to->ring_base, to->rx_mask, to->mtu, &pos, 0, buf, len, NULL, 0);
+	return 0;
+}
+
 /* Nothing to wait for: tx_burst() copied everything. Thread: @tp's owner. */
 static void loop_tx_flush(struct urpc_tp *tp)
 {
@@ -625,6 +668,7 @@ const struct urpc_tp_ops urpc__tp_loop_ops = {
 	.ep_host = urpc__tp_default_ep_host,
 	.tx_burst = loop_tx_burst,
 	.tx_flush = loop_tx_flush,
+	.tx_now = loop_tx_now,
 	.rx_burst = loop_rx_burst,
 	.rx_release = loop_rx_release,
 	.reg_mem = urpc__loop_os_reg_mem,

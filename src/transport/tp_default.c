@@ -34,6 +34,12 @@ int urpc__tp_default_ctl_pop(struct urpc_tp *tp, struct urpc_tp_peer **peer, uin
 	return -ENOTSUP;
 }
 
+int urpc__tp_default_tx_now(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *buf,
+			    uint32_t len)
+{
+	return -ENOTSUP;
+}
+
 void urpc__tp_default_ctl_push(struct urpc_tp *tp, struct urpc_tp_peer *peer, const uint8_t *buf,
 			       size_t len)
 {

@@ -53,6 +53,13 @@ extern "C" {
 #define URPC_TP_CAP_WAIT 0x4u	      /* wait_arm()/wait_ack() can block (udp, verbs) */
 #define URPC_TP_CAP_DMABUF 0x8u	      /* reg_dmabuf() registers device memory (verbs) */
 #define URPC_TP_CAP_CTL 0x10u	      /* control messages for session management (verbs) */
+/*
+ * tx_now() hands a datagram over at once for less than a batch entry
+ * costs, so the caller sends each as it comes instead of batching (loop,
+ * except under the simulated network, which drives the batch path that
+ * udp and verbs take).
+ */
+#define URPC_TP_CAP_TX_NOW 0x20u
 
 /*
  * Access flags for reg_mem(). Local access is always granted.
@@ -298,6 +305,15 @@ struct urpc_tp_ops {
 
 	/* Wait until the NIC is done reading every datagram sent so far. */
 	void (*tx_flush)(struct urpc_tp *tp);
+
+	/*
+	 * Send one datagram, the @len bytes at @buf, to @peer now: tx_burst()
+	 * of one entry without building it (URPC_TP_CAP_TX_NOW; the default
+	 * returns -ENOTSUP). 0 once the bytes are copied (or lost, as a lossy
+	 * wire loses them; never back-pressure), or -EMSGSIZE (@len above
+	 * tp->mtu) or -EINVAL (no peer), sending nothing.
+	 */
+	int (*tx_now)(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *buf, uint32_t len);
 
 	/*
 	 * Receive up to @n datagrams. Returns the count (0 when nothing came or

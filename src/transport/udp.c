@@ -457,6 +457,7 @@ const struct urpc_tp_ops urpc__tp_udp_ops = {
 	.ep_host = udp_ep_host,
 	.tx_burst = urpc__udp_tx_burst,
 	.tx_flush = udp_tx_flush,
+	.tx_now = urpc__tp_default_tx_now,
 	.reg_mem = urpc__udp_os_reg_mem,
 	.dereg_mem = urpc__udp_os_dereg_mem,
 	.post_read = urpc__udp_os_post_read,

@@ -505,6 +505,7 @@ static const struct urpc_tp_ops verbs_ops = {
 	.ep_host = urpc__tp_default_ep_host,
 	.tx_burst = urpc__verbs_ud_tx_burst,
 	.tx_flush = urpc__verbs_ud_tx_flush,
+	.tx_now = urpc__tp_default_tx_now,
 	.rx_burst = verbs_rx_burst,
 	.rx_release = urpc__verbs_ud_rx_release,
 	.reg_mem = verbs_reg_mem,

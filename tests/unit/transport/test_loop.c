@@ -5,11 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "transport/tp_default.h"
 #include "transport/transport.h"
 
 struct pair {
 	struct urpc_tp *a, *b;
 	struct urpc_tp_peer *a2b;
+	bool now; /* run() sends with tx_now(), one datagram at a time */
 };
 
 static void pair_open(struct pair *p, uint64_t seed, const struct urpc_loop_faults *f)
@@ -21,6 +23,7 @@ static void pair_open(struct pair *p, uint64_t seed, const struct urpc_loop_faul
 	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_LOOP);
 	cfg.seed = seed;
 	cfg.hp_flags = URPC_HP_FORCE_4K; /* these rings are small */
+	p->now = false;
 	cr_assert_eq(urpc__tp_create(&cfg, &p->a), 0);
 	cr_assert_eq(urpc__tp_create(&cfg, &p->b), 0);
 	n = p->b->ops->get_endpoint(p->b, ep);
@@ -56,7 +59,11 @@ static unsigned run(struct pair *p, unsigned n, uint32_t *order, unsigned cap)
 			seq[i] = sent + i;
 			tx[i] = (struct urpc_tp_tx){.peer = p->a2b, .hdr = &seq[i], .hdr_len = 4};
 		}
-		cr_assert_eq(p->a->ops->tx_burst(p->a, tx, burst), (int)burst);
+		if (p->now)
+			for (i = 0; i < burst; i++)
+				cr_assert_eq(p->a->ops->tx_now(p->a, p->a2b, &seq[i], 4), 0);
+		else
+			cr_assert_eq(p->a->ops->tx_burst(p->a, tx, burst), (int)burst);
 		sent += burst;
 		for (round = 0; round < 4; round++) {
 			p->a->ops->rx_burst(p->a, rx, 0);
@@ -200,6 +207,69 @@ Test(loop, same_seed_same_run)
 	pair_close(&p);
 	cr_assert(g3 != g1 || memcmp(order1, order2, g1 * sizeof(uint32_t)) != 0,
 		  "another seed should differ");
+}
+
+Test(loop, tx_now_sends_at_once_and_refuses_what_tx_burst_refuses)
+{
+	uint8_t big[4097] = {0}, dgram[72];
+	struct urpc_tp_rx rx[8];
+	struct urpc_loop_faults f = {.drop = 1};
+	struct pair p;
+	unsigned i;
+
+	pair_open(&p, 6, NULL);
+	cr_assert(p.a->caps & URPC_TP_CAP_TX_NOW, "loop sends at once outside the simulator");
+	for (i = 0; i < sizeof(dgram); i++)
+		dgram[i] = (uint8_t)(i * 7 + 1);
+	cr_assert_eq(p.a->ops->tx_now(p.a, p.a2b, dgram, sizeof(dgram)), 0);
+	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 8), 1, "visible at the receiver's next poll");
+	cr_assert_eq(rx[0].len, sizeof(dgram));
+	cr_assert_eq(memcmp(rx[0].buf, dgram, sizeof(dgram)), 0, "the bytes as sent");
+	p.b->ops->rx_release(p.b, rx, 1);
+	cr_assert_eq(p.a->stats.tx_pkts, 1);
+	cr_assert_eq(p.a->stats.tx_bytes, sizeof(dgram));
+
+	/* What tx_burst() refuses, refused the same way, nothing sent. */
+	cr_assert_eq(p.a->ops->tx_now(p.a, p.a2b, big, p.a->mtu + 1), -EMSGSIZE);
+	cr_assert_eq(p.a->ops->tx_now(p.a, NULL, dgram, 4), -EINVAL);
+	cr_assert_eq(p.a->ops->tx_now(p.a, p.a2b, big, p.a->mtu), 0, "the MTU itself fits");
+	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 8), 1);
+	cr_assert_eq(rx[0].len, p.a->mtu);
+	p.b->ops->rx_release(p.b, rx, 1);
+	cr_assert_eq(p.a->stats.tx_pkts, 2);
+
+	/* A full ring loses the datagram, counted at the receiver. */
+	for (i = 0; i <= p.b->rq_depth; i++)
+		cr_assert_eq(p.a->ops->tx_now(p.a, p.a2b, dgram, 8), 0, "never back-pressure");
+	p.b->ops->rx_burst(p.b, rx, 0);
+	cr_assert_eq(p.b->stats.rx_drop_ring_full, 1);
+
+	/* The switches apply. */
+	cr_assert_eq(urpc__loop_set_faults(p.a, &f), 0);
+	cr_assert_eq(p.a->ops->tx_now(p.a, p.a2b, dgram, 8), 0);
+	cr_assert_eq(p.a->stats.tx_dropped, 1);
+	pair_close(&p);
+	cr_assert_eq(urpc__tp_default_tx_now(NULL, NULL, dgram, 8), -ENOTSUP);
+}
+
+Test(loop, tx_now_and_tx_burst_meet_the_same_faults)
+{
+	struct urpc_loop_faults f = {.drop = 0.05, .dup = 0.05, .reorder = 4};
+	struct pair p;
+	unsigned g1, g2;
+
+	pair_open(&p, 77, &f);
+	g1 = run(&p, 5000, order1, 12000);
+	pair_close(&p);
+	pair_open(&p, 77, &f);
+	p.now = true;
+	g2 = run(&p, 5000, order2, 12000);
+	cr_assert_gt(p.a->stats.tx_dropped, 0);
+	cr_assert_gt(p.a->stats.tx_duplicated, 0);
+	pair_close(&p);
+	cr_assert_eq(g1, g2);
+	cr_assert(memcmp(order1, order2, g1 * sizeof(uint32_t)) == 0,
+		  "one datagram at a time or in bursts, a seed gives the same arrivals");
 }
 
 Test(loop, bad_fault_settings)
