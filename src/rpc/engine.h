@@ -436,6 +436,7 @@ struct urpc_rpc {
 	uint64_t src_key;
 	unsigned ntx;
 	bool tx_now;	   /* the transport sends each datagram at once (URPC_TP_CAP_TX_NOW) */
+	bool rx_reclaim;   /* rx_burst() takes back the last burst (URPC_TP_CAP_RX_RECLAIM) */
 	uint64_t tx_epoch; /* advances each time the TX batch empties */
 	struct urpc_os_op os[URPC_OS_OPS];
 	uint16_t os_free; /* free list of os[], URPC_OS_NIL at the end */

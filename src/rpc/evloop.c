@@ -187,7 +187,8 @@ static unsigned loop_once(struct urpc_rpc *rpc)
 		work += (unsigned)n;
 		for (i = 0; i < n; i++)
 			urpc__evloop_rx(rpc, rx[i].buf, rx[i].len);
-		rpc->tp->ops->rx_release(rpc->tp, rx, (unsigned)n);
+		if (!rpc->rx_reclaim)
+			rpc->tp->ops->rx_release(rpc->tp, rx, (unsigned)n);
 	}
 	if (unlikely(rpc->tp->ctl_pending))
 		urpc__session_tp_ctl(rpc);

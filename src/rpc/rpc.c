@@ -130,6 +130,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	urpc__tp_cfg_init(&cfg, o->transport);
 	cfg.host = urpc__nexus_host(nx);
 	cfg.seed = seed;
+	cfg.rx_reclaim = true; /* the event loop is done with a burst before the next */
 	cfg.device = o->device;
 	cfg.near_pci = o->near_pci;
 	if (!cfg.near_pci && o->cuda_device >= 0 &&
@@ -159,6 +160,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	}
 	rpc->max_msg = rpc->tp->mtu - (uint32_t)sizeof(struct urpc_pkthdr);
 	rpc->tx_now = (rpc->tp->caps & URPC_TP_CAP_TX_NOW) != 0;
+	rpc->rx_reclaim = (rpc->tp->caps & URPC_TP_CAP_RX_RECLAIM) != 0;
 	/* The Rpc's to keep (and to derive, urpc__session_rtt_sample()): every transport. */
 	rpc->tp->one_sided_timeout_ns = (uint64_t)cfg.one_sided_timeout_ms * 1000000;
 	for (i = 0; i < URPC_OS_OPS; i++)

@@ -115,7 +115,8 @@ static int loop_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	}
 	ep->ring_base = ep->ring.addr;
 	ep->cells = calloc(cfg->rq_depth, sizeof(*ep->cells));
-	ep->dues = calloc(cfg->rq_depth, sizeof(*ep->dues));
+	/* read[] shares dues[]' allocation (freed with it): both are per slot. */
+	ep->dues = calloc(cfg->rq_depth, sizeof(*ep->dues) + sizeof(*ep->read));
 	ep->held_buf = malloc((size_t)LOOP_MAX_REORDER * mtu);
 	if (!ep->cells || !ep->dues || !ep->held_buf) {
 		URPC_ERR(cfg->id, "loop: out of memory for the ring's bookkeeping");
@@ -124,7 +125,13 @@ static int loop_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	}
 	/* Cell i is free for the producer of position i (published by the registry's lock). */
 	for (i = 0; i < cfg->rq_depth; i++)
-		ep->cells[i].seq = i;
+		ep->cells[i].seq = i; /* published at position i once it reads i + 1 */
+	if (ep->dues) {
+		ep->read = (uint32_t *)(void *)(ep->dues + cfg->rq_depth);
+		for (i = 0; i < cfg->rq_depth; i++)
+			ep->read[i] = i - 1; /* not read at position i */
+	}
+	ep->rx_limit = cfg->rq_depth; /* every slot free */
 	for (i = 0; i < LOOP_INCOMING; i++)
 		ep->incoming[i].seq = i;
 	for (i = 0; i < LOOP_MAX_OPS; i++) {
@@ -136,8 +143,14 @@ static int loop_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	pthread_mutex_lock(&registry_lock);
 	ep->faults_on = net_on;
 	ep->net = net_on ? &net : NULL;
-	/* The simulator drives the batch path, the one udp and verbs take. */
+	/*
+	 * The simulator drives the batch path and explicit release, as udp
+	 * and verbs have them.
+	 */
+	ep->reclaim = cfg->rx_reclaim && !net_on;
 	ep->base.caps = net_on ? 0 : URPC_TP_CAP_TX_NOW;
+	if (ep->reclaim)
+		ep->base.caps |= URPC_TP_CAP_RX_RECLAIM;
 	ep->ep_id = next_id++;
 	ep->next = registry;
 	registry = ep;
@@ -273,8 +286,8 @@ static void loop_release_peer(struct urpc_tp *tp, struct urpc_tp_peer *peer)
 
 /*
  * Put one datagram, @a then @b, into @to's ring (whose cells, slots, mask
- * and mtu the caller read), or drop it when the ring is full: claim the
- * cell at position *@pos, copy into its slot, publish it. *@pos is a guess
+ * and mtu the caller read), or drop it when the ring is full: claim
+ * position *@pos, copy into its slot, publish its cell. *@pos is a guess
  * at the tail (the position after the sender's last claim on @to saves
  * reading it again), which the CAS checks; on return it is the next guess,
  * never ahead of the tail. Always inlined into the send loops. Thread: any
@@ -284,31 +297,26 @@ static inline __attribute__((always_inline)) void
 put(struct loop_ep *to, struct rx_cell *cells, uint8_t *base, uint32_t mask, uint32_t mtu,
     uint32_t *pos, uint32_t delay_polls, const void *a, uint32_t alen, const void *b, uint32_t blen)
 {
-	uint32_t p = *pos, seq;
+	uint32_t p = *pos;
 	struct rx_cell *c;
 
-	for (;;) {
-		c = &cells[p & mask];
-		/* Acquire pairs with the release in loop_rx_release(): the slot is ours to fill. */
-		seq = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);
-		if (likely(seq == p)) {
-			if (likely(__atomic_compare_exchange_n(&to->rx_tail, &p, p + 1, true,
-							       __ATOMIC_RELAXED, __ATOMIC_RELAXED)))
-				break;
-		} else if ((int32_t)(seq - p) < 0) {
-			/*
-			 * The oldest entry is still held: the ring is full (a
-			 * guess is never ahead of the tail, and a cell whose
-			 * position was claimed reads at least that position).
-			 */
+	do {
+		/*
+		 * Acquire pairs with the release in free_upto(): the slot's
+		 * last datagram has been read. At the limit the oldest entry
+		 * is still held: the ring is full (a guess is never ahead of
+		 * the tail, so the tail is at the limit too).
+		 */
+		if (unlikely((int32_t)(p - __atomic_load_n(&to->rx_limit, __ATOMIC_ACQUIRE)) >= 0)) {
 			__atomic_add_fetch(&to->rx_full, 1, __ATOMIC_RELAXED);
 			*pos = p;
 			return;
-		} else {
-			p = __atomic_load_n(&to->rx_tail, __ATOMIC_RELAXED);
 		}
-	}
+		/* A failed CAS reads the tail into p: try again from there. */
+	} while (unlikely(!__atomic_compare_exchange_n(&to->rx_tail, &p, p + 1, true,
+						       __ATOMIC_RELAXED, __ATOMIC_RELAXED)));
 	*pos = p + 1;
+	c = &cells[p & mask];
 	urpc__copy(base + (size_t)(p & mask) * mtu, a, alen);
 	if (unlikely(blen))
 		memcpy(base + (size_t)(p & mask) * mtu + alen, b, blen);
@@ -524,8 +532,20 @@ static URPC_COLD void fold_ring_full(struct loop_ep *ep)
 }
 
 /*
- * Lend up to @n due datagrams from the ring; also serves peers' one-sided
- * requests and releases reorder-held datagrams. Thread: @tp's owner. Datapath.
+ * Give every slot before position @pos back to senders: the datagrams in
+ * them have been read. Thread: @ep's owner.
+ */
+static inline void free_upto(struct loop_ep *ep, uint32_t pos)
+{
+	ep->rx_free = pos;
+	/* Pairs with the acquire in put(). */
+	__atomic_store_n(&ep->rx_limit, pos + ep->rx_mask + 1, __ATOMIC_RELEASE);
+}
+
+/*
+ * Lend up to @n due datagrams from the ring; with cfg.rx_reclaim, first
+ * take back every entry lent before. Also serves peers' one-sided requests
+ * and releases reorder-held datagrams. Thread: @tp's owner. Datapath.
  */
 static int loop_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n)
 {
@@ -549,11 +569,13 @@ static int loop_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n
 	mask = ep->rx_mask;
 	mtu = ep->mtu;
 	pos = ep->rx_head;
+	if (ep->reclaim && ep->rx_free != pos)
+		free_upto(ep, pos);
 	while (got < n) {
 		struct rx_cell *c = &cells[pos & mask];
 		uint32_t len;
 
-		/* Acquire pairs with the release in deliver(). */
+		/* Acquire pairs with the release in put(). */
 		if (__atomic_load_n(&c->seq, __ATOMIC_ACQUIRE) != pos + 1)
 			break;
 		len = c->len;
@@ -576,24 +598,31 @@ static int loop_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n
 }
 
 /*
- * Take back @n lent ring entries (ring_idx is the entry's position): each
- * cell's next sequence frees its slot for senders. Entries are reused in
- * ring order, so one held long holds back the reuse of those after it.
- * Thread: @tp's owner. Datapath.
+ * Take back @n lent ring entries (ring_idx is the entry's position), in
+ * any order: each is marked read, and the slots up to the first entry still
+ * lent go back to senders. Entries are reused in ring order, so one held
+ * long holds back the reuse of those after it. With cfg.rx_reclaim it does
+ * nothing: the next rx_burst() takes them back. An entry not lent now is
+ * ignored. Thread: @tp's owner. Datapath.
  */
 static void loop_rx_release(struct urpc_tp *tp, const struct urpc_tp_rx *pkts, unsigned n)
 {
 	struct loop_ep *ep = to_ep(tp);
-	struct rx_cell *cells = ep->cells;
-	uint32_t mask = ep->rx_mask;
+	uint32_t mask = ep->rx_mask, lent = ep->rx_head - ep->rx_free, f;
 	unsigned i;
 
+	if (ep->reclaim)
+		return;
 	for (i = 0; i < n; i++) {
 		uint32_t pos = pkts[i].ring_idx;
 
-		/* Pairs with the acquire in deliver(). */
-		__atomic_store_n(&cells[pos & mask].seq, pos + mask + 1, __ATOMIC_RELEASE);
+		if (pos - ep->rx_free < lent)
+			ep->read[pos & mask] = pos;
 	}
+	for (f = ep->rx_free; f != ep->rx_head && ep->read[f & mask] == f; f++)
+		;
+	if (f != ep->rx_free)
+		free_upto(ep, f);
 }
 
 /*

@@ -141,6 +141,7 @@ struct loop_ep {
 	uint8_t *ring_base URPC_CACHE_ALIGNED; /* rq_depth slots of mtu bytes */
 	struct rx_cell *cells;		       /* rq_depth */
 	uint64_t *dues;			       /* rq_depth: visible once polls reaches it */
+	uint32_t *read;			       /* rq_depth, owner only: position last released */
 	uint32_t rx_mask;		       /* rq_depth - 1 */
 	uint32_t mtu;
 	const struct urpc_loop_net *net; /* the simulated network, or NULL (set at create) */
@@ -150,6 +151,9 @@ struct loop_ep {
 
 	/* Consumer side: written by the owner only. */
 	uint32_t rx_head URPC_CACHE_ALIGNED;
+	uint32_t rx_free;  /* slots before this position are free for senders */
+	uint32_t rx_limit; /* atomic, read by senders: rx_free + rq_depth */
+	bool reclaim;	   /* cfg.rx_reclaim: rx_burst() takes back what it lent before */
 	uint32_t in_head;
 	uint32_t comp_head;
 	uint64_t polls; /* atomic: read by senders' delay switch */

@@ -60,6 +60,13 @@ extern "C" {
  * udp and verbs take).
  */
 #define URPC_TP_CAP_TX_NOW 0x20u
+/*
+ * The endpoint honours cfg.rx_reclaim: each rx_burst() first takes back
+ * every entry lent before, and rx_release() does nothing (loop, except
+ * under the simulated network, which keeps explicit release as udp and
+ * verbs have it).
+ */
+#define URPC_TP_CAP_RX_RECLAIM 0x40u
 
 /*
  * Access flags for reg_mem(). Local access is always granted.
@@ -107,6 +114,13 @@ struct urpc_tp_cfg {
 	long id;		       /* id used in log lines; -1 for none */
 	unsigned hp_flags;	       /* URPC_HP_* flags for the receive ring's memory */
 	uint32_t one_sided_timeout_ms; /* fail a READ/WRITE after this; default 1000 */
+	/*
+	 * Entries lent by rx_burst() stay valid until the next rx_burst(),
+	 * which takes them back: the caller never calls rx_release(). Only
+	 * where the endpoint reports URPC_TP_CAP_RX_RECLAIM; elsewhere the
+	 * caller releases as usual. Default false.
+	 */
+	bool rx_reclaim;
 };
 
 /* A datagram to send: a header and a payload, sent back to back. */
@@ -318,7 +332,8 @@ struct urpc_tp_ops {
 	/*
 	 * Receive up to @n datagrams. Returns the count (0 when nothing came or
 	 * every ring entry is held). Each entry is lent to the caller until
-	 * rx_release(); at most rq_depth are held at once. Datagrams that
+	 * rx_release() (with URPC_TP_CAP_RX_RECLAIM: until the next
+	 * rx_burst()); at most rq_depth are held at once. Datagrams that
 	 * arrive while the ring is full may be lost (counted in
 	 * rx_drop_ring_full; loop reuses entries in ring order, so there an
 	 * entry held long fills the ring once rq_depth - 1 came after it).
@@ -326,7 +341,10 @@ struct urpc_tp_ops {
 	 */
 	int (*rx_burst)(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n);
 
-	/* Hand @n received entries back to the ring (in any order). */
+	/*
+	 * Hand @n received entries back to the ring (in any order); nothing
+	 * with URPC_TP_CAP_RX_RECLAIM.
+	 */
 	void (*rx_release)(struct urpc_tp *tp, const struct urpc_tp_rx *pkts, unsigned n);
 
 	/*

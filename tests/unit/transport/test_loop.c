@@ -14,7 +14,8 @@ struct pair {
 	bool now; /* run() sends with tx_now(), one datagram at a time */
 };
 
-static void pair_open(struct pair *p, uint64_t seed, const struct urpc_loop_faults *f)
+static void pair_open_cfg(struct pair *p, uint64_t seed, const struct urpc_loop_faults *f,
+			  bool reclaim)
 {
 	struct urpc_tp_cfg cfg;
 	uint8_t ep[URPC_TP_EP_MAX];
@@ -23,6 +24,7 @@ static void pair_open(struct pair *p, uint64_t seed, const struct urpc_loop_faul
 	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_LOOP);
 	cfg.seed = seed;
 	cfg.hp_flags = URPC_HP_FORCE_4K; /* these rings are small */
+	cfg.rx_reclaim = reclaim;
 	p->now = false;
 	cr_assert_eq(urpc__tp_create(&cfg, &p->a), 0);
 	cr_assert_eq(urpc__tp_create(&cfg, &p->b), 0);
@@ -30,6 +32,11 @@ static void pair_open(struct pair *p, uint64_t seed, const struct urpc_loop_faul
 	cr_assert_eq(p->a->ops->resolve_peer(p->a, ep, n, &p->a2b), 0);
 	if (f)
 		cr_assert_eq(urpc__loop_set_faults(p->a, f), 0);
+}
+
+static void pair_open(struct pair *p, uint64_t seed, const struct urpc_loop_faults *f)
+{
+	pair_open_cfg(p, seed, f, false);
 }
 
 static void pair_close(struct pair *p)
@@ -270,6 +277,95 @@ Test(loop, tx_now_and_tx_burst_meet_the_same_faults)
 	cr_assert_eq(g1, g2);
 	cr_assert(memcmp(order1, order2, g1 * sizeof(uint32_t)) == 0,
 		  "one datagram at a time or in bursts, a seed gives the same arrivals");
+}
+
+/* Send @n 8-byte datagrams A -> B, each @tag then its index. */
+static void send_tagged(struct pair *p, uint32_t tag, unsigned n)
+{
+	uint32_t d[2] = {tag, 0};
+
+	for (d[1] = 0; d[1] < n; d[1]++)
+		cr_assert_eq(p->a->ops->tx_now(p->a, p->a2b, d, sizeof(d)), 0);
+}
+
+Test(loop, rx_reclaim_lends_a_burst_until_the_next)
+{
+	struct urpc_tp_rx *rx;
+	uint32_t d[2];
+	unsigned q, i;
+	struct pair p;
+	int n;
+
+	pair_open_cfg(&p, 7, NULL, true);
+	q = p.b->rq_depth;
+	rx = calloc(q, sizeof(*rx));
+	cr_assert_not_null(rx);
+	cr_assert(p.b->caps & URPC_TP_CAP_RX_RECLAIM);
+
+	/* Half the ring lent: the other half takes what comes, the lent half stays as it was. */
+	send_tagged(&p, 1, q / 2);
+	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, q), (int)(q / 2));
+	send_tagged(&p, 2, q);
+	for (i = 0; i < q / 2; i++) {
+		memcpy(d, rx[i].buf, sizeof(d));
+		cr_assert(d[0] == 1 && d[1] == i, "lent entry %u overwritten", i);
+	}
+	p.b->ops->rx_release(p.b, rx, q / 2); /* does nothing: still lent */
+	send_tagged(&p, 3, 1);
+	/* The next burst takes the first half back: the half that fitted arrives. */
+	n = p.b->ops->rx_burst(p.b, rx, q);
+	cr_assert_eq(n, (int)(q / 2));
+	cr_assert_eq(p.b->stats.rx_drop_ring_full, q / 2 + 1, "the rest was lost on a full ring");
+	for (i = 0; i < (unsigned)n; i++) {
+		memcpy(d, rx[i].buf, sizeof(d));
+		cr_assert(d[0] == 2 && d[1] == i);
+	}
+	/* Now the whole ring is free but for that burst: it takes q / 2 more, in order. */
+	send_tagged(&p, 4, q);
+	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, q), (int)(q / 2));
+	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, q), 0);
+	send_tagged(&p, 5, q);
+	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, q), (int)q, "every slot back");
+	pair_close(&p);
+	free(rx);
+}
+
+Test(loop, release_in_any_order_frees_slots_in_ring_order)
+{
+	struct urpc_tp_rx rx[4], one, bogus;
+	struct urpc_tp_rx *all;
+	unsigned q;
+	struct pair p;
+
+	pair_open(&p, 8, NULL);
+	q = p.b->rq_depth;
+	all = calloc(q, sizeof(*all));
+	cr_assert_not_null(all);
+	cr_assert_not(p.b->caps & URPC_TP_CAP_RX_RECLAIM);
+	send_tagged(&p, 1, 4);
+	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 4), 4);
+	one = rx[0];
+	p.b->ops->rx_release(p.b, rx + 1, 3); /* all but the oldest */
+	bogus = rx[1];
+	bogus.ring_idx += q; /* never lent: ignored */
+	p.b->ops->rx_release(p.b, &bogus, 1);
+	p.b->ops->rx_release(p.b, rx + 1, 1); /* released twice: harmless */
+	/* The oldest holds back the slots after it: q - 4 more fit, then the ring is full. */
+	send_tagged(&p, 2, q - 4 + 1);
+	p.b->ops->rx_burst(p.b, all, 0);
+	cr_assert_eq(p.b->stats.rx_drop_ring_full, 1);
+	cr_assert_eq(p.b->ops->rx_burst(p.b, all, q), (int)(q - 4));
+	p.b->ops->rx_release(p.b, all, q - 4);
+	send_tagged(&p, 3, 1);
+	p.b->ops->rx_burst(p.b, all, 0);
+	cr_assert_eq(p.b->stats.rx_drop_ring_full, 2, "still full behind the oldest");
+	/* Its release frees every slot at once: the whole ring takes datagrams again. */
+	p.b->ops->rx_release(p.b, &one, 1);
+	send_tagged(&p, 4, q);
+	cr_assert_eq(p.b->ops->rx_burst(p.b, all, q), (int)q);
+	cr_assert_eq(p.b->stats.rx_drop_ring_full, 2);
+	pair_close(&p);
+	free(all);
 }
 
 Test(loop, bad_fault_settings)
