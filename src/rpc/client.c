@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The client's side of the datapath (client.h). Owns client slots, the wait
- * queue, credits and the busy bitmap; a request's continuation runs from
+ * queue, the free mask (the session's credits) and the busy bitmap; a request's continuation runs from
  * complete(), urpc__cli_fail_all() or an orphaned operation, exactly once.
  * May call: large.h (descriptors, grants, operations, orphans), msgbuf.h
  * (GPU staging), tx.h, the transport's post_read and tx_flush. Nothing here
@@ -108,7 +108,6 @@ static inline URPC_ALWAYS_INLINE uint64_t slot_take(struct urpc_rpc *rpc, struct
 	if (s->cli.free_mask == (1u << URPC_SESSION_SLOTS) - 1)
 		urpc__cli_mark_busy(rpc, s);
 	s->cli.free_mask &= ~(1u << i);
-	s->cli.credits--;
 	sl->cur_req_num = req_num;
 	sl->req = req;
 	sl->resp = resp;
@@ -222,8 +221,8 @@ static __attribute__((noinline)) int enqueue(struct urpc_rpc *rpc, int session, 
 		deadline = rpc->now + (uint64_t)timeout_ms * 1000000;
 	}
 	/*
-	 * One test for the common case: connected, a free slot (a credit with
-	 * it: credits count the free slots) and nobody waiting ahead.
+	 * One test for the common case: connected, a free slot (its credit)
+	 * and nobody waiting ahead.
 	 */
 	if (likely(s->state == URPC_SESS_CONNECTED && s->cli.free_mask &&
 		   s->cli.wq_head == s->cli.wq_tail)) {
@@ -287,9 +286,9 @@ URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_typ
 	req->priv_sess = (uint32_t)session;
 	resp->priv_sess = (uint32_t)session;
 	req_num = slot_take(rpc, s, i, false, req, resp, cont, tag, 0);
+	sl->tx_ns = rpc->in_loop ? rpc->now : 0; /* 0: stamped by the next scan */
 	urpc__tx_put(rpc, s->peer, small_hdr(s, req_type, req, req_num), (uint32_t)req->data_size,
 		     req->priv_lkey);
-	sl->tx_ns = rpc->in_loop ? rpc->now : 0; /* 0: stamped by the next scan */
 	return 0;
 
 full:
@@ -316,11 +315,9 @@ static inline URPC_ALWAYS_INLINE void complete(struct urpc_rpc *rpc, struct urpc
 	}
 	if (unlikely(sl->grant.key))
 		urpc__grant_revoke(rpc, &sl->grant); /* the server no longer reads the request */
+	/* A FREE slot's req and resp are stale: nothing reads them (urpc__mb_is_lent()). */
 	urpc__cli_set(rpc, sl, URPC_CLI_FREE);
-	sl->req = NULL;
-	sl->resp = NULL;
 	s->cli.free_mask |= 1u << i;
-	s->cli.credits++;
 	if (s->cli.wq_head != s->cli.wq_tail && s->state == URPC_SESS_CONNECTED)
 		urpc__cli_kick(rpc, s);
 	urpc__run_cont(rpc, cont, tag, status, resp);
@@ -352,7 +349,6 @@ void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status
 			 */
 			urpc__os_orphan_client(rpc, sl, status);
 			s->cli.free_mask |= 1u << i;
-			s->cli.credits++;
 			continue;
 		}
 		if (unlikely(sl->large_req && sl->state == URPC_CLI_SENT &&
@@ -371,7 +367,6 @@ void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status
 		sl->req = NULL;
 		sl->resp = NULL;
 		s->cli.free_mask |= 1u << i;
-		s->cli.credits++;
 		urpc__run_cont(rpc, cont, sl->tag, status, resp);
 		if (rpc->sessions[num] != s)
 			return;

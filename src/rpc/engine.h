@@ -326,8 +326,8 @@ struct urpc_cli_half {
 	uint32_t pend_prev, pend_next; /* session number + 1; 0: none */
 	/* datapath */
 	struct urpc_rtt rtt; /* the first retransmission timeout of a request */
-	uint32_t credits;
-	uint32_t free_mask; /* bit i set: slot i is FREE */
+	uint32_t
+		free_mask; /* bit i set: slot i is FREE; the free slots are the session's credits */
 	uint32_t wq_head, wq_tail;
 	struct urpc_cslot slots[URPC_SESSION_SLOTS];
 	struct urpc_waiting_req waitq[URPC_SESSION_WAITQ];

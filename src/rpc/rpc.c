@@ -427,8 +427,9 @@ static int check_client(const struct urpc_rpc *rpc, const struct urpc_session *s
 			 c->wq_tail - c->wq_head, URPC_SESSION_WAITQ);
 		return -EFAULT;
 	}
-	if (busy + c->credits != URPC_SESSION_SLOTS) {
-		snprintf(why, n, "session %u: %u slots busy but %u credits", i, busy, c->credits);
+	if (c->free_mask >> URPC_SESSION_SLOTS) {
+		snprintf(why, n, "session %u: free mask 0x%x names slots beyond %u", i,
+			 c->free_mask, URPC_SESSION_SLOTS);
 		return -EFAULT;
 	}
 	if (urpc__cli_busy(s) && !(rpc->busy_map[i >> 6] & (1ull << (i & 63)))) {
@@ -470,7 +471,7 @@ static int check_server(const struct urpc_session *s, uint32_t i, uint64_t *gran
 
 /*
  * The engine's own bookkeeping, checked against itself (tests/sim after
- * every step): slot masks against slot states, credits, the busy bitmap, deferred
+ * every step): slot masks against slot states, the busy bitmap, deferred
  * counts against server slots, the one-sided table against its free list,
  * the session count, grants (live exactly while a slot needs them). Writes the first inconsistency to @why and returns
  * -EFAULT; else 0 with *@pending_conts set to the continuations the engine

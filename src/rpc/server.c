@@ -110,9 +110,7 @@ server_run_handler(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_ssl
 {
 	urpc__srv_set(rpc, sl, URPC_SRV_IN_HANDLER);
 	sl->resp_mb.data_size = 0;
-	sl->h.rpc = rpc;
-	sl->h.sess = s;
-	sl->h.data = data;
+	sl->h.data = data; /* h.rpc and h.sess are the slot's own: server_slot_buf() */
 	sl->h.len = len;
 	sl->h.req_type = req_type;
 	s->srv.deferred++;
@@ -192,7 +190,8 @@ out_drop:
  * request is dropped without taking the slot, and the client's
  * retransmission tries again. Cold: once per slot.
  */
-static URPC_COLD bool server_slot_buf(struct urpc_rpc *rpc, struct urpc_sslot *sl)
+static URPC_COLD bool server_slot_buf(struct urpc_rpc *rpc, struct urpc_session *s,
+				      struct urpc_sslot *sl)
 {
 	int ret = urpc__pool_alloc(rpc->pool, rpc->max_msg, &sl->resp_mb);
 
@@ -213,6 +212,9 @@ static URPC_COLD bool server_slot_buf(struct urpc_rpc *rpc, struct urpc_sslot *s
 	sl->resp_mb.max_data_size = rpc->max_msg;
 	/* The library's for good: urpc_msgbuf_free() refuses it. */
 	sl->resp_mb.priv_sess = URPC_MB_SESS_LIBRARY;
+	/* What a handler's handle names never changes: set once, not per request. */
+	sl->h.rpc = rpc;
+	sl->h.sess = s;
 	rpc->st.resp_bufs++;
 	return true;
 }
@@ -251,7 +253,7 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		rpc->st.drop_stale++;
 		return;
 	}
-	if (unlikely(!sl->resp_mb.buf) && !server_slot_buf(rpc, sl))
+	if (unlikely(!sl->resp_mb.buf) && !server_slot_buf(rpc, s, sl))
 		return;
 	if (unlikely(sl->resp_epoch == rpc->tx_epoch || sl->resent || sl->large))
 		server_retire_resp(rpc, sl);
@@ -487,9 +489,9 @@ URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *re
 	rpc->srv_deferred--;
 	hdr = urpc__mb_hdr(resp);
 	urpc__pkthdr_from(hdr, &s->tx_hdr, h->req_type, (uint32_t)resp->data_size, sl->cur_req_num);
-	sl->resp_epoch = urpc__tx_put(rpc, s->peer, hdr, (uint32_t)resp->data_size, resp->priv_lkey)
-				 ? rpc->tx_epoch
-				 : 0;
+	/* urpc__tx_put() leaves the epoch as it is: it never flushes. */
+	sl->resp_epoch = rpc->tx_now ? 0 : rpc->tx_epoch;
+	urpc__tx_put(rpc, s->peer, hdr, (uint32_t)resp->data_size, resp->priv_lkey);
 	return 0;
 
 full:

@@ -55,11 +55,6 @@ void urpc__tx_flush(struct urpc_rpc *rpc)
 	flush_rest(rpc, n);
 }
 
-URPC_COLD void urpc__tx_now_failed(struct urpc_rpc *rpc, int err)
-{
-	URPC_ERR_RATELIMIT(rpc->id, "tx_now failed, datagram dropped: %s", urpc_strerror(err));
-}
-
 void urpc__tx_forget(struct urpc_rpc *rpc, const void *hdr, const struct urpc_tp_peer *peer)
 {
 	unsigned i, n = 0;

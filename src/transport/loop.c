@@ -205,6 +205,8 @@ static int loop_destroy(struct urpc_tp *tp)
 	 * sees dead and fails itself (the tag's CAS picks one if both try).
 	 */
 	__atomic_store_n(&ep->dead, true, __ATOMIC_SEQ_CST);
+	/* Senders find the ring full from now on: what they send vanishes (loop_tx_now()). */
+	__atomic_store_n(&ep->rx_limit, ep->rx_free, __ATOMIC_RELEASE);
 	urpc__loop_os_fail_incoming(ep);
 	release_all_peers(ep);
 	urpc__loop_ep_put(ep);
@@ -307,7 +309,8 @@ put(struct loop_ep *to, struct rx_cell *cells, uint8_t *base, uint32_t mask, uin
 		 * is still held: the ring is full (a guess is never ahead of
 		 * the tail, so the tail is at the limit too).
 		 */
-		if (unlikely((int32_t)(p - __atomic_load_n(&to->rx_limit, __ATOMIC_ACQUIRE)) >= 0)) {
+		if (unlikely((int32_t)(p - __atomic_load_n(&to->rx_limit, __ATOMIC_ACQUIRE)) >=
+			     0)) {
 			__atomic_add_fetch(&to->rx_full, 1, __ATOMIC_RELAXED);
 			*pos = p;
 			return;
@@ -489,10 +492,11 @@ static __attribute__((noinline)) int tx_now_slow(struct loop_ep *ep, struct urpc
 {
 	const struct urpc_tp_tx t = {.peer = peer, .hdr = buf, .hdr_len = len};
 
-	if (!peer)
-		return -EINVAL;
-	if (len > ep->base.mtu)
-		return -EMSGSIZE;
+	if (!peer || len > ep->base.mtu) {
+		URPC_ERR_RATELIMIT(ep->base.id, "tx_now of %u bytes refused: %s", len,
+				   peer ? "longer than the MTU" : "no peer");
+		return peer ? -EMSGSIZE : -EINVAL;
+	}
 	ep->base.stats.tx_bytes += len;
 	ep->base.stats.tx_pkts++;
 	send_faulty(ep, &t);
@@ -514,9 +518,9 @@ static int loop_tx_now(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void
 	tp->stats.tx_bytes += len;
 	tp->stats.tx_pkts++;
 	to = peer->ep;
+	/* A dead endpoint's ring reads full (loop_destroy()): no test of dead here. */
 	pos = __atomic_load_n(&to->rx_tail, __ATOMIC_RELAXED);
-	if (likely(!__atomic_load_n(&to->dead, __ATOMIC_RELAXED)))
-		put(to, to->cells, to->ring_base, to->rx_mask, to->mtu, &pos, 0, buf, len, NULL, 0);
+	put(to, to->cells, to->ring_base, to->rx_mask, to->mtu, &pos, 0, buf, len, NULL, 0);
 	return 0;
 }
 
