@@ -3,8 +3,9 @@
  * The loop transport's private types and constants, the floor of its
  * ladder (each file includes only the headers below it, and calls only
  * down):
- *   loop.c     create/destroy, peers, datagrams, fault switches, the
+ *   loop.c     create/destroy, peers, the fault switches' settings, the
  *              simulated network and the ops table;
+ *   loop_dgram.c  datagrams: the receive ring and the fault switches' path;
  *   loop_os.c  one-sided operations, registrations (on sw_mr.c) and an
  *              endpoint's last reference (loop_os.h);
  *   loop_int.h these types. Only src/transport/loop*.c include this header.

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The loop transport's one-sided operations, registrations and the last
- * reference of an endpoint (loop_os.c), for loop.c. Calls only sw_mr.h.
+ * reference of an endpoint (loop_os.c), for loop.c and loop_dgram.c.
+ * Calls only sw_mr.h.
  */
 #ifndef URPC_TRANSPORT_LOOP_OS_H
 #define URPC_TRANSPORT_LOOP_OS_H
