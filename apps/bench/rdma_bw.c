@@ -140,7 +140,8 @@ static void usage(FILE *f)
 		"                 most 20000 operations). perftest prints MiB/s: converted\n"
 		"                 to MB/s here.\n"
 		"    Each row prints the medians over the pairs and the median of the per-\n"
-		"    pair ratios urpc/baseline, with their interquartile range and range.\n"
+		"    pair ratios urpc/baseline, with their interquartile range and range (a\n"
+		"    pair whose baseline measured nothing has no ratio; stderr says so).\n"
 		"    Before measuring, the largest size is written and read back once and\n"
 		"    compared, so the figures are of operations that move the right bytes.\n"
 		"\n"
@@ -768,9 +769,17 @@ static int measure_row(struct bw *b, size_t size, bool write, unsigned *port, FI
 			bench_server_pause(b->sv, false);
 			if (ret)
 				return ret;
-			r.bmb[r.nbase] = mb;
-			r.bops[r.nbase] = ops;
-			r.ratio[r.nbase++] = mb > 0 ? r.umb[r.n] / mb : 0;
+			if (mb > 0) {
+				r.bmb[r.nbase] = mb;
+				r.bops[r.nbase] = ops;
+				r.ratio[r.nbase++] = r.umb[r.n] / mb;
+			} else { /* seen: perftest's average 0.00 after a stalled run */
+				fprintf(stderr,
+					PROG ": %s %s, pair %u: the baseline measured nothing; "
+					     "this pair has no ratio\n",
+					write ? "write" : "read", size_str(size, sz, sizeof(sz)),
+					k + 1);
+			}
 		}
 		fprintf(stderr,
 			PROG ": %s %s, pair %u of %lu: urpc %.1f MB/s (%lu ops), %s %.1f MB/s\n",
