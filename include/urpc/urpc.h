@@ -915,7 +915,8 @@ typedef void (*urpc_rdma_cont_fn)(struct urpc_rpc *rpc, void *tag, int status);
  *                fails with -ETIMEDOUT once it has made no progress for the
  *                Rpc's one-sided timeout (urpc_rpc_opts.one_sided_timeout_ms,
  *                else derived from session-management round trips, at least
- *                1 s).
+ *                1 s; time spent waiting behind other operations for the
+ *                window does not count).
  * @return 0 (@cont will run exactly once); -EINVAL (NULL, @len 0, a range
  *         outside @local or @rbuf, a malformed rbuf: version, size,
  *         access, an rbuf whose owner is not this session's peer, no such

@@ -415,6 +415,26 @@ URPC_API int urpc_rdma_write(struct urpc_rpc *rpc, int session, struct urpc_msgb
 	return urpc_rdma_submit(rpc, session, &op, 1, timeout_ms, cont, tag);
 }
 
+uint32_t urpc__rmem_grants(const struct urpc_rpc *rpc)
+{
+	const struct urpc_rmem_tab *t = rpc->rmem;
+	uint32_t i, n = 0;
+
+	for (i = 0; t && i < t->cap; i++)
+		n += t->e[i].ent && t->e[i].g.key;
+	return n;
+}
+
+void urpc__rmem_session_gone(struct urpc_rpc *rpc, const struct urpc_session *s)
+{
+	struct urpc_rmem_tab *t = rpc->rmem;
+	uint32_t i;
+
+	for (i = 0; t && t->live && i < t->cap; i++)
+		if (t->e[i].ent && t->e[i].sess == s->local_num)
+			t->e[i].g.key = 0; /* release_peer() revokes it in the transport */
+}
+
 uint32_t urpc__rmem_live(const struct urpc_rpc *rpc)
 {
 	return rpc->rmem ? rpc->rmem->live : 0;

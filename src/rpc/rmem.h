@@ -22,6 +22,16 @@ extern "C" {
  */
 void urpc__rmem_fini(struct urpc_rpc *rpc);
 
+/*
+ * Session @s goes away: its exposures' grants die with its peer (the
+ * transport's release_peer() revokes them); the exposures stay, holding
+ * their registrations, until urpc_mem_revoke() or the Rpc's end. Cold.
+ */
+void urpc__rmem_session_gone(struct urpc_rpc *rpc, const struct urpc_session *s);
+
+/* Exposures whose grant is live (urpc__rpc_grants()). */
+uint32_t urpc__rmem_grants(const struct urpc_rpc *rpc);
+
 /* Exposures still live (tests). */
 uint32_t urpc__rmem_live(const struct urpc_rpc *rpc);
 

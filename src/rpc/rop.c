@@ -350,10 +350,16 @@ void urpc__rop_timers(struct urpc_rpc *rpc)
 	if (!t || !t->batches)
 		return;
 	for (bi = 0; bi < t->bcap; bi++) {
-		const struct urpc_rbatch *b = &t->b[bi];
+		struct urpc_rbatch *b = &t->b[bi];
 
-		if (b->cont && !b->expired && b->left && rpc->now >= b->deadline_ns)
-			batch_expire(rpc, bi);
+		if (!b->cont || b->expired || !b->left || rpc->now < b->deadline_ns)
+			continue;
+		if (b->idle_ns && !b->posted) {
+			/* Waiting for the window behind others: no stall of its own. */
+			b->deadline_ns = rpc->now + b->idle_ns;
+			continue;
+		}
+		batch_expire(rpc, bi);
 	}
 	pump(rpc);
 	urpc__rop_run_due(rpc);

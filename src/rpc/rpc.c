@@ -387,7 +387,7 @@ uint64_t urpc__rpc_grants(const struct urpc_rpc *rpc)
 				     : s->srv.slots[j].large != NULL &&
 					       s->srv.slots[j].large->grant.key != 0;
 	}
-	return n;
+	return n + urpc__rmem_grants(rpc); /* users' exposures */
 }
 
 /* urpc__rpc_check() of client session @s (number @i); adds what it owes to *@owed. */

@@ -39,7 +39,7 @@ struct urpc_session_info {
 };
 int urpc__rpc_session_info(struct urpc_rpc *rpc, int session, struct urpc_session_info *info);
 /*
- * Grants the engine's slots hold now (urpc__rpc_check() checks their
+ * Grants the engine's slots and the users' exposures hold now (urpc__rpc_check() checks their
  * states); a test that makes none of its own compares it with the
  * transport's grants_live: equal, or a grant leaked. Cold.
  */

@@ -6,7 +6,8 @@
  * each server session's srv.hnext), the list of client sessions with work
  * for the next pass (pend_head/tail, cli.on_pend and its links), and the
  * memory of every session.
- * May call: large.h (orphan a session's operations), tx.h, the pool, the
+ * May call: large.h (orphan a session's operations), rmem.h (its
+ * exposures' grants are gone), tx.h, the pool, the
  * transport's release_peer and tx_flush, the Nexus (a session's heartbeat
  * reference), util/idset.h, session_src.h (a server session's source
  * count goes with it).
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 
 #include "large.h"
+#include "rmem.h"
 #include "session_src.h"
 #include "tx.h"
 
@@ -256,6 +258,7 @@ void urpc__sess_free(struct urpc_rpc *rpc, struct urpc_session *s)
 
 	/* Before the peer goes: the transport then completes what used it. */
 	urpc__os_session_gone(rpc, s);
+	urpc__rmem_session_gone(rpc, s); /* its exposures' grants go with the peer */
 	if (s->peer) {
 		/*
 		 * Datagrams to this peer (stored responses among them) may still

@@ -38,6 +38,7 @@ struct sim_cfg {
 	uint64_t fault_ns;   /* faults happen before this virtual time */
 	uint64_t work_ns;    /* requests are issued before this */
 	unsigned gpu;	     /* some payloads live in (fake) GPU memory */
+	unsigned rmem;	     /* clients also run batches of one-sided operations on S's memory */
 	unsigned trace;	     /* print every event */
 	unsigned verbose;    /* print the run's summary */
 	uint64_t max_events; /* give up (a livelock) after this many events; 0: default */
@@ -70,6 +71,7 @@ struct sim_result {
 	uint64_t reqs_err;    /* ... completed with an error */
 	uint64_t handled;     /* handler invocations */
 	uint64_t gpu;	      /* requests with a payload or response buffer in GPU memory */
+	uint64_t rmem_batches, rmem_ok; /* batches submitted, ... that ended with 0 */
 	uint64_t crashes, rpc_restarts, partitions, disconnects;
 };
 

@@ -18,6 +18,15 @@
  * before handing it back to the pool, so a peer that reads it afterwards
  * feeds its handler bytes the client never sent, which the handler sees.
  *
+ * Remote memory (cfg.rmem): S answers RBUF with an exposure of a region of
+ * its own (urpc_mem_expose on the request's session), and clients run
+ * batches of READs and WRITEs against it (urpc_rdma_submit, sometimes with
+ * a deadline), while S now and then revokes an exposure with operations
+ * in flight. Each batch's continuation must run exactly once, with a
+ * status of the contract, with its local buffer let go (freeing it must
+ * succeed); urpc__rpc_check counts the batches among the continuations
+ * owed.
+ *
  * Calls the public API, the seams and the engine's check hook
  * (urpc__rpc_check); owns everything it allocates.
  */
@@ -36,7 +45,7 @@
 #include "../../src/transport/transport.h"
 #include "sim.h"
 
-enum { T_ECHO = 1, T_NEST = 2, T_DEFER = 3, T_TINY = 5, T_NONE = 9 };
+enum { T_ECHO = 1, T_NEST = 2, T_DEFER = 3, T_TINY = 5, T_NONE = 9, T_RBUF = 11 };
 enum { N_S = 0, N_M = 1, N_C0 = 2 };
 enum { SESS_DOWN = 0, SESS_CONNECTING, SESS_UP };
 enum { PH_FAULTS = 0, PH_CALM, PH_DRAIN, PH_PROBE, PH_DONE };
@@ -99,7 +108,10 @@ struct snode {
 	uint64_t step_at;
 	uint64_t owed;	   /* continuations the engine owes this Rpc, by our count */
 	uint64_t activity; /* sum of counters at the last step */
-	int sess[2];	   /* clients: to S, to M; M: [0] to S */
+	/* rmem: an rbuf of S's region for session sess[0] (a client), while it is up */
+	bool have_rb, rb_asked;
+	struct urpc_rbuf rb;
+	int sess[2]; /* clients: to S, to M; M: [0] to S */
 	int sstate[2];
 	bool connect_queued;
 	bool probe_ok;
@@ -119,6 +131,10 @@ struct world {
 	int phase;
 	uint64_t hot_until;
 	uint64_t drain_deadline;
+	/* rmem: S's region, and the rbufs of its exposures (oldest revoked first) */
+	uint8_t *region;
+	struct urpc_rbuf s_rb[16];
+	unsigned s_nrb;
 	unsigned probes_ok;
 	bool failed;
 };
@@ -665,6 +681,8 @@ resp:
 	return ret;
 }
 
+static bool rm_issue(struct snode *n);
+
 static void issue(struct snode *n, bool probe)
 {
 	uint64_t roll = urpc__rand_below(&W->rng, 100);
@@ -679,6 +697,8 @@ static void issue(struct snode *n, bool probe)
 
 	if (probe)
 		type = T_ECHO, which = 0;
+	else if (rm_issue(n))
+		return;
 	if (n->sstate[which] == SESS_DOWN)
 		return;
 	r = new_req(n, type);
@@ -710,6 +730,247 @@ static void issue(struct snode *n, bool probe)
 		/* A disconnect while the server may be reading the payload. */
 		schedule_fault(FK_DISC, W->net.now + urpc__rand_below(&W->rng, 80000), n->idx,
 			       (uint32_t)which);
+}
+
+/* ---- remote memory (cfg.rmem) -------------------------------------------- */
+
+#define RM_REGION 65536u /* S's exposed region */
+#define RM_LOCAL 8192u	 /* a batch's local buffer */
+#define RM_MAX_OPS 80u	 /* more than the engine's window of 32 */
+
+/* A batch in flight (kept until the world goes, to catch a second continuation). */
+struct sbatch {
+	struct sbatch *next;
+	int node;
+	unsigned conts;
+	struct urpc_msgbuf buf;
+};
+
+/* An RBUF request in flight. */
+struct srbuf_call {
+	int node;
+	uint32_t inc;
+	int sess;
+	uint64_t token; /* the session's, when asked: the answer is for that session only */
+	unsigned conts;
+	struct urpc_msgbuf req, resp;
+	struct srbuf_call *link;
+};
+
+static struct sbatch *rm_batches;
+static struct srbuf_call *rm_calls;
+
+/* The engine owes @n one continuation less: it just ran one. */
+static void rm_owed_down(struct snode *n, const char *what)
+{
+	if (n->owed == 0)
+		violation("node %d: a continuation ran for %s that the count says is not pending",
+			  n->idx, what);
+	else
+		n->owed--;
+}
+
+static void rm_batch_cont(struct urpc_rpc *rpc, void *tag, int status)
+{
+	struct sbatch *b = tag;
+	struct snode *n = &W->nodes[b->node];
+	int ret;
+
+	if (++b->conts > 1) {
+		violation("node %d: a batch's continuation ran %u times", b->node, b->conts);
+		return;
+	}
+	rm_owed_down(n, "a batch");
+	if (status && status != -EACCES && status != -ETIMEDOUT && status != -ECONNRESET)
+		violation("node %d: a batch ended with %d (%s), not a status of the contract",
+			  b->node, status, urpc_strerror(status));
+	if (status == -EACCES)
+		n->have_rb = false; /* revoked: ask again */
+	W->res->rmem_ok += status == 0;
+	/* Every operation has let go of the buffer: it is the application's again. */
+	ret = urpc_msgbuf_free(rpc, &b->buf);
+	if (ret)
+		violation("node %d: freeing a batch's buffer in its continuation: %s", b->node,
+			  urpc_strerror(ret));
+}
+
+static void rm_rbuf_cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
+{
+	struct srbuf_call *c = tag;
+	struct snode *n = &W->nodes[c->node];
+	struct urpc_session_info si;
+
+	if (++c->conts > 1) {
+		violation("node %d: an RBUF request's continuation ran %u times", c->node,
+			  c->conts);
+		return;
+	}
+	rm_owed_down(n, "an RBUF request");
+	if (n->inc == c->inc)
+		n->rb_asked = false;
+	if (!status && resp->data_size == sizeof(n->rb) && n->inc == c->inc &&
+	    n->sess[0] == c->sess && n->sstate[0] == SESS_UP &&
+	    !urpc__rpc_session_info(rpc, c->sess, &si) && si.token == c->token) {
+		memcpy(&n->rb, resp->buf, sizeof(n->rb));
+		n->have_rb = true;
+	}
+	if (urpc_msgbuf_free(rpc, &c->req) || urpc_msgbuf_free(rpc, &c->resp))
+		violation("node %d: an RBUF request's buffers are still held in its continuation",
+			  c->node);
+}
+
+/* S: expose the region on the request's session and answer with its rbuf. */
+static void rm_handler(struct urpc_req_handle *h, void *arg)
+{
+	struct snode *n = arg;
+	struct urpc_msgbuf *r = urpc_req_resp_msgbuf(h);
+	struct urpc_rbuf rb;
+	int ret;
+
+	W->res->handled++;
+	ret = urpc_mem_expose(n->rpc, urpc_req_session(h), W->region, RM_REGION,
+			      URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES, &rb);
+	if (ret) {
+		if (ret != -ENOMEM && ret != -EAGAIN)
+			violation("node %d: urpc_mem_expose: %s", n->idx, urpc_strerror(ret));
+		urpc_msgbuf_resize(r, 0);
+		urpc_resp_enqueue(h, r);
+		return;
+	}
+	if (W->s_nrb == sizeof(W->s_rb) / sizeof(W->s_rb[0])) {
+		if (urpc_mem_revoke(n->rpc, &W->s_rb[0]))
+			violation("node %d: revoking its oldest exposure failed", n->idx);
+		memmove(W->s_rb, W->s_rb + 1, (W->s_nrb - 1) * sizeof(W->s_rb[0]));
+		W->s_nrb--;
+	}
+	W->s_rb[W->s_nrb++] = rb;
+	memcpy(r->buf, &rb, sizeof(rb));
+	urpc_msgbuf_resize(r, sizeof(rb));
+	urpc_resp_enqueue(h, r);
+}
+
+static void rm_ask(struct snode *n)
+{
+	struct srbuf_call *c = calloc(1, sizeof(*c));
+	struct urpc_session_info si;
+	int ret;
+
+	if (!c) {
+		violation("out of memory");
+		return;
+	}
+	c->node = n->idx;
+	c->inc = n->inc;
+	c->sess = n->sess[0];
+	c->link = rm_calls;
+	rm_calls = c;
+	if (urpc_msgbuf_alloc(n->rpc, 8, &c->req) || urpc_msgbuf_alloc(n->rpc, 64, &c->resp)) {
+		violation("node %d: cannot allocate an RBUF request", n->idx);
+		return;
+	}
+	memset(c->req.buf, 0, 8);
+	if (!urpc__rpc_session_info(n->rpc, c->sess, &si))
+		c->token = si.token;
+	ret = urpc_req_enqueue(n->rpc, c->sess, T_RBUF, &c->req, &c->resp, rm_rbuf_cont, c, 0);
+	if (ret == 0) {
+		n->owed++;
+		n->rb_asked = true;
+		return;
+	}
+	if (ret != -ENOMEM && ret != -ECONNRESET && ret != -EINVAL)
+		violation("node %d: urpc_req_enqueue(RBUF): %s", n->idx, urpc_strerror(ret));
+	urpc_msgbuf_free(n->rpc, &c->req);
+	urpc_msgbuf_free(n->rpc, &c->resp);
+}
+
+/*
+ * Client @n's remote-memory move: ask S for an rbuf, or run a batch against
+ * the one it has (now and then with a bad operation, which must refuse the
+ * whole batch), or have S revoke its newest exposure. False: none was made.
+ */
+static bool rm_issue(struct snode *n)
+{
+	struct snode *s = &W->nodes[N_S];
+	struct urpc_rdma_op *ops;
+	struct sbatch *b;
+	unsigned nops, k, bad;
+	uint32_t timeout;
+	int ret;
+
+	if (!W->cfg.rmem || n->idx < N_C0 || n->sstate[0] != SESS_UP ||
+	    urpc__rand_below(&W->rng, 3))
+		return false;
+	if (s->rpc_up && W->s_nrb && urpc__rand_below(&W->rng, 12) == 0) {
+		/* S revokes its newest exposure, perhaps with operations in flight. */
+		if (urpc_mem_revoke(s->rpc, &W->s_rb[--W->s_nrb]))
+			violation("node %d: revoking an exposure failed", s->idx);
+		return true;
+	}
+	if (!n->have_rb) {
+		if (!n->rb_asked)
+			rm_ask(n);
+		return true;
+	}
+	nops = 1 + (unsigned)urpc__rand_below(&W->rng, RM_MAX_OPS);
+	bad = urpc__rand_below(&W->rng, 16) == 0 ? (unsigned)urpc__rand_below(&W->rng, nops)
+						 : UINT32_MAX;
+	timeout =
+		urpc__rand_below(&W->rng, 3) == 0 ? (uint32_t)sim_rand_between(&W->rng, 1, 30) : 0;
+	b = calloc(1, sizeof(*b));
+	ops = calloc(nops, sizeof(*ops));
+	if (!b || !ops || urpc_msgbuf_alloc(n->rpc, RM_LOCAL, &b->buf)) {
+		violation("node %d: cannot allocate a batch", n->idx);
+		free(b);
+		free(ops);
+		return true;
+	}
+	b->node = n->idx;
+	b->next = rm_batches;
+	rm_batches = b;
+	for (k = 0; k < nops; k++) {
+		size_t len = 1 + (size_t)urpc__rand_below(&W->rng, 512);
+
+		ops[k].opcode = urpc__rand_below(&W->rng, 2) ? URPC_RDMA_WRITE : URPC_RDMA_READ;
+		ops[k].local = &b->buf;
+		ops[k].local_off = (size_t)urpc__rand_below(&W->rng, RM_LOCAL - len + 1);
+		ops[k].rbuf = &n->rb;
+		ops[k].remote_off = urpc__rand_below(&W->rng, RM_REGION - len + 1);
+		ops[k].len = len;
+		if (k == bad)
+			ops[k].remote_off = RM_REGION - len + 1; /* one byte past the end */
+	}
+	ret = urpc_rdma_submit(n->rpc, n->sess[0], ops, nops, timeout, rm_batch_cont, b);
+	free(ops);
+	if (bad != UINT32_MAX && ret != -EINVAL)
+		violation("node %d: a batch with a bad operation: %d, not -EINVAL", n->idx, ret);
+	if (ret == 0) {
+		n->owed++;
+		W->res->rmem_batches++;
+		return true;
+	}
+	if (bad == UINT32_MAX && ret != -ENOTCONN && ret != -EAGAIN)
+		violation("node %d: urpc_rdma_submit: %s", n->idx, urpc_strerror(ret));
+	if (urpc_msgbuf_free(n->rpc, &b->buf))
+		violation("node %d: a refused batch holds its buffer", n->idx);
+	b->conts = 1; /* never to run */
+	return true;
+}
+
+static void rm_free(void)
+{
+	while (rm_batches) {
+		struct sbatch *b = rm_batches;
+
+		rm_batches = b->next;
+		free(b);
+	}
+	while (rm_calls) {
+		struct srbuf_call *c = rm_calls;
+
+		rm_calls = c->link;
+		free(c);
+	}
+	free(W->region);
 }
 
 /* ---- handlers ------------------------------------------------------------ */
@@ -904,6 +1165,8 @@ static void sm_handler(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev,
 		} else {
 			/* Every other event ends it: the library frees the number. */
 			n->sstate[k] = SESS_DOWN;
+			if (k == 0)
+				n->have_rb = false;
 			n->sess[k] = -1;
 			if (!n->tearing && !n->connect_queued && W->phase < PH_DONE) {
 				struct sim_ev *e = sim_ev_new(
@@ -970,6 +1233,7 @@ static int rpc_up(struct snode *n)
 	n->owed = 0;
 	n->sess[0] = n->sess[1] = -1;
 	n->sstate[0] = n->sstate[1] = SESS_DOWN;
+	n->have_rb = n->rb_asked = false;
 	n->step_at = 0;
 	connect_all(n);
 	wake(n, W->net.now + 1000);
@@ -1013,6 +1277,8 @@ static int node_start(struct snode *n)
 		urpc_nexus_register_handler(n->nx, T_TINY, handler, n);
 		if (n->idx == N_M)
 			urpc_nexus_register_handler(n->nx, T_NEST, handler, n);
+		if (n->idx == N_S && W->cfg.rmem)
+			urpc_nexus_register_handler(n->nx, T_RBUF, rm_handler, n);
 	}
 	n->up = true;
 	n->nx_gen++;
@@ -1049,6 +1315,8 @@ static void rpc_down(struct snode *n)
 	ret = urpc_rpc_destroy(n->rpc);
 	if (ret)
 		violation("node %d: urpc_rpc_destroy: %s", n->idx, urpc_strerror(ret));
+	if (n->idx == N_S)
+		W->s_nrb = 0; /* its exposures went with it */
 	if (n->owed)
 		violation("node %d: %llu continuations never ran by the end of urpc_rpc_destroy",
 			  n->idx, (unsigned long long)n->owed);
@@ -1219,6 +1487,8 @@ static void do_fault(const struct sim_ev *e)
 		W->res->disconnects++;
 		if (urpc_session_disconnect(n->rpc, n->sess[e->b]) == 0) {
 			n->sstate[e->b] = SESS_DOWN;
+			if (e->b == 0)
+				n->have_rb = false;
 			n->sess[e->b] = -1;
 			if (!n->connect_queued) {
 				struct sim_ev *c =
@@ -1477,6 +1747,7 @@ static void free_world(void)
 		W->defers = d->next;
 		free(d);
 	}
+	rm_free();
 }
 
 int sim_run(const struct sim_cfg *cfg, struct sim_result *res)
@@ -1494,6 +1765,12 @@ int sim_run(const struct sim_cfg *cfg, struct sim_result *res)
 	if (w.cfg.gpu && sim_gpu_init())
 		w.cfg.gpu = 0; /* no driver in this process (urpc_sim.c said why) */
 	W = &w;
+	if (cfg->rmem && !(w.region = calloc(1, RM_REGION))) {
+		snprintf(res->what, sizeof(res->what), "no memory for the exposed region");
+		res->failed = 1;
+		W = NULL;
+		return 1;
+	}
 	urpc__rand_seed(&w.rng, cfg->seed * 0x9e3779b97f4a7c15ull + 7);
 	sim_net_init(&w.net, cfg->seed, cfg->trace);
 	w.net.node_of_ep = node_of_ep;
@@ -1603,6 +1880,7 @@ void sim_cfg_from_seed(struct sim_cfg *c, uint64_t seed)
 	c->gpu = urpc__rand_below(&r, 3) == 0;
 	c->fault_ns = 50000000ull + urpc__rand_below(&r, 250000000ull);
 	c->work_ns = c->fault_ns + 20000000ull + urpc__rand_below(&r, 50000000ull);
+	c->rmem = urpc__rand_below(&r, 2); /* drawn last: the fields above are as before */
 }
 
 static const char *const fault_names[] = {"drop", "dup", "delay", "part", "crash", "rpc", "disc"};

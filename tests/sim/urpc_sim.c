@@ -54,6 +54,9 @@ static const char usage[] =
 	"  --work-ms MS      virtual time during which requests are issued (> fault-ms)\n"
 	"  --gpu 0|1         some payloads in GPU memory, over the tests' fake CUDA\n"
 	"                    driver (or the one URPC_CUDA_LIB names)\n"
+	"  --rmem 0|1        clients also run batches of one-sided READs and WRITEs\n"
+	"                    on the server's exposed memory (a regression case\n"
+	"                    without it replays with 0)\n"
 	"\n"
 	"Other options:\n"
 	"  --jobs N          processes for --seeds and --soak (default 1)\n"
@@ -91,6 +94,7 @@ enum {
 	G_FAULT_MS = 16,
 	G_WORK_MS = 32,
 	G_GPU = 64,
+	G_RMEM = 128,
 };
 
 static void cfg_for(const struct opts *o, uint64_t seed, struct sim_cfg *c)
@@ -110,6 +114,8 @@ static void cfg_for(const struct opts *o, uint64_t seed, struct sim_cfg *c)
 		c->work_ns = o->over.work_ns;
 	if (o->given & G_GPU)
 		c->gpu = o->over.gpu;
+	if (o->given & G_RMEM)
+		c->rmem = o->over.rmem;
 	if (c->work_ns <= c->fault_ns)
 		c->work_ns = c->fault_ns + 10000000ull;
 	c->trace = o->trace;
@@ -122,9 +128,9 @@ static void cfg_line(const struct sim_cfg *c, char *buf, size_t n)
 
 	snprintf(buf, n,
 		 "--seed %" PRIu64 " --clients %u --reqs %u --faults %s --max-large %u "
-		 "--fault-ms %" PRIu64 " --work-ms %" PRIu64 " --gpu %u",
+		 "--fault-ms %" PRIu64 " --work-ms %" PRIu64 " --gpu %u --rmem %u",
 		 c->seed, c->clients, c->reqs, sim_faults_str(c->faults, f, sizeof(f)),
-		 c->max_large, c->fault_ns / 1000000, c->work_ns / 1000000, c->gpu);
+		 c->max_large, c->fault_ns / 1000000, c->work_ns / 1000000, c->gpu, c->rmem);
 }
 
 static double now_s(void)
@@ -178,10 +184,11 @@ static int run_one(const struct opts *o, const struct sim_cfg *c, struct tally *
 		       " requests: %" PRIu64 " answered, %" PRIu64 " failed, %" PRIu64
 		       " with GPU memory; %" PRIu64 " handler runs; faults: %" PRIu64
 		       " crashes, %" PRIu64 " Rpc restarts, %" PRIu64 " partitions, %" PRIu64
-		       " disconnects\n  (%s)\n",
+		       " disconnects; %" PRIu64 " rmem batches, %" PRIu64 " done\n  (%s)\n",
 		       c->seed, r.events, (r.vtime_ns - 1000000000ull) / 1e6, r.trace_hash,
 		       r.reqs_issued, r.reqs_ok, r.reqs_err, r.gpu, r.handled, r.crashes,
-		       r.rpc_restarts, r.partitions, r.disconnects, line);
+		       r.rpc_restarts, r.partitions, r.disconnects, r.rmem_batches, r.rmem_ok,
+		       line);
 	}
 	return failed;
 }
@@ -314,7 +321,9 @@ static int replay(const struct opts *base, const char *path, struct tally *t)
 		     tok = strtok_r(NULL, " \t\n", &save))
 			argv[argc++] = tok;
 		argv[argc] = NULL;
-		o.given = 0;
+		/* Cases written before --rmem existed replay as they were. */
+		o.given = G_RMEM;
+		o.over.rmem = 0;
 		o.mode = 0;
 		optind = 1;
 		if (parse_args(argc, argv, &o) || o.mode != 's') {
@@ -423,6 +432,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"fault-ms", required_argument, NULL, 'F'},
 		{"work-ms", required_argument, NULL, 'W'},
 		{"gpu", required_argument, NULL, 'g'},
+		{"rmem", required_argument, NULL, 'M'},
 		{"jobs", required_argument, NULL, 'j'},
 		{"minimize", no_argument, NULL, 'm'},
 		{"out", required_argument, NULL, 'o'},
@@ -508,6 +518,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				goto bad;
 			o->over.gpu = (unsigned)v;
 			o->given |= G_GPU;
+			break;
+		case 'M':
+			if (parse_u64(optarg, &v) || v > 1)
+				goto bad;
+			o->over.rmem = (unsigned)v;
+			o->given |= G_RMEM;
 			break;
 		case 'j':
 			if (parse_u64(optarg, &v) || v < 1 || v > 64)
