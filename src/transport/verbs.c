@@ -476,13 +476,20 @@ static void verbs_wait_ack(struct urpc_tp *tp)
 
 /* ---- the datapath: down into verbs_ud.c and verbs_rc.c, timers from here ---- */
 
-/* Datagrams; the RC handshake's timers ride along while one is pending. */
+/*
+ * Datagrams; the RC handshake's timers ride along while one is pending,
+ * and while grants live, their readers' release notices are reaped (their
+ * receives go back): the engine polls completions only while operations
+ * of its own are in flight, and a user's exposure outlives them.
+ */
 static int verbs_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n)
 {
 	struct verbs_tp *v = to_verbs(tp);
 
 	if (unlikely(v->npending))
 		urpc__verbs_hs_timers(v, urpc__now_ns());
+	if (unlikely(v->base.stats.grants_live))
+		urpc__verbs_rc_reap(v);
 	return urpc__verbs_ud_rx_burst(tp, pkts, n);
 }
 

@@ -202,6 +202,30 @@ static struct urpc_rbuf expose(unsigned access)
 	return rb;
 }
 
+/*
+ * Many operations on one long-lived exposure whose owner does nothing but
+ * run its event loop: on verbs each successful operation ends with a
+ * release notice that uses one of the owner's receives, which must come
+ * back (it stalled after 64 before the owner reaped them).
+ */
+Test(RMEM_NAME, many_operations_on_one_exposure)
+{
+	struct urpc_rbuf rb = expose(URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES);
+	struct urpc_msgbuf local;
+	unsigned i;
+
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, 64, &local), 0);
+	for (i = 0; i < 300; i++) {
+		memset(local.buf, (int)(i & 0xff), 8);
+		cr_assert_eq(a_op(true, &local, 0, &rb, 8 * i, 8), 0, "write %u", i);
+		cr_assert_eq(a_op(false, &local, 8, &rb, 8 * i, 8), 0, "read %u", i);
+		cr_assert_eq(local.buf[8], (uint8_t)i);
+		cr_assert_eq(W.mem[8 * i + 7], (uint8_t)i);
+	}
+	cr_assert_eq(urpc_mem_revoke(W.srv, &rb), 0);
+	cr_assert_eq(urpc_msgbuf_free(W.a, &local), 0);
+}
+
 Test(RMEM_NAME, read_write_odd_sizes)
 {
 	static const struct {
