@@ -30,6 +30,44 @@
 #define BENCH_CLI_ID 2
 #define BENCH_SETUP_S 30.0 /* server start, connect, disconnect; the VM is slow */
 
+/*
+ * A message size as --sizes takes it: decimal bytes, or with a K or M
+ * suffix (optionally "KiB"/"MiB"), from @min to URPC_MAX_MSG_SIZE. 0 or
+ * -EINVAL.
+ */
+static inline int bench_parse_size(const char *s, size_t min, size_t *out)
+{
+	unsigned long long v, mul = 1;
+	char *end;
+
+	if (s[0] < '0' || s[0] > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	if (*end == 'K' || *end == 'k')
+		mul = 1ull << 10;
+	else if (*end == 'M' || *end == 'm')
+		mul = 1ull << 20;
+	else if (*end)
+		return -EINVAL;
+	if (*end) {
+		end++;
+		if (!strcmp(end, "iB"))
+			end += 2;
+		if (*end)
+			return -EINVAL;
+	}
+	if (v > URPC_MAX_MSG_SIZE / mul)
+		return -EINVAL;
+	v *= mul;
+	if (v < min || v > URPC_MAX_MSG_SIZE)
+		return -EINVAL;
+	*out = (size_t)v;
+	return 0;
+}
+
 static inline double bench_now_s(void)
 {
 	struct timespec ts;

@@ -216,40 +216,6 @@ static void usage(FILE *f)
 
 /* ---- option parsing -------------------------------------------------------- */
 
-/* One size: digits, then nothing, K, KiB, M or MiB (case-insensitive K/M). */
-static int parse_size(const char *s, size_t *out)
-{
-	unsigned long long v, mul = 1;
-	char *end;
-
-	if (s[0] < '0' || s[0] > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	if (*end == 'K' || *end == 'k')
-		mul = 1ull << 10;
-	else if (*end == 'M' || *end == 'm')
-		mul = 1ull << 20;
-	else if (*end)
-		return -EINVAL;
-	if (*end) {
-		end++;
-		if (!strcmp(end, "iB"))
-			end += 2;
-		if (*end)
-			return -EINVAL;
-	}
-	if (v > URPC_MAX_MSG_SIZE / mul)
-		return -EINVAL;
-	v *= mul;
-	if (v < MIN_SIZE || v > URPC_MAX_MSG_SIZE)
-		return -EINVAL;
-	*out = (size_t)v;
-	return 0;
-}
-
 static int parse_sizes(const char *prog, const char *list, void *dst)
 {
 	struct opts *o = dst;
@@ -269,7 +235,7 @@ static int parse_sizes(const char *prog, const char *list, void *dst)
 			goto bad;
 		memcpy(tok, p, len);
 		tok[len] = '\0';
-		if (parse_size(tok, &o->sizes[o->nsizes]))
+		if (bench_parse_size(tok, MIN_SIZE, &o->sizes[o->nsizes]))
 			goto bad;
 		o->nsizes++;
 		if (!comma)
