@@ -68,6 +68,44 @@ static inline int bench_parse_size(const char *s, size_t min, size_t *out)
 	return 0;
 }
 
+/*
+ * A comma-separated --sizes list into @sizes (at most @max of them, each
+ * from @min to URPC_MAX_MSG_SIZE; *@n of them filled). 0, or -EINVAL
+ * with the reason on stderr.
+ */
+static inline int bench_parse_sizes(const char *prog, const char *list, size_t min, size_t *sizes,
+				    unsigned max, unsigned *n)
+{
+	const char *p = list;
+	char tok[32];
+
+	*n = 0;
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+
+		if (*n == max) {
+			fprintf(stderr, "%s: --sizes takes at most %u sizes\n", prog, max);
+			return -EINVAL;
+		}
+		if (!len || len >= sizeof(tok))
+			break;
+		memcpy(tok, p, len);
+		tok[len] = '\0';
+		if (bench_parse_size(tok, min, &sizes[*n]))
+			break;
+		(*n)++;
+		if (!comma)
+			return 0;
+		p = comma + 1;
+	}
+	fprintf(stderr,
+		"%s: --sizes: '%.*s' in '%s' is not a size from %zu to 64M (bytes, or with a K "
+		"or M suffix: 64K, 16M)\n",
+		prog, (int)strcspn(p, ","), p, list, min);
+	return -EINVAL;
+}
+
 static inline double bench_now_s(void)
 {
 	struct timespec ts;

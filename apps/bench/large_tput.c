@@ -219,35 +219,8 @@ static void usage(FILE *f)
 static int parse_sizes(const char *prog, const char *list, void *dst)
 {
 	struct opts *o = dst;
-	const char *p = list;
-	char tok[32];
 
-	o->nsizes = 0;
-	for (;;) {
-		const char *comma = strchr(p, ',');
-		size_t len = comma ? (size_t)(comma - p) : strlen(p);
-
-		if (o->nsizes == MAX_SIZES) {
-			fprintf(stderr, PROG ": --sizes takes at most %d sizes\n", MAX_SIZES);
-			return -EINVAL;
-		}
-		if (!len || len >= sizeof(tok))
-			goto bad;
-		memcpy(tok, p, len);
-		tok[len] = '\0';
-		if (bench_parse_size(tok, MIN_SIZE, &o->sizes[o->nsizes]))
-			goto bad;
-		o->nsizes++;
-		if (!comma)
-			return 0;
-		p = comma + 1;
-	}
-bad:
-	fprintf(stderr,
-		PROG ": --sizes: '%.*s' in '%s' is not a size from %d to 64M (bytes, or with a "
-		     "K or M suffix: 64K, 16M)\n",
-		(int)strcspn(p, ","), p, list, MIN_SIZE);
-	return -EINVAL;
+	return bench_parse_sizes(prog, list, MIN_SIZE, o->sizes, MAX_SIZES, &o->nsizes);
 }
 
 static int parse_direction(const char *prog, const char *val, void *dst)

@@ -222,34 +222,8 @@ static void usage(FILE *f)
 static int parse_sizes(const char *prog, const char *list, void *dst)
 {
 	struct opts *o = dst;
-	const char *p = list;
-	char tok[32];
 
-	o->nsizes = 0;
-	for (;;) {
-		const char *comma = strchr(p, ',');
-		size_t len = comma ? (size_t)(comma - p) : strlen(p);
-
-		if (o->nsizes == MAX_SIZES) {
-			fprintf(stderr, "%s: --sizes takes at most %d sizes\n", prog, MAX_SIZES);
-			return -EINVAL;
-		}
-		if (!len || len >= sizeof(tok))
-			break;
-		memcpy(tok, p, len);
-		tok[len] = '\0';
-		if (bench_parse_size(tok, 1, &o->sizes[o->nsizes]))
-			break;
-		o->nsizes++;
-		if (!comma)
-			return 0;
-		p = comma + 1;
-	}
-	fprintf(stderr,
-		"%s: --sizes: '%.*s' in '%s' is not a size from 1 to 64M (bytes, or with a K or "
-		"M suffix: 64K, 16M)\n",
-		prog, (int)strcspn(p, ","), p, list);
-	return -EINVAL;
+	return bench_parse_sizes(prog, list, 1, o->sizes, MAX_SIZES, &o->nsizes);
 }
 
 static int parse_ops(const char *prog, const char *val, void *dst)
