@@ -55,12 +55,9 @@ static void server_up(const char *out)
 	server = kv_server_spawn(cmd, out, addr, sizeof(addr));
 }
 
-static void server_down(void)
+static void server_down(const char *out)
 {
-	int st;
-
-	kill(server, SIGTERM);
-	cr_assert_eq(waitpid(server, &st, 0), server);
+	kv_server_stop(server, out);
 }
 
 /* Run the client with @args; returns its exit status, output in @out. */
@@ -118,7 +115,7 @@ Test(kv, verify_run_with_large_values, .timeout = 300)
 		     "large-value verify run failed");
 	show(out);
 	cr_assert(file_has(out, " 0 mismatches"), "no zero-mismatch line for large values");
-	server_down();
+	server_down(srv);
 	unlink(srv);
 	unlink(out);
 }

@@ -236,8 +236,7 @@ Test(kv_grant, the_server_refuses_kept_and_crafted_one_sided_requests_and_keeps_
 			fclose(f);
 		cr_assert(zero, "no zero-mismatch line (see %s)", cli_out);
 	}
-	kill(server, SIGTERM);
-	cr_assert_eq(waitpid(server, &st, 0), server);
+	kv_server_stop(server, srv_out);
 	unlink(srv_out);
 	unlink(cli_out);
 }
