@@ -253,6 +253,23 @@ static __attribute__((noinline)) int tx_now_slow(struct loop_ep *ep, struct urpc
 }
 
 /*
+ * tx_now()'s copy of a datagram longer than urpc__copy() moves inline into
+ * position @p of @to's ring, claimed, and its publication: out of line, so
+ * that the short datagram's path makes no call and needs no stack frame.
+ */
+static __attribute__((noinline)) int fill_long(struct loop_ep *to, uint32_t p, const void *buf,
+					       uint32_t len)
+{
+	uint32_t i = p & to->rx_mask;
+
+	memcpy(to->ring_base + (size_t)i * to->mtu, buf, len);
+	to->cells[i].len = len;
+	/* Pairs with the acquire in loop_rx_burst(). */
+	__atomic_store_n(&to->cells[i].seq, p + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/*
  * Copy one datagram into @peer's ring now (URPC_TP_CAP_TX_NOW): what
  * tx_burst() does for an entry, without the entry. Thread: @tp's owner.
  * Datapath.
@@ -260,16 +277,36 @@ static __attribute__((noinline)) int tx_now_slow(struct loop_ep *ep, struct urpc
 int urpc__loop_tx_now(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *buf, uint32_t len)
 {
 	struct loop_ep *ep = to_ep(tp), *to;
-	uint32_t pos;
+	uint32_t p, i;
 
 	if (unlikely(!peer || len > tp->mtu || ep->faults_on))
 		return tx_now_slow(ep, peer, buf, len);
 	tp->stats.tx_bytes += len;
 	tp->stats.tx_pkts++;
 	to = peer->ep;
-	/* A dead endpoint's ring reads full (loop_destroy()): no test of dead here. */
-	pos = __atomic_load_n(&to->rx_tail, __ATOMIC_RELAXED);
-	put(to, to->cells, to->ring_base, to->rx_mask, to->mtu, &pos, 0, buf, len, NULL, 0);
+	/*
+	 * put() with the ring's fields read after the claim, not before it:
+	 * fewer values live across the loop, no stack frame (callgrind on
+	 * urpc-cpu-cost: 59 instructions per datagram before). A dead
+	 * endpoint's ring reads full (loop_destroy()): no test of dead here.
+	 */
+	p = __atomic_load_n(&to->rx_tail, __ATOMIC_RELAXED);
+	do {
+		/* As in put(): acquire pairs with the release in free_upto(). */
+		if (unlikely((int32_t)(p - __atomic_load_n(&to->rx_limit, __ATOMIC_ACQUIRE)) >=
+			     0)) {
+			__atomic_add_fetch(&to->rx_full, 1, __ATOMIC_RELAXED);
+			return 0;
+		}
+	} while (unlikely(!__atomic_compare_exchange_n(&to->rx_tail, &p, p + 1, true,
+						       __ATOMIC_RELAXED, __ATOMIC_RELAXED)));
+	if (unlikely(len > 128))
+		return fill_long(to, p, buf, len);
+	i = p & to->rx_mask;
+	urpc__copy(to->ring_base + (size_t)i * to->mtu, buf, len);
+	to->cells[i].len = len;
+	/* Pairs with the acquire in loop_rx_burst(). */
+	__atomic_store_n(&to->cells[i].seq, p + 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
