@@ -100,6 +100,11 @@ static inline URPC_ALWAYS_INLINE uint64_t slot_take(struct urpc_rpc *rpc, struct
 	struct urpc_cslot *sl = &s->cli.slots[i];
 	uint64_t req_num = sl->cur_req_num + URPC_SESSION_SLOTS;
 
+	/* The arguments first: registers free early keep the fast path's frame small. */
+	sl->req = req;
+	sl->resp = resp;
+	sl->cont = cont;
+	sl->tag = tag;
 	urpc__cli_set(rpc, sl, URPC_CLI_SENT);
 	/*
 	 * A session with a request in a slot has its busy bit already: the
@@ -109,10 +114,6 @@ static inline URPC_ALWAYS_INLINE uint64_t slot_take(struct urpc_rpc *rpc, struct
 		urpc__cli_mark_busy(rpc, s);
 	s->cli.free_mask &= ~(1u << i);
 	sl->cur_req_num = req_num;
-	sl->req = req;
-	sl->resp = resp;
-	sl->cont = cont;
-	sl->tag = tag;
 	sl->deadline_ns = deadline_ns;
 	sl->retries = 0;
 	sl->rto_ns = s->cli.rtt.rto_ns;
