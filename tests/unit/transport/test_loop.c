@@ -228,6 +228,8 @@ Test(loop, tx_now_sends_at_once_and_refuses_what_tx_burst_refuses)
 	cr_assert(p.a->caps & URPC_TP_CAP_TX_NOW, "loop sends at once outside the simulator");
 	for (i = 0; i < sizeof(dgram); i++)
 		dgram[i] = (uint8_t)(i * 7 + 1);
+	for (i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)(i * 13 + 5);
 	cr_assert_eq(p.a->ops->tx_now(p.a, p.a2b, dgram, sizeof(dgram)), 0);
 	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 8), 1, "visible at the receiver's next poll");
 	cr_assert_eq(rx[0].len, sizeof(dgram));
@@ -242,6 +244,7 @@ Test(loop, tx_now_sends_at_once_and_refuses_what_tx_burst_refuses)
 	cr_assert_eq(p.a->ops->tx_now(p.a, p.a2b, big, p.a->mtu), 0, "the MTU itself fits");
 	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 8), 1);
 	cr_assert_eq(rx[0].len, p.a->mtu);
+	cr_assert_eq(memcmp(rx[0].buf, big, p.a->mtu), 0, "longer than the inline copy, as sent");
 	p.b->ops->rx_release(p.b, rx, 1);
 	cr_assert_eq(p.a->stats.tx_pkts, 2);
 
