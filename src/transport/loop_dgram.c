@@ -233,8 +233,8 @@ int urpc__loop_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsig
 
 /*
  * tx_now() of anything but a plain datagram: an error (no peer, longer
- * than the MTU), or the fault switches. Out of line, so that the plain path
- * needs no stack frame. Thread: @ep's owner.
+ * than the MTU), an empty one, or the fault switches. Out of line, so that
+ * the plain path needs no stack frame. Thread: @ep's owner.
  */
 static __attribute__((noinline)) int tx_now_slow(struct loop_ep *ep, struct urpc_tp_peer *peer,
 						 const void *buf, uint32_t len)
@@ -279,7 +279,8 @@ int urpc__loop_tx_now(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void 
 	struct loop_ep *ep = to_ep(tp), *to;
 	uint32_t p, i;
 
-	if (unlikely(!peer || len > tp->mtu || ep->faults_on))
+	/* len 0 or over the limit (the mtu, 0 with a switch set): the slow path sorts it. */
+	if (unlikely(!peer || len - 1u >= ep->tx_lim))
 		return tx_now_slow(ep, peer, buf, len);
 	tp->stats.tx_bytes += len;
 	tp->stats.tx_pkts++;

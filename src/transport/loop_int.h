@@ -124,6 +124,7 @@ struct loop_ep {
 	/* fault switches for what this endpoint sends; owner only */
 	struct urpc_loop_faults faults;
 	bool faults_on;	      /* any switch set: the common case skips them all */
+	uint32_t tx_lim;      /* the mtu, 0 while faults_on: tx_now()'s fast test, one compare */
 	struct urpc_rand rng; /* fault switches only: a function of cfg->seed */
 	struct held held[LOOP_MAX_REORDER];
 	uint8_t *held_buf; /* LOOP_MAX_REORDER * mtu */

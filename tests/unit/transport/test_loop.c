@@ -223,6 +223,7 @@ Test(loop, tx_now_sends_at_once_and_refuses_what_tx_burst_refuses)
 	struct urpc_loop_faults f = {.drop = 1};
 	struct pair p;
 	unsigned i;
+	int n;
 
 	pair_open(&p, 6, NULL);
 	cr_assert(p.a->caps & URPC_TP_CAP_TX_NOW, "loop sends at once outside the simulator");
@@ -247,6 +248,11 @@ Test(loop, tx_now_sends_at_once_and_refuses_what_tx_burst_refuses)
 	cr_assert_eq(memcmp(rx[0].buf, big, p.a->mtu), 0, "longer than the inline copy, as sent");
 	p.b->ops->rx_release(p.b, rx, 1);
 	cr_assert_eq(p.a->stats.tx_pkts, 2);
+	cr_assert_eq(p.a->ops->tx_now(p.a, p.a2b, dgram, 0), 0, "an empty datagram is sent");
+	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 8), 1);
+	cr_assert_eq(rx[0].len, 0);
+	p.b->ops->rx_release(p.b, rx, 1);
+	cr_assert_eq(p.a->stats.tx_pkts, 3);
 
 	/* A full ring loses the datagram, counted at the receiver. */
 	for (i = 0; i <= p.b->rq_depth; i++)
@@ -258,6 +264,16 @@ Test(loop, tx_now_sends_at_once_and_refuses_what_tx_burst_refuses)
 	cr_assert_eq(urpc__loop_set_faults(p.a, &f), 0);
 	cr_assert_eq(p.a->ops->tx_now(p.a, p.a2b, dgram, 8), 0);
 	cr_assert_eq(p.a->stats.tx_dropped, 1);
+	/* ... and off again, the plain path sends (into the ring, drained first). */
+	f.drop = 0;
+	cr_assert_eq(urpc__loop_set_faults(p.a, &f), 0);
+	while ((n = p.b->ops->rx_burst(p.b, rx, 8)) > 0)
+		p.b->ops->rx_release(p.b, rx, (unsigned)n);
+	cr_assert_eq(p.a->ops->tx_now(p.a, p.a2b, dgram, 8), 0);
+	cr_assert_eq(p.a->stats.tx_dropped, 1);
+	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 8), 1, "sent without the switch");
+	cr_assert_eq(rx[0].len, 8);
+	p.b->ops->rx_release(p.b, rx, 1);
 	pair_close(&p);
 	cr_assert_eq(urpc__tp_default_tx_now(NULL, NULL, dgram, 8), -ENOTSUP);
 }
