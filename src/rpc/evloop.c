@@ -52,8 +52,9 @@ static void rx_drop(struct urpc_rpc *rpc, const struct urpc_pkthdr *h, uint32_t 
 void urpc__evloop_rx(struct urpc_rpc *rpc, const uint8_t *buf, uint32_t len)
 {
 	const struct urpc_pkthdr *h = (const struct urpc_pkthdr *)(const void *)buf;
+	/* The payload's length, in 32 bits: the size check below is one compare. */
+	uint32_t plen = len - (uint32_t)sizeof(*h), num;
 	struct urpc_session *s;
-	uint32_t num;
 
 	if (unlikely(len < sizeof(*h))) {
 		rpc->st.drop_bad_hdr++;
@@ -66,16 +67,15 @@ void urpc__evloop_rx(struct urpc_rpc *rpc, const uint8_t *buf, uint32_t len)
 	 */
 	num = le32toh(h->dest_session);
 	s = likely(num < rpc->hi_session) ? rpc->sessions[num] : NULL;
-	if (unlikely(!s || urpc__pkthdr_word(h) != s->rx_word ||
-		     le32toh(h->msg_size) != len - sizeof(*h) || s->token != le64toh(h->token) ||
-		     s->state != URPC_SESS_CONNECTED)) {
+	if (unlikely(!s || urpc__pkthdr_word(h) != s->rx_word || le32toh(h->msg_size) != plen ||
+		     s->token != le64toh(h->token) || s->state != URPC_SESS_CONNECTED)) {
 		rx_drop(rpc, h, len);
 		return;
 	}
 	if (s->role == URPC_ROLE_SERVER)
-		urpc__srv_rx(rpc, s, h, buf + sizeof(*h), len - (uint32_t)sizeof(*h));
+		urpc__srv_rx(rpc, s, h, buf + sizeof(*h), plen);
 	else
-		urpc__cli_rx(rpc, s, h, buf + sizeof(*h), len - (uint32_t)sizeof(*h));
+		urpc__cli_rx(rpc, s, h, buf + sizeof(*h), plen);
 }
 
 /* Reap one-sided completions of large messages. */
