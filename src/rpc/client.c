@@ -600,6 +600,7 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 {
 	uint64_t req_num = le64toh(h->req_num);
 	struct urpc_cslot *sl = &s->cli.slots[req_num & SLOT_MASK];
+	struct urpc_msgbuf *resp = sl->resp; /* a local: the copy into it may write anywhere */
 	int st;
 
 	URPC_KEEP(sl);
@@ -616,16 +617,11 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		st = client_rx_slow(rpc, s, sl, h, data, len);
 		if (st == RX_CONSUMED)
 			return;
+	} else if (unlikely(len > resp->max_data_size)) {
+		st = -EMSGSIZE;
 	} else {
-		/* In a local: the copy may write anywhere, as far as the compiler knows. */
-		struct urpc_msgbuf *resp = sl->resp;
-
-		if (unlikely(len > resp->max_data_size)) {
-			st = -EMSGSIZE;
-		} else {
-			st = urpc__mb_copy_in(resp, data, len);
-			resp->data_size = len;
-		}
+		st = urpc__mb_copy_in(resp, data, len);
+		resp->data_size = len;
 	}
 	/* Karn: a retransmitted request's answer may be to either copy. tx_ns 0: not stamped. */
 	if (unlikely(rpc->now >= s->cli.rtt.next_ns) && !sl->retries && sl->tx_ns)
