@@ -94,7 +94,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	rpc = calloc(1, sizeof(*rpc));
 	if (!rpc)
 		return -ENOMEM;
-	rpc->owner = &urpc__thread_tag;
+	rpc->owner = urpc__thread_name();
 	rpc->nx = nx;
 	rpc->id = rpc_id;
 	rpc->o = *o;
