@@ -15,7 +15,7 @@
  * all at once at the next rx_burst() with cfg.rx_reclaim, else as
  * rx_release() finds the oldest lent entries read. A sender reads a
  * destination's ring once per run of datagrams to it and guesses each next
- * position (put()).
+ * position (put()); tx_now() claims first and reads the ring's fields after.
  *
  * Delay switch: a delayed datagram takes its receive-ring entry at once and
  * becomes visible when the receiver's poll count reaches its due stamp; the
