@@ -80,6 +80,7 @@
 #define VERBS_LOCAL_NS 1000000000ull  /* bound of waiting for one (it is local work) */
 #define VERBS_MW_BINDS 255u /* binds of one window before it is replaced: its key has 8 free bits */
 #define VERBS_RXE_VENDOR 0xffffffu /* Soft-RoCE's vendor_id */
+#define VERBS_HELD 64u		   /* release notices held while a wait blocks (verbs_mw.c) */
 
 static_assert(URPC_IS_POW2(VERBS_OS_OPS), "op table size is a power of two");
 static_assert(VERBS_OS_OPS <= 65536, "op indices fit 16 bits");
@@ -323,6 +324,22 @@ struct verbs_tp {
 	uint64_t local_seq;  /* the last bind or invalidation posted ... */
 	uint64_t local_done; /* ... and the last one whose completion came */
 	int local_status;    /* its enum ibv_wc_status */
+	/*
+	 * While verbs_mw.c blocks (a bind, an invalidation, a revoke waiting
+	 * for its notice), the release notices of operations that complete
+	 * meanwhile are held and posted after. A peer's Rpc on the same
+	 * thread is not polled then: its notice receives are not reposted,
+	 * and notices beyond them would meet RNR and stall this QP's send
+	 * queue, the bind waited for included, until the wait gives up. A
+	 * notice that does not fit is dropped: its owner revokes after
+	 * VERBS_RELEASE_NS instead.
+	 */
+	bool hold_notices;
+	uint32_t nheld;
+	struct verbs_held {
+		uint32_t qp_num;
+		uint32_t notice;
+	} held[VERBS_HELD];
 
 	struct urpc_tp_peer *peers;
 	struct verbs_conn *conns;

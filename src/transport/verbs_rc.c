@@ -247,25 +247,50 @@ void urpc__verbs_rc_init(struct verbs_tp *v)
 	v->done_head = v->done_tail = VERBS_NIL;
 }
 
+static void post_notice(struct verbs_tp *v, struct verbs_conn *c, uint32_t notice)
+{
+	struct ibv_send_wr wr = {.wr_id = VERBS_WR_NOTICE, .opcode = IBV_WR_SEND_WITH_IMM}, *bad;
+
+	wr.imm_data = htobe32(notice);
+	if (ibv_post_send(c->rc_qp, &wr, &bad))
+		URPC_ERR_RATELIMIT(v->base.id, "RC QP %u: a release notice could not be posted",
+				   c->rc_qp->qp_num);
+}
+
+void urpc__verbs_rc_post_held(struct verbs_tp *v)
+{
+	struct verbs_conn *c;
+	uint32_t i;
+
+	for (i = 0; i < v->nheld; i++)
+		for (c = v->conns; c; c = c->next)
+			if (c->rc_state == VERBS_RC_READY &&
+			    c->rc_qp->qp_num == v->held[i].qp_num) {
+				post_notice(v, c, v->held[i].notice);
+				break;
+			}
+	v->nheld = 0;
+}
+
 /* Retire posted op @idx (its last chunk is back) with @status. */
 static void op_retire(struct verbs_tp *v, uint16_t idx, int status)
 {
 	struct verbs_op *op = &v->ops[idx];
-	struct ibv_send_wr wr = {.wr_id = VERBS_WR_NOTICE, .opcode = IBV_WR_SEND_WITH_IMM}, *bad;
+	struct verbs_conn *c = op->conn;
 
 	/* Chunks not back (cut short by an error) come back flushed: ignored. */
 	if (op->kind == URPC_TP_OP_READ)
-		op->conn->rd_out -= URPC_MIN(op->conn->rd_out, (uint32_t)op->inflight);
+		c->rd_out -= URPC_MIN(c->rd_out, (uint32_t)op->inflight);
 	/*
 	 * Done with a grant: tell its owner on this QP, behind any resend of
 	 * the operation's requests, so it revokes only once none is left.
+	 * While verbs_mw.c blocks, notices are held (see verbs_int.h).
 	 */
-	if (!status && op->notice && op->conn->rc_state == VERBS_RC_READY) {
-		wr.imm_data = htobe32(op->notice);
-		if (ibv_post_send(op->conn->rc_qp, &wr, &bad))
-			URPC_ERR_RATELIMIT(v->base.id,
-					   "RC QP %u: a release notice could not be posted",
-					   op->conn->rc_qp->qp_num);
+	if (!status && op->notice && c->rc_state == VERBS_RC_READY) {
+		if (!v->hold_notices)
+			post_notice(v, c, op->notice);
+		else if (v->nheld < VERBS_HELD)
+			v->held[v->nheld++] = (struct verbs_held){c->rc_qp->qp_num, op->notice};
 	}
 	op->conn->rc_posted--;
 	op->peer->posted--;
