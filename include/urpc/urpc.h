@@ -320,7 +320,9 @@ struct urpc_rpc_opts {
 	 * burn a core. The first request after a
 	 * sleep pays the kernel's wake-up latency. Default 20 (short, so that
 	 * more busy threads than cores still make progress: 2+2 KV threads on 2
-	 * cores reached 0.45x the ops/s of 1+1 with it, 0.29x with 100); 0: never sleep,
+	 * cores reached 0.45x the ops/s of 1+1 with it, 0.29x with 100). For
+	 * 100 ms after an idle pass found that the thread had lost its core to
+	 * another thread, the spin is at most 2 us (docs/ENGINE.md); 0: never sleep,
 	 * busy-poll (what a zero-initialised struct gives). udp and verbs only:
 	 * the loop transport cannot block and always busy-polls. An Rpc with it
 	 * set holds one eventfd. urpc_rpc_run_event_loop_once() never blocks.
@@ -492,6 +494,12 @@ struct urpc_rpc_stats {
 	 * (verbs: the NIC refuses such requests itself, uncounted here).
 	 */
 	uint64_t os_dropped;
+	/*
+	 * Passes of run_event_loop() without work that lost the core to
+	 * another thread (idle_block_us set); for 100 ms after one, the Rpc
+	 * spins at most 2 us before it sleeps.
+	 */
+	uint64_t idle_lost_core;
 };
 
 /**

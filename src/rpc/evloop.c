@@ -33,6 +33,17 @@
  * idle_wake_time() does not know about is late by a second at most.
  */
 #define IDLE_MAX_SLEEP_NS 1000000000ull
+/*
+ * A pass without work costs a microsecond or two (one empty receive poll);
+ * one that took longer than IDLE_LOST_CORE_NS did not run all that time: the
+ * thread lost its core to another runnable thread. For IDLE_SHARED_NS after
+ * that, the core counts as shared: the Rpc spins at most IDLE_SHARED_SPIN_NS
+ * (not idle_block_us) before it sleeps, so the thread it kept off the core,
+ * which may well be the one that sends it its next datagram, runs sooner.
+ */
+#define IDLE_LOST_CORE_NS 30000ull
+#define IDLE_SHARED_NS 100000000ull
+#define IDLE_SHARED_SPIN_NS 2000ull
 
 /* ---- receive ---- */
 
@@ -344,19 +355,30 @@ URPC_API int urpc_rpc_run_event_loop(struct urpc_rpc *rpc, unsigned ms)
 	idle_from = t;
 	do {
 		unsigned work = loop_once(rpc);
+		uint64_t prev = t;
 
 		t = urpc__now_ns();
 		if (work) {
 			idle_from = t;
-		} else if (unlikely(rpc->idle_ns && t - idle_from >= rpc->idle_ns && t < end)) {
-			/*
-			 * Idle long enough: sleep. Whether it slept or found
-			 * the Rpc busy, spin another idle_ns before the next
-			 * try, so a busy Rpc scans its sessions rarely.
-			 */
-			idle_wait(rpc, end);
-			t = urpc__now_ns();
-			idle_from = t;
+		} else if (unlikely(rpc->idle_ns)) {
+			uint64_t spin = rpc->idle_ns;
+
+			if (t - prev > IDLE_LOST_CORE_NS) {
+				rpc->st.idle_lost_core++;
+				rpc->shared_until = t + IDLE_SHARED_NS;
+			}
+			if (t < rpc->shared_until)
+				spin = URPC_MIN(spin, IDLE_SHARED_SPIN_NS);
+			if (t - idle_from >= spin && t < end) {
+				/*
+				 * Idle long enough: sleep. Whether it slept or
+				 * found the Rpc busy, spin again before the next
+				 * try, so a busy Rpc scans its sessions rarely.
+				 */
+				idle_wait(rpc, end);
+				t = urpc__now_ns();
+				idle_from = t;
+			}
 		}
 	} while (t < end);
 	return 0;

@@ -120,6 +120,10 @@ struct server {
 	/* measure mode */
 	uint64_t wall_ns, cpu_ns;
 	int64_t runq_ns; /* -1: not reported */
+	int cpu;	 /* >= 0: the server thread runs on this CPU only */
+	bool hog_clock_set;
+	clockid_t hog_clock; /* with hog_clock_set: that thread's CPU time ... */
+	uint64_t hog_ns;     /* ... during the measured run */
 	struct urpc_rpc_stats st;
 };
 
@@ -148,6 +152,14 @@ static void *server_main(void *arg)
 	struct urpc_rpc *rpc;
 
 	atomic_store(&sv->tid, (int)gettid());
+	if (sv->cpu >= 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(sv->cpu, &set);
+		if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set))
+			sv->cpu = -2;
+	}
 	sv->create_ret = urpc_rpc_create(sv->nx, SRV, &sv->o, &rpc);
 	if (sv->create_ret) {
 		atomic_store(&sv->state, 2);
@@ -156,11 +168,16 @@ static void *server_main(void *arg)
 	sv->rpc = rpc;
 	atomic_store(&sv->state, 1);
 	if (sv->measure_ms) {
-		uint64_t t0 = now_ns(), c0 = thread_cpu_ns();
+		uint64_t t0 = now_ns(), c0 = thread_cpu_ns(), h0 = 0;
 		int64_t q0 = thread_runq_ns(), q1;
+		struct timespec ts;
 
+		if (sv->hog_clock_set && !clock_gettime(sv->hog_clock, &ts))
+			h0 = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 		sv->loop_ret = urpc_rpc_run_event_loop(rpc, sv->measure_ms);
 		sv->cpu_ns = thread_cpu_ns() - c0;
+		if (sv->hog_clock_set && !clock_gettime(sv->hog_clock, &ts))
+			sv->hog_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - h0;
 		sv->wall_ns = now_ns() - t0;
 		q1 = thread_runq_ns();
 		sv->runq_ns = (q0 < 0 || q1 < 0) ? -1 : q1 - q0;
@@ -374,6 +391,7 @@ static void measure_idle(struct server *sv, uint32_t idle_block_us)
 	pthread_t th;
 
 	memset(sv, 0, sizeof(*sv));
+	sv->cpu = -1;
 	sv->nx = nexus_up();
 	opts(&sv->o, URPC_TRANSPORT_UDP);
 	sv->o.idle_block_us = idle_block_us;
@@ -421,6 +439,69 @@ Test(idle, idle_server_spins_with_blocking_off, .timeout = TEST_TIMEOUT_S)
 		     "a spinning server was busy for only %.1f ms of %.1f ms", busy / 1e6,
 		     sv.wall_ns / 1e6);
 	cr_assert_eq(sv.st.idle_sleeps, 0);
+}
+
+/* ---- (a') an Rpc that lost its core to another thread stops spinning ------------ */
+
+static void *hog_main(void *arg)
+{
+	atomic_bool *stop = arg;
+
+	while (!atomic_load_explicit(stop, memory_order_relaxed))
+		;
+	return NULL;
+}
+
+Test(idle, idle_server_sharing_its_core_sleeps_before_its_spin_window_ends,
+     .timeout = TEST_TIMEOUT_S)
+{
+	struct server sv;
+	pthread_t th, hog;
+	atomic_bool hog_stop = false;
+	cpu_set_t set;
+	int cpu;
+
+	/* The server and a CPU-bound thread share one CPU, the first we may use. */
+	cr_assert_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+	for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &set); cpu++)
+		;
+	cr_assert_lt(cpu, CPU_SETSIZE);
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	cr_assert_eq(pthread_create(&hog, NULL, hog_main, &hog_stop), 0);
+	cr_assert_eq(pthread_setaffinity_np(hog, sizeof(set), &set), 0);
+
+	memset(&sv, 0, sizeof(sv));
+	sv.cpu = cpu;
+	cr_assert_eq(pthread_getcpuclockid(hog, &sv.hog_clock), 0);
+	sv.hog_clock_set = true;
+	sv.nx = nexus_up();
+	opts(&sv.o, URPC_TRANSPORT_UDP);
+	/* A spin window longer than the run: alone on its core it would never sleep. */
+	sv.o.idle_block_us = 10000000;
+	sv.measure_ms = 300;
+	server_start(&sv, &th);
+	server_join(&sv, th);
+	atomic_store(&hog_stop, true);
+	cr_assert_eq(pthread_join(hog, NULL), 0);
+	cr_assert_eq(urpc_nexus_destroy(sv.nx), 0);
+	cr_assert_eq(sv.cpu, cpu, "cannot pin the server thread to CPU %d", cpu);
+	cr_log_info("on CPU %d for %.1f ms: server %.2f ms of CPU, %llu passes lost the core, "
+		    "%llu sleeps; CPU-bound thread %.1f ms",
+		    cpu, sv.wall_ns / 1e6, sv.cpu_ns / 1e6,
+		    (unsigned long long)sv.st.idle_lost_core, (unsigned long long)sv.st.idle_sleeps,
+		    sv.hog_ns / 1e6);
+	cr_assert_geq(sv.st.idle_lost_core, 1, "the server never noticed it lost its core");
+	cr_assert_geq(sv.st.idle_sleeps, 1, "the server spun on a shared core");
+	/*
+	 * Spinning, the two would share the CPU about evenly (the scheduler is
+	 * fair to two CPU-bound threads); the server gives it up once it sees
+	 * that it lost it, and sleeps.
+	 */
+	cr_assert_lt((double)sv.cpu_ns, 0.25 * (double)sv.hog_ns,
+		     "a waiting server took %.1f ms of CPU from a thread on its core that got "
+		     "%.1f ms",
+		     sv.cpu_ns / 1e6, sv.hog_ns / 1e6);
 }
 
 /* ---- (b) requests wake a sleeping server ------------------------------------------ */
