@@ -228,6 +228,8 @@ struct urpc_tp_stats {
 	 */
 	uint64_t os_dropped;
 	uint64_t grants_live; /* grants made and not yet revoked */
+	/* verbs: operations flushed by a renewal of their RC pair (a cancel) and re-posted */
+	uint64_t os_requeued;
 };
 
 /*
@@ -410,10 +412,11 @@ struct urpc_tp_ops {
 	 * finished first (then it keeps its own status), it completes with
 	 * @status, reaped by the next poll_completions() as any completion;
 	 * once cancel() returns the transport no longer touches its local
-	 * memory (loop waits for a copy under way). 0; -ENOENT (no such
-	 * operation outstanding); -ENOTSUP (verbs: a posted work request
-	 * cannot be taken back, it completes in its own time). A deadline's
-	 * (the user's operations, issue 16). Cold: walks the operations.
+	 * memory (loop waits for a copy under way; verbs flushes the RC QP
+	 * the work requests are on and renews the pair, re-posting the other
+	 * operations flushed with them). 0; -ENOENT (no such operation
+	 * outstanding); -ENOTSUP (the default). A deadline's (the user's
+	 * operations, issue 16). Cold: walks the operations.
 	 */
 	int (*cancel)(struct urpc_tp *tp, uint64_t wr_id, int status);
 

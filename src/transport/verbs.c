@@ -4,8 +4,9 @@
  * and their address handles), memory registration, idle waiting and the
  * ops table. It calls down into verbs_ud.c (datagrams), verbs_mw.c
  * (grants), verbs_hs.c (the RC handshake), verbs_rc.c (RC connections and
- * one-sided operations) and verbs_ctl.c (the outbox of control messages);
- * none of them calls up.
+ * one-sided operations), verbs_rc_poll.c (their completions), verbs_rc_end.c
+ * (cancel, and operations ending with their handle, connection or memory)
+ * and verbs_ctl.c (the outbox of control messages); none of them calls up.
  * verbs_int.h holds the types; tp_default.h the ops it does not have
  * (ep_host: a verbs endpoint is a QP on the fabric, not an IP host).
  *
@@ -32,6 +33,7 @@
 #include "verbs_hs.h"
 #include "verbs_mw.h"
 #include "verbs_rc.h"
+#include "verbs_rc_end.h"
 #include "verbs_rc_poll.h"
 #include "verbs_ud.h"
 
@@ -523,7 +525,7 @@ static const struct urpc_tp_ops verbs_ops = {
 	.grant = urpc__verbs_mw_grant,
 	.revoke = urpc__verbs_mw_revoke,
 	.poll_completions = verbs_poll_completions,
-	.cancel = urpc__tp_default_cancel,
+	.cancel = urpc__verbs_rc_cancel,
 	.wait_arm = verbs_wait_arm,
 	.wait_ack = verbs_wait_ack,
 	.reg_dmabuf = verbs_reg_dmabuf,

@@ -3,7 +3,9 @@
  * The verbs transport's RC handshake: control messages that session
  * management delivered (ctl_push), connecting a connection's QP to the
  * peer's, and the handshake's timers (REQ resends, the deadline). See
- * verbs_int.h for the states and messages. verbs.c calls in here through
+ * verbs_int.h for the states and messages. A RENEW (the peer cancelled
+ * an operation) is a REQ that renews a READY pair: what was posted on it
+ * is requeued (urpc__verbs_rc_renew()), not failed. verbs.c calls in here through
  * verbs_hs.h; this file calls verbs_rc.h and verbs_ctl.h below it.
  */
 #define URPC_LOG_MODULE "verbs"
@@ -67,16 +69,20 @@ static void accept_peer(struct verbs_tp *v, struct verbs_conn *p, const struct v
 	if (p->rc_state == VERBS_RC_NONE) {
 		ret = urpc__verbs_rc_qp_create(v, p);
 		if (ret) {
-			URPC_ERR(v->base.id, "cannot create an RC QP for peer QPN %u: %s", p->qpn,
-				 strerror(-ret));
-			return; /* the requester times out */
+			/* The requester times out; what a renewal requeued here fails. */
+			if (p->wait_head != VERBS_NIL)
+				urpc__verbs_rc_fail(v, p, ret, "creating an RC QP failed");
+			else
+				URPC_ERR(v->base.id, "cannot create an RC QP for peer QPN %u: %s",
+					 p->qpn, strerror(-ret));
+			return;
 		}
 	}
 	ret = qp_connect(v, p, c->rc_qpn, c->rc_psn);
 	if (ret) {
 		URPC_ERR(v->base.id, "RC QP %u: cannot connect to QPN %u: %s", p->rc_qp->qp_num,
 			 c->rc_qpn, strerror(-ret));
-		if (p->rc_state == VERBS_RC_NONE) {
+		if (p->rc_state == VERBS_RC_NONE && p->wait_head == VERBS_NIL) {
 			ibv_destroy_qp(p->rc_qp);
 			p->rc_qp = NULL;
 			return;
@@ -87,6 +93,7 @@ static void accept_peer(struct verbs_tp *v, struct verbs_conn *p, const struct v
 	if (p->rc_state == VERBS_RC_PENDING)
 		v->npending--;
 	p->rc_state = VERBS_RC_READY;
+	p->renew = false;
 	URPC_DBG(v->base.id, "RC QP %u connected to peer QPN %u (RC QPN %u)", p->rc_qp->qp_num,
 		 p->qpn, c->rc_qpn);
 	urpc__verbs_rc_kick(v, p);
@@ -97,12 +104,16 @@ static void ctl_rx(struct verbs_tp *v, struct verbs_conn *via, uint32_t type, co
 {
 	struct verbs_conn *p;
 	struct verbs_ctl c;
+	bool req, renew;
 
-	if (len < sizeof(c) || (type != VERBS_CTL_RC_REQ && type != VERBS_CTL_RC_ACK)) {
+	if (len < sizeof(c) ||
+	    (type != VERBS_CTL_RC_REQ && type != VERBS_CTL_RC_ACK && type != VERBS_CTL_RC_RENEW)) {
 		v->base.stats.rx_drop_bad++;
 		return;
 	}
 	memcpy(&c, buf, sizeof(c));
+	renew = type == VERBS_CTL_RC_RENEW;
+	req = type != VERBS_CTL_RC_ACK; /* a RENEW is a REQ that asks to requeue */
 	p = peer_of_ctl(v, &c);
 	/* It must name the endpoint of the session that carried it. */
 	if (!p || p != via || !c.rc_qpn || c.rc_qpn > 0xffffff) {
@@ -112,19 +123,26 @@ static void ctl_rx(struct verbs_tp *v, struct verbs_conn *via, uint32_t type, co
 	}
 	switch (p->rc_state) {
 	case VERBS_RC_NONE:
-		if (type == VERBS_CTL_RC_REQ)
+		if (req)
 			accept_peer(v, p, &c);
 		/* an ACK for a connection torn down since: ignored */
 		break;
 	case VERBS_RC_PENDING:
 		/* A REQ: both sides asked at once. An ACK must answer our QP. */
-		if (type == VERBS_CTL_RC_REQ || c.echo_qpn == p->rc_qp->qp_num)
+		if (req || c.echo_qpn == p->rc_qp->qp_num)
 			accept_peer(v, p, &c);
 		break;
 	case VERBS_RC_READY:
 		if (c.rc_qpn == p->rc_remote_qpn)
 			break; /* a duplicate; a REQ is answered below (our ACK was lost) */
-		if (type == VERBS_CTL_RC_REQ) {
+		if (renew) {
+			/*
+			 * The peer cancelled an operation and renews the pair: what
+			 * we posted on the old one goes again on the new one.
+			 */
+			urpc__verbs_rc_renew(v, p);
+			accept_peer(v, p, &c);
+		} else if (req) {
 			/* The peer made a new QP (it released and resolved us again). */
 			urpc__verbs_rc_teardown(v, p, -ECONNRESET);
 			accept_peer(v, p, &c);
@@ -142,13 +160,13 @@ static void ctl_rx(struct verbs_tp *v, struct verbs_conn *via, uint32_t type, co
 		 * A tombstone until the peer is released, or until the peer
 		 * asks with a new QP (it recovers from a refused request).
 		 */
-		if (type != VERBS_CTL_RC_REQ || c.rc_qpn == p->rc_remote_qpn)
+		if (!req || c.rc_qpn == p->rc_remote_qpn)
 			return;
 		urpc__verbs_rc_teardown(v, p, -ECONNRESET);
 		accept_peer(v, p, &c);
 		break;
 	}
-	if (type == VERBS_CTL_RC_REQ && p->rc_state == VERBS_RC_READY)
+	if (req && p->rc_state == VERBS_RC_READY)
 		urpc__verbs_ctl_send(v, p, VERBS_CTL_RC_ACK);
 }
 
@@ -166,7 +184,7 @@ void urpc__verbs_hs_timers(struct verbs_tp *v, uint64_t now)
 		}
 		if (now < p->hs_next_ns)
 			continue;
-		urpc__verbs_ctl_send(v, p, VERBS_CTL_RC_REQ);
+		urpc__verbs_ctl_send(v, p, p->renew ? VERBS_CTL_RC_RENEW : VERBS_CTL_RC_REQ);
 		p->hs_rto_ns = URPC_MIN(p->hs_rto_ns * 2, VERBS_HS_RTO_MAX_NS);
 		p->hs_next_ns = now + p->hs_rto_ns;
 	}

@@ -5,11 +5,16 @@
  * down):
  *   verbs.c     endpoint create/destroy, peers, memory, waiting, the ops
  *               table (calls verbs_ud.h, verbs_mw.h, verbs_hs.h, verbs_rc.h,
- *               verbs_ctl.h);
+ *               verbs_rc_end.h, verbs_rc_poll.h, verbs_ctl.h);
  *   verbs_mw.c  grants: memory windows, or an MR per grant (verbs_mw.h;
  *               calls verbs_rc.h);
  *   verbs_hs.c  the RC handshake: ctl_push, connecting, its timers
  *               (verbs_hs.h; calls verbs_rc.h and verbs_ctl.h);
+ *   verbs_rc_end.c operations and connections ending early: cancel,
+ *               handles released, connections gone, memory deregistered
+ *               (verbs_rc_end.h; calls verbs_rc.h and verbs_ctl.h);
+ *   verbs_rc_poll.c poll_completions, the deadline scan (verbs_rc_poll.h;
+ *               calls verbs_rc.h);
  *   verbs_rc.c  RC connections and one-sided operations (verbs_rc.h;
  *               calls verbs_ctl.h);
  *   verbs_ctl.c the outbox of control messages, ctl_pop (verbs_ctl.h);
@@ -38,6 +43,12 @@
  *           peer is released (its session reset) and resolved again.
  * A completion error is recorded as the peer's cause; WR_FLUSH_ERR
  * completions behind it report that cause, never the flush.
+ * A cancel of a posted operation (its deadline) renews the pair instead:
+ * the QP goes to the error state, the cancelled operation reports the
+ * cancel's status, every other operation flushed with it goes back to the
+ * FIFO (from its first chunk not done) and a RENEW asks the peer for a
+ * new pair; the peer requeues what it had posted the same way. Grants
+ * bound to the old QP (memory windows) die with it.
  *
  * Threads: an endpoint belongs to the thread that created it.
  */
@@ -87,8 +98,9 @@ static_assert(VERBS_OS_OPS <= 65536, "op indices fit 16 bits");
 
 /* Control message types (the first byte of a ctl_pop() message). */
 enum verbs_ctl_type {
-	VERBS_CTL_RC_REQ = 1, /* please connect an RC QP to mine */
-	VERBS_CTL_RC_ACK = 2, /* connected: here is mine */
+	VERBS_CTL_RC_REQ = 1,	/* please connect an RC QP to mine */
+	VERBS_CTL_RC_ACK = 2,	/* connected: here is mine */
+	VERBS_CTL_RC_RENEW = 3, /* a REQ in place of a QP that we cancelled: requeue, not fail */
 };
 
 /*
@@ -164,6 +176,8 @@ struct verbs_conn {
 	uint64_t progress_ns;	 /* READY: the last completion (or first post) on rc_qp */
 	uint64_t hs_next_ns;	 /* PENDING: resend REQ then */
 	uint64_t hs_rto_ns;
+	bool renew;   /* PENDING after a cancel: the REQ is a RENEW */
+	bool requeue; /* draining for a renewal: flushed operations go back to the FIFO */
 
 	struct verbs_conn *next; /* the endpoint's list of connections */
 	struct verbs_conn *prev;

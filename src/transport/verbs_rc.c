@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The verbs transport's RC side: the life cycle of a connection's RC QP
- * (start, fail, tear down) and the one-sided operations that ride it
- * (post_read, post_write, poll_completions). See verbs_int.h for the states.
- * verbs_hs.c (the handshake) and verbs.c call in here through verbs_rc.h;
- * this file calls only verbs_ctl.h (the outbox of control messages).
+ * (start, fail, tear down, renew) and the one-sided operations that ride
+ * it (post_read, post_write, reaping their completions). See verbs_int.h
+ * for the states. verbs_hs.c (the handshake), verbs_rc_poll.c,
+ * verbs_rc_end.c (cancel, and what goes away) and verbs.c call in here
+ * through verbs_rc.h; this file calls only verbs_ctl.h (the outbox of
+ * control messages).
  *
  * An operation is cut into chunks of rc_chunk bytes (256 KiB); at most
  * rc_chunks (16) of them are at the NIC at once, and each completion lets
@@ -16,6 +18,10 @@
  * connection completed anything for one_sided_timeout (plus the allowance
  * of one chunk), so a long transfer on a slow or loaded link lives while it
  * moves, and a stalled peer still fails it.
+ * A renewal (a cancel, or the peer's RENEW) flushes the QP with
+ * p->requeue set: the flushed operations go back to the FIFO from their
+ * first chunk not done (RC completes a QP's work requests in order, so
+ * the chunks done are a prefix) and are posted again on the new pair.
  */
 #define URPC_LOG_MODULE "verbs"
 #include "verbs_rc.h"
@@ -34,8 +40,7 @@ static void op_post(struct verbs_tp *v, uint16_t idx);
 
 /* ---- tearing a connection's RC side down ------------------------------------- */
 
-/* Synchronously reap @p's posted operations (its QP is in the error state). */
-static void rc_drain(struct verbs_tp *v, struct verbs_conn *p)
+void urpc__verbs_rc_drain(struct verbs_tp *v, struct verbs_conn *p)
 {
 	uint64_t end = urpc__now_ns() + VERBS_DRAIN_NS;
 	uint32_t i;
@@ -58,31 +63,14 @@ static void rc_drain(struct verbs_tp *v, struct verbs_conn *p)
 }
 
 /*
- * Tear @p's RC side down to NONE: posted operations are flushed and reaped
- * (their status the recorded cause, else @err), waiting ones fail with @err,
- * the memory windows bound to the QP are freed (their grants are DEAD until
- * revoked, which frees the rest), the QP is destroyed.
+ * Destroy @p's QP (drained) and free the memory windows bound to it (their
+ * grants are DEAD until revoked, which frees the rest): state NONE.
  */
-void urpc__verbs_rc_teardown(struct verbs_tp *v, struct verbs_conn *p, int err)
+static void rc_destroy(struct verbs_tp *v, struct verbs_conn *p)
 {
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 	uint32_t g;
-	uint16_t i;
 
-	if (p->rc_state == VERBS_RC_PENDING)
-		v->npending--;
-	if (!p->rc_err)
-		p->rc_err = err;
-	while ((i = p->wait_head) != VERBS_NIL) {
-		p->wait_head = v->ops[i].next;
-		op_done(v, i, p->rc_err);
-	}
-	p->wait_tail = VERBS_NIL;
 	if (p->rc_qp) {
-		if (p->rc_posted) {
-			ibv_modify_qp(p->rc_qp, &a, IBV_QP_STATE);
-			rc_drain(v, p);
-		}
 		for (g = 0; g < v->grants_cap; g++)
 			if (v->grants[g].kind == VERBS_GRANT_MW && v->grants[g].conn == p) {
 				ibv_dealloc_mw(v->grants[g].mw);
@@ -95,6 +83,63 @@ void urpc__verbs_rc_teardown(struct verbs_tp *v, struct verbs_conn *p, int err)
 	p->rc_state = VERBS_RC_NONE;
 	p->rc_err = 0;
 	p->rc_remote_qpn = 0;
+	p->rd_out = 0;
+	p->renew = false;
+}
+
+/* Fail what waits on @p's FIFO with @err. */
+static void wait_fail_all(struct verbs_tp *v, struct verbs_conn *p, int err)
+{
+	uint16_t i;
+
+	while ((i = p->wait_head) != VERBS_NIL) {
+		p->wait_head = v->ops[i].next;
+		op_done(v, i, err);
+	}
+	p->wait_tail = VERBS_NIL;
+}
+
+void urpc__verbs_rc_teardown(struct verbs_tp *v, struct verbs_conn *p, int err)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+
+	if (p->rc_state == VERBS_RC_PENDING)
+		v->npending--;
+	if (!p->rc_err)
+		p->rc_err = err;
+	wait_fail_all(v, p, p->rc_err);
+	if (p->rc_qp && p->rc_posted) {
+		ibv_modify_qp(p->rc_qp, &a, IBV_QP_STATE);
+		urpc__verbs_rc_drain(v, p);
+	}
+	rc_destroy(v, p);
+}
+
+void urpc__verbs_rc_renew(struct verbs_tp *v, struct verbs_conn *p)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+	uint16_t head = p->wait_head, tail = p->wait_tail;
+
+	if (p->rc_state == VERBS_RC_PENDING)
+		v->npending--;
+	/* Not READY while it drains: nothing is posted on it, no notice is sent. */
+	p->rc_state = VERBS_RC_NONE;
+	p->wait_head = p->wait_tail = VERBS_NIL;
+	if (p->rc_qp && p->rc_posted) {
+		p->requeue = true;
+		ibv_modify_qp(p->rc_qp, &a, IBV_QP_STATE);
+		urpc__verbs_rc_drain(v, p);
+		p->requeue = false;
+	}
+	rc_destroy(v, p);
+	/* What was flushed goes first, then what already waited. */
+	if (head == VERBS_NIL)
+		return;
+	if (p->wait_tail == VERBS_NIL)
+		p->wait_head = head;
+	else
+		v->ops[p->wait_tail].next = head;
+	p->wait_tail = tail;
 }
 
 /* ---- the RC life cycle ------------------------------------------------------ */
@@ -156,6 +201,7 @@ int urpc__verbs_rc_start(struct verbs_tp *v, struct verbs_conn *p)
 			 strerror(-ret));
 		p->rc_state = VERBS_RC_FAILED;
 		p->rc_err = ret;
+		wait_fail_all(v, p, ret); /* what a renewal requeued */
 		return ret;
 	}
 	p->rc_state = VERBS_RC_PENDING;
@@ -164,14 +210,13 @@ int urpc__verbs_rc_start(struct verbs_tp *v, struct verbs_conn *p)
 	p->hs_rto_ns = VERBS_HS_RTO_NS;
 	p->hs_next_ns = now + p->hs_rto_ns;
 	/* A REQ the send queue refuses now is resent by the timer. */
-	urpc__verbs_ctl_send(v, p, VERBS_CTL_RC_REQ);
+	urpc__verbs_ctl_send(v, p, p->renew ? VERBS_CTL_RC_RENEW : VERBS_CTL_RC_REQ);
 	return 0;
 }
 
 void urpc__verbs_rc_fail(struct verbs_tp *v, struct verbs_conn *p, int err, const char *why)
 {
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-	uint16_t i;
 
 	if (p->rc_state == VERBS_RC_FAILED)
 		return;
@@ -191,11 +236,7 @@ void urpc__verbs_rc_fail(struct verbs_tp *v, struct verbs_conn *p, int err, cons
 		v->npending--;
 	p->rc_state = VERBS_RC_FAILED;
 	p->rc_err = err;
-	while ((i = p->wait_head) != VERBS_NIL) {
-		p->wait_head = v->ops[i].next;
-		op_done(v, i, err);
-	}
-	p->wait_tail = VERBS_NIL;
+	wait_fail_all(v, p, err);
 	/* Posted operations come back flushed and report @err. */
 	if (p->rc_qp && p->rc_posted)
 		ibv_modify_qp(p->rc_qp, &a, IBV_QP_STATE);
@@ -235,6 +276,38 @@ static void op_done(struct verbs_tp *v, uint16_t idx, int status)
 	else
 		v->ops[v->done_tail].next = idx;
 	v->done_tail = idx;
+}
+
+void urpc__verbs_rc_op_done(struct verbs_tp *v, uint16_t idx, int status)
+{
+	op_done(v, idx, status);
+}
+
+/*
+ * Posted op @idx was flushed by a renewal: back to the tail of its FIFO,
+ * from its first chunk not done (those are a prefix: RC completes in order).
+ */
+static void op_requeue(struct verbs_tp *v, uint16_t idx)
+{
+	struct verbs_op *op = &v->ops[idx];
+	struct verbs_conn *p = op->conn;
+	uint64_t sent = ((uint64_t)op->off + op->chunk - 1) / op->chunk;
+
+	if (op->kind == URPC_TP_OP_READ)
+		p->rd_out -= URPC_MIN(p->rd_out, (uint32_t)op->inflight);
+	op->off = (uint32_t)((sent - op->inflight) * op->chunk);
+	op->inflight = 0;
+	p->rc_posted--;
+	op->peer->posted--;
+	v->nposted--;
+	v->base.stats.os_requeued++;
+	op->state = VERBS_OP_WAITING;
+	op->next = VERBS_NIL;
+	if (p->wait_tail == VERBS_NIL)
+		p->wait_head = idx;
+	else
+		v->ops[p->wait_tail].next = idx;
+	p->wait_tail = idx;
 }
 
 void urpc__verbs_rc_init(struct verbs_tp *v)
@@ -364,8 +437,7 @@ static void op_post(struct verbs_tp *v, uint16_t idx)
 
 	/* Chunks of rc_chunk bytes, v->rc_chunks of them at the NIC at once. */
 	op->chunk = v->rc_chunk && op->len > v->rc_chunk ? v->rc_chunk : op->len;
-	op->off = 0;
-	op->inflight = 0;
+	op->inflight = 0; /* op->off: 0, or where a renewal left it */
 	ret = post_chunks(v, idx, URPC_MAX(v->rc_chunks, 1u));
 	if (unlikely(ret) && !op->inflight) { /* nothing went out */
 		op_done(v, idx, -ret);
@@ -417,6 +489,8 @@ static int post_op(struct verbs_tp *v, enum urpc_tp_op kind, struct urpc_tp_peer
 	op->notice = (uint32_t)(rkey >> 32);
 	op->raddr = raddr;
 	op->len = (uint32_t)len;
+	op->off = 0;
+	op->status = 0;
 	op->next = VERBS_NIL;
 	op->state = VERBS_OP_WAITING;
 
@@ -497,8 +571,13 @@ static void chunk_done(struct verbs_tp *v, uint16_t idx, uint64_t now)
 	}
 	if (op->inflight)
 		return;
-	if (op->off < op->len && !op->status)
+	if (op->off < op->len && !op->status) {
+		if (p->requeue) { /* the rest goes on the renewed pair */
+			op_requeue(v, idx);
+			return;
+		}
 		op->status = p->rc_err ? p->rc_err : -ECONNRESET;
+	}
 	op_retire(v, idx, op->status);
 }
 
@@ -556,10 +635,17 @@ int urpc__verbs_rc_reap(struct verbs_tp *v)
 		p->progress_ns = now;
 		if (likely(wc[i].status == IBV_WC_SUCCESS)) {
 			chunk_done(v, (uint16_t)idx, now);
+		} else if (wc[i].status == IBV_WC_WR_FLUSH_ERR && !op->status && p->requeue) {
+			op_requeue(v, (uint16_t)idx); /* flushed by a renewal */
 		} else {
 			if (wc[i].status == IBV_WC_WR_FLUSH_ERR) {
-				/* Flushed behind the first error: report that, not the flush. */
-				st = p->rc_err ? p->rc_err : -ECONNRESET;
+				/*
+				 * Flushed behind the first error: report that, not the
+				 * flush; a cancelled op reports the cancel's status.
+				 */
+				st = op->status ? op->status : p->rc_err ? p->rc_err : -ECONNRESET;
+			} else if (p->requeue) { /* its own cause; the rest is requeued */
+				st = verbs_wc_errno(wc[i].status);
 			} else {
 				char why[128];
 
@@ -577,70 +663,4 @@ int urpc__verbs_rc_reap(struct verbs_tp *v)
 			urpc__verbs_rc_kick(v, p);
 	}
 	return k;
-}
-
-/* ---- handles, connections and memory going away ------------------------------ */
-
-/*
- * Fail with @status the operations waiting on @c's FIFO that were posted
- * on handle @h, or use the memory @mr_handle (whichever is not NULL).
- */
-static void wait_fail(struct verbs_tp *v, struct verbs_conn *c, const struct urpc_tp_peer *h,
-		      const void *mr_handle, int status)
-{
-	uint16_t *link = &c->wait_head, prev = VERBS_NIL;
-
-	while (*link != VERBS_NIL) {
-		uint16_t k = *link;
-
-		if ((h && v->ops[k].peer == h) || (mr_handle && v->ops[k].mr_handle == mr_handle)) {
-			*link = v->ops[k].next;
-			op_done(v, k, status);
-		} else {
-			prev = k;
-			link = &v->ops[k].next;
-		}
-	}
-	c->wait_tail = prev;
-}
-
-void urpc__verbs_rc_peer_quiesce(struct verbs_tp *v, struct urpc_tp_peer *h)
-{
-	struct verbs_conn *c = h->conn;
-	uint64_t end;
-
-	wait_fail(v, c, h, NULL, -ECONNRESET);
-	if (h->posted && c->refs > 1) {
-		end = urpc__now_ns() + VERBS_DRAIN_NS;
-		while (h->posted && urpc__now_ns() < end)
-			urpc__verbs_rc_reap(v);
-		if (h->posted) {
-			urpc__verbs_rc_fail(v, c, -ETIMEDOUT,
-					    "operations of a released peer did not complete");
-			rc_drain(v, c);
-		}
-	}
-}
-
-void urpc__verbs_rc_conn_fini(struct verbs_tp *v, struct verbs_conn *c)
-{
-	urpc__verbs_rc_teardown(v, c, -ECONNRESET);
-	urpc__verbs_ctl_purge(v, c);
-}
-
-void urpc__verbs_rc_mr_quiesce(struct verbs_tp *v, const void *mr_handle)
-{
-	struct verbs_conn *p;
-	uint32_t i;
-
-	for (p = v->conns; p; p = p->next)
-		wait_fail(v, p, NULL, mr_handle, -EIO);
-	for (i = 0; i < VERBS_OS_OPS; i++) {
-		struct verbs_op *op = &v->ops[i];
-
-		if (op->state != VERBS_OP_POSTED || op->mr_handle != mr_handle)
-			continue;
-		urpc__verbs_rc_fail(v, op->conn, -EIO, "its memory was deregistered");
-		rc_drain(v, op->conn);
-	}
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The verbs transport's RC connections and one-sided operations
- * (verbs_rc.c), for verbs_hs.c and verbs.c. Calls only verbs_ctl.h.
+ * (verbs_rc.c), for verbs_hs.c, verbs_mw.c, verbs_rc_poll.c,
+ * verbs_rc_end.c and verbs.c. Calls only verbs_ctl.h.
  */
 #ifndef URPC_TRANSPORT_VERBS_RC_H
 #define URPC_TRANSPORT_VERBS_RC_H
@@ -21,7 +22,10 @@ void urpc__verbs_rc_init(struct verbs_tp *v);
  */
 int urpc__verbs_rc_qp_create(struct verbs_tp *v, struct verbs_conn *c);
 
-/* Start the RC side of @c (state NONE): QP, REQ. 0, or -errno and @c FAILED. */
+/*
+ * Start the RC side of @c (state NONE): QP, REQ (RENEW if c->renew). 0, or
+ * -errno and @c FAILED (what waits on its FIFO fails with it).
+ */
 int urpc__verbs_rc_start(struct verbs_tp *v, struct verbs_conn *c);
 
 /*
@@ -38,31 +42,27 @@ void urpc__verbs_rc_fail(struct verbs_tp *v, struct verbs_conn *c, int err, cons
  */
 void urpc__verbs_rc_teardown(struct verbs_tp *v, struct verbs_conn *c, int err);
 
+/*
+ * Renew @c's RC side (READY or PENDING) for a new pair: its QP goes to the
+ * error state, posted operations are flushed back to the FIFO ahead of
+ * the waiting ones (from their first chunk not done; one whose status is
+ * set, a cancelled one, retires with it), the QP is destroyed: state NONE
+ * with the FIFO kept. The caller connects anew (urpc__verbs_rc_start()
+ * with c->renew, or accepting the peer's RENEW).
+ */
+void urpc__verbs_rc_renew(struct verbs_tp *v, struct verbs_conn *c);
+
+/*
+ * Reap until @c's posted operations are back (its QP is in the error
+ * state), bounded by VERBS_DRAIN_NS; past it they complete with -EIO.
+ */
+void urpc__verbs_rc_drain(struct verbs_tp *v, struct verbs_conn *c);
+
+/* Op @idx (unlinked from any FIFO) joins the done FIFO with @status. */
+void urpc__verbs_rc_op_done(struct verbs_tp *v, uint16_t idx, int status);
+
 /* Post what waits on @c's FIFO while its READY QP has room. */
 void urpc__verbs_rc_kick(struct verbs_tp *v, struct verbs_conn *c);
-
-/*
- * Handle @h is being released: its waiting operations fail with
- * -ECONNRESET; its posted ones are waited for when the connection has
- * other handles (bounded; past the bound the connection fails and they
- * are flushed), else left to urpc__verbs_rc_conn_fini().
- */
-void urpc__verbs_rc_peer_quiesce(struct verbs_tp *v, struct urpc_tp_peer *h);
-
-/*
- * Connection @c loses its last handle: its RC side is torn down (posted
- * operations flushed and reaped, waiting ones fail with -ECONNRESET) and
- * its queued control messages are dropped.
- */
-void urpc__verbs_rc_conn_fini(struct verbs_tp *v, struct verbs_conn *c);
-
-/*
- * The memory registered as @mr_handle (a struct ibv_mr) is about to be
- * deregistered: operations using it fail, waiting ones with -EIO at once,
- * posted ones by failing their connection (a tombstone with -EIO) and
- * reaping them; the NIC no longer touches it when this returns.
- */
-void urpc__verbs_rc_mr_quiesce(struct verbs_tp *v, const void *mr_handle);
 
 /* The one-sided ops (transport.h). poll_completions() runs no handshake timer. */
 int urpc__verbs_rc_post_read(struct urpc_tp *tp, struct urpc_tp_peer *peer, void *local,

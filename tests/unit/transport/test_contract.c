@@ -1077,6 +1077,87 @@ Test(CONTRACT_NAME, a_grant_reads_64MiB_at_an_odd_offset, .timeout = 240)
 }
 
 /*
+ * A deadline's cancel (issue 16) of a 16 MiB READ that the peer serves,
+ * soon after it was posted: it completes once, at the next poll, with the
+ * cancel's status (or 0 if it finished first; on verbs and udp it cannot
+ * have), and from the moment cancel() returned nothing writes into its
+ * buffer. A WRITE posted behind it completes with 0 and lands whole (on
+ * verbs the cancel renews the RC pair, and the WRITE, flushed with the
+ * READ, goes again on the new one). An unknown wr_id: -ENOENT. Then a READ
+ * works. B's memory is an open registration: a grant that is a memory
+ * window (verbs) dies with the pair it was bound to (docs/API.md).
+ */
+Test(CONTRACT_NAME, cancel_ends_an_operation_the_peer_serves, .timeout = 120)
+{
+	const size_t len = 16u << 20, wl = 4096;
+	struct region local, remote;
+	struct urpc_tp_comp c[2];
+	int st_read = 1, st_write = 1, k, i;
+	uint64_t at, key, end;
+	uint8_t *snap;
+	struct pair p;
+
+	pair_open_tokens(&p);
+	rc_warm(&p);
+	p.a->one_sided_timeout_ns = WAIT_NS;
+	region_open(p.a, &local, len + wl, 0, 0x11);
+	region_open(p.b, &remote, len + wl,
+		    URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE, 0x22);
+	pattern(local.mem + len, wl, 6);
+	at = (uint64_t)(uintptr_t)remote.mem;
+	key = remote.mr.rkey;
+	cr_assert_eq(p.a->ops->post_read(p.a, p.a2b, local.mem, &local.mr, at, key, len, 1), 0);
+	cr_assert_eq(
+		p.a->ops->post_write(p.a, p.a2b, local.mem + len, &local.mr, at + len, key, wl, 2),
+		0);
+	for (i = 0; i < 3; i++) { /* under way */
+		serve(p.b);
+		serve(p.a);
+	}
+	cr_assert_eq(p.a->ops->cancel(p.a, 1, -ETIMEDOUT), 0);
+	snap = malloc(len);
+	cr_assert_not_null(snap);
+	memcpy(snap, local.mem, len);
+	cr_assert_eq(p.a->ops->cancel(p.a, 12345, -ETIMEDOUT), -ENOENT);
+	/* The cancelled READ is reaped by the next poll, before anything serves. */
+	k = p.a->ops->poll_completions(p.a, c, 2);
+	for (i = 0; i < k; i++) {
+		if (c[i].wr_id == 1)
+			st_read = c[i].status;
+		else if (c[i].wr_id == 2)
+			st_write = c[i].status;
+		else
+			cr_assert_fail("a completion of wr_id %lu", (unsigned long)c[i].wr_id);
+	}
+	cr_assert_neq(st_read, 1, "the cancelled READ was not reaped by the next poll");
+	cr_assert(st_read == -ETIMEDOUT || st_read == 0, "READ: %s", urpc_strerror(st_read));
+	if (CONTRACT_KIND != URPC_TRANSPORT_LOOP)
+		cr_assert_eq(st_read, -ETIMEDOUT, "16 MiB were READ in three passes");
+	if (st_write == 1)
+		st_write = wait_comp(&p, 2);
+	cr_assert_eq(st_write, 0, "the WRITE behind the cancelled READ: %s",
+		     urpc_strerror(st_write));
+	cr_assert(memcmp(remote.mem + len, local.mem + len, wl) == 0, "the WRITE did not land");
+	for (i = 0; i < 300; i++) {
+		serve(p.b);
+		serve(p.a);
+		cr_assert_eq(p.a->ops->poll_completions(p.a, c, 1), 0, "a second completion");
+	}
+	cr_assert(memcmp(snap, local.mem, len) == 0, "the buffer changed after cancel() returned");
+	free(snap);
+	memset(local.mem, 0, 4096);
+	end = urpc__now_ns();
+	cr_assert_eq(p.a->ops->post_read(p.a, p.a2b, local.mem, &local.mr, at + 7, key, 4096, 3),
+		     0);
+	cr_assert_eq(wait_comp(&p, 3), 0, "a READ after the cancel");
+	cr_assert(memcmp(local.mem, remote.mem + 7, 4096) == 0);
+	cr_log_info("a READ after the cancel took %.1f ms", (urpc__now_ns() - end) / 1e6);
+	region_close(p.a, &local);
+	region_close(p.b, &remote);
+	pair_close(&p);
+}
+
+/*
  * Slices: several grants on one registration, each narrower than it. Each
  * key reaches its own bytes only, with its own access; revoking one leaves
  * the others as they were.
