@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Remote memory for users (issue 16), the users' operations as the engine
- * runs them, over the transport RMEM_KIND (loop and udp): batches
+ * runs them, over the transport RMEM_KIND (loop, udp, verbs): batches
  * (urpc_rdma_submit: mixed, one failing in the middle, 1,000 small ones,
- * bad input), deadlines (a peer that never serves; the default one),
- * a session reset and an Rpc destroyed with a batch in flight, more
- * operations than the transport's window, "write then notify" and "read
- * what was there before the rbuf was sent" (docs/API.md), and revocation
- * with operations in flight. A server Rpc and a client Rpc A on one Nexus.
+ * bad input), deadlines (loop and udp: a peer that never serves, and the
+ * default one; verbs, where the owner's NIC serves whatever its thread
+ * does: a transfer too large for its deadline, with other operations on
+ * the same RC pair that must not notice the cancel), a session reset and
+ * an Rpc destroyed with a batch in flight, more operations than the
+ * transport's window, "write then notify" and "read what was there before
+ * the rbuf was sent" (docs/API.md), and revocation with operations in
+ * flight. A server Rpc and a client Rpc A on one Nexus; on verbs the
+ * server on URPC_TEST_DEVICE_B, A on URPC_TEST_DEVICE_A (tests/vm).
  */
 #include <criterion/criterion.h>
 #include <endian.h>
@@ -21,6 +25,7 @@
 #include "rpc/engine.h"
 #include "rpc/rmem.h"
 #include "rpc/rpc.h"
+#include "transport/verbs_dev.h"
 #include "util/seam.h"
 
 #ifndef RMEM_KIND
@@ -145,6 +150,19 @@ static void call(uint8_t type, const void *data, size_t len, void *out, size_t o
 	cr_assert_eq(urpc_msgbuf_free(W.a, &c.resp), 0);
 }
 
+/* verbs: only with an active port. */
+static void skip_without_device(void)
+{
+	struct urpc_verbs_port port;
+
+	if (RMEM_KIND != URPC_TRANSPORT_VERBS)
+		return;
+	if (!urpc__verbs_built())
+		cr_skip_test("this build has no verbs transport (libibverbs not found)");
+	if (urpc__verbs_pick_port(getenv("URPC_TEST_DEVICE_A"), &port) < 0)
+		cr_skip_test("no active RDMA port (run it in tests/vm/rxe-vm.sh for Soft-RoCE)");
+}
+
 static void world_up(void)
 {
 	struct urpc_nexus_opts no;
@@ -155,6 +173,7 @@ static void world_up(void)
 	char hp[64];
 	size_t i;
 
+	skip_without_device();
 	memset(&W, 0, sizeof(W));
 	W.mem = malloc(REGION);
 	cr_assert_not_null(W.mem);
@@ -169,7 +188,9 @@ static void world_up(void)
 	o.transport = RMEM_KIND;
 	o.idle_block_us = 0;
 	o.peer_timeout_ms = 10000;
+	o.device = getenv("URPC_TEST_DEVICE_B");
 	cr_assert_eq(urpc_rpc_create(W.nx, 1, &o, &W.srv), 0);
+	o.device = getenv("URPC_TEST_DEVICE_A");
 	cr_assert_eq(urpc_rpc_create(W.nx, 2, &o, &W.a), 0);
 	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(W.nx));
 	cr_assert_eq(urpc_session_connect(W.a, hp, 1, &W.sa), 0);
@@ -411,6 +432,13 @@ Test(RMEM_NAME, batch_bad_input)
 	cr_assert_eq(urpc_mem_revoke(W.srv, &rb), 0);
 }
 
+/* The owner not serving stalls nothing on verbs: its NIC serves. */
+static void skip_on_verbs(void)
+{
+	if (RMEM_KIND == URPC_TRANSPORT_VERBS)
+		cr_skip_test("the owner's NIC serves on verbs: see deadline_nic_serves");
+}
+
 /*
  * The owner never serves (its event loop does not run): the deadline fails
  * the operation and the batch with -ETIMEDOUT, not before it, and the
@@ -425,6 +453,7 @@ Test(RMEM_NAME, deadline)
 	uint64_t t0;
 	size_t k;
 
+	skip_on_verbs();
 	cr_assert_eq(urpc_msgbuf_alloc(W.a, 1u << 16, &l), 0);
 	t0 = urpc__now_ns();
 	cr_assert_eq(urpc_rdma_read(W.a, W.sa, &l, 0, &rb, 0, 4096, op_cont, &o, 50), 0);
@@ -458,6 +487,128 @@ Test(RMEM_NAME, deadline)
 	cr_assert_eq(urpc_mem_revoke(W.srv, &rb), 0);
 }
 
+/*
+ * Where the owner serves (verbs: its NIC), a deadline is overrun by size:
+ * a 64 MiB READ, then WRITE, with 1 ms ends with -ETIMEDOUT, not before
+ * 1 ms and long before the transfer could end (under a quarter of 16
+ * times what a 4 MiB READ takes afterwards), its buffer free. The
+ * operations flushed with it must not notice: WRITEs of another batch (no
+ * deadline) posted behind the READ on the same RC pair, re-posted on the
+ * renewed pair, land whole; the owner's own 8 MiB READ of A's memory in
+ * flight on the pair (requeued when A's renewal reaches it) ends with 0
+ * and its bytes. Then the session works: the 4 MiB READ's bytes, a
+ * request answered.
+ */
+Test(RMEM_NAME, deadline_nic_serves)
+{
+	enum { BIG = 64u << 20, SMALL = 4u << 20, NW = URPC_ROP_WINDOW - 1, WL = 4096 };
+	enum { SRV = 8u << 20, LONG_MS = WAIT_NS / 1000000 };
+	struct urpc_rbuf big, rb = expose(URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES), arb;
+	uint8_t *rmem = malloc(BIG), *lmem = malloc(BIG), ok = 0;
+	uint8_t *amem = malloc(SRV), *smem = calloc(1, SRV);
+	uint32_t q[3] = {9, 0, NW * WL};
+	struct urpc_rdma_op ops[NW];
+	struct urpc_msgbuf l, lw, sl;
+	struct op o = {0}, w = {0}, so = {0};
+	uint64_t t0, t_read, t_write, t_small, rq_a, rq_srv;
+	bool w_busy, srv_busy;
+	size_t k, i;
+
+	if (RMEM_KIND != URPC_TRANSPORT_VERBS)
+		cr_skip_test(
+			"verbs only: loop and udp run deadline (an owner that does not serve)");
+	cr_assert(rmem && lmem && amem && smem);
+	for (i = 0; i < SRV; i++)
+		amem[i] = pat(i, 11);
+	cr_assert_eq(urpc_mem_expose(W.a, W.sa, amem, SRV, URPC_MEM_PEER_READS, &arb), 0);
+	cr_assert_eq(urpc_msgbuf_register(W.srv, smem, SRV, 0, &sl), 0);
+	for (i = 0; i < SMALL + 12345; i++)
+		rmem[i] = pat(i, 3);
+	memset(rmem + SMALL + 12345, 0x5a, BIG - SMALL - 12345);
+	cr_assert_eq(urpc_mem_expose(W.srv, W.srv_sa, rmem, BIG,
+				     URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES, &big),
+		     0);
+	cr_assert_eq(urpc_msgbuf_register(W.a, lmem, BIG, 0, &l), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, NW * WL, &lw), 0);
+	for (i = 0; i < NW * WL; i++)
+		lw.buf[i] = pat(i, q[0]);
+	for (k = 0; k < NW; k++)
+		ops[k] = (struct urpc_rdma_op){URPC_RDMA_WRITE, &lw, k * WL, &rb, k * WL, WL};
+
+	memset(&o, 0, sizeof(o)); /* the RC pair is up before the clock starts */
+	cr_assert_eq(urpc_rdma_read(W.a, W.sa, &l, 0, &big, 0, 8, op_cont, &o, 0), 0);
+	cr_assert_eq(op_wait(&o), 0);
+	memset(&o, 0, sizeof(o));
+	rq_a = W.a->tp->stats.os_requeued;
+	rq_srv = W.srv->tp->stats.os_requeued;
+	/*
+	 * Long operations get a deadline of op_wait()'s bound: timeout 0 would
+	 * fail one that ends no operation of its batch in 1 s (8 MiB take
+	 * longer on a busy host).
+	 */
+	cr_assert_eq(urpc_rdma_read(W.srv, W.srv_sa, &sl, 0, &arb, 0, SRV, op_cont, &so, LONG_MS),
+		     0);
+	t0 = urpc__now_ns();
+	cr_assert_eq(urpc_rdma_read(W.a, W.sa, &l, 0, &big, 0, BIG, op_cont, &o, 1), 0);
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, ops, NW, LONG_MS, op_cont, &w), 0);
+	cr_assert_eq(op_wait(&o), -ETIMEDOUT);
+	t_read = urpc__now_ns() - t0;
+	/* Still under way when the READ was cancelled: flushed, so requeued. */
+	w_busy = !w.runs;
+	srv_busy = !so.runs;
+	cr_assert_eq(urpc_msgbuf_unregister(W.a, &l), 0, "the cancelled READ holds its buffer");
+	cr_assert_eq(op_wait(&w), 0, "a WRITE flushed by the cancel failed: %d", w.status);
+	call(T_CHECK, q, sizeof(q), &ok, 1);
+	cr_assert_eq(ok, 1, "the re-posted WRITEs did not land whole");
+	cr_assert_eq(op_wait(&so), 0, "the owner's READ failed: %d", so.status);
+	cr_assert_eq(memcmp(smem, amem, SRV), 0, "the owner's READ has wrong bytes");
+	cr_assert_eq(urpc_msgbuf_unregister(W.srv, &sl), 0);
+	cr_assert_eq(urpc_mem_revoke(W.a, &arb), 0);
+	cr_log_info("requeued: %llu of A's (its WRITEs %s), %llu of the owner's (its READ %s)",
+		    (unsigned long long)(W.a->tp->stats.os_requeued - rq_a),
+		    w_busy ? "under way" : "done",
+		    (unsigned long long)(W.srv->tp->stats.os_requeued - rq_srv),
+		    srv_busy ? "under way" : "done");
+	cr_assert(!w_busy || W.a->tp->stats.os_requeued > rq_a);
+	cr_assert(!srv_busy || W.srv->tp->stats.os_requeued > rq_srv);
+
+	/* A WRITE of what is there (whatever part of it lands changes nothing). */
+	memcpy(lmem, rmem, BIG);
+	cr_assert_eq(urpc_msgbuf_register(W.a, lmem, BIG, 0, &l), 0);
+	memset(&o, 0, sizeof(o));
+	t0 = urpc__now_ns();
+	cr_assert_eq(urpc_rdma_write(W.a, W.sa, &l, 0, &big, 0, BIG, op_cont, &o, 1), 0);
+	cr_assert_eq(op_wait(&o), -ETIMEDOUT);
+	t_write = urpc__now_ns() - t0;
+
+	memset(lmem, 0, SMALL);
+	memset(&o, 0, sizeof(o));
+	t0 = urpc__now_ns();
+	cr_assert_eq(urpc_rdma_read(W.a, W.sa, &l, 0, &big, 12345, SMALL, op_cont, &o, LONG_MS), 0);
+	cr_assert_eq(op_wait(&o), 0);
+	t_small = urpc__now_ns() - t0;
+	for (i = 0; i < SMALL; i++)
+		cr_assert_eq(lmem[i], pat(12345 + i, 3), "byte %zu", i);
+	cr_log_info("64 MiB with a 1 ms deadline: READ -ETIMEDOUT after %.1f ms, WRITE after "
+		    "%.1f ms; a 4 MiB READ took %.1f ms",
+		    t_read / 1e6, t_write / 1e6, t_small / 1e6);
+	cr_assert_geq(t_read, 1000000ull, "failed before its deadline");
+	cr_assert_geq(t_write, 1000000ull, "failed before its deadline");
+	cr_assert_lt(t_read, t_small * (BIG / SMALL) / 4, "the READ ran its course");
+	cr_assert_lt(t_write, t_small * (BIG / SMALL) / 4, "the WRITE ran its course");
+	call(T_CHECK, q, sizeof(q), &ok, 1);
+	cr_assert_eq(ok, 1);
+	books_ok(W.a);
+	cr_assert_eq(urpc_msgbuf_unregister(W.a, &l), 0);
+	cr_assert_eq(urpc_msgbuf_free(W.a, &lw), 0);
+	cr_assert_eq(urpc_mem_revoke(W.srv, &big), 0);
+	cr_assert_eq(urpc_mem_revoke(W.srv, &rb), 0);
+	free(rmem);
+	free(lmem);
+	free(amem);
+	free(smem);
+}
+
 /* timeout_ms 0: the Rpc's one-sided timeout (at least 1 s) without progress. */
 Test(RMEM_NAME, default_deadline)
 {
@@ -466,6 +617,7 @@ Test(RMEM_NAME, default_deadline)
 	struct op o = {0};
 	uint64_t t0;
 
+	skip_on_verbs();
 	cr_assert_eq(urpc_msgbuf_alloc(W.a, 64, &l), 0);
 	t0 = urpc__now_ns();
 	cr_assert_eq(urpc_rdma_read(W.a, W.sa, &l, 0, &rb, 0, 64, op_cont, &o, 0), 0);

@@ -43,6 +43,7 @@ DESCRIPTION
         gpu-1500       1500  -         test_gpu_verbs         1024
         kv-1500        1500  -         test_kv_verbs          1024
         rmem-1500      1500  -         test_rmem_verbs        1024
+        rmem-batch-1500 1500 -         test_rmem_batch_verbs  1024
         contract-9000  9000  -         test_contract_verbs    4096
         verbs-9000     9000  -         test_verbs             4096
         e2e-9000       9000  -         test_e2e_verbs         4096
@@ -147,6 +148,7 @@ runs=(
 	"gpu-1500 1500 - test_gpu_verbs - 300"
 	"kv-1500 1500 - test_kv_verbs - 300"
 	"rmem-1500 1500 - test_rmem_verbs - 300"
+	"rmem-batch-1500 1500 - test_rmem_batch_verbs - 300"
 	"contract-9000 9000 - test_contract_verbs - 300"
 	"verbs-9000 9000 - test_verbs - 300"
 	"e2e-9000 9000 - test_e2e_verbs - 600"
