@@ -4,7 +4,8 @@
  * registration, for one peer, until revoked (struct urpc_tp_grant in
  * transport.h). It owns the endpoint's table of grants and its windows
  * not bound; it calls verbs_rc.h (to post a bind or an invalidation on an
- * RC QP and wait for it, to start the RC connection a window needs).
+ * RC QP and wait for it, to start the RC connection a window needs) and
+ * verbs_notice.h (to post the notices held while it waited).
  *
  * A grant is made one of two ways:
  *
@@ -56,6 +57,7 @@
 #include <string.h>
 
 #include "../util/log.h"
+#include "verbs_notice.h"
 #include "verbs_rc.h"
 
 #define GRANT_NIL UINT32_MAX
@@ -124,7 +126,7 @@ static int post_local(struct verbs_tp *v, struct verbs_conn *p, struct ibv_send_
 	int ret = post_local_wait(v, p, wr);
 
 	if (v->nheld)
-		urpc__verbs_rc_post_held(v);
+		urpc__verbs_notice_post_held(v);
 	return ret;
 }
 
@@ -403,7 +405,7 @@ static void entry_end(struct verbs_tp *v, uint32_t idx)
 	       urpc__now_ns() < end)
 		reap_holding(v);
 	if (v->nheld)
-		urpc__verbs_rc_post_held(v);
+		urpc__verbs_notice_post_held(v);
 	switch (e->kind) {
 	case VERBS_GRANT_MW:
 		if (c->rc_state == VERBS_RC_READY && c->rc_qp->qp_num == e->qp_num) {

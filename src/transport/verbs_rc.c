@@ -6,7 +6,7 @@
  * for the states. verbs_hs.c (the handshake), verbs_rc_poll.c,
  * verbs_rc_end.c (cancel, and what goes away) and verbs.c call in here
  * through verbs_rc.h; this file calls only verbs_ctl.h (the outbox of
- * control messages).
+ * control messages) and verbs_notice.h (release notices).
  *
  * An operation is cut into chunks of rc_chunk bytes (256 KiB); at most
  * rc_chunks (16) of them are at the NIC at once, and each completion lets
@@ -34,6 +34,7 @@
 
 #include "../util/log.h"
 #include "verbs_ctl.h"
+#include "verbs_notice.h"
 
 static void op_done(struct verbs_tp *v, uint16_t idx, int status);
 static void op_post(struct verbs_tp *v, uint16_t idx);
@@ -144,15 +145,6 @@ void urpc__verbs_rc_renew(struct verbs_tp *v, struct verbs_conn *p)
 
 /* ---- the RC life cycle ------------------------------------------------------ */
 
-/* A receive for a peer's release notice (no data: the notice is its immediate). */
-static void rc_post_recv(struct ibv_qp *qp)
-{
-	struct ibv_recv_wr wr = {.wr_id = VERBS_WR_RECV}, *bad;
-
-	if (ibv_post_recv(qp, &wr, &bad))
-		URPC_ERR_RATELIMIT(0, "RC QP %u: a receive could not be posted", qp->qp_num);
-}
-
 int urpc__verbs_rc_qp_create(struct verbs_tp *v, struct verbs_conn *p)
 {
 	struct ibv_qp_init_attr ia;
@@ -186,7 +178,7 @@ int urpc__verbs_rc_qp_create(struct verbs_tp *v, struct verbs_conn *p)
 	}
 	p->rc_psn = verbs_random32() & 0xffffff;
 	for (unsigned k = 0; k < VERBS_RC_RECV; k++)
-		rc_post_recv(p->rc_qp);
+		urpc__verbs_notice_recv_post(p->rc_qp);
 	return 0;
 }
 
@@ -320,31 +312,6 @@ void urpc__verbs_rc_init(struct verbs_tp *v)
 	v->done_head = v->done_tail = VERBS_NIL;
 }
 
-static void post_notice(struct verbs_tp *v, struct verbs_conn *c, uint32_t notice)
-{
-	struct ibv_send_wr wr = {.wr_id = VERBS_WR_NOTICE, .opcode = IBV_WR_SEND_WITH_IMM}, *bad;
-
-	wr.imm_data = htobe32(notice);
-	if (ibv_post_send(c->rc_qp, &wr, &bad))
-		URPC_ERR_RATELIMIT(v->base.id, "RC QP %u: a release notice could not be posted",
-				   c->rc_qp->qp_num);
-}
-
-void urpc__verbs_rc_post_held(struct verbs_tp *v)
-{
-	struct verbs_conn *c;
-	uint32_t i;
-
-	for (i = 0; i < v->nheld; i++)
-		for (c = v->conns; c; c = c->next)
-			if (c->rc_state == VERBS_RC_READY &&
-			    c->rc_qp->qp_num == v->held[i].qp_num) {
-				post_notice(v, c, v->held[i].notice);
-				break;
-			}
-	v->nheld = 0;
-}
-
 /* Retire posted op @idx (its last chunk is back) with @status. */
 static void op_retire(struct verbs_tp *v, uint16_t idx, int status)
 {
@@ -359,12 +326,8 @@ static void op_retire(struct verbs_tp *v, uint16_t idx, int status)
 	 * the operation's requests, so it revokes only once none is left.
 	 * While verbs_mw.c blocks, notices are held (see verbs_int.h).
 	 */
-	if (!status && op->notice && c->rc_state == VERBS_RC_READY) {
-		if (!v->hold_notices)
-			post_notice(v, c, op->notice);
-		else if (v->nheld < VERBS_HELD)
-			v->held[v->nheld++] = (struct verbs_held){c->rc_qp->qp_num, op->notice};
-	}
+	if (!status && op->notice && c->rc_state == VERBS_RC_READY)
+		urpc__verbs_notice_send(v, c, op->notice);
 	op->conn->rc_posted--;
 	op->peer->posted--;
 	v->nposted--;
@@ -581,26 +544,6 @@ static void chunk_done(struct verbs_tp *v, uint16_t idx, uint64_t now)
 	op_retire(v, idx, op->status);
 }
 
-/*
- * A peer's release notice: the grant it names (index and generation, on
- * this QP) has none of its requests left; repost the receive.
- */
-static void rc_notice(struct verbs_tp *v, const struct ibv_wc *wc)
-{
-	uint32_t imm = be32toh(wc->imm_data), idx = imm >> 8;
-	struct verbs_grant *e = idx < v->grants_cap ? &v->grants[idx] : NULL;
-	struct verbs_conn *c;
-
-	if (e && e->kind != VERBS_GRANT_FREE && (e->gen & 0xff) == (imm & 0xff) && e->conn->rc_qp &&
-	    e->conn->rc_qp->qp_num == wc->qp_num)
-		e->released = true;
-	for (c = v->conns; c; c = c->next)
-		if (c->rc_qp && c->rc_qp->qp_num == wc->qp_num) {
-			rc_post_recv(c->rc_qp);
-			break;
-		}
-}
-
 int urpc__verbs_rc_reap(struct verbs_tp *v)
 {
 	struct ibv_wc wc[VERBS_POLL_BATCH];
@@ -624,7 +567,7 @@ int urpc__verbs_rc_reap(struct verbs_tp *v)
 				v->local_done = idx;
 				v->local_status = wc[i].status;
 			} else if (idx == VERBS_WR_RECV && wc[i].status == IBV_WC_SUCCESS) {
-				rc_notice(v, &wc[i]);
+				urpc__verbs_notice_got(v, &wc[i]);
 			}
 			continue;
 		}

@@ -78,9 +78,6 @@ int urpc__verbs_rc_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, con
  */
 int urpc__verbs_rc_reap(struct verbs_tp *v);
 
-/* Post the release notices held while verbs_mw.c waited (hold_notices). */
-void urpc__verbs_rc_post_held(struct verbs_tp *v);
-
 #ifdef __cplusplus
 }
 #endif
