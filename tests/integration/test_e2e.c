@@ -32,8 +32,8 @@
 
 #include <urpc/urpc.h>
 
-#include "rpc/rpc.h"		 /* urpc__rpc_set_clock(), for the idle-gap test only */
-#include "transport/verbs_dev.h" /* urpc__verbs_pick_port(), to skip without a port */
+#include "rpc/rpc.h" /* urpc__rpc_set_clock(), for the idle-gap test only */
+#include "verbs_skip.h"
 
 #ifndef E2E_KIND
 #error "build with -DE2E_KIND=URPC_TRANSPORT_<KIND> -DE2E_NAME=<suite>"
@@ -368,19 +368,6 @@ static void sm_cb(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int 
 	}
 }
 
-/* Skip the running case when the transport under test cannot run here. */
-static void skip_without_device(void)
-{
-	struct urpc_verbs_port port;
-
-	if (E2E_KIND != URPC_TRANSPORT_VERBS)
-		return;
-	if (!urpc__verbs_built())
-		cr_skip_test("this build has no verbs transport (libibverbs not found)");
-	if (urpc__verbs_pick_port(getenv("URPC_TEST_DEVICE_A"), &port) < 0)
-		cr_skip_test("no active RDMA port (tests/vm/verbs-stage.sh runs it on Soft-RoCE)");
-}
-
 static void opts_for(struct world *w, uint8_t id, struct urpc_rpc_opts *o)
 {
 	urpc_rpc_opts_init(o);
@@ -399,7 +386,7 @@ static void world_nexus_up(struct world *w)
 	struct urpc_nexus_opts no;
 	unsigned i;
 
-	skip_without_device();
+	verbs_skip_without_port(E2E_KIND);
 	memset(w, 0, sizeof(*w));
 	urpc_nexus_opts_init(&no);
 	no.host = "127.0.0.1";

@@ -22,8 +22,8 @@
 #include "rpc/rpc.h"
 #include "transport/transport.h"
 #include "transport/udp.h"
-#include "transport/verbs_dev.h"
 #include "util/log.h"
+#include "verbs_skip.h"
 
 #ifndef LARGE_KIND
 #error "build with -DLARGE_KIND=URPC_TRANSPORT_<KIND> -DLARGE_NAME=<suite>"
@@ -58,18 +58,6 @@ struct world {
 };
 
 static struct world W;
-
-static void skip_without_device(void)
-{
-	struct urpc_verbs_port port;
-
-	if (LARGE_KIND != URPC_TRANSPORT_VERBS)
-		return;
-	if (!urpc__verbs_built())
-		cr_skip_test("this build has no verbs transport (libibverbs not found)");
-	if (urpc__verbs_pick_port(getenv("URPC_TEST_DEVICE_A"), &port) < 0)
-		cr_skip_test("no active RDMA port (run it in tests/vm/rxe-vm.sh for Soft-RoCE)");
-}
 
 static uint8_t pat(uint64_t id, size_t i)
 {
@@ -203,7 +191,7 @@ static void world_up(void)
 	uint64_t end;
 	int st = 1;
 
-	skip_without_device();
+	verbs_skip_without_port(LARGE_KIND);
 	memset(&W, 0, sizeof(W));
 	urpc_nexus_opts_init(&no);
 	no.host = "127.0.0.1";

@@ -31,7 +31,7 @@
 
 #include <urpc/urpc.h>
 
-#include "transport/verbs_dev.h"
+#include "verbs_skip.h"
 
 #ifndef LOSS_KIND
 #error "build with -DLOSS_KIND=URPC_TRANSPORT_<KIND> -DLOSS_NAME=<suite>"
@@ -235,18 +235,6 @@ static void pass(struct lworld *l)
 	cr_assert_eq(urpc_rpc_run_event_loop_once(l->srv), 0);
 }
 
-static void skip_without_device(void)
-{
-	struct urpc_verbs_port port;
-
-	if (LOSS_KIND != URPC_TRANSPORT_VERBS)
-		return;
-	if (!urpc__verbs_built())
-		cr_skip_test("this build has no verbs transport (libibverbs not found)");
-	if (urpc__verbs_pick_port(getenv("URPC_TEST_DEVICE_A"), &port) < 0)
-		cr_skip_test("no active RDMA port (tests/vm/verbs-stage.sh runs it on Soft-RoCE)");
-}
-
 static void setup(struct lworld *l)
 {
 	struct urpc_rpc_opts o;
@@ -255,7 +243,7 @@ static void setup(struct lworld *l)
 	unsigned i;
 	int ret;
 
-	skip_without_device();
+	verbs_skip_without_port(LOSS_KIND);
 	memset(l, 0, sizeof(*l));
 	l->n = env_uint("URPC_TEST_LOSS_RPCS", DEF_RPCS, MAX_RPCS);
 	cr_assert_eq(urpc_nexus_create(NULL, &l->nx), 0);

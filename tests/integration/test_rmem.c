@@ -20,8 +20,8 @@
 #include "rpc/engine.h"
 #include "rpc/rmem.h"
 #include "rpc/rpc.h"
-#include "transport/verbs_dev.h"
 #include "util/seam.h"
+#include "verbs_skip.h"
 
 #ifndef RMEM_KIND
 #error "build with -DRMEM_KIND=URPC_TRANSPORT_<KIND> -DRMEM_NAME=<suite>"
@@ -103,19 +103,6 @@ static void call(struct urpc_rpc *rpc, int sess)
 	cr_assert_eq(urpc_msgbuf_free(rpc, &resp), 0);
 }
 
-/* verbs: only with an active port; the server on device B, the clients on A. */
-static void skip_without_device(void)
-{
-	struct urpc_verbs_port port;
-
-	if (RMEM_KIND != URPC_TRANSPORT_VERBS)
-		return;
-	if (!urpc__verbs_built())
-		cr_skip_test("this build has no verbs transport (libibverbs not found)");
-	if (urpc__verbs_pick_port(getenv("URPC_TEST_DEVICE_A"), &port) < 0)
-		cr_skip_test("no active RDMA port (run it in tests/vm/rxe-vm.sh for Soft-RoCE)");
-}
-
 static void world_up(void)
 {
 	struct urpc_nexus_opts no;
@@ -124,7 +111,7 @@ static void world_up(void)
 	char hp[64];
 	size_t i;
 
-	skip_without_device();
+	verbs_skip_without_port(RMEM_KIND);
 	memset(&W, 0, sizeof(W));
 	urpc_nexus_opts_init(&no);
 	no.host = "127.0.0.1";

@@ -25,8 +25,8 @@
 #include "rpc/engine.h"
 #include "rpc/rmem.h"
 #include "rpc/rpc.h"
-#include "transport/verbs_dev.h"
 #include "util/seam.h"
+#include "verbs_skip.h"
 
 #ifndef RMEM_KIND
 #error "build with -DRMEM_KIND=URPC_TRANSPORT_<KIND> -DRMEM_NAME=<suite>"
@@ -150,19 +150,6 @@ static void call(uint8_t type, const void *data, size_t len, void *out, size_t o
 	cr_assert_eq(urpc_msgbuf_free(W.a, &c.resp), 0);
 }
 
-/* verbs: only with an active port. */
-static void skip_without_device(void)
-{
-	struct urpc_verbs_port port;
-
-	if (RMEM_KIND != URPC_TRANSPORT_VERBS)
-		return;
-	if (!urpc__verbs_built())
-		cr_skip_test("this build has no verbs transport (libibverbs not found)");
-	if (urpc__verbs_pick_port(getenv("URPC_TEST_DEVICE_A"), &port) < 0)
-		cr_skip_test("no active RDMA port (run it in tests/vm/rxe-vm.sh for Soft-RoCE)");
-}
-
 static void world_up(void)
 {
 	struct urpc_nexus_opts no;
@@ -173,7 +160,7 @@ static void world_up(void)
 	char hp[64];
 	size_t i;
 
-	skip_without_device();
+	verbs_skip_without_port(RMEM_KIND);
 	memset(&W, 0, sizeof(W));
 	W.mem = malloc(REGION);
 	cr_assert_not_null(W.mem);

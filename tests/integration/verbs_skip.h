@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration tests built once per transport: skip the running case when
+ * the transport under test is verbs and nothing here can run it.
+ * Header-only, for test files.
+ */
+#ifndef URPC_TEST_VERBS_SKIP_H
+#define URPC_TEST_VERBS_SKIP_H
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+
+#include <urpc/urpc.h>
+
+#include "transport/verbs_dev.h"
+
+/* No-op unless @kind is URPC_TRANSPORT_VERBS; the device is URPC_TEST_DEVICE_A's. */
+static inline void verbs_skip_without_port(int kind)
+{
+	struct urpc_verbs_port port;
+
+	if (kind != URPC_TRANSPORT_VERBS)
+		return;
+	if (!urpc__verbs_built())
+		cr_skip_test("this build has no verbs transport (libibverbs not found)");
+	if (urpc__verbs_pick_port(getenv("URPC_TEST_DEVICE_A"), &port) < 0)
+		cr_skip_test("no active RDMA port (tests/vm/verbs-stage.sh runs it on Soft-RoCE)");
+}
+
+#endif /* URPC_TEST_VERBS_SKIP_H */
