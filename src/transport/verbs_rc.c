@@ -544,6 +544,26 @@ static void chunk_done(struct verbs_tp *v, uint16_t idx, uint64_t now)
 	op_retire(v, idx, op->status);
 }
 
+/*
+ * A release notice or a notice receive completed with error @wc: its QP
+ * is in the error state and flushes what follows, which would otherwise
+ * report -ECONNRESET with no cause given.
+ */
+static URPC_COLD void qp_failed(struct verbs_tp *v, const struct ibv_wc *wc)
+{
+	struct verbs_conn *c;
+	char why[96];
+
+	for (c = v->conns; c; c = c->next)
+		if (c->rc_qp && c->rc_qp->qp_num == wc->qp_num && c->rc_state == VERBS_RC_READY) {
+			snprintf(why, sizeof(why), "a release notice's %s: %s",
+				 wc->wr_id == VERBS_WR_RECV ? "receive" : "send",
+				 ibv_wc_status_str(wc->status));
+			urpc__verbs_rc_fail(v, c, verbs_wc_errno(wc->status), why);
+			return;
+		}
+}
+
 int urpc__verbs_rc_reap(struct verbs_tp *v)
 {
 	struct ibv_wc wc[VERBS_POLL_BATCH];
@@ -568,6 +588,10 @@ int urpc__verbs_rc_reap(struct verbs_tp *v)
 				v->local_status = wc[i].status;
 			} else if (idx == VERBS_WR_RECV && wc[i].status == IBV_WC_SUCCESS) {
 				urpc__verbs_notice_got(v, &wc[i]);
+			} else if (wc[i].status != IBV_WC_SUCCESS &&
+				   wc[i].status != IBV_WC_WR_FLUSH_ERR) {
+				/* A notice or a receive failed its QP: say why, once. */
+				qp_failed(v, &wc[i]);
 			}
 			continue;
 		}
