@@ -188,7 +188,7 @@ struct urpc_rbatch {
 	urpc_rdma_cont_fn cont; /* NULL: a free entry */
 	void *tag;
 	uint64_t deadline_ns; /* Rpc clock */
-	uint64_t idle_ns;     /* timeout 0: the deadline moves on with each completion */
+	uint64_t idle_ns;     /* timeout 0: the deadline moves on with progress (rop.c) */
 	uint32_t sess_num;
 	uint32_t left;	 /* operations not let go (queued or posted) */
 	uint32_t posted; /* ... of which posted */

@@ -4,9 +4,9 @@
  * table (free list, the FIFO of queued operations, the count posted), the
  * batch table (free list, the list of batches due), and the users' share
  * of rpc->os_busy (one per live batch). Runs the batches' continuations.
- * May call: the transport's post_read/post_write/cancel, the CUDA driver's
- * copies (a GPU view staged through pinned host memory); nothing of the
- * engine above engine.h.
+ * May call: the transport's post_read/post_write/cancel/os_idle, the CUDA
+ * driver's copies (a GPU view staged through pinned host memory); nothing
+ * of the engine above engine.h.
  */
 #define URPC_LOG_MODULE "rmem"
 #include "rop.h"
@@ -342,6 +342,33 @@ static void batch_expire(struct urpc_rpc *rpc, uint32_t bi)
 			(void)rpc->tp->ops->cancel(rpc->tp, rop_wr(t, i), -ETIMEDOUT);
 }
 
+/*
+ * The deadline of batch @bi, which has none of its own (timeout 0), passed
+ * with operations posted: if one of them made progress in the transport
+ * within the one-sided timeout (a chunk done, on udp and verbs; loop's
+ * operation is one copy and tells nothing), the deadline moves to that
+ * progress plus the timeout, and true. Cold: a walk, once per timeout.
+ */
+static bool batch_moves(struct urpc_rpc *rpc, uint32_t bi)
+{
+	struct urpc_rop_tab *t = rpc->rop;
+	struct urpc_rbatch *b = &t->b[bi];
+	uint64_t idle, least = UINT64_MAX;
+	uint32_t i, n = b->posted;
+
+	for (i = 0; i < t->cap && n; i++) {
+		if (t->op[i].state != URPC_ROP_POSTED || t->op[i].batch != bi)
+			continue;
+		n--;
+		if (!rpc->tp->ops->os_idle(rpc->tp, rop_wr(t, i), &idle))
+			least = URPC_MIN(least, idle);
+	}
+	if (least >= b->idle_ns)
+		return false;
+	b->deadline_ns = rpc->now + (b->idle_ns - least);
+	return true;
+}
+
 void urpc__rop_timers(struct urpc_rpc *rpc)
 {
 	struct urpc_rop_tab *t = rpc->rop;
@@ -359,6 +386,8 @@ void urpc__rop_timers(struct urpc_rpc *rpc)
 			b->deadline_ns = rpc->now + b->idle_ns;
 			continue;
 		}
+		if (b->idle_ns && batch_moves(rpc, bi))
+			continue;
 		batch_expire(rpc, bi);
 	}
 	pump(rpc);

@@ -21,8 +21,9 @@ extern "C" {
 /*
  * Queue the @n operations of @ops (checked by the caller: ranges, rbufs,
  * owner, local buffers) on session @s as one batch and post what the
- * window allows. @timeout_ns 0: the batch fails once no operation of it
- * has completed for the Rpc's one-sided timeout. 0: @cont runs exactly
+ * window allows. @timeout_ns 0: the batch fails once it has made no
+ * progress (an operation completed, or a chunk of a posted one in the
+ * transport: os_idle) for the Rpc's one-sided timeout. 0: @cont runs exactly
  * once, later, from the event loop (or the destroy); -EAGAIN (more than
  * URPC_RDMA_MAX_OPS live), -ENOMEM: nothing queued. Cold-ish: may grow the tables.
  */

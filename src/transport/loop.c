@@ -366,6 +366,7 @@ const struct urpc_tp_ops urpc__tp_loop_ops = {
 	.revoke = urpc__loop_os_revoke,
 	.poll_completions = urpc__loop_os_poll_completions,
 	.cancel = urpc__loop_os_cancel,
+	.os_idle = urpc__tp_default_os_idle,   /* an operation is one copy */
 	.wait_arm = urpc__tp_default_wait_arm, /* loop cannot block: no URPC_TP_CAP_WAIT */
 	.wait_ack = urpc__tp_default_wait_ack,
 	.reg_dmabuf = urpc__tp_default_reg_dmabuf,

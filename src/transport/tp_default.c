@@ -29,6 +29,11 @@ int urpc__tp_default_cancel(struct urpc_tp *tp, uint64_t wr_id, int status)
 	return -ENOTSUP;
 }
 
+int urpc__tp_default_os_idle(struct urpc_tp *tp, uint64_t wr_id, uint64_t *idle_ns)
+{
+	return -ENOTSUP;
+}
+
 int urpc__tp_default_ctl_pop(struct urpc_tp *tp, struct urpc_tp_peer **peer, uint8_t *buf)
 {
 	return -ENOTSUP;

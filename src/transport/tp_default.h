@@ -27,6 +27,7 @@ int urpc__tp_default_reg_dmabuf(struct urpc_tp *tp, int fd, uint64_t offset, siz
 				uint64_t iova, unsigned access, struct urpc_tp_mr *mr);
 int urpc__tp_default_ep_host(struct urpc_tp *tp, const uint8_t *ep, size_t len, uint32_t *addr);
 int urpc__tp_default_cancel(struct urpc_tp *tp, uint64_t wr_id, int status);
+int urpc__tp_default_os_idle(struct urpc_tp *tp, uint64_t wr_id, uint64_t *idle_ns);
 int urpc__tp_default_ctl_pop(struct urpc_tp *tp, struct urpc_tp_peer **peer, uint8_t *buf);
 int urpc__tp_default_tx_now(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *buf,
 			    uint32_t len);

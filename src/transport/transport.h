@@ -421,6 +421,19 @@ struct urpc_tp_ops {
 	int (*cancel)(struct urpc_tp *tp, uint64_t wr_id, int status);
 
 	/*
+	 * How long own operation @wr_id (posted, not yet reaped) has gone
+	 * without progress: since its post or the completion of its latest
+	 * chunk (udp: a datagram's worth; verbs: a work request, or any
+	 * completion on its RC connection, as its own time-out counts; an
+	 * operation still waiting behind others or a handshake there: 0).
+	 * 0 and *@idle_ns; -ENOENT (no such operation outstanding); -ENOTSUP
+	 * (the default; loop, whose operation is one copy: its completion is
+	 * its only progress). What a user's batch without a deadline counts
+	 * from (issue 16). Cold: walks the operations.
+	 */
+	int (*os_idle)(struct urpc_tp *tp, uint64_t wr_id, uint64_t *idle_ns);
+
+	/*
 	 * Idle waiting (URPC_TP_CAP_WAIT; loop cannot block).
 	 * wait_arm() asks to be woken by the next datagram or completion and
 	 * returns a file descriptor that poll(POLLIN) reports readable then,

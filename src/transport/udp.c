@@ -469,6 +469,7 @@ const struct urpc_tp_ops urpc__tp_udp_ops = {
 	.rx_release = urpc__udp_rx_release,
 	.poll_completions = urpc__udp_poll_completions,
 	.cancel = urpc__udp_os_cancel,
+	.os_idle = urpc__udp_os_idle,
 	.wait_arm = udp_wait_arm,
 	.wait_ack = udp_wait_ack,
 	.reg_dmabuf = urpc__tp_default_reg_dmabuf,

@@ -172,6 +172,25 @@ int urpc__udp_os_cancel(struct urpc_tp *tp, uint64_t wr_id, int status)
 	return -ENOENT;
 }
 
+/* Cold: a user's batch without a deadline asks, once per time-out. */
+int urpc__udp_os_idle(struct urpc_tp *tp, uint64_t wr_id, uint64_t *idle_ns)
+{
+	struct udp_tp *u = to_udp(tp);
+	uint64_t now = urpc__now_ns();
+	unsigned i;
+
+	for (i = 0; i < UDP_OS_OPS; i++) {
+		if (u->ops[i].state == UDP_OP_FREE || u->ops[i].wr_id != wr_id)
+			continue;
+		/* done, not reaped: it ended; no time to count */
+		*idle_ns = u->ops[i].state == UDP_OP_ACTIVE && now > u->ops[i].progress_ns
+				   ? now - u->ops[i].progress_ns
+				   : 0;
+		return 0;
+	}
+	return -ENOENT;
+}
+
 /* ---- grants (sw_mr.c) ------------------------------------------------------ */
 
 void urpc__udp_os_set_peer_token(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t token)

@@ -526,6 +526,7 @@ static const struct urpc_tp_ops verbs_ops = {
 	.revoke = urpc__verbs_mw_revoke,
 	.poll_completions = verbs_poll_completions,
 	.cancel = urpc__verbs_rc_cancel,
+	.os_idle = urpc__verbs_rc_os_idle,
 	.wait_arm = verbs_wait_arm,
 	.wait_ack = verbs_wait_ack,
 	.reg_dmabuf = verbs_reg_dmabuf,

@@ -2,8 +2,9 @@
 /*
  * The verbs transport's poll_completions: reap the RC completion queue,
  * fail connections whose operations stopped making progress, and hand the
- * engine what completed. Called by verbs.c through verbs_rc_poll.h; calls
- * only verbs_rc.h (reap, fail).
+ * engine what completed; and os_idle: how long an operation went without
+ * progress, as that deadline counts it. Called by verbs.c through
+ * verbs_rc_poll.h; calls only verbs_rc.h (reap, fail).
  */
 #include "verbs_rc_poll.h"
 
@@ -32,6 +33,28 @@ static void scan_deadlines(struct verbs_tp *v, uint64_t now)
 				v, op->conn, -ETIMEDOUT,
 				"a one-sided operation made no progress within its time-out");
 	}
+}
+
+int urpc__verbs_rc_os_idle(struct urpc_tp *tp, uint64_t wr_id, uint64_t *idle_ns)
+{
+	struct verbs_tp *v = to_verbs(tp);
+	uint64_t now = urpc__now_ns(), last;
+	uint32_t i;
+
+	for (i = 0; i < VERBS_OS_OPS; i++) {
+		const struct verbs_op *op = &v->ops[i];
+
+		if (op->state == VERBS_OP_FREE || op->wr_id != wr_id)
+			continue;
+		/* WAITING: behind others or a handshake, which are bounded; DONE: ended. */
+		*idle_ns = 0;
+		if (op->state == VERBS_OP_POSTED) {
+			last = URPC_MAX(op->progress_ns, op->conn->progress_ns);
+			*idle_ns = now > last ? now - last : 0;
+		}
+		return 0;
+	}
+	return -ENOENT;
 }
 
 int urpc__verbs_rc_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n)

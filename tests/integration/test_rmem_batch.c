@@ -615,6 +615,127 @@ Test(RMEM_NAME, default_deadline)
 }
 
 /*
+ * A's deadline for operations without one of their own: the one-sided
+ * timeout, at least 1 s (rop.c).
+ */
+static uint64_t os_timeout(void)
+{
+	return URPC_MAX(W.a->tp->one_sided_timeout_ns, URPC_OS_TIMEOUT_MIN_NS);
+}
+
+/*
+ * Pump A, and the owner once every @pace_ns, until @o's continuation ran
+ * or the owner was pumped @serves times (0: no limit); the time of the
+ * owner's last pass, before it ran.
+ */
+static uint64_t paced(struct op *o, uint64_t pace_ns, unsigned serves)
+{
+	uint64_t end = urpc__now_ns() + WAIT_NS, next = 0, last = 0, now;
+	unsigned n = 0;
+
+	while (!o->runs && (!serves || n < serves)) {
+		now = urpc__now_ns();
+		cr_assert_lt(now, end, "a one-sided operation did not complete");
+		if (now >= next) {
+			last = now;
+			cr_assert_eq(urpc_rpc_run_event_loop_once(W.srv), 0);
+			next = now + pace_ns;
+			n++;
+		}
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.a), 0);
+	}
+	return last;
+}
+
+/*
+ * timeout_ms 0 follows progress, not operations completed (docs/API.md):
+ * one large READ that moves for longer than the one-sided timeout
+ * completes, and one that stops moving fails one timeout after it last
+ * moved, not before. On udp the owner serves it at a pace: a pass every
+ * 1/16 of the timeout, and a pass serves at most the 32 datagrams of the
+ * READ's window (1 MiB is about 740 of them), so it needs more than 1.4
+ * timeouts. On verbs the owner's NIC serves: a 64 MiB READ runs at the
+ * link's pace (1.7 to 7.9 s on Soft-RoCE under load) and must complete;
+ * the stop cannot be made there. Loop's operation is one copy: its
+ * completion is its only progress (default_deadline).
+ */
+Test(RMEM_NAME, default_deadline_follows_progress)
+{
+	enum { BIG = 64u << 20 };
+	struct urpc_rbuf rb = expose(URPC_MEM_PEER_READS);
+	uint64_t tmo = os_timeout(), pace = tmo / 16, t0, t, last;
+	struct urpc_msgbuf l;
+	struct op o = {0};
+	uint8_t *rmem, *lmem;
+	size_t i;
+
+	if (RMEM_KIND == URPC_TRANSPORT_LOOP)
+		cr_skip_test("loop: an operation is one copy, its completion is its only progress");
+	if (RMEM_KIND == URPC_TRANSPORT_VERBS) {
+		struct urpc_rbuf big;
+
+		rmem = malloc(BIG);
+		lmem = calloc(1, BIG);
+		cr_assert(rmem && lmem);
+		for (i = 0; i < BIG; i++)
+			rmem[i] = pat(i, 5);
+		cr_assert_eq(urpc_mem_expose(W.srv, W.srv_sa, rmem, BIG, URPC_MEM_PEER_READS, &big),
+			     0);
+		cr_assert_eq(urpc_msgbuf_register(W.a, lmem, BIG, 0, &l), 0);
+		t0 = urpc__now_ns();
+		cr_assert_eq(urpc_rdma_read(W.a, W.sa, &l, 0, &big, 0, BIG, op_cont, &o, 0), 0);
+		cr_assert_eq(op_wait(&o), 0, "a 64 MiB READ without a deadline: %d", o.status);
+		t = urpc__now_ns() - t0;
+		cr_log_info("a 64 MiB READ without a deadline took %.1f ms (the timeout: %.1f ms)",
+			    t / 1e6, tmo / 1e6);
+		cr_assert_eq(memcmp(lmem, rmem, BIG), 0);
+		cr_assert_eq(urpc_msgbuf_unregister(W.a, &l), 0);
+		cr_assert_eq(urpc_mem_revoke(W.srv, &big), 0);
+		cr_assert_eq(urpc_mem_revoke(W.srv, &rb), 0);
+		free(rmem);
+		free(lmem);
+		return;
+	}
+
+	/* It moves, slowly, to the end. */
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, REGION, &l), 0);
+	t0 = urpc__now_ns();
+	cr_assert_eq(urpc_rdma_read(W.a, W.sa, &l, 0, &rb, 0, REGION, op_cont, &o, 0), 0);
+	paced(&o, pace, 0);
+	t = urpc__now_ns() - t0;
+	cr_assert_eq(o.status, 0, "a READ that kept moving failed after %.1f ms: %d", t / 1e6,
+		     o.status);
+	cr_assert_gt(t, tmo, "it took %.1f ms, under the timeout: the pace is wrong", t / 1e6);
+	cr_assert_eq(memcmp(l.buf, W.mem, REGION), 0);
+	cr_log_info("1 MiB READ served at a pace: %.1f ms (the timeout: %.1f ms)", t / 1e6,
+		    tmo / 1e6);
+
+	/* It moves for longer than the timeout (at most 20 * 32 of its datagrams), then stops. */
+	memset(&o, 0, sizeof(o));
+	t0 = urpc__now_ns();
+	cr_assert_eq(urpc_rdma_read(W.a, W.sa, &l, 0, &rb, 0, REGION, op_cont, &o, 0), 0);
+	last = paced(&o, pace, 20);
+	cr_assert_eq(o.runs, 0, "the READ ended while it moved: %d", o.status);
+	cr_assert_gt(last - t0, tmo, "the owner's passes did not outlast the timeout");
+	cr_assert_eq(op_wait_srv(&o, false), -ETIMEDOUT);
+	t = urpc__now_ns() - last;
+	cr_log_info("stopped: -ETIMEDOUT %.1f ms after it last moved", t / 1e6);
+	/* Its last move: in the owner's last pass, or (a request lost) the one before. */
+	cr_assert_geq(t + pace, W.a->tp->one_sided_timeout_ns,
+		      "failed %.1f ms after it last moved, before the timeout", t / 1e6);
+	cr_assert_lt(t, 2 * tmo, "failed %.1f ms after it last moved", t / 1e6);
+	books_ok(W.a);
+
+	/* The owner serves again: new operations work. */
+	memset(&o, 0, sizeof(o));
+	cr_assert_eq(urpc_rdma_read(W.a, W.sa, &l, 0, &rb, 100, 4096, op_cont, &o, 0), 0);
+	cr_assert_eq(op_wait(&o), 0);
+	cr_assert_eq(memcmp(l.buf, W.mem + 100, 4096), 0);
+	cr_assert_eq(urpc_msgbuf_free(W.a, &l), 0);
+	cr_assert_eq(urpc_mem_revoke(W.srv, &rb), 0);
+}
+
+/*
  * The peer goes away mid-batch (the server Rpc is destroyed): the batch
  * ends with -ECONNRESET, once, with its buffers let go.
  */
