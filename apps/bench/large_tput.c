@@ -743,9 +743,11 @@ out_cli:
 			status = 1;
 		}
 	}
-	fprintf(stderr, PROG ": server handled %lu requests (%llu duplicates), slept %llu times\n",
+	fprintf(stderr,
+		PROG ": server handled %lu requests (%llu duplicates), slept %llu times, "
+		     "%llu large responses retired before their client let go\n",
 		atomic_load(&sv.handled), (unsigned long long)bsv.st.dup_reqs,
-		(unsigned long long)bsv.st.idle_sleeps);
+		(unsigned long long)bsv.st.idle_sleeps, (unsigned long long)bsv.st.resps_retiring);
 out_nexus:
 	if (urpc_nexus_destroy(nx))
 		status = 1;

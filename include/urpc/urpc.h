@@ -468,7 +468,13 @@ struct urpc_rpc_stats {
 	uint64_t idle_wakeups;	  /* ... and was woken by traffic (else by a timer or its end) */
 	uint64_t idle_sm_wakeups; /* ... of which by a session-management packet */
 	uint64_t acks_sent; /* server: "read it" for large requests whose handler answers later */
-	uint64_t acks_rx;   /* client: ... received */
+	/*
+	 * Server: large responses whose slot took a new request before the
+	 * client had let go of them (verbs: its release notice had not come);
+	 * kept untouched until it did, instead of the event loop waiting.
+	 */
+	uint64_t resps_retiring;
+	uint64_t acks_rx;	   /* client: ... received */
 	uint64_t drop_bad_comp;	   /* one-sided completions naming no operation in flight */
 	uint64_t connects_refused; /* server: CONNECT_REQs refused (limit, memory, transport) */
 	uint64_t resp_bufs;	   /* server: response buffers its slots hold now */

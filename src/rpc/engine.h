@@ -272,8 +272,10 @@ struct urpc_cslot {
  */
 struct urpc_srv_large {
 	struct urpc_msgbuf self;
-	struct urpc_msgbuf resp;    /* the response, the library's while it is stored */
-	struct urpc_tp_grant grant; /* ... granted to the client while it is stored */
+	struct urpc_msgbuf resp;     /* the response, the library's while it is stored */
+	struct urpc_tp_grant grant;  /* ... granted to the client while it is stored */
+	struct urpc_srv_large *next; /* on rpc->retiring, once its slot moved on */
+	uint32_t sess_num;	     /* ... from this session's slot */
 };
 
 /*
@@ -442,6 +444,12 @@ struct urpc_rpc {
 	struct urpc_os_op os[URPC_OS_OPS];
 	uint16_t os_free; /* free list of os[], URPC_OS_NIL at the end */
 	uint32_t os_busy; /* entries in use, and the users' live batches (rop.c) */
+	/*
+	 * Large responses whose slot took a new request while the transport
+	 * still waits for the client to let go of their grant (revoke_ready):
+	 * kept, untouched, until it may revoke without blocking (large.c).
+	 */
+	struct urpc_srv_large *retiring;
 	/* Users' exposures (rmem.c); NULL until the first. */
 	struct urpc_rmem_tab *rmem;
 	/*

@@ -145,6 +145,9 @@ static void scan_timers(struct urpc_rpc *rpc)
 	/* Users' one-sided batches: deadlines, the queue behind the window. */
 	if (unlikely(rpc->rop != NULL))
 		urpc__rop_timers(rpc);
+	/* Large responses whose client has not let go of them yet. */
+	if (unlikely(rpc->retiring != NULL))
+		urpc__srv_large_retiring(rpc, false);
 	nw = (rpc->hi_session + 63) / 64;
 	for (w = 0; w < nw; w++) {
 		uint64_t bits = rpc->sm_map[w];
@@ -258,7 +261,8 @@ URPC_API int urpc_rpc_run_event_loop_once(struct urpc_rpc *rpc)
 static bool idle_wake_time(const struct urpc_rpc *rpc, uint64_t *wake_ns)
 {
 	uint32_t w, nw = (rpc->hi_session + 63) / 64;
-	uint64_t t = UINT64_MAX;
+	/* Retiring large responses: looked at again by the next scan. */
+	uint64_t t = rpc->retiring ? rpc->next_scan_ns : UINT64_MAX;
 
 	if (rpc->have_pending || rpc->ntx || rpc->smo_n || rpc->os_busy || rpc->srv_deferred)
 		return false;

@@ -4,11 +4,12 @@
  * its free list and its share of rpc->os_busy) and the orphans in it, the
  * grants that let a session's peer READ a large message
  * (urpc__grant_read()), and the entries that hold a server slot's large
- * stored response (sl->large). Hands the completions of the users'
+ * stored response (sl->large), then, until the client has let go of it,
+ * the Rpc's (rpc->retiring). Hands the completions of the users'
  * operations to rop.h, and tells it when a session goes.
  * May call: rop.h (users' completions, a session's end, their batches at
  * destroy), tx.h (forget a freed response's descriptor), msgbuf.h (give
- * buffers back), the pool, the transport's grant/revoke and
+ * buffers back), the pool, the transport's grant/revoke/revoke_ready and
  * rx_burst/poll_completions.
  */
 #define URPC_LOG_MODULE "large"
@@ -35,6 +36,16 @@ int urpc__grant_read(struct urpc_rpc *rpc, struct urpc_session *s, const struct 
 				    urpc_strerror(ret));
 	}
 	return ret;
+}
+
+/* Revoke @l's grant, give its response back, free it. */
+static void srv_large_end(struct urpc_rpc *rpc, struct urpc_srv_large *l)
+{
+	struct urpc_msgbuf self = l->self;
+
+	urpc__grant_revoke(rpc, &l->grant);
+	urpc__mb_release(rpc, &l->resp);
+	(void)urpc__pool_free(rpc->pool, &self);
 }
 
 URPC_COLD int urpc__srv_large_take(struct urpc_rpc *rpc, struct urpc_sslot *sl,
@@ -65,16 +76,56 @@ URPC_COLD int urpc__srv_large_take(struct urpc_rpc *rpc, struct urpc_sslot *sl,
 
 URPC_COLD void urpc__srv_large_free(struct urpc_rpc *rpc, struct urpc_sslot *sl)
 {
-	struct urpc_srv_large *l = sl->large;
-	struct urpc_msgbuf self;
-
-	if (!l)
+	if (!sl->large)
 		return;
-	urpc__grant_revoke(rpc, &l->grant);
-	urpc__mb_release(rpc, &l->resp);
-	self = l->self;
-	(void)urpc__pool_free(rpc->pool, &self);
+	srv_large_end(rpc, sl->large);
 	sl->large = NULL;
+}
+
+URPC_COLD void urpc__srv_large_retire(struct urpc_rpc *rpc, struct urpc_sslot *sl)
+{
+	struct urpc_srv_large *l = sl->large;
+	bool (*ready)(struct urpc_tp *, struct urpc_tp_grant *) = rpc->tp->ops->revoke_ready;
+
+	if (!l->grant.key || !ready || ready(rpc->tp, &l->grant)) {
+		urpc__srv_large_free(rpc, sl);
+		return;
+	}
+	l->next = rpc->retiring;
+	l->sess_num = sl->h.sess->local_num;
+	rpc->retiring = l;
+	sl->large = NULL;
+	rpc->st.resps_retiring++;
+}
+
+/* End what on rpc->retiring came from session @sess_num (UINT32_MAX: all that may end now). */
+static void retiring_end(struct urpc_rpc *rpc, uint32_t sess_num)
+{
+	struct urpc_srv_large **pp = &rpc->retiring, *l;
+
+	while ((l = *pp) != NULL) {
+		if (sess_num == UINT32_MAX ? !rpc->tp->ops->revoke_ready(rpc->tp, &l->grant)
+					   : l->sess_num != sess_num) {
+			pp = &l->next;
+			continue;
+		}
+		*pp = l->next;
+		srv_large_end(rpc, l);
+	}
+}
+
+void urpc__srv_large_retiring(struct urpc_rpc *rpc, bool all)
+{
+	struct urpc_srv_large *l;
+
+	if (!all) {
+		retiring_end(rpc, UINT32_MAX);
+		return;
+	}
+	while ((l = rpc->retiring) != NULL) {
+		rpc->retiring = l->next;
+		srv_large_end(rpc, l);
+	}
 }
 
 URPC_COLD void urpc__large_pkt_fill(struct urpc_large_pkt *p, enum urpc_pkt_type type,
@@ -175,6 +226,8 @@ void urpc__os_session_gone(struct urpc_rpc *rpc, struct urpc_session *s)
 			urpc__srv_large_free(rpc, sl);
 		}
 	}
+	if (unlikely(rpc->retiring != NULL))
+		retiring_end(rpc, s->local_num);
 }
 
 bool urpc__os_session_reading(const struct urpc_rpc *rpc, const struct urpc_session *s)

@@ -64,6 +64,21 @@ static inline void urpc__grant_revoke(struct urpc_rpc *rpc, struct urpc_tp_grant
 int urpc__srv_large_take(struct urpc_rpc *rpc, struct urpc_sslot *sl, struct urpc_msgbuf *resp);
 
 /*
+ * Server slot @sl takes a new request: its large response (sl->large) has
+ * been read. Freed at once where its grant can be revoked without waiting;
+ * otherwise it leaves the slot for rpc->retiring, and
+ * urpc__srv_large_retiring() frees it once the transport says the client
+ * is done with it, so the event loop never blocks on a slow peer. Cold.
+ */
+void urpc__srv_large_retire(struct urpc_rpc *rpc, struct urpc_sslot *sl);
+
+/*
+ * Free what on rpc->retiring may be revoked now (from the timer scan), or
+ * everything (@all: the Rpc is being destroyed, its peers released).
+ */
+void urpc__srv_large_retiring(struct urpc_rpc *rpc, bool all);
+
+/*
  * Server slot @sl's large stored response is over (read, given up, or
  * its session gone): its grant revoked, the response and its entry given
  * back, sl->large NULL. Nothing when it has none. Cold.
@@ -108,7 +123,8 @@ bool urpc__os_take(struct urpc_rpc *rpc, const struct urpc_tp_comp *c, struct ur
 /*
  * Session @s goes away: its one-sided operations become orphans (they clean
  * up when they complete), its users' batches fail (rop.h), its grants are
- * revoked and a server's large stored responses are freed.
+ * revoked and a server's large stored responses are freed (those retiring
+ * too).
  * Call before releasing its peer (which makes the transport complete them).
  */
 void urpc__os_session_gone(struct urpc_rpc *rpc, struct urpc_session *s);

@@ -263,10 +263,15 @@ static void held_pair(const struct urpc_msgbuf *req, const struct urpc_msgbuf *r
 
 void urpc__mb_held(const struct urpc_rpc *rpc, size_t *bufs, size_t *views)
 {
+	const struct urpc_srv_large *l;
 	uint32_t i, j;
 
 	*bufs = 0;
 	*views = 0;
+	for (l = rpc->retiring; l; l = l->next) { /* large responses their client still holds */
+		held_add(&l->self, bufs, views);
+		held_add(&l->resp, bufs, views);
+	}
 	for (i = 0; i < rpc->hi_session; i++) {
 		const struct urpc_session *s = rpc->sessions[i];
 

@@ -277,6 +277,8 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 			urpc__sess_free(rpc, rpc->sessions[i]);
 	/* Their peers released, the transport completes what they had in flight. */
 	urpc__os_drain(rpc);
+	/* Large responses still retiring: their peers are released, nothing waits. */
+	urpc__srv_large_retiring(rpc, true);
 	/* Exposures: revoked, their registrations back to the cache (destroyed below). */
 	urpc__rmem_fini(rpc);
 	urpc__tx_flush(rpc);
@@ -375,9 +377,12 @@ int urpc__rpc_session_info(struct urpc_rpc *rpc, int session, struct urpc_sessio
 
 uint64_t urpc__rpc_grants(const struct urpc_rpc *rpc)
 {
+	const struct urpc_srv_large *l;
 	uint64_t n = 0;
 	unsigned i, j;
 
+	for (l = rpc->retiring; l; l = l->next) /* large responses their client still holds */
+		n += l->grant.key != 0;
 	for (i = 0; i < rpc->hi_session; i++) {
 		const struct urpc_session *s = rpc->sessions[i];
 

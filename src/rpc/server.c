@@ -100,7 +100,7 @@ static void server_retire_resp(struct urpc_rpc *rpc, struct urpc_sslot *sl)
 		rpc->tp->ops->tx_flush(rpc->tp);
 	sl->resent = 0;
 	if (sl->large)
-		urpc__srv_large_free(rpc, sl);
+		urpc__srv_large_retire(rpc, sl);
 }
 
 /* Run the handler of the request in server slot @sl over @data. */

@@ -364,6 +364,7 @@ const struct urpc_tp_ops urpc__tp_loop_ops = {
 	.set_peer_token = urpc__loop_os_set_peer_token,
 	.grant = urpc__loop_os_grant,
 	.revoke = urpc__loop_os_revoke,
+	.revoke_ready = urpc__loop_os_revoke_ready,
 	.poll_completions = urpc__loop_os_poll_completions,
 	.cancel = urpc__loop_os_cancel,
 	.os_idle = urpc__tp_default_os_idle,   /* an operation is one copy */

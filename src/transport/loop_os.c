@@ -294,6 +294,15 @@ void urpc__loop_os_revoke(struct urpc_tp *tp, struct urpc_tp_grant *g)
 	urpc__sw_revoke(&to_ep(tp)->mrs, g);
 }
 
+/* The release_polls switch (transport.h), counted in this endpoint's rx_burst() calls. */
+bool urpc__loop_os_revoke_ready(struct urpc_tp *tp, struct urpc_tp_grant *g)
+{
+	struct loop_ep *ep = to_ep(tp);
+
+	return urpc__sw_revoke_ready(&ep->mrs, g, __atomic_load_n(&ep->polls, __ATOMIC_RELAXED),
+				     ep->faults.release_polls);
+}
+
 int urpc__loop_os_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned access,
 			  struct urpc_tp_mr *mr)
 {

@@ -50,6 +50,7 @@ void urpc__loop_os_set_peer_token(struct urpc_tp *tp, struct urpc_tp_peer *peer,
 int urpc__loop_os_grant(struct urpc_tp *tp, struct urpc_tp_peer *peer, const struct urpc_tp_mr *mr,
 			const void *addr, size_t len, unsigned access, struct urpc_tp_grant *g);
 void urpc__loop_os_revoke(struct urpc_tp *tp, struct urpc_tp_grant *g);
+bool urpc__loop_os_revoke_ready(struct urpc_tp *tp, struct urpc_tp_grant *g);
 
 /* The registration and one-sided ops (transport.h). Thread: @tp's owner. */
 int urpc__loop_os_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned access,

@@ -76,9 +76,10 @@ struct urpc_sw_grant {
 	uint64_t key;	  /* 0 unless live */
 	uint32_t mr_key;  /* the registration it lies in: dereg_mem() revokes */
 	uint32_t next_free;
-	uint8_t access; /* URPC_TP_ACCESS_REMOTE_* */
-	uint8_t state;	/* enum urpc_sw_grant_state */
-	bool device;	/* on a URPC_TP_ACCESS_DEVICE registration */
+	uint8_t access;	   /* URPC_TP_ACCESS_REMOTE_* */
+	uint8_t state;	   /* enum urpc_sw_grant_state */
+	bool device;	   /* on a URPC_TP_ACCESS_DEVICE registration */
+	uint64_t ready_at; /* urpc__sw_revoke_ready() asked: ready from then; 0: not asked */
 };
 
 /* One registration; @used is false for a free entry. */
@@ -172,6 +173,15 @@ int urpc__sw_grant(struct urpc_sw_mr_table *t, const void *peer, uint64_t peer_i
 
 /* Revoke @g (no-op when @g is no live grant of @t); clears g->key. */
 void urpc__sw_revoke(struct urpc_sw_mr_table *t, struct urpc_tp_grant *g);
+
+/*
+ * A revoke_ready() (transport.h) that models a reader slow to let go: true
+ * when @lag is 0 or @g is no live grant of @t; otherwise false until @now
+ * (any counter that advances, the caller's) reaches @lag past the first
+ * call on this grant.
+ */
+bool urpc__sw_revoke_ready(struct urpc_sw_mr_table *t, const struct urpc_tp_grant *g, uint64_t now,
+			   uint64_t lag);
 
 /* Revoke every grant for @peer (release_peer). Cold. */
 void urpc__sw_revoke_peer(struct urpc_sw_mr_table *t, const void *peer);

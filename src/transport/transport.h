@@ -403,6 +403,18 @@ struct urpc_tp_ops {
 	int (*grant)(struct urpc_tp *tp, struct urpc_tp_peer *peer, const struct urpc_tp_mr *mr,
 		     const void *addr, size_t len, unsigned access, struct urpc_tp_grant *g);
 	void (*revoke)(struct urpc_tp *tp, struct urpc_tp_grant *g);
+	/*
+	 * Would revoke(@g) return without waiting for the peer? Where a
+	 * revoke must wait for the reader to say it is done (verbs: its
+	 * release notice, see verbs_mw.c), this tells, without waiting, when
+	 * it no longer must: true once the notice came, when the peer can no
+	 * longer read (its connection or the grant is gone), and from a bound
+	 * after the first call on (the transport's own, long enough for the
+	 * peer's resends). A caller that can keep the granted bytes untouched
+	 * meanwhile asks again later instead of blocking. NULL where revoke()
+	 * never waits (udp; loop unless its release_polls switch is set).
+	 */
+	bool (*revoke_ready)(struct urpc_tp *tp, struct urpc_tp_grant *g);
 
 	/* Reap up to @n one-sided completions; returns the count. */
 	int (*poll_completions)(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n);
@@ -514,6 +526,13 @@ struct urpc_loop_faults {
 	double dup;	      /* probability that a datagram is delivered twice */
 	uint32_t reorder;     /* datagrams held and released in shuffled order; 0: off */
 	uint32_t delay_polls; /* deliver after the receiver's rx_burst ran this many times */
+	/*
+	 * Not a datagram's: revoke_ready() of a grant of this endpoint says
+	 * false until its rx_burst ran this many times after the first ask (a
+	 * reader slow to let go, as a verbs peer whose release notice comes
+	 * late); 0: the loop's revoke never waits, revoke_ready() says true.
+	 */
+	uint32_t release_polls;
 };
 
 /*

@@ -524,6 +524,7 @@ static const struct urpc_tp_ops verbs_ops = {
 	.set_peer_token = verbs_set_peer_token,
 	.grant = urpc__verbs_mw_grant,
 	.revoke = urpc__verbs_mw_revoke,
+	.revoke_ready = urpc__verbs_mw_revoke_ready,
 	.poll_completions = verbs_poll_completions,
 	.cancel = urpc__verbs_rc_cancel,
 	.os_idle = urpc__verbs_rc_os_idle,

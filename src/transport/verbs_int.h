@@ -88,7 +88,8 @@
 #define VERBS_WR_RECV (1ull << 61)    /* wr_id of a receive (for notices) */
 #define VERBS_RC_RECV 64u	      /* receives posted on an RC QP, for notices */
 #define VERBS_RELEASE_NS 200000000ull /* revoke() waits this long for the peer's notice */
-#define VERBS_LOCAL_NS 1000000000ull  /* bound of waiting for one (it is local work) */
+#define VERBS_RELEASE_READY_NS 2000000000ull /* revoke_ready() waits that long, not blocking */
+#define VERBS_LOCAL_NS 1000000000ull	     /* bound of waiting for one (it is local work) */
 #define VERBS_MW_BINDS 255u /* binds of one window before it is replaced: its key has 8 free bits */
 #define VERBS_RXE_VENDOR 0xffffffu /* Soft-RoCE's vendor_id */
 #define VERBS_HELD 64u		   /* release notices held while a wait blocks (verbs_mw.c) */
@@ -246,8 +247,9 @@ enum verbs_grant_kind {
 
 struct verbs_grant {
 	enum verbs_grant_kind kind;
-	bool released; /* the peer's notice came: none of its requests on it is left */
-	uint32_t gen;  /* 1..255 */
+	bool released;	     /* the peer's notice came: none of its requests on it is left */
+	uint64_t release_by; /* revoke_ready() asked: stop waiting for the notice then */
+	uint32_t gen;	     /* 1..255 */
 	uint32_t rkey;
 	uint32_t qp_num;
 	uint32_t binds; /* MW: of @mw, this one included */

@@ -40,7 +40,11 @@
  * grant sends a release notice on the same QP (verbs_rc.c: a SEND with
  * the high half of the key as immediate), which reaches the owner behind
  * any resend, and revoke() invalidates once that notice has come (or
- * VERBS_RELEASE_NS have passed, for a peer that never read).
+ * VERBS_RELEASE_NS have passed, for a peer that never read). A caller
+ * that can leave the bytes alone meanwhile asks revoke_ready() instead of
+ * blocking, and revokes once it says so (the notice came, or
+ * VERBS_RELEASE_READY_NS passed since it first asked): the server does
+ * this with a large response it retires (large.c).
  *
  * The key the engine holds is (index << 8 | generation) << 32 | rkey
  * (requests on the wire use the low 32 bits), so revoking a grant whose
@@ -365,6 +369,7 @@ int urpc__verbs_mw_grant(struct urpc_tp *tp, struct urpc_tp_peer *peer, const st
 	e = &v->grants[idx];
 	e->gen = e->gen % 255 + 1;
 	e->released = false;
+	e->release_by = 0;
 	e->peer = peer;
 	e->conn = peer->conn;
 	e->reg = mr->handle;
@@ -401,6 +406,8 @@ static void entry_end(struct verbs_tp *v, uint32_t idx)
 	struct ibv_send_wr wr;
 
 	/* Its peer's resent requests come before its notice (see the top). */
+	if (e->release_by && e->release_by < end)
+		end = e->release_by; /* revoke_ready() said so: it waited long enough */
 	while (!e->released && e->kind != VERBS_GRANT_DEAD && c->rc_state == VERBS_RC_READY &&
 	       urpc__now_ns() < end)
 		reap_holding(v);
@@ -429,16 +436,39 @@ static void entry_end(struct verbs_tp *v, uint32_t idx)
 	v->base.stats.grants_live--;
 }
 
-void urpc__verbs_mw_revoke(struct urpc_tp *tp, struct urpc_tp_grant *g)
+/* The live entry @g names, or NULL (revoked, or ended under it). */
+static struct verbs_grant *entry_of(struct verbs_tp *v, const struct urpc_tp_grant *g)
 {
-	struct verbs_tp *v = to_verbs(tp);
 	uint32_t idx = g->handle - 1;
 
 	if (g->key && g->handle && idx < v->grants_cap && v->grants[idx].kind != VERBS_GRANT_FREE &&
 	    v->grants[idx].gen == ((uint32_t)(g->key >> 32) & 0xff) &&
 	    v->grants[idx].rkey == (uint32_t)g->key)
-		entry_end(v, idx);
+		return &v->grants[idx];
+	return NULL;
+}
+
+void urpc__verbs_mw_revoke(struct urpc_tp *tp, struct urpc_tp_grant *g)
+{
+	struct verbs_tp *v = to_verbs(tp);
+
+	if (entry_of(v, g))
+		entry_end(v, g->handle - 1);
 	g->key = 0;
+}
+
+bool urpc__verbs_mw_revoke_ready(struct urpc_tp *tp, struct urpc_tp_grant *g)
+{
+	struct verbs_tp *v = to_verbs(tp);
+	struct verbs_grant *e = entry_of(v, g);
+	uint64_t now;
+
+	if (!e || e->released || e->kind == VERBS_GRANT_DEAD || e->conn->rc_state != VERBS_RC_READY)
+		return true;
+	now = urpc__now_ns();
+	if (!e->release_by)
+		e->release_by = now + VERBS_RELEASE_READY_NS;
+	return now >= e->release_by;
 }
 
 void urpc__verbs_mw_mr_gone(struct verbs_tp *v, const void *mr_handle)

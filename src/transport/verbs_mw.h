@@ -29,10 +29,11 @@ void urpc__verbs_mw_fini(struct verbs_tp *v);
 /* ibv_reg_mr() access bits that let grants be made on a registration. */
 int urpc__verbs_mw_reg_access(const struct verbs_tp *v);
 
-/* The grant and revoke ops (transport.h). */
+/* The grant, revoke and revoke_ready ops (transport.h). */
 int urpc__verbs_mw_grant(struct urpc_tp *tp, struct urpc_tp_peer *peer, const struct urpc_tp_mr *mr,
 			 const void *addr, size_t len, unsigned access, struct urpc_tp_grant *g);
 void urpc__verbs_mw_revoke(struct urpc_tp *tp, struct urpc_tp_grant *g);
+bool urpc__verbs_mw_revoke_ready(struct urpc_tp *tp, struct urpc_tp_grant *g);
 
 /* Registration @mr_handle, or handle @h, goes away: so do the grants on it or for it. */
 void urpc__verbs_mw_mr_gone(struct verbs_tp *v, const void *mr_handle);

@@ -440,6 +440,63 @@ Test(LARGE_NAME, several_sessions_many_in_flight, .timeout = 240)
 }
 
 /*
+ * A large response whose slot takes a new request before the client has
+ * let go of its grant (loop's release_polls plays a verbs reader whose
+ * release notice comes late): the server keeps it, grant live and buffer
+ * untouched, until the transport says it may revoke, and the event loop
+ * never waits for it meanwhile. The engine counts those grants throughout,
+ * and destroying the server with some still kept frees them.
+ */
+Test(LARGE_NAME, responses_retire_once_the_reader_lets_go, .timeout = 240)
+{
+	enum { N = 8, ROUNDS = 4, LAG = 40 };
+	struct urpc_loop_faults f = {.release_polls = LAG};
+	struct urpc_rpc_stats st;
+	struct call c[N];
+	struct urpc_tp *stp;
+	uint64_t end;
+	unsigned i, r;
+
+	if (LARGE_KIND != URPC_TRANSPORT_LOOP)
+		cr_skip_test("release_polls is a loop switch; verbs takes this path whenever a "
+			     "release notice comes after the next request (test_large_verbs), and "
+			     "udp never makes a revoke wait");
+	world_up();
+	stp = urpc__rpc_transport(W.srv);
+	cr_assert_eq(urpc__loop_set_faults(stp, &f), 0);
+	/* Each round takes all N slots again: it retires the round before. */
+	for (r = 0; r < ROUNDS; r++) {
+		for (i = 0; i < N; i++)
+			c[i] = (struct call){.id = r * N + i, .len = (64u << 10) + r * N + i};
+		run_calls(c, N);
+		cr_assert_eq(urpc__rpc_grants(W.srv), stp->stats.grants_live,
+			     "round %u: the engine holds %llu grants, the transport %llu", r,
+			     (unsigned long long)urpc__rpc_grants(W.srv),
+			     (unsigned long long)stp->stats.grants_live);
+	}
+	urpc_rpc_get_stats(W.srv, &st);
+	cr_assert_eq(st.resps_retiring, (ROUNDS - 1) * N,
+		     "%llu responses were kept for their reader, want %u",
+		     (unsigned long long)st.resps_retiring, (ROUNDS - 1) * N);
+	/* Past the lag (and the next timer scan), only the last round's stored responses hold grants. */
+	end = urpc__now_ns() + WAIT_NS;
+	while (stp->stats.grants_live > N && urpc__now_ns() < end)
+		pump();
+	cr_assert_eq(stp->stats.grants_live, N, "%llu grants live after the lag, want %u",
+		     (unsigned long long)stp->stats.grants_live, N);
+	cr_assert_eq(urpc__rpc_grants(W.srv), N);
+	/* A reader that never lets go: the server is destroyed with them kept. */
+	f.release_polls = 1000000000u;
+	cr_assert_eq(urpc__loop_set_faults(stp, &f), 0);
+	for (i = 0; i < N; i++)
+		c[i] = (struct call){.id = ROUNDS * N + i, .len = (64u << 10) + 7 * i};
+	run_calls(c, N);
+	cr_assert_eq(stp->stats.grants_live, 2 * N);
+	cr_assert_eq(urpc__rpc_grants(W.srv), 2 * N);
+	world_down(); /* urpc_rpc_destroy() of the server returns 0; ASan: nothing leaks */
+}
+
+/*
  * The server goes away while large transfers are under way: every
  * continuation runs exactly once with an error, and the client can destroy
  * cleanly (nothing still reads or writes its buffers).

@@ -31,17 +31,18 @@
 /* What a run is made of: everything else follows from the seed. */
 struct sim_cfg {
 	uint64_t seed;
-	unsigned clients;    /* client nodes (1..4) */
-	unsigned reqs;	     /* requests each client issues */
-	unsigned faults;     /* SIM_F_* that may happen */
-	unsigned max_large;  /* largest message, bytes */
-	uint64_t fault_ns;   /* faults happen before this virtual time */
-	uint64_t work_ns;    /* requests are issued before this */
-	unsigned gpu;	     /* some payloads live in (fake) GPU memory */
-	unsigned rmem;	     /* clients also run batches of one-sided operations on S's memory */
-	unsigned trace;	     /* print every event */
-	unsigned verbose;    /* print the run's summary */
-	uint64_t max_events; /* give up (a livelock) after this many events; 0: default */
+	unsigned clients;     /* client nodes (1..4) */
+	unsigned reqs;	      /* requests each client issues */
+	unsigned faults;      /* SIM_F_* that may happen */
+	unsigned max_large;   /* largest message, bytes */
+	uint64_t fault_ns;    /* faults happen before this virtual time */
+	uint64_t work_ns;     /* requests are issued before this */
+	unsigned gpu;	      /* some payloads live in (fake) GPU memory */
+	unsigned rmem;	      /* clients also run batches of one-sided operations on S's memory */
+	unsigned release_lag; /* loop release_polls of every Rpc: readers let go of grants late */
+	unsigned trace;	      /* print every event */
+	unsigned verbose;     /* print the run's summary */
+	uint64_t max_events;  /* give up (a livelock) after this many events; 0: default */
 };
 
 #define SIM_F_DROP 0x01u
@@ -72,6 +73,7 @@ struct sim_result {
 	uint64_t handled;     /* handler invocations */
 	uint64_t gpu;	      /* requests with a payload or response buffer in GPU memory */
 	uint64_t rmem_batches, rmem_ok; /* batches submitted, ... that ended with 0 */
+	uint64_t retired_late; /* large responses kept until their reader let go (release lag) */
 	uint64_t crashes, rpc_restarts, partitions, disconnects;
 };
 

@@ -1230,6 +1230,15 @@ static int rpc_up(struct snode *n)
 	n->rpc_up = true;
 	n->inc++;
 	n->ep_id = urpc__loop_ep_id(urpc__rpc_transport(n->rpc));
+	if (W->cfg.release_lag) {
+		struct urpc_loop_faults f = {.release_polls = W->cfg.release_lag};
+
+		ret = urpc__loop_set_faults(urpc__rpc_transport(n->rpc), &f);
+		if (ret) {
+			violation("node %d: urpc__loop_set_faults: %s", n->idx, urpc_strerror(ret));
+			return ret;
+		}
+	}
 	n->owed = 0;
 	n->sess[0] = n->sess[1] = -1;
 	n->sstate[0] = n->sstate[1] = SESS_DOWN;
@@ -1311,6 +1320,12 @@ static void rpc_down(struct snode *n)
 
 		if (r->node == n->idx && r->inc == n->inc && !r->done)
 			r->voided = true;
+	}
+	{
+		struct urpc_rpc_stats st;
+
+		urpc_rpc_get_stats(n->rpc, &st);
+		W->res->retired_late += st.resps_retiring;
 	}
 	ret = urpc_rpc_destroy(n->rpc);
 	if (ret)
@@ -1881,6 +1896,7 @@ void sim_cfg_from_seed(struct sim_cfg *c, uint64_t seed)
 	c->fault_ns = 50000000ull + urpc__rand_below(&r, 250000000ull);
 	c->work_ns = c->fault_ns + 20000000ull + urpc__rand_below(&r, 50000000ull);
 	c->rmem = urpc__rand_below(&r, 2); /* drawn last: the fields above are as before */
+	c->release_lag = urpc__rand_below(&r, 2) ? 0 : 1 + (unsigned)urpc__rand_below(&r, 64);
 }
 
 static const char *const fault_names[] = {"drop", "dup", "delay", "part", "crash", "rpc", "disc"};

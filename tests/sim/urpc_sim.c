@@ -57,6 +57,9 @@ static const char usage[] =
 	"  --rmem 0|1        clients also run batches of one-sided READs and WRITEs\n"
 	"                    on the server's exposed memory (a regression case\n"
 	"                    without it replays with 0)\n"
+	"  --release-lag N   readers let go of grants late: revoking one waits until\n"
+	"                    the owner polled N more times (0: never waits; a\n"
+	"                    regression case without it replays with 0)\n"
 	"\n"
 	"Other options:\n"
 	"  --jobs N          processes for --seeds and --soak (default 1)\n"
@@ -95,6 +98,7 @@ enum {
 	G_WORK_MS = 32,
 	G_GPU = 64,
 	G_RMEM = 128,
+	G_LAG = 256,
 };
 
 static void cfg_for(const struct opts *o, uint64_t seed, struct sim_cfg *c)
@@ -116,6 +120,8 @@ static void cfg_for(const struct opts *o, uint64_t seed, struct sim_cfg *c)
 		c->gpu = o->over.gpu;
 	if (o->given & G_RMEM)
 		c->rmem = o->over.rmem;
+	if (o->given & G_LAG)
+		c->release_lag = o->over.release_lag;
 	if (c->work_ns <= c->fault_ns)
 		c->work_ns = c->fault_ns + 10000000ull;
 	c->trace = o->trace;
@@ -128,9 +134,10 @@ static void cfg_line(const struct sim_cfg *c, char *buf, size_t n)
 
 	snprintf(buf, n,
 		 "--seed %" PRIu64 " --clients %u --reqs %u --faults %s --max-large %u "
-		 "--fault-ms %" PRIu64 " --work-ms %" PRIu64 " --gpu %u --rmem %u",
+		 "--fault-ms %" PRIu64 " --work-ms %" PRIu64 " --gpu %u --rmem %u --release-lag %u",
 		 c->seed, c->clients, c->reqs, sim_faults_str(c->faults, f, sizeof(f)),
-		 c->max_large, c->fault_ns / 1000000, c->work_ns / 1000000, c->gpu, c->rmem);
+		 c->max_large, c->fault_ns / 1000000, c->work_ns / 1000000, c->gpu, c->rmem,
+		 c->release_lag);
 }
 
 static double now_s(void)
@@ -184,11 +191,12 @@ static int run_one(const struct opts *o, const struct sim_cfg *c, struct tally *
 		       " requests: %" PRIu64 " answered, %" PRIu64 " failed, %" PRIu64
 		       " with GPU memory; %" PRIu64 " handler runs; faults: %" PRIu64
 		       " crashes, %" PRIu64 " Rpc restarts, %" PRIu64 " partitions, %" PRIu64
-		       " disconnects; %" PRIu64 " rmem batches, %" PRIu64 " done\n  (%s)\n",
+		       " disconnects; %" PRIu64 " rmem batches, %" PRIu64 " done; %" PRIu64
+		       " large responses retired late\n  (%s)\n",
 		       c->seed, r.events, (r.vtime_ns - 1000000000ull) / 1e6, r.trace_hash,
 		       r.reqs_issued, r.reqs_ok, r.reqs_err, r.gpu, r.handled, r.crashes,
 		       r.rpc_restarts, r.partitions, r.disconnects, r.rmem_batches, r.rmem_ok,
-		       line);
+		       r.retired_late, line);
 	}
 	return failed;
 }
@@ -321,9 +329,10 @@ static int replay(const struct opts *base, const char *path, struct tally *t)
 		     tok = strtok_r(NULL, " \t\n", &save))
 			argv[argc++] = tok;
 		argv[argc] = NULL;
-		/* Cases written before --rmem existed replay as they were. */
-		o.given = G_RMEM;
+		/* Cases written before --rmem or --release-lag existed replay as they were. */
+		o.given = G_RMEM | G_LAG;
 		o.over.rmem = 0;
+		o.over.release_lag = 0;
 		o.mode = 0;
 		optind = 1;
 		if (parse_args(argc, argv, &o) || o.mode != 's') {
@@ -433,6 +442,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"work-ms", required_argument, NULL, 'W'},
 		{"gpu", required_argument, NULL, 'g'},
 		{"rmem", required_argument, NULL, 'M'},
+		{"release-lag", required_argument, NULL, 'G'},
 		{"jobs", required_argument, NULL, 'j'},
 		{"minimize", no_argument, NULL, 'm'},
 		{"out", required_argument, NULL, 'o'},
@@ -524,6 +534,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				goto bad;
 			o->over.rmem = (unsigned)v;
 			o->given |= G_RMEM;
+			break;
+		case 'G':
+			if (parse_u64(optarg, &v) || v > 1000000)
+				goto bad;
+			o->over.release_lag = (unsigned)v;
+			o->given |= G_LAG;
 			break;
 		case 'j':
 			if (parse_u64(optarg, &v) || v < 1 || v > 64)
