@@ -19,6 +19,7 @@
 #ifndef URPC_URPC_H
 #define URPC_URPC_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -166,7 +167,39 @@ struct urpc_msgbuf {
 
 struct urpc_nexus;
 struct urpc_rpc;
-struct urpc_req_handle;
+struct urpc_session;
+
+/**
+ * struct urpc_req_handle - A request as its handler sees it: what
+ * urpc_req_data(), urpc_req_resp_msgbuf() and urpc_resp_enqueue() work on.
+ *
+ * Every field is private to the library: read them only through those
+ * calls. The handle is defined here so that the calls a handler makes on
+ * every request can be inline (they cost a handler a few instructions, not
+ * a call each): urpc_req_data(), urpc_req_resp_msgbuf(),
+ * urpc_msgbuf_resize() and the common case of urpc_resp_enqueue() below.
+ */
+struct urpc_req_handle {
+	const uint8_t *priv_data; /* the request's bytes while its handler runs, else NULL */
+	size_t priv_len;
+	struct urpc_msgbuf priv_resp; /* the preallocated response buffer */
+	/*
+	 * While the handler runs and has not answered: the address of the
+	 * owner thread's urpc_priv_thread_tag; once it answered with
+	 * priv_resp from inside (inline): the handle itself; else NULL.
+	 */
+	const void *priv_answer;
+	struct urpc_rpc *priv_rpc;
+	struct urpc_session *priv_sess;
+	uint8_t priv_req_type;
+};
+
+/*
+ * Private: one byte per thread, whose address names the thread for the
+ * inline calls (urpc_resp_enqueue() answers inline only on the thread
+ * whose handler runs). Defined by the library.
+ */
+URPC_API extern __thread char urpc_priv_thread_tag __attribute__((tls_model("initial-exec")));
 
 struct urpc_nexus_opts {
 	const char *host; /* IPv4 address to bind session management to; default "127.0.0.1" */
@@ -599,9 +632,15 @@ URPC_API int urpc_msgbuf_alloc(struct urpc_rpc *rpc, size_t size, struct urpc_ms
  * urpc_msgbuf_resize() - Set the data size within the capacity.
  * @return 0, or -EINVAL when @mb is NULL or @size > max_data_size. Thread: the
  *         buffer's owner. Not while the buffer is lent (not checked: the
- *         datapath resizes a response per request).
+ *         datapath resizes a response per request). Inline.
  */
-URPC_API int urpc_msgbuf_resize(struct urpc_msgbuf *mb, size_t size);
+static inline int urpc_msgbuf_resize(struct urpc_msgbuf *mb, size_t size)
+{
+	if (!mb || size > mb->max_data_size)
+		return -EINVAL;
+	mb->data_size = size;
+	return 0;
+}
 
 /**
  * urpc_msgbuf_free() - Give a buffer back; @mb is zeroed.
@@ -726,9 +765,19 @@ URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_typ
 /**
  * urpc_req_data() - The request's bytes. Valid only inside the handler (they
  * point into the receive ring): copy what a deferred response needs. A NULL
- * @h gives NULL and *@len 0; @len may be NULL.
+ * @h gives NULL and *@len 0; @len may be NULL. Inline.
  */
-URPC_API const uint8_t *urpc_req_data(const struct urpc_req_handle *h, size_t *len);
+static inline const uint8_t *urpc_req_data(const struct urpc_req_handle *h, size_t *len)
+{
+	if (!h) {
+		if (len)
+			*len = 0;
+		return NULL;
+	}
+	if (len)
+		*len = h->priv_len;
+	return h->priv_data;
+}
 
 /**
  * urpc_req_copy_data() - Copy the request's bytes to @dst, which may be GPU
@@ -754,9 +803,12 @@ URPC_API struct urpc_rpc *urpc_req_rpc(const struct urpc_req_handle *h);
  * carries. Fill it, resize it, and pass it to urpc_resp_enqueue(). Valid
  * until then; it stays the library's (urpc_msgbuf_free() refuses it with
  * -EBUSY). A longer answer needs a buffer of the handler's own. NULL for a
- * NULL @h.
+ * NULL @h. Inline.
  */
-URPC_API struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h);
+static inline struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h)
+{
+	return h ? &h->priv_resp : NULL;
+}
 
 /**
  * urpc_resp_enqueue() - Answer a request, inside its handler or later.
@@ -781,7 +833,24 @@ URPC_API struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h);
  *         Refused without answering: -EINVAL (@h NULL, or its request was
  *         answered already), -EPERM.
  */
-URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *resp);
+URPC_API int urpc_priv_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *resp);
+
+static inline int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *resp)
+{
+	/*
+	 * Inline, the common case: the handler, on its own thread, answers
+	 * with the preallocated buffer within its capacity. The answer is
+	 * noted in the handle and sent as soon as the handler returns.
+	 * Everything else (a deferred answer, another buffer, every misuse)
+	 * is the library's urpc_priv_resp_enqueue(), which says what is wrong.
+	 */
+	if (h && resp == &h->priv_resp && h->priv_answer == &urpc_priv_thread_tag &&
+	    resp->data_size <= resp->max_data_size) {
+		h->priv_answer = h;
+		return 0;
+	}
+	return urpc_priv_resp_enqueue(h, resp);
+}
 
 /* ------------------------------------------------------------------------
  * Remote memory (issue 16): expose a buffer to a session's peer, hand it

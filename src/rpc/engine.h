@@ -209,15 +209,6 @@ struct urpc_rop_tab {
 	uint32_t due;	  /* head of the batches due (every operation let go) */
 };
 
-/* What the server hands a handler; embedded in the server slot. */
-struct urpc_req_handle {
-	struct urpc_rpc *rpc;
-	struct urpc_session *sess;
-	const uint8_t *data;
-	size_t len;
-	uint8_t req_type;
-};
-
 /* Server slot: what was queued beyond the first send of a stored response. */
 #define URPC_RESENT_RESP 0x1u /* the stored response, again */
 #define URPC_RESENT_ACK 0x2u  /* the ack (a large request read, its handler deferred) */
@@ -281,7 +272,7 @@ struct urpc_srv_large {
 /*
  * A server slot: the latest request on it and its stored response. Kept
  * small (100,000 server sessions hold 8 each): what only large messages
- * need lives in @resp_mb or beside it (@large).
+ * need lives in @h.priv_resp or beside it (@large).
  */
 struct urpc_sslot {
 	uint64_t cur_req_num; /* slot index + k * URPC_SESSION_SLOTS */
@@ -289,15 +280,16 @@ struct urpc_sslot {
 	uint32_t idx;	     /* this slot's index in its session */
 	uint8_t resent;	     /* URPC_RESENT_*: copies that may still be in flight */
 	uint64_t resp_epoch; /* rpc->tx_epoch when the stored response was last queued; 0: sent */
-	/*
-	 * Allocated with the slot's first request; holds the stored response:
-	 * a small one's header and bytes, or a large one's descriptor (its
-	 * struct urpc_large_pkt: the header in the header room, the 24 bytes
-	 * of urpc_large_desc as data, urpc__sslot_lpkt()). While the handler
-	 * of a large request is deferred, its header room holds the ack.
-	 */
-	struct urpc_msgbuf resp_mb;
 	struct urpc_srv_large *large; /* a large stored response; NULL: none */
+	/*
+	 * What the handler gets (struct urpc_req_handle is in urpc.h, for the
+	 * inline calls of a handler). Its priv_resp, allocated with the slot's
+	 * first request, holds the stored response: a small one's header and
+	 * bytes, or a large one's descriptor (its struct urpc_large_pkt: the
+	 * header in the header room, the 24 bytes of urpc_large_desc as data,
+	 * urpc__sslot_lpkt()). While the handler of a large request is
+	 * deferred, its header room holds the ack.
+	 */
 	struct urpc_req_handle h;
 };
 
@@ -536,11 +528,11 @@ static inline void *urpc__mb_dma(const struct urpc_msgbuf *mb)
 }
 
 /*
- * One byte per thread whose address names the thread (rpc.c): comparing it
- * costs a load from the thread pointer, where pthread_self() is a call into
- * libc on every public entry point. Initial-exec: no __tls_get_addr call.
+ * urpc_priv_thread_tag (urpc.h, defined in rpc.c): one byte per thread
+ * whose address names the thread: comparing it costs a load from the
+ * thread pointer, where pthread_self() is a call into libc on every public
+ * entry point. Initial-exec: no __tls_get_addr call.
  */
-extern __thread char urpc__thread_tag __attribute__((tls_model("initial-exec")));
 
 /*
  * The calling thread's name: where GCC gives it, the thread pointer itself
@@ -553,7 +545,7 @@ static inline const void *urpc__thread_name(void)
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
 	return __builtin_thread_pointer();
 #else
-	return &urpc__thread_tag;
+	return &urpc_priv_thread_tag;
 #endif
 }
 
@@ -598,7 +590,7 @@ static_assert(offsetof(struct urpc_large_pkt, d) == sizeof(struct urpc_pkthdr),
 	      "a large packet is a header and its descriptor, as a buffer holds them");
 static inline struct urpc_large_pkt *urpc__sslot_lpkt(const struct urpc_sslot *sl)
 {
-	return (struct urpc_large_pkt *)(void *)urpc__mb_hdr(&sl->resp_mb);
+	return (struct urpc_large_pkt *)(void *)urpc__mb_hdr(&sl->h.priv_resp);
 }
 
 /* Set bit @num of a bitmap of session numbers (busy_map, sm_map). */

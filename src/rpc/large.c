@@ -92,7 +92,7 @@ URPC_COLD void urpc__srv_large_retire(struct urpc_rpc *rpc, struct urpc_sslot *s
 		return;
 	}
 	l->next = rpc->retiring;
-	l->sess_num = sl->h.sess->local_num;
+	l->sess_num = sl->h.priv_sess->local_num;
 	rpc->retiring = l;
 	sl->large = NULL;
 	rpc->st.resps_retiring++;
@@ -222,7 +222,7 @@ void urpc__os_session_gone(struct urpc_rpc *rpc, struct urpc_session *s)
 		struct urpc_sslot *sl = &s->srv.slots[i];
 
 		if (sl->large) {
-			urpc__tx_forget(rpc, urpc__mb_hdr(&sl->resp_mb), NULL);
+			urpc__tx_forget(rpc, urpc__mb_hdr(&sl->h.priv_resp), NULL);
 			urpc__srv_large_free(rpc, sl);
 		}
 	}

@@ -37,13 +37,6 @@ URPC_API int urpc_msgbuf_alloc(struct urpc_rpc *rpc, size_t size, struct urpc_ms
 	return ret;
 }
 
-URPC_API int urpc_msgbuf_resize(struct urpc_msgbuf *mb, size_t size)
-{
-	if (unlikely(!mb))
-		return -EINVAL;
-	return urpc__pool_resize(mb, size);
-}
-
 /* Do @a (the engine's pointer, may be NULL) and @b describe the same buffer? */
 static inline bool mb_same(const struct urpc_msgbuf *a, const struct urpc_msgbuf *b)
 {
@@ -279,7 +272,7 @@ void urpc__mb_held(const struct urpc_rpc *rpc, size_t *bufs, size_t *views)
 			continue;
 		if (s->role == URPC_ROLE_SERVER) {
 			for (j = 0; j < URPC_SESSION_SLOTS; j++) {
-				held_add(&s->srv.slots[j].resp_mb, bufs, views);
+				held_add(&s->srv.slots[j].h.priv_resp, bufs, views);
 				if (!s->srv.slots[j].large)
 					continue;
 				held_add(&s->srv.slots[j].large->self, bufs, views);

@@ -329,7 +329,7 @@ URPC_API int urpc_rbuf_slice(const struct urpc_rbuf *rbuf, uint64_t off, uint64_
 
 URPC_API int urpc_req_session(const struct urpc_req_handle *h)
 {
-	return h && h->sess ? (int)h->sess->local_num : -1;
+	return h && h->priv_sess ? (int)h->priv_sess->local_num : -1;
 }
 
 /* The checks of operation @o that need no session: 0 or -EINVAL. */

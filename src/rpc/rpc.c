@@ -35,7 +35,7 @@
 #include "states.h"
 #include "tx.h"
 
-__thread char urpc__thread_tag __attribute__((tls_model("initial-exec")));
+URPC_API __thread char urpc_priv_thread_tag __attribute__((tls_model("initial-exec")));
 
 URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o)
 {
@@ -454,7 +454,8 @@ static int check_server(const struct urpc_session *s, uint32_t i, uint64_t *gran
 	for (j = 0; j < URPC_SESSION_SLOTS; j++) {
 		const struct urpc_sslot *sl = &s->srv.slots[j];
 
-		deferred += sl->state == URPC_SRV_IN_HANDLER;
+		/* A handler that is running (priv_answer set) is not counted yet. */
+		deferred += sl->state == URPC_SRV_IN_HANDLER && !sl->h.priv_answer;
 		/*
 		 * A large response is stored only once answered, and granted to
 		 * the client exactly while it is stored.

@@ -29,12 +29,12 @@
 
 #define SLOT_MASK (URPC_SESSION_SLOTS - 1)
 
-/* A large stored response is its descriptor in resp_mb: sent the same way. */
+/* A large stored response is its descriptor in h.priv_resp: sent the same way. */
 static inline URPC_ALWAYS_INLINE void server_send_resp(struct urpc_rpc *rpc, struct urpc_session *s,
 						       struct urpc_sslot *sl)
 {
-	bool queued = urpc__tx_push(rpc, s->peer, urpc__mb_hdr(&sl->resp_mb),
-				    (uint32_t)sl->resp_mb.data_size, sl->resp_mb.priv_lkey);
+	bool queued = urpc__tx_push(rpc, s->peer, urpc__mb_hdr(&sl->h.priv_resp),
+				    (uint32_t)sl->h.priv_resp.data_size, sl->h.priv_resp.priv_lkey);
 
 	sl->resp_epoch = queued ? rpc->tx_epoch : 0;
 }
@@ -49,15 +49,15 @@ static inline URPC_ALWAYS_INLINE void server_send_resp(struct urpc_rpc *rpc, str
 static URPC_COLD void server_send_ack(struct urpc_rpc *rpc, struct urpc_session *s,
 				      struct urpc_sslot *sl)
 {
-	struct urpc_pkthdr *ack = urpc__mb_hdr(&sl->resp_mb);
+	struct urpc_pkthdr *ack = urpc__mb_hdr(&sl->h.priv_resp);
 
 	if (!(sl->resent & URPC_RESENT_ACK)) {
-		urpc__pkthdr_fill(ack, URPC_PKT_RESP, sl->h.req_type, 0, 0, s->remote_num,
+		urpc__pkthdr_fill(ack, URPC_PKT_RESP, sl->h.priv_req_type, 0, 0, s->remote_num,
 				  sl->cur_req_num, s->token);
 		ack->flags = URPC_PKT_F_ACK;
 		sl->resent |= URPC_RESENT_ACK;
 	}
-	urpc__tx_push(rpc, s->peer, ack, 0, sl->resp_mb.priv_lkey);
+	urpc__tx_push(rpc, s->peer, ack, 0, sl->h.priv_resp.priv_lkey);
 	rpc->st.acks_sent++;
 }
 
@@ -68,7 +68,7 @@ static URPC_COLD void server_send_ack(struct urpc_rpc *rpc, struct urpc_session 
  */
 static URPC_COLD void server_drop_ack(struct urpc_rpc *rpc, struct urpc_sslot *sl)
 {
-	urpc__tx_forget(rpc, urpc__mb_hdr(&sl->resp_mb), NULL);
+	urpc__tx_forget(rpc, urpc__mb_hdr(&sl->h.priv_resp), NULL);
 	rpc->tp->ops->tx_flush(rpc->tp);
 	sl->resent &= (uint8_t)~URPC_RESENT_ACK;
 }
@@ -79,9 +79,9 @@ static void server_error_resp(struct urpc_rpc *rpc, struct urpc_session *s, stru
 {
 	if (unlikely(sl->resent & URPC_RESENT_ACK))
 		server_drop_ack(rpc, sl);
-	urpc__pkthdr_fill(urpc__mb_hdr(&sl->resp_mb), URPC_PKT_RESP, req_type, (uint16_t)err, 0,
+	urpc__pkthdr_fill(urpc__mb_hdr(&sl->h.priv_resp), URPC_PKT_RESP, req_type, (uint16_t)err, 0,
 			  s->remote_num, sl->cur_req_num, s->token);
-	sl->resp_mb.data_size = 0;
+	sl->h.priv_resp.data_size = 0;
 	urpc__srv_set(rpc, sl, URPC_SRV_RESPONDED);
 	server_send_resp(rpc, s, sl);
 }
@@ -95,7 +95,7 @@ static void server_error_resp(struct urpc_rpc *rpc, struct urpc_session *s, stru
 static void server_retire_resp(struct urpc_rpc *rpc, struct urpc_sslot *sl)
 {
 	/* The ack and a large response's descriptor were queued from there too. */
-	urpc__tx_forget(rpc, urpc__mb_hdr(&sl->resp_mb), NULL);
+	urpc__tx_forget(rpc, urpc__mb_hdr(&sl->h.priv_resp), NULL);
 	if (sl->resent)
 		rpc->tp->ops->tx_flush(rpc->tp);
 	sl->resent = 0;
@@ -103,25 +103,72 @@ static void server_retire_resp(struct urpc_rpc *rpc, struct urpc_sslot *sl)
 		urpc__srv_large_retire(rpc, sl);
 }
 
-/* Run the handler of the request in server slot @sl over @data. */
+static __attribute__((noinline)) int resp_enqueue(struct urpc_req_handle *h,
+						  struct urpc_msgbuf *resp);
+
+/*
+ * The handler of server slot @sl answered inline (urpc_resp_enqueue() in
+ * urpc.h: its own thread, the preallocated buffer, within its capacity):
+ * send the answer now that it has returned. The plain case is done here;
+ * anything else (longer than a datagram, the session reset meanwhile) is
+ * resp_enqueue()'s, as if the handler had called it.
+ */
+static inline URPC_ALWAYS_INLINE void server_answer(struct urpc_rpc *rpc, struct urpc_session *s,
+						    struct urpc_sslot *sl)
+{
+	struct urpc_msgbuf *resp = &sl->h.priv_resp;
+
+	/*
+	 * No large response or resent copy: the slot had none when the handler
+	 * started (srv_rx retired them), and only resp_enqueue() makes one,
+	 * which takes the inline answer away (priv_answer NULL).
+	 */
+	if (unlikely(resp->data_size > rpc->max_msg || s->state != URPC_SESS_CONNECTED)) {
+		sl->h.priv_answer = &urpc_priv_thread_tag; /* as if called inside the handler */
+		(void)resp_enqueue(&sl->h, resp);
+		return;
+	}
+	urpc__srv_set(rpc, sl, URPC_SRV_RESPONDED);
+	urpc__pkthdr_from(urpc__mb_hdr(resp), &s->tx_hdr, sl->h.priv_req_type,
+			  (uint32_t)resp->data_size, sl->cur_req_num);
+	server_send_resp(rpc, s, sl);
+}
+
+/*
+ * Run the handler of the request in server slot @sl over @data, and send
+ * the answer it gave inline. It may answer through the library's path
+ * instead (sent at once), or later (deferred).
+ */
 static inline URPC_ALWAYS_INLINE void
 server_run_handler(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
 		   const struct urpc_handler *hd, uint8_t req_type, const uint8_t *data, size_t len)
 {
+	const void *answer;
+
 	urpc__srv_set(rpc, sl, URPC_SRV_IN_HANDLER);
-	sl->resp_mb.data_size = 0;
-	sl->h.data = data; /* h.rpc and h.sess are the slot's own: server_slot_buf() */
-	sl->h.len = len;
-	sl->h.req_type = req_type;
-	s->srv.deferred++;
-	rpc->srv_deferred++;
+	sl->h.priv_resp.data_size = 0;
+	/* h.priv_rpc and h.priv_sess are the slot's own: server_slot_buf(). */
+	sl->h.priv_data = data;
+	sl->h.priv_len = len;
+	sl->h.priv_req_type = req_type;
+	/* This thread's tag: the handler may answer inline (urpc_resp_enqueue() in urpc.h). */
+	sl->h.priv_answer = &urpc_priv_thread_tag;
 	rpc->st.reqs_handled++;
 	rpc->in_cb++;
 	hd->fn(&sl->h, hd->arg);
 	rpc->in_cb--;
 	/* The request bytes live in the RX ring or a read buffer: gone after this. */
-	sl->h.data = NULL;
-	sl->h.len = 0;
+	sl->h.priv_data = NULL;
+	sl->h.priv_len = 0;
+	answer = sl->h.priv_answer;
+	if (likely(answer == &sl->h)) {
+		server_answer(rpc, s, sl);
+	} else if (answer) {
+		/* Not answered: deferred. Its answer takes the library's path. */
+		sl->h.priv_answer = NULL;
+		s->srv.deferred++;
+		rpc->srv_deferred++;
+	}
 }
 
 /*
@@ -193,7 +240,7 @@ out_drop:
 static URPC_COLD bool server_slot_buf(struct urpc_rpc *rpc, struct urpc_session *s,
 				      struct urpc_sslot *sl)
 {
-	int ret = urpc__pool_alloc(rpc->pool, rpc->max_msg, &sl->resp_mb);
+	int ret = urpc__pool_alloc(rpc->pool, rpc->max_msg, &sl->h.priv_resp);
 
 	if (unlikely(ret)) {
 		rpc->st.drop_no_buf++;
@@ -209,12 +256,12 @@ static URPC_COLD bool server_slot_buf(struct urpc_rpc *rpc, struct urpc_session 
 	 * trusts max_data_size must not resize it to what urpc_resp_enqueue()
 	 * refuses. The class is still found from it.
 	 */
-	sl->resp_mb.max_data_size = rpc->max_msg;
+	sl->h.priv_resp.max_data_size = rpc->max_msg;
 	/* The library's for good: urpc_msgbuf_free() refuses it. */
-	sl->resp_mb.priv_sess = URPC_MB_SESS_LIBRARY;
+	sl->h.priv_resp.priv_sess = URPC_MB_SESS_LIBRARY;
 	/* What a handler's handle names never changes: set once, not per request. */
-	sl->h.rpc = rpc;
-	sl->h.sess = s;
+	sl->h.priv_rpc = rpc;
+	sl->h.priv_sess = s;
 	rpc->st.resp_bufs++;
 	return true;
 }
@@ -253,7 +300,7 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		rpc->st.drop_stale++;
 		return;
 	}
-	if (unlikely(!sl->resp_mb.buf) && !server_slot_buf(rpc, s, sl))
+	if (unlikely(!sl->h.priv_resp.buf) && !server_slot_buf(rpc, s, sl))
 		return;
 	if (unlikely(sl->resp_epoch == rpc->tx_epoch || sl->resent || sl->large))
 		server_retire_resp(rpc, sl);
@@ -273,51 +320,35 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 	server_run_handler(rpc, s, sl, hd, h->req_type, data, len);
 }
 
-/* ---- the handler's side ---- */
-
-URPC_API const uint8_t *urpc_req_data(const struct urpc_req_handle *h, size_t *len)
-{
-	if (unlikely(!h)) {
-		if (len)
-			*len = 0;
-		return NULL;
-	}
-	if (len)
-		*len = h->len;
-	return h->data;
-}
+/* ---- the handler's side (urpc_req_data() and urpc_req_resp_msgbuf() are inline, urpc.h) ---- */
 
 URPC_API int urpc_req_copy_data(const struct urpc_req_handle *h, void *dst, size_t len)
 {
 	if (unlikely(!h))
 		return -EINVAL;
-	if (unlikely(!urpc__rpc_is_owner(h->rpc)))
+	if (unlikely(!urpc__rpc_is_owner(h->priv_rpc)))
 		return -EPERM;
-	if (!dst || !h->data)
+	if (!dst || !h->priv_data)
 		return -EINVAL;
-	if (len < h->len)
+	if (len < h->priv_len)
 		return -EMSGSIZE;
-	if (urpc__cuda_is_loaded() && urpc__cuda_is_device_ptr(dst))
-		return urpc__cuda_copy_to_device(dst, h->data, h->len) ? -EIO : (int)h->len;
-	memcpy(dst, h->data, h->len);
-	return (int)h->len;
+	if (urpc__cuda_is_loaded() && urpc__cuda_is_device_ptr(dst)) {
+		if (urpc__cuda_copy_to_device(dst, h->priv_data, h->priv_len))
+			return -EIO;
+	} else {
+		memcpy(dst, h->priv_data, h->priv_len);
+	}
+	return (int)h->priv_len;
 }
 
 URPC_API uint8_t urpc_req_type(const struct urpc_req_handle *h)
 {
-	return h ? h->req_type : 0;
+	return h ? h->priv_req_type : 0;
 }
 
 URPC_API struct urpc_rpc *urpc_req_rpc(const struct urpc_req_handle *h)
 {
-	return h ? h->rpc : NULL;
-}
-
-URPC_API struct urpc_msgbuf *urpc_req_resp_msgbuf(struct urpc_req_handle *h)
-{
-	if (unlikely(!h))
-		return NULL;
-	return &container_of(h, struct urpc_sslot, h)->resp_mb;
+	return h ? h->priv_rpc : NULL;
 }
 
 /*
@@ -350,7 +381,7 @@ static URPC_COLD void resp_copy_failed(struct urpc_rpc *rpc, struct urpc_session
 			    resp->data_size, urpc_strerror(err));
 	urpc__mb_release(rpc, resp);
 	if (!resp_dropped(rpc, s, sl))
-		server_error_resp(rpc, s, sl, sl->h.req_type, EIO);
+		server_error_resp(rpc, s, sl, sl->h.priv_req_type, EIO);
 }
 
 /*
@@ -365,10 +396,11 @@ static URPC_COLD int resp_refused(struct urpc_rpc *rpc, struct urpc_session *s,
 {
 	URPC_WARN_RATELIMIT(rpc->id,
 			    "a type %u handler's response cannot be sent (%s): the client gets %s",
-			    sl->h.req_type, urpc_strerror(err),
+			    sl->h.priv_req_type, urpc_strerror(err),
 			    urpc_strerror(err == -EMSGSIZE ? -EMSGSIZE : -EIO));
 	if (!resp_dropped(rpc, s, sl))
-		server_error_resp(rpc, s, sl, sl->h.req_type, err == -EMSGSIZE ? EMSGSIZE : EIO);
+		server_error_resp(rpc, s, sl, sl->h.priv_req_type,
+				  err == -EMSGSIZE ? EMSGSIZE : EIO);
 	return err;
 }
 
@@ -393,7 +425,7 @@ static URPC_COLD int resp_take(struct urpc_rpc *rpc, struct urpc_session *s, str
 	if (resp->data_size > resp->max_data_size || resp->data_size > URPC_MAX_MSG_SIZE)
 		return -EMSGSIZE;
 	if (resp->data_size <= rpc->max_msg)
-		ret = urpc__mb_copy_out(sl->resp_mb.buf, resp, resp->data_size);
+		ret = urpc__mb_copy_out(sl->h.priv_resp.buf, resp, resp->data_size);
 	else
 		ret = urpc__mb_stage_out(resp); /* the client READs the staging copy */
 	if (unlikely(ret)) {
@@ -402,7 +434,7 @@ static URPC_COLD int resp_take(struct urpc_rpc *rpc, struct urpc_session *s, str
 	}
 	if (resp->data_size > rpc->max_msg)
 		return urpc__srv_large_take(rpc, sl, resp);
-	sl->resp_mb.data_size = resp->data_size;
+	sl->h.priv_resp.data_size = resp->data_size;
 	urpc__mb_release(rpc, resp);
 	return 0;
 }
@@ -423,13 +455,23 @@ static __attribute__((noinline)) int resp_enqueue(struct urpc_req_handle *h,
 	if (unlikely(!h))
 		return -EINVAL;
 	sl = container_of(h, struct urpc_sslot, h);
-	rpc = h->rpc;
-	s = h->sess;
+	rpc = h->priv_rpc;
+	s = h->priv_sess;
 	if (unlikely(!urpc__rpc_is_owner(rpc)))
 		return -EPERM;
-	if (unlikely(sl->state != URPC_SRV_IN_HANDLER))
+	/* Answered already, or inline and not yet sent (the handler still runs). */
+	if (unlikely(sl->state != URPC_SRV_IN_HANDLER || h->priv_answer == h))
 		return -EINVAL;
-	if (unlikely(resp != &sl->resp_mb)) {
+	if (h->priv_answer) {
+		/*
+		 * From inside the handler: counted as deferred from here (the
+		 * handler's return finds nothing to send or count).
+		 */
+		h->priv_answer = NULL;
+		s->srv.deferred++;
+		rpc->srv_deferred++;
+	}
+	if (unlikely(resp != &sl->h.priv_resp)) {
 		ret = resp ? resp_take(rpc, s, sl, resp) : -EINVAL;
 		if (ret)
 			return ret < 0 ? resp_refused(rpc, s, sl, ret) : 0;
@@ -445,21 +487,25 @@ static __attribute__((noinline)) int resp_enqueue(struct urpc_req_handle *h,
 		/* The client may READ exactly these bytes while they are stored. */
 		if (unlikely(urpc__grant_read(rpc, s, &sl->large->resp, &sl->large->grant))) {
 			urpc__srv_large_free(rpc, sl);
-			server_error_resp(rpc, s, sl, h->req_type, EIO);
+			server_error_resp(rpc, s, sl, h->priv_req_type, EIO);
 			return 0;
 		}
-		urpc__large_pkt_fill(urpc__sslot_lpkt(sl), URPC_PKT_RESP, h->req_type,
+		urpc__large_pkt_fill(urpc__sslot_lpkt(sl), URPC_PKT_RESP, h->priv_req_type,
 				     &sl->large->grant, s->remote_num, sl->cur_req_num, s->token);
-		sl->resp_mb.data_size = sizeof(struct urpc_large_desc);
+		sl->h.priv_resp.data_size = sizeof(struct urpc_large_desc);
 	} else
-		urpc__pkthdr_from(urpc__mb_hdr(&sl->resp_mb), &s->tx_hdr, h->req_type,
-				  (uint32_t)sl->resp_mb.data_size, sl->cur_req_num);
+		urpc__pkthdr_from(urpc__mb_hdr(&sl->h.priv_resp), &s->tx_hdr, h->priv_req_type,
+				  (uint32_t)sl->h.priv_resp.data_size, sl->cur_req_num);
 	urpc__srv_set(rpc, sl, URPC_SRV_RESPONDED);
 	server_send_resp(rpc, s, sl);
 	return 0;
 }
 
-URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *resp)
+/*
+ * urpc_resp_enqueue() (urpc.h) but for its inline case. Here too the common
+ * case of a deferred answer is taken first.
+ */
+URPC_API int urpc_priv_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *resp)
 {
 	struct urpc_pkthdr *hdr;
 	struct urpc_sslot *sl;
@@ -469,18 +515,19 @@ URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *re
 	/*
 	 * The common case, tested here with nothing else on the way, so that
 	 * this path needs no stack frame (callgrind on urpc-cpu-cost: 80
-	 * instructions per call before): the owner answers with the slot's
-	 * own buffer, small, while the session is connected, no ack is queued
-	 * and the TX batch has room. Anything else, every bad argument
-	 * included, takes the full path, which tells what is wrong.
+	 * instructions per call before): the owner answers a deferred request
+	 * (no handler running, priv_answer NULL) with the slot's own buffer,
+	 * small, while the session is connected, no ack is queued and the TX
+	 * batch has room. Anything else, every bad argument included, takes
+	 * the full path, which tells what is wrong.
 	 */
 	if (unlikely(!h))
 		goto full;
 	sl = container_of(h, struct urpc_sslot, h);
-	rpc = h->rpc;
-	s = h->sess;
+	rpc = h->priv_rpc;
+	s = h->priv_sess;
 	if (unlikely(!urpc__rpc_is_owner(rpc) || sl->state != URPC_SRV_IN_HANDLER ||
-		     resp != &sl->resp_mb || resp->data_size > rpc->max_msg ||
+		     h->priv_answer || resp != &sl->h.priv_resp || resp->data_size > rpc->max_msg ||
 		     s->state != URPC_SESS_CONNECTED || sl->large || sl->resent ||
 		     rpc->ntx == URPC_TX_BATCH))
 		goto full;
@@ -488,7 +535,8 @@ URPC_API int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbuf *re
 	s->srv.deferred--;
 	rpc->srv_deferred--;
 	hdr = urpc__mb_hdr(resp);
-	urpc__pkthdr_from(hdr, &s->tx_hdr, h->req_type, (uint32_t)resp->data_size, sl->cur_req_num);
+	urpc__pkthdr_from(hdr, &s->tx_hdr, h->priv_req_type, (uint32_t)resp->data_size,
+			  sl->cur_req_num);
 	/* urpc__tx_put() leaves the epoch as it is: it never flushes. */
 	sl->resp_epoch = rpc->tx_now ? 0 : rpc->tx_epoch;
 	urpc__tx_put(rpc, s->peer, hdr, (uint32_t)resp->data_size, resp->priv_lkey);

@@ -271,8 +271,8 @@ void urpc__sess_free(struct urpc_rpc *rpc, struct urpc_session *s)
 		rpc->tp->ops->release_peer(rpc->tp, s->peer);
 	}
 	for (i = 0; s->role == URPC_ROLE_SERVER && i < URPC_SESSION_SLOTS; i++) {
-		if (s->srv.slots[i].resp_mb.buf) {
-			(void)urpc__pool_free(rpc->pool, &s->srv.slots[i].resp_mb);
+		if (s->srv.slots[i].h.priv_resp.buf) {
+			(void)urpc__pool_free(rpc->pool, &s->srv.slots[i].h.priv_resp);
 			rpc->st.resp_bufs--;
 		}
 	}
