@@ -39,6 +39,34 @@
 static void op_done(struct verbs_tp *v, uint16_t idx, int status);
 static void op_post(struct verbs_tp *v, uint16_t idx);
 
+/*
+ * Append the operations @head to @tail (linked by next, @tail's next
+ * VERBS_NIL) to the tail of @p's wait FIFO.
+ */
+static void wait_push(struct verbs_tp *v, struct verbs_conn *p, uint16_t head, uint16_t tail)
+{
+	if (p->wait_tail == VERBS_NIL)
+		p->wait_head = head;
+	else
+		v->ops[p->wait_tail].next = head;
+	p->wait_tail = tail;
+}
+
+/*
+ * Posted op @op leaves its QP (retired, requeued, given up): the READ
+ * slots of its chunks still out, and its place in the posted counts.
+ */
+static void op_unpost(struct verbs_tp *v, struct verbs_op *op)
+{
+	struct verbs_conn *p = op->conn;
+
+	if (op->kind == URPC_TP_OP_READ)
+		p->rd_out -= URPC_MIN(p->rd_out, (uint32_t)op->inflight);
+	p->rc_posted--;
+	op->peer->posted--;
+	v->nposted--;
+}
+
 /* ---- tearing a connection's RC side down ------------------------------------- */
 
 void urpc__verbs_rc_drain(struct verbs_tp *v, struct verbs_conn *p)
@@ -55,11 +83,10 @@ void urpc__verbs_rc_drain(struct verbs_tp *v, struct verbs_conn *p)
 		 p->rc_qp->qp_num, p->rc_posted);
 	for (i = 0; i < VERBS_OS_OPS; i++)
 		if (v->ops[i].state == VERBS_OP_POSTED && v->ops[i].conn == p) {
-			v->nposted--;
-			v->ops[i].peer->posted--;
+			op_unpost(v, &v->ops[i]);
 			op_done(v, (uint16_t)i, -EIO);
 		}
-	p->rc_posted = 0;
+	p->rc_posted = 0; /* the books agree again, whatever went wrong */
 	p->rd_out = 0;
 }
 
@@ -134,13 +161,8 @@ void urpc__verbs_rc_renew(struct verbs_tp *v, struct verbs_conn *p)
 	}
 	rc_destroy(v, p);
 	/* What was flushed goes first, then what already waited. */
-	if (head == VERBS_NIL)
-		return;
-	if (p->wait_tail == VERBS_NIL)
-		p->wait_head = head;
-	else
-		v->ops[p->wait_tail].next = head;
-	p->wait_tail = tail;
+	if (head != VERBS_NIL)
+		wait_push(v, p, head, tail);
 }
 
 /* ---- the RC life cycle ------------------------------------------------------ */
@@ -282,24 +304,15 @@ void urpc__verbs_rc_op_done(struct verbs_tp *v, uint16_t idx, int status)
 static void op_requeue(struct verbs_tp *v, uint16_t idx)
 {
 	struct verbs_op *op = &v->ops[idx];
-	struct verbs_conn *p = op->conn;
 	uint64_t sent = ((uint64_t)op->off + op->chunk - 1) / op->chunk;
 
-	if (op->kind == URPC_TP_OP_READ)
-		p->rd_out -= URPC_MIN(p->rd_out, (uint32_t)op->inflight);
+	op_unpost(v, op);
 	op->off = (uint32_t)((sent - op->inflight) * op->chunk);
 	op->inflight = 0;
-	p->rc_posted--;
-	op->peer->posted--;
-	v->nposted--;
 	v->base.stats.os_requeued++;
 	op->state = VERBS_OP_WAITING;
 	op->next = VERBS_NIL;
-	if (p->wait_tail == VERBS_NIL)
-		p->wait_head = idx;
-	else
-		v->ops[p->wait_tail].next = idx;
-	p->wait_tail = idx;
+	wait_push(v, op->conn, idx, idx);
 }
 
 void urpc__verbs_rc_init(struct verbs_tp *v)
@@ -319,8 +332,7 @@ static void op_retire(struct verbs_tp *v, uint16_t idx, int status)
 	struct verbs_conn *c = op->conn;
 
 	/* Chunks not back (cut short by an error) come back flushed: ignored. */
-	if (op->kind == URPC_TP_OP_READ)
-		c->rd_out -= URPC_MIN(c->rd_out, (uint32_t)op->inflight);
+	op_unpost(v, op);
 	/*
 	 * Done with a grant: tell its owner on this QP, behind any resend of
 	 * the operation's requests, so it revokes only once none is left.
@@ -328,9 +340,6 @@ static void op_retire(struct verbs_tp *v, uint16_t idx, int status)
 	 */
 	if (!status && op->notice && c->rc_state == VERBS_RC_READY)
 		urpc__verbs_notice_send(v, c, op->notice);
-	op->conn->rc_posted--;
-	op->peer->posted--;
-	v->nposted--;
 	op_done(v, idx, status);
 }
 
@@ -485,11 +494,7 @@ static int post_op(struct verbs_tp *v, enum urpc_tp_op kind, struct urpc_tp_peer
 	case VERBS_RC_PENDING:
 		break;
 	}
-	if (p->wait_tail == VERBS_NIL)
-		p->wait_head = idx;
-	else
-		v->ops[p->wait_tail].next = idx;
-	p->wait_tail = idx;
+	wait_push(v, p, idx, idx); /* op->next is VERBS_NIL */
 	return 0;
 }
 
