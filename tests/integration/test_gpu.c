@@ -27,6 +27,7 @@
 #include "rpc/rpc.h"
 #include "transport/verbs_dev.h"
 #include "util/log.h"
+#include "verbs_skip.h"
 
 #ifndef GPU_KIND
 #error "build with -DGPU_KIND=URPC_TRANSPORT_<KIND> -DGPU_NAME=<suite> -DFAKE_CUDA=path"
@@ -216,12 +217,9 @@ static void world_up(void)
 {
 	struct urpc_nexus_opts no;
 	struct urpc_rpc_opts o;
-	struct urpc_verbs_port port;
 	char hp[64];
 
-	if (GPU_KIND == URPC_TRANSPORT_VERBS &&
-	    (!urpc__verbs_built() || urpc__verbs_pick_port(getenv("URPC_TEST_DEVICE_A"), &port)))
-		cr_skip_test("no active RDMA port (run it in tests/vm/rxe-vm.sh for Soft-RoCE)");
+	verbs_skip_without_port(GPU_KIND);
 	driver_up();
 	urpc_nexus_opts_init(&no);
 	no.host = "127.0.0.1";

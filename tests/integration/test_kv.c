@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "kv_proc.h"
-#include "transport/verbs_dev.h"
+#include "verbs_skip.h"
 
 #ifndef KV_SERVER
 #error "build with -DKV_SERVER=path -DKV_CLIENT=path -DKV_KIND_NAME=\"verbs\""
@@ -26,16 +26,6 @@
 
 static pid_t server;
 static char addr[64];
-
-static void skip_without_device(void)
-{
-	struct urpc_verbs_port port;
-
-	if (!urpc__verbs_built())
-		cr_skip_test("this build has no verbs transport (libibverbs not found)");
-	if (urpc__verbs_pick_port(getenv("URPC_TEST_DEVICE_A"), &port) < 0)
-		cr_skip_test("no active RDMA port (run it in tests/vm/rxe-vm.sh for Soft-RoCE)");
-}
 
 static const char *dev(const char *env)
 {
@@ -102,7 +92,7 @@ Test(kv, verify_run_with_large_values, .timeout = 300)
 {
 	char srv[64], out[64];
 
-	skip_without_device();
+	verbs_skip_without_port(URPC_TRANSPORT_VERBS);
 	snprintf(srv, sizeof(srv), "/tmp/kv-server.%d", getpid());
 	snprintf(out, sizeof(out), "/tmp/kv-client.%d", getpid());
 	server_up(srv);

@@ -12,6 +12,7 @@
 #include "transport/transport.h"
 #include "transport/verbs_dev.h"
 #include "util/log.h"
+#include "verbs_skip.h"
 
 #ifndef CONTRACT_KIND
 #error "CONTRACT_KIND must name the transport under test"
@@ -36,29 +37,17 @@ static struct pair *cur;
 
 /*
  * Verbs runs where an RDMA port is active (a NIC, or Soft-RoCE in tests/vm);
- * elsewhere its cases skip. URPC_TEST_DEVICE_A/_B put the two endpoints of
- * a pair on given devices (rxe1 and rxe0 in the VM, so traffic crosses the
- * wire); unset, both use the default port.
+ * elsewhere its cases skip (verbs_skip.h). URPC_TEST_DEVICE_A/_B put the two
+ * endpoints of a pair on given devices (rxe1 and rxe0 in the VM, so traffic
+ * crosses the wire); unset, both use the default port.
  */
-static void skip_without_device(void)
-{
-	struct urpc_verbs_port port;
-
-	if (CONTRACT_KIND != URPC_TRANSPORT_VERBS)
-		return;
-	if (!urpc__verbs_built())
-		cr_skip_test("this build has no verbs transport (libibverbs not found)");
-	if (urpc__verbs_pick_port(getenv("URPC_TEST_DEVICE_A"), &port) < 0)
-		cr_skip_test("no active RDMA port (run it in tests/vm/rxe-vm.sh for Soft-RoCE)");
-}
-
 static struct urpc_tp *open_tp_on(uint32_t rq_depth, const char *device_env)
 {
 	struct urpc_tp_cfg cfg;
 	struct urpc_tp *tp;
 	int ret;
 
-	skip_without_device();
+	verbs_skip_without_port(CONTRACT_KIND);
 	/* The grant cases check windows, which Soft-RoCE gets only when asked. */
 	setenv("URPC_VERBS_GRANTS", "mw-mr", 0);
 	urpc__tp_cfg_init(&cfg, CONTRACT_KIND);

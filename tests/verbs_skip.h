@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Integration tests built once per transport: skip the running case when
- * the transport under test is verbs and nothing here can run it.
- * Header-only, for test files.
+ * Tests of the verbs transport (the contract suite, the integration tests
+ * built once per transport, the verbs-only ones): skip the running case
+ * when the transport under test is verbs and nothing here can run it.
+ * Header-only, for test files (tests/ is on their include path).
  */
 #ifndef URPC_TEST_VERBS_SKIP_H
 #define URPC_TEST_VERBS_SKIP_H
