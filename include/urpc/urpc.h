@@ -507,6 +507,13 @@ struct urpc_rpc_stats {
 	 * kept untouched until it did, instead of the event loop waiting.
 	 */
 	uint64_t resps_retiring;
+	/*
+	 * Client: large requests answered before the server had let go of
+	 * them; their continuation ran once it had (the buffer is the
+	 * application's only when the server can no longer read it), instead
+	 * of the event loop waiting.
+	 */
+	uint64_t reqs_retiring;
 	uint64_t acks_rx;	   /* client: ... received */
 	uint64_t drop_bad_comp;	   /* one-sided completions naming no operation in flight */
 	uint64_t connects_refused; /* server: CONNECT_REQs refused (limit, memory, transport) */

@@ -303,6 +303,7 @@ static inline URPC_ALWAYS_INLINE void complete(struct urpc_rpc *rpc, struct urpc
 	struct urpc_msgbuf *resp = sl->resp;
 	void *tag = sl->tag;
 	unsigned i = sl->idx;
+	bool later;
 
 	if (unlikely(sl->retries || status)) {
 		/*
@@ -314,14 +315,15 @@ static inline URPC_ALWAYS_INLINE void complete(struct urpc_rpc *rpc, struct urpc
 		urpc__tx_forget(rpc, req_pkt_of(sl), NULL);
 		rpc->tp->ops->tx_flush(rpc->tp);
 	}
-	if (unlikely(sl->grant.key))
-		urpc__grant_revoke(rpc, &sl->grant); /* the server no longer reads the request */
+	/* The server no longer reads the request: revoked, or kept until it let go (large.h). */
+	later = unlikely(sl->grant.key) && urpc__cli_large_retire(rpc, s, sl, status);
 	/* A FREE slot's req and resp are stale: nothing reads them (urpc__mb_is_lent()). */
 	urpc__cli_set(rpc, sl, URPC_CLI_FREE);
 	s->cli.free_mask |= 1u << i;
 	if (s->cli.wq_head != s->cli.wq_tail && s->state == URPC_SESS_CONNECTED)
 		urpc__cli_kick(rpc, s);
-	urpc__run_cont(rpc, cont, tag, status, resp);
+	if (likely(!later))
+		urpc__run_cont(rpc, cont, tag, status, resp);
 }
 
 void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status)

@@ -270,6 +270,23 @@ struct urpc_srv_large {
 };
 
 /*
+ * A large request answered while the server had not let go of its grant
+ * yet (verbs: its release notice had not come): the grant and the
+ * request's continuation, kept on rpc->cli_retiring until the transport
+ * may revoke without waiting (large.c); the request's slot is free.
+ */
+struct urpc_cli_retiring {
+	struct urpc_msgbuf self;
+	struct urpc_tp_grant grant;
+	struct urpc_cli_retiring *next;
+	urpc_cont_fn cont;
+	void *tag;
+	struct urpc_msgbuf *req, *resp; /* lent to the library until the continuation */
+	int status;
+	uint32_t sess_num;
+};
+
+/*
  * A server slot: the latest request on it and its stored response. Kept
  * small (100,000 server sessions hold 8 each): what only large messages
  * need lives in @h.priv_resp or beside it (@large).
@@ -442,6 +459,7 @@ struct urpc_rpc {
 	 * kept, untouched, until it may revoke without blocking (large.c).
 	 */
 	struct urpc_srv_large *retiring;
+	struct urpc_cli_retiring *cli_retiring; /* ... and large requests (the same, client side) */
 	/* Users' exposures (rmem.c); NULL until the first. */
 	struct urpc_rmem_tab *rmem;
 	/*

@@ -148,6 +148,8 @@ static void scan_timers(struct urpc_rpc *rpc)
 	/* Large responses whose client has not let go of them yet. */
 	if (unlikely(rpc->retiring != NULL))
 		urpc__srv_large_retiring(rpc, false);
+	if (unlikely(rpc->cli_retiring != NULL))
+		urpc__cli_retiring(rpc, false);
 	nw = (rpc->hi_session + 63) / 64;
 	for (w = 0; w < nw; w++) {
 		uint64_t bits = rpc->sm_map[w];
@@ -262,7 +264,7 @@ static bool idle_wake_time(const struct urpc_rpc *rpc, uint64_t *wake_ns)
 {
 	uint32_t w, nw = (rpc->hi_session + 63) / 64;
 	/* Retiring large responses: looked at again by the next scan. */
-	uint64_t t = rpc->retiring ? rpc->next_scan_ns : UINT64_MAX;
+	uint64_t t = rpc->retiring || rpc->cli_retiring ? rpc->next_scan_ns : UINT64_MAX;
 
 	if (rpc->have_pending || rpc->ntx || rpc->smo_n || rpc->os_busy || rpc->srv_deferred)
 		return false;

@@ -128,6 +128,56 @@ void urpc__srv_large_retiring(struct urpc_rpc *rpc, bool all)
 	}
 }
 
+URPC_COLD bool urpc__cli_large_retire(struct urpc_rpc *rpc, struct urpc_session *s,
+				      struct urpc_cslot *sl, int status)
+{
+	bool (*ready)(struct urpc_tp *, struct urpc_tp_grant *) = rpc->tp->ops->revoke_ready;
+	struct urpc_cli_retiring *r;
+	struct urpc_msgbuf self;
+
+	if (!ready || ready(rpc->tp, &sl->grant) ||
+	    urpc__pool_alloc(rpc->pool, sizeof(*r), &self)) { /* no room: wait here, as before */
+		urpc__grant_revoke(rpc, &sl->grant);
+		return false;
+	}
+	r = (struct urpc_cli_retiring *)(void *)self.buf;
+	*r = (struct urpc_cli_retiring){.self = self,
+					.grant = sl->grant,
+					.next = rpc->cli_retiring,
+					.cont = sl->cont,
+					.tag = sl->tag,
+					.req = sl->req,
+					.resp = sl->resp,
+					.status = status,
+					.sess_num = s->local_num};
+	rpc->cli_retiring = r;
+	sl->grant.key = 0;
+	rpc->st.reqs_retiring++;
+	return true;
+}
+
+void urpc__cli_retiring(struct urpc_rpc *rpc, bool all)
+{
+	/* Taken whole: the continuations may add to it. */
+	struct urpc_cli_retiring *r, *next = rpc->cli_retiring;
+
+	rpc->cli_retiring = NULL;
+	while ((r = next) != NULL) {
+		struct urpc_msgbuf self = r->self;
+		struct urpc_cli_retiring c = *r;
+
+		next = r->next;
+		if (!all && r->grant.key && !rpc->tp->ops->revoke_ready(rpc->tp, &r->grant)) {
+			r->next = rpc->cli_retiring;
+			rpc->cli_retiring = r;
+			continue;
+		}
+		urpc__grant_revoke(rpc, &c.grant);
+		(void)urpc__pool_free(rpc->pool, &self);
+		urpc__run_cont(rpc, c.cont, c.tag, c.status, c.resp);
+	}
+}
+
 URPC_COLD void urpc__large_pkt_fill(struct urpc_large_pkt *p, enum urpc_pkt_type type,
 				    uint8_t req_type, const struct urpc_tp_grant *g, uint32_t dest,
 				    uint64_t req_num, uint64_t token)
@@ -195,6 +245,7 @@ bool urpc__os_take(struct urpc_rpc *rpc, const struct urpc_tp_comp *c, struct ur
 
 void urpc__os_session_gone(struct urpc_rpc *rpc, struct urpc_session *s)
 {
+	struct urpc_cli_retiring *r;
 	unsigned i;
 
 	urpc__rop_session_gone(rpc, s);
@@ -216,6 +267,10 @@ void urpc__os_session_gone(struct urpc_rpc *rpc, struct urpc_session *s)
 	if (s->role != URPC_ROLE_SERVER) {
 		for (i = 0; i < URPC_SESSION_SLOTS; i++)
 			urpc__grant_revoke(rpc, &s->cli.slots[i].grant);
+		/* Requests answered: their grants go now, their continuations with the next scan. */
+		for (r = rpc->cli_retiring; r; r = r->next)
+			if (r->sess_num == s->local_num)
+				urpc__grant_revoke(rpc, &r->grant);
 		return;
 	}
 	for (i = 0; i < URPC_SESSION_SLOTS; i++) {

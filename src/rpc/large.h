@@ -79,6 +79,24 @@ void urpc__srv_large_retire(struct urpc_rpc *rpc, struct urpc_sslot *sl);
 void urpc__srv_large_retiring(struct urpc_rpc *rpc, bool all);
 
 /*
+ * Client slot @sl of @s completes with @status while it still grants the
+ * server its large request (sl->grant). Where the transport may revoke
+ * now (or has no say), revoked: false, the caller runs the continuation.
+ * Otherwise the grant and the continuation move to rpc->cli_retiring
+ * (sl->grant cleared): true, and urpc__cli_retiring() runs it once the
+ * server has let go. Cold.
+ */
+bool urpc__cli_large_retire(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_cslot *sl,
+			    int status);
+
+/*
+ * Run the continuations on rpc->cli_retiring whose grant may be revoked
+ * now (from the timer scan), or all of them (@all: the Rpc is being
+ * destroyed, its peers released).
+ */
+void urpc__cli_retiring(struct urpc_rpc *rpc, bool all);
+
+/*
  * Server slot @sl's large stored response is over (read, given up, or
  * its session gone): its grant revoked, the response and its entry given
  * back, sl->large NULL. Nothing when it has none. Cold.

@@ -45,6 +45,7 @@ static inline bool mb_same(const struct urpc_msgbuf *a, const struct urpc_msgbuf
 
 bool urpc__mb_is_lent(const struct urpc_rpc *rpc, const struct urpc_msgbuf *mb)
 {
+	const struct urpc_cli_retiring *r;
 	const struct urpc_session *s;
 	uint32_t i;
 
@@ -67,6 +68,10 @@ bool urpc__mb_is_lent(const struct urpc_rpc *rpc, const struct urpc_msgbuf *mb)
 				return true;
 		}
 	}
+	/* Requests answered whose server has not let go of them yet. */
+	for (r = rpc->cli_retiring; r; r = r->next)
+		if (mb_same(r->req, mb) || mb_same(r->resp, mb))
+			return true;
 	/* Continuations of failed sessions still waiting for their READ. */
 	if (rpc->os_busy) {
 		for (i = 0; i < URPC_OS_OPS; i++) {
@@ -256,6 +261,7 @@ static void held_pair(const struct urpc_msgbuf *req, const struct urpc_msgbuf *r
 
 void urpc__mb_held(const struct urpc_rpc *rpc, size_t *bufs, size_t *views)
 {
+	const struct urpc_cli_retiring *r;
 	const struct urpc_srv_large *l;
 	uint32_t i, j;
 
@@ -264,6 +270,10 @@ void urpc__mb_held(const struct urpc_rpc *rpc, size_t *bufs, size_t *views)
 	for (l = rpc->retiring; l; l = l->next) { /* large responses their client still holds */
 		held_add(&l->self, bufs, views);
 		held_add(&l->resp, bufs, views);
+	}
+	for (r = rpc->cli_retiring; r; r = r->next) { /* large requests their server still holds */
+		held_add(&r->self, bufs, views);
+		held_pair(r->req, r->resp, bufs, views);
 	}
 	for (i = 0; i < rpc->hi_session; i++) {
 		const struct urpc_session *s = rpc->sessions[i];

@@ -279,6 +279,7 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 	urpc__os_drain(rpc);
 	/* Large responses still retiring: their peers are released, nothing waits. */
 	urpc__srv_large_retiring(rpc, true);
+	urpc__cli_retiring(rpc, true); /* their continuations run here */
 	/* Exposures: revoked, their registrations back to the cache (destroyed below). */
 	urpc__rmem_fini(rpc);
 	urpc__tx_flush(rpc);
@@ -377,12 +378,15 @@ int urpc__rpc_session_info(struct urpc_rpc *rpc, int session, struct urpc_sessio
 
 uint64_t urpc__rpc_grants(const struct urpc_rpc *rpc)
 {
+	const struct urpc_cli_retiring *r;
 	const struct urpc_srv_large *l;
 	uint64_t n = 0;
 	unsigned i, j;
 
 	for (l = rpc->retiring; l; l = l->next) /* large responses their client still holds */
 		n += l->grant.key != 0;
+	for (r = rpc->cli_retiring; r; r = r->next) /* large requests their server still holds */
+		n += r->grant.key != 0;
 	for (i = 0; i < rpc->hi_session; i++) {
 		const struct urpc_session *s = rpc->sessions[i];
 
@@ -486,6 +490,7 @@ static int check_server(const struct urpc_session *s, uint32_t i, uint64_t *gran
 int urpc__rpc_check(const struct urpc_rpc *rpc, uint64_t *pending_conts, char *why, size_t n)
 {
 	uint64_t owed = 0, open = 0, grants = 0, deferred = 0;
+	const struct urpc_cli_retiring *r;
 	unsigned i, busy_os = 0, nfree = 0;
 	uint32_t batches;
 	uint16_t f;
@@ -522,6 +527,10 @@ int urpc__rpc_check(const struct urpc_rpc *rpc, uint64_t *pending_conts, char *w
 		snprintf(why, n, "%llu server slots in handlers, the Rpc's count says %llu",
 			 (unsigned long long)deferred, (unsigned long long)rpc->srv_deferred);
 		return -EFAULT;
+	}
+	for (r = rpc->cli_retiring; r; r = r->next) { /* answered, the server not done yet */
+		owed++;
+		grants += r->grant.key != 0;
 	}
 	/* At most: a test may hold grants of its own on the same endpoint. */
 	if (grants > rpc->tp->stats.grants_live) {

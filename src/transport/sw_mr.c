@@ -305,7 +305,7 @@ int urpc__sw_grant(struct urpc_sw_mr_table *t, const void *peer, uint64_t peer_i
 	e->mr_key = r->key;
 	e->access = (uint8_t)access;
 	e->device = r->access & URPC_TP_ACCESS_DEVICE;
-	e->ready_at = 0;
+	e->asked_at = 0;
 	e->state = URPC_SW_GRANT_LIVE;
 	hash_add(t, i);
 	g->addr = a;
@@ -337,9 +337,9 @@ bool urpc__sw_revoke_ready(struct urpc_sw_mr_table *t, const struct urpc_tp_gran
 	e = &t->grants[g->handle];
 	if (e->state != URPC_SW_GRANT_LIVE || e->key != g->key)
 		return true; /* revoked, or ended under it (its peer or registration went) */
-	if (!e->ready_at)
-		e->ready_at = now + lag;
-	return now >= e->ready_at;
+	if (!e->asked_at)
+		e->asked_at = now + 1; /* 0 means not asked */
+	return now + 1 >= e->asked_at + lag;
 }
 
 void urpc__sw_revoke_peer(struct urpc_sw_mr_table *t, const void *peer)

@@ -79,7 +79,7 @@ struct urpc_sw_grant {
 	uint8_t access;	   /* URPC_TP_ACCESS_REMOTE_* */
 	uint8_t state;	   /* enum urpc_sw_grant_state */
 	bool device;	   /* on a URPC_TP_ACCESS_DEVICE registration */
-	uint64_t ready_at; /* urpc__sw_revoke_ready() asked: ready from then; 0: not asked */
+	uint64_t asked_at; /* 1 + @now of urpc__sw_revoke_ready()'s first call; 0: not asked */
 };
 
 /* One registration; @used is false for a free entry. */
@@ -178,7 +178,7 @@ void urpc__sw_revoke(struct urpc_sw_mr_table *t, struct urpc_tp_grant *g);
  * A revoke_ready() (transport.h) that models a reader slow to let go: true
  * when @lag is 0 or @g is no live grant of @t; otherwise false until @now
  * (any counter that advances, the caller's) reaches @lag past the first
- * call on this grant.
+ * call on this grant (the @lag of each call: a new one applies at once).
  */
 bool urpc__sw_revoke_ready(struct urpc_sw_mr_table *t, const struct urpc_tp_grant *g, uint64_t now,
 			   uint64_t lag);

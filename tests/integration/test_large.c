@@ -32,6 +32,7 @@
 #define T_ECHO 1
 #define T_VIEW 2  /* answers with a view of the server's own array */
 #define T_DEFER 3 /* checks the request, answers later (W.deferred) */
+#define T_SHORT 4 /* checks the request, answers its 8-byte id */
 #define VIEW_LEN (1u << 20)
 #define MAX_IDS 4096
 #define WAIT_NS 60000000000ull
@@ -44,6 +45,7 @@ struct call {
 	unsigned runs;
 	bool busy;
 	bool realloc_in_cont; /* free both buffers in the continuation and make new ones */
+	uint8_t type;	      /* the request type; 0: T_ECHO */
 };
 
 struct world {
@@ -109,6 +111,21 @@ static void echo_handler(struct urpc_req_handle *h, void *arg)
 		w->handler_errors++;
 	if (resp == &own && own.buf)
 		w->handler_errors++; /* the library must have taken it */
+}
+
+static void short_handler(struct urpc_req_handle *h, void *arg)
+{
+	struct world *w = arg;
+	struct urpc_msgbuf *resp = urpc_req_resp_msgbuf(h);
+	const uint8_t *d;
+	size_t len;
+
+	d = urpc_req_data(h, &len);
+	note_request(w, d, len);
+	memcpy(resp->buf, d, 8);
+	urpc_msgbuf_resize(resp, 8);
+	if (urpc_resp_enqueue(h, resp))
+		w->handler_errors++;
 }
 
 /* The server's array that T_VIEW answers with, zero-copy. */
@@ -199,6 +216,7 @@ static void world_up(void)
 	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_ECHO, echo_handler, &W), 0);
 	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_VIEW, view_handler, &W), 0);
 	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_DEFER, defer_handler, &W), 0);
+	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_SHORT, short_handler, &W), 0);
 	opts_for(&o, "URPC_TEST_DEVICE_B", 1);
 	cr_assert_eq(urpc_rpc_create(W.nx, 1, &o, &W.srv), 0);
 	opts_for(&o, "URPC_TEST_DEVICE_A", 2);
@@ -244,7 +262,8 @@ static void start(struct call *c)
 	c->busy = true;
 	c->status = 1;
 	c->runs = 0;
-	ret = urpc_req_enqueue(W.cli, W.sess, T_ECHO, &c->req, &c->resp, cont, c, 0);
+	ret = urpc_req_enqueue(W.cli, W.sess, c->type ? c->type : T_ECHO, &c->req, &c->resp, cont,
+			       c, 0);
 	cr_assert_eq(ret, 0, "enqueue of %zu bytes: %s", c->len, urpc_strerror(ret));
 }
 
@@ -494,6 +513,85 @@ Test(LARGE_NAME, responses_retire_once_the_reader_lets_go, .timeout = 240)
 	cr_assert_eq(stp->stats.grants_live, 2 * N);
 	cr_assert_eq(urpc__rpc_grants(W.srv), 2 * N);
 	world_down(); /* urpc_rpc_destroy() of the server returns 0; ASan: nothing leaks */
+}
+
+/*
+ * The client's side of the same: a large request answered (with a short
+ * response) before the server let go of its grant. Its continuation waits
+ * until the transport says the grant may go, the request buffer stays the
+ * library's meanwhile, and the event loop goes on; destroying the client
+ * runs the continuations still waiting.
+ */
+Test(LARGE_NAME, answers_wait_until_the_server_lets_go, .timeout = 240)
+{
+	enum { N = 8 };
+	struct urpc_loop_faults f = {.release_polls = 1000000000u};
+	struct urpc_rpc_stats st;
+	struct call c[N];
+	struct urpc_tp *ctp;
+	unsigned i, done, round;
+	uint64_t end;
+
+	if (LARGE_KIND != URPC_TRANSPORT_LOOP)
+		cr_skip_test("release_polls is a loop switch; verbs takes this path whenever a "
+			     "release notice comes after the answer (test_large_verbs), and udp "
+			     "never makes a revoke wait");
+	world_up();
+	ctp = urpc__rpc_transport(W.cli);
+	for (round = 0; round < 2; round++) {
+		f.release_polls = 1000000000u; /* the server never lets go, until told */
+		cr_assert_eq(urpc__loop_set_faults(ctp, &f), 0);
+		for (i = 0; i < N; i++) {
+			c[i] = (struct call){
+				.id = round * N + i, .len = (64u << 10) + 3 * i, .type = T_SHORT};
+			start(&c[i]);
+		}
+		/* Every request answered, no continuation run. */
+		end = urpc__now_ns() + WAIT_NS;
+		do {
+			cr_assert_lt(urpc__now_ns(), end, "the server did not answer");
+			pump();
+			urpc_rpc_get_stats(W.cli, &st);
+		} while (st.reqs_retiring < (round + 1) * N);
+		for (i = 0; i < N; i++)
+			cr_assert(c[i].busy, "request %u completed while its grant lived", i);
+		cr_assert_eq(urpc_msgbuf_free(W.cli, &c[0].req), -EBUSY,
+			     "the application freed a request the server could still read");
+		cr_assert_eq(ctp->stats.grants_live, N);
+		cr_assert_eq(urpc__rpc_grants(W.cli), N);
+		if (round == 1)
+			break; /* destroyed with them waiting */
+		f.release_polls = 1;
+		cr_assert_eq(urpc__loop_set_faults(ctp, &f), 0);
+		end = urpc__now_ns() + WAIT_NS;
+		do {
+			cr_assert_lt(urpc__now_ns(), end, "continuations did not run");
+			pump();
+			for (done = 0, i = 0; i < N; i++)
+				done += !c[i].busy;
+		} while (done < N);
+		for (i = 0; i < N; i++) {
+			uint64_t id;
+
+			cr_assert_eq(c[i].status, 0, "request %u: %s", i,
+				     urpc_strerror(c[i].status));
+			cr_assert_eq(c[i].runs, 1);
+			cr_assert_eq(c[i].resp.data_size, 8);
+			memcpy(&id, c[i].resp.buf, 8);
+			cr_assert_eq(id, c[i].id);
+			cr_assert_eq(urpc_msgbuf_free(W.cli, &c[i].req), 0);
+			cr_assert_eq(urpc_msgbuf_free(W.cli, &c[i].resp), 0);
+		}
+		cr_assert_eq(ctp->stats.grants_live, 0);
+	}
+	cr_assert_eq(urpc_rpc_destroy(W.cli), 0);
+	W.cli = NULL;
+	for (i = 0; i < N; i++) {
+		cr_assert_eq(c[i].runs, 1, "request %u: %u continuation runs at destroy", i,
+			     c[i].runs);
+		cr_assert_eq(c[i].status, 0);
+	}
+	world_down();
 }
 
 /*

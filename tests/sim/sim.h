@@ -73,7 +73,8 @@ struct sim_result {
 	uint64_t handled;     /* handler invocations */
 	uint64_t gpu;	      /* requests with a payload or response buffer in GPU memory */
 	uint64_t rmem_batches, rmem_ok; /* batches submitted, ... that ended with 0 */
-	uint64_t retired_late; /* large responses kept until their reader let go (release lag) */
+	uint64_t retired_late;	/* large responses kept until their reader let go (release lag) */
+	uint64_t answered_late; /* large requests whose continuation waited for the same */
 	uint64_t crashes, rpc_restarts, partitions, disconnects;
 };
 

@@ -192,11 +192,12 @@ static int run_one(const struct opts *o, const struct sim_cfg *c, struct tally *
 		       " with GPU memory; %" PRIu64 " handler runs; faults: %" PRIu64
 		       " crashes, %" PRIu64 " Rpc restarts, %" PRIu64 " partitions, %" PRIu64
 		       " disconnects; %" PRIu64 " rmem batches, %" PRIu64 " done; %" PRIu64
-		       " large responses retired late\n  (%s)\n",
+		       " large responses retired late, %" PRIu64
+		       " large requests completed late\n  (%s)\n",
 		       c->seed, r.events, (r.vtime_ns - 1000000000ull) / 1e6, r.trace_hash,
 		       r.reqs_issued, r.reqs_ok, r.reqs_err, r.gpu, r.handled, r.crashes,
 		       r.rpc_restarts, r.partitions, r.disconnects, r.rmem_batches, r.rmem_ok,
-		       r.retired_late, line);
+		       r.retired_late, r.answered_late, line);
 	}
 	return failed;
 }
