@@ -111,13 +111,15 @@ static void kv_get_big(bool check)
 	struct urpc_msgbuf req, resp;
 	struct kv_resp_hdr h;
 	size_t i;
+	int st;
 
 	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, 16, &req), 0);
 	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, VAL_LEN + 64, &resp), 0);
 	kv_put_req_hdr(req.buf, 3, 1, 0);
 	memcpy(req.buf + sizeof(struct kv_req_hdr), "big", 3);
 	urpc_msgbuf_resize(&req, sizeof(struct kv_req_hdr) + 3);
-	cr_assert_eq(kv_call(KV_REQ_GET, &req, &resp), 0);
+	st = kv_call(KV_REQ_GET, &req, &resp);
+	cr_assert_eq(st, 0, "GET: %s", urpc_strerror(st));
 	kv_get_resp_hdr(resp.buf, &h);
 	cr_assert_eq(h.status, KV_OK, "GET: %s", kv_status_str(h.status));
 	cr_assert_eq(h.val_len, VAL_LEN);
