@@ -1000,13 +1000,16 @@ typedef void (*urpc_rdma_cont_fn)(struct urpc_rpc *rpc, void *tag, int status);
  * @param timeout_ms the deadline, from the call: once it passes the
  *                operation fails with -ETIMEDOUT (the continuation runs as
  *                soon as the transport has let go of @local: at once on
- *                loop and udp, which cancel it; on verbs when the posted
- *                work request completes). 0: no deadline of its own; it
- *                fails with -ETIMEDOUT once it has made no progress for the
- *                Rpc's one-sided timeout (urpc_rpc_opts.one_sided_timeout_ms,
- *                else derived from session-management round trips, at least
- *                1 s; time spent waiting behind other operations for the
- *                window does not count).
+ *                loop and udp, which cancel it; on verbs once the queue
+ *                pair it is on was flushed, see docs/API.md). 0: no
+ *                deadline of its own; it fails with -ETIMEDOUT once it has
+ *                made no progress for the Rpc's one-sided timeout
+ *                (urpc_rpc_opts.one_sided_timeout_ms, else derived from
+ *                session-management round trips, at least 1 s; time spent
+ *                waiting behind other operations for the window does not
+ *                count). On udp and verbs each piece of it that the
+ *                transport moved (a datagram, a work request) is progress:
+ *                a large operation lives as long as it moves.
  * @return 0 (@cont will run exactly once); -EINVAL (NULL, @len 0, a range
  *         outside @local or @rbuf, a malformed rbuf: version, size,
  *         access, an rbuf whose owner is not this session's peer, no such
@@ -1078,7 +1081,8 @@ struct urpc_rdma_op {
  *              queued: one bad operation refuses the whole batch.
  * @param n     1 to URPC_RDMA_MAX_OPS.
  * @param timeout_ms as urpc_rdma_read(), for the batch as a whole; with 0
- *              any operation's completion counts as progress.
+ *              any operation's completion, or a piece of a posted one
+ *              moving, counts as progress.
  * @return 0 (@cont will run exactly once); -EINVAL (NULL @ops or @cont, @n
  *         0 or above URPC_RDMA_MAX_OPS, an @opcode other than the two, or
  *         any operation that urpc_rdma_read() would refuse with -EINVAL;
