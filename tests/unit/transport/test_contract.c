@@ -1147,6 +1147,57 @@ Test(CONTRACT_NAME, cancel_ends_an_operation_the_peer_serves, .timeout = 120)
 }
 
 /*
+ * os_idle (a user's batch without a deadline counts from it, issue 16):
+ * loop's operation is one copy and tells nothing (-ENOTSUP). udp and
+ * verbs: -ENOENT for an operation not outstanding; a posted READ's idle
+ * time is never more than its age, grows while nothing moves it (udp: its
+ * target is not served), and starts again when a piece moves.
+ */
+Test(CONTRACT_NAME, os_idle_counts_from_the_last_progress)
+{
+	const size_t len = 1u << 20;
+	const uint64_t quiet = 20000000ull;
+	struct region local, remote;
+	uint64_t idle, t0, t1;
+	struct pair p;
+
+	pair_open_tokens(&p);
+	rc_warm(&p);
+	p.a->one_sided_timeout_ns = WAIT_NS;
+	region_open(p.a, &local, len, 0, 0x11);
+	region_open(p.b, &remote, len, URPC_TP_ACCESS_REMOTE_READ, 0x22);
+	pattern(remote.mem, len, 9);
+	t0 = urpc__now_ns();
+	cr_assert_eq(p.a->ops->post_read(p.a, p.a2b, local.mem, &local.mr,
+					 (uint64_t)(uintptr_t)remote.mem, remote.mr.rkey, len, 9),
+		     0);
+	t1 = urpc__now_ns();
+	if (CONTRACT_KIND == URPC_TRANSPORT_LOOP) {
+		cr_assert_eq(p.a->ops->os_idle(p.a, 9, &idle), -ENOTSUP);
+	} else {
+		cr_assert_eq(p.a->ops->os_idle(p.a, 12345, &idle), -ENOENT);
+		while (urpc__now_ns() - t1 < quiet)
+			; /* what is measured: time with nothing served */
+		cr_assert_eq(p.a->ops->os_idle(p.a, 9, &idle), 0);
+		cr_assert_leq(idle, urpc__now_ns() - t0, "idle longer than the operation lived");
+		if (CONTRACT_KIND == URPC_TRANSPORT_UDP) {
+			cr_assert_geq(idle, quiet, "idle %.1f ms with nothing served", idle / 1e6);
+			serve(p.b); /* the first window's pieces */
+			serve(p.a);
+			cr_assert_eq(p.a->ops->os_idle(p.a, 9, &idle), 0);
+			cr_assert_lt(idle, quiet, "idle %.1f ms after pieces moved", idle / 1e6);
+		}
+	}
+	cr_assert_eq(wait_comp(&p, 9), 0);
+	cr_assert(memcmp(local.mem, remote.mem, len) == 0);
+	if (CONTRACT_KIND != URPC_TRANSPORT_LOOP)
+		cr_assert_eq(p.a->ops->os_idle(p.a, 9, &idle), -ENOENT, "reaped, still there");
+	region_close(p.a, &local);
+	region_close(p.b, &remote);
+	pair_close(&p);
+}
+
+/*
  * Slices: several grants on one registration, each narrower than it. Each
  * key reaches its own bytes only, with its own access; revoking one leaves
  * the others as they were.
