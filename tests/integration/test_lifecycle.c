@@ -928,6 +928,12 @@ Test(lifecycle, server_process_killed_then_restarted, .timeout = TEST_TIMEOUT_S,
 	for (i = 0; i < 5; i++)
 		pass(&L);
 	refill(&L, win, s);
+	/*
+	 * The engine acts peer_timeout_ms (500) after the last heartbeat, so
+	 * within about 600 ms; the bound below is twice that and more, for a
+	 * loaded 2-core host (1,116 ms seen once at load 6.6 against a 1 s
+	 * bound), and the wait 3 s.
+	 */
 	deadline = t_kill + 3000 * 1000ull;
 	while (now_us() < deadline) {
 		bool busy = false;
@@ -941,7 +947,7 @@ Test(lifecycle, server_process_killed_then_restarted, .timeout = TEST_TIMEOUT_S,
 	e = find_ev(&L.cli_ev, s, URPC_SM_RESET, 0);
 	cr_assert_not_null(e, "no RESET within 3 s of the server's death");
 	cr_assert_eq(e->status, -ECONNRESET);
-	cr_assert_leq(e->t_us - t_kill, (1000 + SLACK_MS) * 1000ull, "RESET after %llu ms",
+	cr_assert_leq(e->t_us - t_kill, (1500 + SLACK_MS) * 1000ull, "RESET after %llu ms",
 		      (unsigned long long)(e->t_us - t_kill) / 1000u);
 	for (i = 0; i < win; i++) {
 		cr_assert_not(L.ctx[i].busy, "request %u never completed", i);
@@ -952,7 +958,7 @@ Test(lifecycle, server_process_killed_then_restarted, .timeout = TEST_TIMEOUT_S,
 			last = L.ctx[i].done_us;
 	}
 	cr_assert_gt(L.failed, failed_before, "no request failed after the kill");
-	cr_assert_leq(last - t_kill, (1000 + SLACK_MS) * 1000ull, "last failure after %llu ms",
+	cr_assert_leq(last - t_kill, (1500 + SLACK_MS) * 1000ull, "last failure after %llu ms",
 		      (unsigned long long)(last - t_kill) / 1000u);
 	cr_log_info("server killed: RESET after %llu ms, %u requests failed, %u had succeeded",
 		    (unsigned long long)(e->t_us - t_kill) / 1000u, L.failed - failed_before,
