@@ -106,7 +106,7 @@ if command -v callgrind_annotate >/dev/null 2>&1; then
 			else if (f ~ /src\/rpc\/server/) g = "server (server.c)"
 			else if (f ~ /src\/transport\//) g = "transport (loop)"
 			else if (f ~ /apps\//) g = "benchmark (issue, handler, continuation)"
-			else if (f ~ /include\/urpc\//) g = "inline API calls (urpc.h, in the handler)"
+			else if (f ~ /include\/urpc\//) g = "inline API calls (urpc.h, in the benchmark)"
 			else if (f ~ /src\//) g = "engine (loop pass, TX batch, headers, states)"
 			else g = "libc (memcpy, clock_gettime)"
 			sum[g] += v

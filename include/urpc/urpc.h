@@ -764,10 +764,32 @@ typedef void (*urpc_cont_fn)(struct urpc_rpc *rpc, void *tag, int status, struct
  *         disconnected), -ENOMEM (URPC_SESSION_MAX_INFLIGHT requests in
  *         flight and URPC_SESSION_MAX_WAITING waiting on this session:
  *         back-pressure; run the event loop and retry), -EPERM.
+ * Inline: it calls the library's urpc_priv_req_enqueue() (no deadline) or
+ * urpc_priv_req_enqueue_full(); applications call only this one.
  */
-URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_type,
-			      struct urpc_msgbuf *req, struct urpc_msgbuf *resp, urpc_cont_fn cont,
-			      void *tag, uint32_t timeout_ms);
+URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, uint8_t req_type,
+					struct urpc_msgbuf *req, struct urpc_msgbuf *resp,
+					urpc_cont_fn cont, void *tag, uint32_t timeout_ms);
+URPC_API int urpc_priv_req_enqueue(struct urpc_rpc *rpc, struct urpc_msgbuf *req,
+				   struct urpc_msgbuf *resp, urpc_cont_fn cont, void *tag,
+				   uint64_t session_type);
+
+static inline int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_type,
+				   struct urpc_msgbuf *req, struct urpc_msgbuf *resp,
+				   urpc_cont_fn cont, void *tag, uint32_t timeout_ms)
+{
+	/*
+	 * Inline, the argument checks a caller's constants settle (a deadline,
+	 * NULL buffers or continuation: the full path, which says what is
+	 * wrong), and a call of six arguments, all in registers, for the
+	 * common case. The library checks everything else.
+	 */
+	if (timeout_ms || !req || !resp || !cont)
+		return urpc_priv_req_enqueue_full(rpc, session, req_type, req, resp, cont, tag,
+						  timeout_ms);
+	return urpc_priv_req_enqueue(rpc, req, resp, cont, tag,
+				     (uint32_t)session | (uint64_t)req_type << 32);
+}
 
 /**
  * urpc_req_data() - The request's bytes. Valid only inside the handler (they

@@ -79,7 +79,7 @@ static inline void send_req(struct urpc_rpc *rpc, struct urpc_session *s, struct
 	else
 		urpc__tx_push(rpc, s->peer, urpc__mb_hdr(req), (uint32_t)req->data_size,
 			      req->priv_lkey);
-	sl->tx_ns = rpc->in_loop ? rpc->now : 0; /* 0: stamped by the next scan */
+	sl->tx_ns = rpc->tx_stamp; /* 0 (outside the loop): stamped by the next scan */
 }
 
 /* The datagram header a slot's request or stored response leaves from. */
@@ -181,13 +181,13 @@ void urpc__cli_kick(struct urpc_rpc *rpc, struct urpc_session *s)
 }
 
 /*
- * urpc_req_enqueue() in full: every check with its error, deadlines, large
- * requests, the wait queue. The public call takes the common case itself
- * and comes here for everything else.
+ * urpc_req_enqueue() (urpc.h) in full: every check with its error,
+ * deadlines, large requests, the wait queue. urpc_priv_req_enqueue() takes
+ * the common case itself and comes here for everything else.
  */
-static __attribute__((noinline)) int enqueue(struct urpc_rpc *rpc, int session, uint8_t req_type,
-					     struct urpc_msgbuf *req, struct urpc_msgbuf *resp,
-					     urpc_cont_fn cont, void *tag, uint32_t timeout_ms)
+URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, uint8_t req_type,
+					struct urpc_msgbuf *req, struct urpc_msgbuf *resp,
+					urpc_cont_fn cont, void *tag, uint32_t timeout_ms)
 {
 	struct urpc_session *s;
 	uint64_t deadline = 0;
@@ -253,26 +253,27 @@ static __attribute__((noinline)) int enqueue(struct urpc_rpc *rpc, int session, 
 	return 0;
 }
 
-URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_type,
-			      struct urpc_msgbuf *req, struct urpc_msgbuf *resp, urpc_cont_fn cont,
-			      void *tag, uint32_t timeout_ms)
+/*
+ * urpc_req_enqueue() (urpc.h) without a deadline, @req, @resp and @cont not
+ * NULL; @session_type: the session number, the request type in bits 32-39.
+ */
+URPC_API int urpc_priv_req_enqueue(struct urpc_rpc *rpc, struct urpc_msgbuf *req,
+				   struct urpc_msgbuf *resp, urpc_cont_fn cont, void *tag,
+				   uint64_t session_type)
 {
+	uint32_t session = (uint32_t)session_type;
+	uint8_t req_type = (uint8_t)(session_type >> 32);
 	struct urpc_session *s;
 	struct urpc_cslot *sl;
 	uint64_t req_num;
 	unsigned i;
 
 	/*
-	 * The common case, tested here with nothing else on the way, so that
-	 * this path needs no stack frame (callgrind on urpc-cpu-cost: 140
-	 * instructions per call before): the owner, a connected client session
-	 * with a free slot and nobody waiting, a small request without a
-	 * deadline, room in the TX batch. Anything else, every bad argument
-	 * included, takes the full path, which tells what is wrong.
+	 * The common case, tested here with nothing else on the way; anything
+	 * else, every bad argument included, goes the full path, which says why.
 	 */
-	if (unlikely(!rpc || !urpc__rpc_is_owner(rpc) || (unsigned)session >= rpc->hi_session ||
-		     timeout_ms || !req || !req->buf || !resp || !resp->buf || !cont ||
-		     req_is_large(rpc, req) || rpc->ntx == URPC_TX_BATCH))
+	if (unlikely(!rpc || !urpc__rpc_is_owner(rpc) || session >= rpc->hi_session || !req->buf ||
+		     !resp->buf || req_is_large(rpc, req) || rpc->ntx == URPC_TX_BATCH))
 		goto full;
 	s = rpc->sessions[session];
 	if (unlikely(!s || s->role != URPC_ROLE_CLIENT || s->state != URPC_SESS_CONNECTED ||
@@ -287,13 +288,13 @@ URPC_API int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_typ
 	req->priv_sess = (uint32_t)session;
 	resp->priv_sess = (uint32_t)session;
 	req_num = slot_take(rpc, s, i, false, req, resp, cont, tag, 0);
-	sl->tx_ns = rpc->in_loop ? rpc->now : 0; /* 0: stamped by the next scan */
+	sl->tx_ns = rpc->tx_stamp; /* 0 (outside the loop): stamped by the next scan */
 	urpc__tx_put(rpc, s->peer, small_hdr(s, req_type, req, req_num), (uint32_t)req->data_size,
 		     req->priv_lkey);
 	return 0;
 
 full:
-	return enqueue(rpc, session, req_type, req, resp, cont, tag, timeout_ms);
+	return urpc_priv_req_enqueue_full(rpc, (int)session, req_type, req, resp, cont, tag, 0);
 }
 
 static inline URPC_ALWAYS_INLINE void complete(struct urpc_rpc *rpc, struct urpc_session *s,
@@ -614,7 +615,7 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		return;
 	}
 	/* One test for everything but a plain answer. */
-	if (unlikely((h->status | h->flags | sl->late_status) != 0 ||
+	if (unlikely((urpc__pkthdr_flags_status(h) | (uint32_t)sl->late_status) != 0 ||
 		     sl->state == URPC_CLI_READING)) {
 		st = client_rx_slow(rpc, s, sl, h, data, len);
 		if (st == RX_CONSUMED)

@@ -51,7 +51,8 @@ enum urpc_session_role {
 
 /*
  * Session states (urpc__session_transition() in session.c is their only
- * writer; docs/ENGINE.md has the table). X(name, value, string).
+ * writer, through urpc__sess_set_state() in states.h; docs/ENGINE.md has
+ * the table). X(name, value, string).
  */
 #define URPC_SESSION_STATES(X)                                                                     \
 	X(NEW, 0, "new")		     /* allocated, not yet connecting or accepted */       \
@@ -361,7 +362,7 @@ struct urpc_session {
 	enum urpc_session_state state;
 	uint32_t local_num;
 	uint32_t remote_num;
-	uint32_t rx_word; /* URPC_PKT_WORD of the packets this session receives */
+	uint32_t rx_word; /* URPC_PKT_WORD of what it receives while CONNECTED; 0 else */
 	uint64_t token;
 	/*
 	 * The header of what this session sends (a request or a response),
@@ -391,7 +392,8 @@ typedef uint64_t (*urpc_clock_fn)(void *arg);
 struct urpc_rmem_tab;
 
 struct urpc_rpc {
-	const void *owner; /* urpc__thread_name() of the creating thread */
+	const void *owner;     /* urpc__thread_name() of the creating thread */
+	const void *owner_tag; /* its &urpc_priv_thread_tag: a handle's priv_answer */
 	struct urpc_nexus *nx;
 	const struct urpc_handler *handlers;
 	uint8_t id;
@@ -425,6 +427,7 @@ struct urpc_rpc {
 	bool have_pending; /* some session has a pending_ev */
 	bool in_loop;	   /* inside loop_once: now is this pass's time */
 	uint64_t now;
+	uint64_t tx_stamp; /* now inside loop_once, 0 outside: a request's send time */
 	urpc_clock_fn clock;
 	void *clock_arg;
 	uint64_t next_scan_ns;
@@ -447,7 +450,8 @@ struct urpc_rpc {
 	uint32_t src_limit;
 	uint64_t src_key;
 	unsigned ntx;
-	bool tx_now;	   /* the transport sends each datagram at once (URPC_TP_CAP_TX_NOW) */
+	/* The transport's tx_now() when it sends each datagram at once (URPC_TP_CAP_TX_NOW); NULL: batches */
+	int (*tx_now)(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *buf, uint32_t len);
 	bool rx_reclaim;   /* rx_burst() takes back the last burst (URPC_TP_CAP_RX_RECLAIM) */
 	uint64_t tx_epoch; /* advances each time the TX batch empties */
 	struct urpc_os_op os[URPC_OS_OPS];

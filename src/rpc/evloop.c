@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The event loop (evloop.h): the public urpc_rpc_run_event_loop*() calls.
- * Owns the pass (rpc->now, rpc->in_loop), the timer scan (next_scan_ns,
+ * Owns the pass (rpc->now, rpc->in_loop, rpc->tx_stamp), the timer scan (next_scan_ns,
  * the clearing of the busy and SM-timer bitmaps) and the idle sleep
  * (wake_fd).
  * May call: everything below it: session.h, session_sm.h (the SM outbox),
@@ -73,13 +73,14 @@ void urpc__evloop_rx(struct urpc_rpc *rpc, const uint8_t *buf, uint32_t len)
 	}
 	/*
 	 * One pass over every check: the first word holds magic, version and
-	 * packet type, and the session's rx_word also encodes its role. The
-	 * slow path (rx_drop) sorts a failure into its counter.
+	 * packet type, and the session's rx_word also encodes its role, and
+	 * is 0 unless it is CONNECTED. The slow path (rx_drop) sorts a
+	 * failure into its counter.
 	 */
 	num = le32toh(h->dest_session);
 	s = likely(num < rpc->hi_session) ? rpc->sessions[num] : NULL;
 	if (unlikely(!s || urpc__pkthdr_word(h) != s->rx_word || le32toh(h->msg_size) != plen ||
-		     s->token != le64toh(h->token) || s->state != URPC_SESS_CONNECTED)) {
+		     s->token != le64toh(h->token))) {
 		rx_drop(rpc, h, len);
 		return;
 	}
@@ -180,6 +181,7 @@ static unsigned loop_once(struct urpc_rpc *rpc)
 	int n, i;
 
 	rpc->now = rpc->clock(rpc->clock_arg);
+	rpc->tx_stamp = rpc->now;
 	rpc->in_loop = true;
 
 	while (urpc__sm_queue_pop(rpc->smq, &pkt)) {
@@ -231,6 +233,7 @@ static unsigned loop_once(struct urpc_rpc *rpc)
 		urpc__sm_out_flush(rpc);
 	}
 	rpc->in_loop = false;
+	rpc->tx_stamp = 0;
 	return work;
 }
 

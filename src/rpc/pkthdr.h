@@ -119,6 +119,19 @@ static inline uint32_t urpc__pkthdr_word(const struct urpc_pkthdr *h)
 }
 
 /*
+ * The header's flags and status (bytes 5 to 7) as one number: 0 for a plain
+ * answer, one load and one mask.
+ */
+static inline uint32_t urpc__pkthdr_flags_status(const struct urpc_pkthdr *h)
+{
+	uint32_t w;
+
+	static_assert(offsetof(struct urpc_pkthdr, flags) == 5, "flags and status after req_type");
+	memcpy(&w, (const uint8_t *)h + 4, sizeof(w));
+	return le32toh(w) & 0xffffff00u;
+}
+
+/*
  * Cheap first checks of a received datagram of @len bytes: long enough,
  * magic, version, a known type, and a message size equal to what the
  * datagram carries. True when the header may be read further.

@@ -95,6 +95,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	if (!rpc)
 		return -ENOMEM;
 	rpc->owner = urpc__thread_name();
+	rpc->owner_tag = &urpc_priv_thread_tag;
 	rpc->nx = nx;
 	rpc->id = rpc_id;
 	rpc->o = *o;
@@ -159,7 +160,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 		goto out_tp;
 	}
 	rpc->max_msg = rpc->tp->mtu - (uint32_t)sizeof(struct urpc_pkthdr);
-	rpc->tx_now = (rpc->tp->caps & URPC_TP_CAP_TX_NOW) != 0;
+	rpc->tx_now = (rpc->tp->caps & URPC_TP_CAP_TX_NOW) ? rpc->tp->ops->tx_now : NULL;
 	rpc->rx_reclaim = (rpc->tp->caps & URPC_TP_CAP_RX_RECLAIM) != 0;
 	/* The Rpc's to keep (and to derive, urpc__session_rtt_sample()): every transport. */
 	rpc->tp->one_sided_timeout_ns = (uint64_t)cfg.one_sided_timeout_ms * 1000000;

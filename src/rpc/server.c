@@ -151,8 +151,8 @@ server_run_handler(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_ssl
 	sl->h.priv_data = data;
 	sl->h.priv_len = len;
 	sl->h.priv_req_type = req_type;
-	/* This thread's tag: the handler may answer inline (urpc_resp_enqueue() in urpc.h). */
-	sl->h.priv_answer = &urpc_priv_thread_tag;
+	/* The owner's (this thread's) tag: it may answer inline (urpc_resp_enqueue() in urpc.h). */
+	sl->h.priv_answer = rpc->owner_tag;
 	rpc->st.reqs_handled++;
 	rpc->in_cb++;
 	hd->fn(&sl->h, hd->arg);

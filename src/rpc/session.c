@@ -134,7 +134,7 @@ static bool peer_failed(const struct urpc_session *s)
 /* Both ways into CONNECTED: the peer and token are known, the datapath header can be built. */
 static void enter_connected(struct urpc_session *s)
 {
-	s->state = URPC_SESS_CONNECTED;
+	urpc__sess_set_state(s, URPC_SESS_CONNECTED);
 	peer_mark(s);
 	urpc__pkthdr_fill(&s->tx_hdr, s->role == URPC_ROLE_CLIENT ? URPC_PKT_REQ : URPC_PKT_RESP, 0,
 			  0, 0, s->remote_num, 0, s->token);
@@ -152,7 +152,7 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 	case URPC_SEV_CONNECT_START:
 		if (from != URPC_SESS_NEW || s->role != URPC_ROLE_CLIENT)
 			return;
-		s->state = URPC_SESS_CONNECTING;
+		urpc__sess_set_state(s, URPC_SESS_CONNECTING);
 		urpc__map_set(rpc->sm_map, s->local_num);
 		s->sm_seq = 1;
 		s->cli.sm_deadline_ns = rpc->now + rpc->connect_timeout_ns;
@@ -178,7 +178,7 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 	case URPC_SEV_CONNECT_FAILED:
 		if (from != URPC_SESS_CONNECTING)
 			return;
-		s->state = URPC_SESS_RESET;
+		urpc__sess_set_state(s, URPC_SESS_RESET);
 		rpc->st.resets++;
 		urpc__cli_fail_all(rpc, s, status);
 		raise_event(rpc, s, URPC_SM_CONNECT_FAILED, status);
@@ -186,7 +186,7 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 		return;
 	case URPC_SEV_DISCONNECT_REQ:
 		if (from == URPC_SESS_CONNECTING || from == URPC_SESS_CONNECTED) {
-			s->state = URPC_SESS_DISCONNECTING;
+			urpc__sess_set_state(s, URPC_SESS_DISCONNECTING);
 			urpc__map_set(rpc->sm_map, s->local_num);
 			s->sm_seq++;
 			s->cli.sm_deadline_ns = rpc->now + rpc->connect_timeout_ns;
@@ -204,7 +204,7 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 	case URPC_SEV_DISCONNECT_DONE:
 		if (from != URPC_SESS_DISCONNECTING)
 			return;
-		s->state = URPC_SESS_DISCONNECTED;
+		urpc__sess_set_state(s, URPC_SESS_DISCONNECTED);
 		/* Large requests held while the server might read them fail now. */
 		s->cli.fail_status = -ECONNRESET;
 		defer_event(rpc, s, URPC_SM_DISCONNECTED, 0, true);
@@ -212,12 +212,12 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 	case URPC_SEV_PEER_CLOSED:
 		if (s->role != URPC_ROLE_SERVER || from != URPC_SESS_CONNECTED)
 			return;
-		s->state = URPC_SESS_RESET;
+		urpc__sess_set_state(s, URPC_SESS_RESET);
 		server_drop(rpc, s);
 		return;
 	case URPC_SEV_PEER_FAILED:
 		if (s->role == URPC_ROLE_SERVER) {
-			s->state = URPC_SESS_RESET;
+			urpc__sess_set_state(s, URPC_SESS_RESET);
 			rpc->st.resets++;
 			server_drop(rpc, s);
 			return;
@@ -229,7 +229,7 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 		}
 		if (from != URPC_SESS_CONNECTED)
 			return;
-		s->state = URPC_SESS_RESET;
+		urpc__sess_set_state(s, URPC_SESS_RESET);
 		rpc->st.resets++;
 		URPC_INFO(rpc->id, "session %u to rpc %u reset: %s", s->local_num, s->remote_rpc_id,
 			  urpc_strerror(status));
@@ -241,12 +241,12 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 		if (s->role == URPC_ROLE_SERVER) {
 			if (from == URPC_SESS_CONNECTED)
 				urpc__sm_out_session(rpc, s, URPC_SM_PKT_RESET, -ECONNRESET);
-			s->state = URPC_SESS_RESET;
+			urpc__sess_set_state(s, URPC_SESS_RESET);
 			return;
 		}
 		if (from == URPC_SESS_CONNECTED || from == URPC_SESS_CONNECTING)
 			urpc__sm_out_session(rpc, s, URPC_SM_PKT_DISCONNECT_REQ, 0);
-		s->state = URPC_SESS_RESET;
+		urpc__sess_set_state(s, URPC_SESS_RESET);
 		urpc__cli_fail_all(rpc, s, status);
 		return;
 	}

@@ -221,7 +221,7 @@ int urpc__sess_alloc(struct urpc_rpc *rpc, enum urpc_session_role role, struct u
 	num = (uint32_t)id;
 	s->role = role;
 	s->local_num = num;
-	s->rx_word = URPC_PKT_WORD(role == URPC_ROLE_CLIENT ? URPC_PKT_RESP : URPC_PKT_REQ);
+	/* rx_word 0: it takes no datagram until CONNECTED (session.c). */
 	if (role == URPC_ROLE_CLIENT) {
 		s->cli.free_mask = (1u << URPC_SESSION_SLOTS) - 1;
 		for (i = 0; i < URPC_SESSION_SLOTS; i++) {

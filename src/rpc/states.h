@@ -3,7 +3,8 @@
  * The request state machines of both slot kinds (the states are in
  * engine.h, the tables in docs/ENGINE.md): one transition function per
  * side, which checks that the step is legal, and the names of every state
- * and event for logs. An illegal step is a bug: it asserts in debug builds
+ * and event for logs; and the setter of a session's state (with its
+ * rx_word). An illegal step is a bug: it asserts in debug builds
  * and is counted in rpc->bad_transitions (checked by urpc__rpc_check()) in
  * release builds, where the step is still taken.
  */
@@ -69,6 +70,21 @@ static inline bool urpc__srv_step_ok(enum urpc_srv_state from, enum urpc_srv_sta
 
 	/* Folded where every state may step into @to: only a state out of range is wrong. */
 	return into == 0xfu ? (unsigned)from < 4 : (into >> from) & 1u;
+}
+
+/*
+ * Session @s goes to state @to; only urpc__session_transition() (session.c)
+ * calls it. rx_word is the first word of the datagrams @s takes while
+ * CONNECTED, and 0 (which no datagram starts with) in every other state:
+ * the receive path's one compare of that word checks the state too.
+ */
+static inline void urpc__sess_set_state(struct urpc_session *s, enum urpc_session_state to)
+{
+	s->state = to;
+	s->rx_word =
+		to != URPC_SESS_CONNECTED
+			? 0
+			: URPC_PKT_WORD(s->role == URPC_ROLE_CLIENT ? URPC_PKT_RESP : URPC_PKT_REQ);
 }
 
 /* Client slot @sl goes to state @to: the only writer of a client slot's state. */

@@ -41,7 +41,7 @@ static inline bool urpc__tx_put(struct urpc_rpc *rpc, struct urpc_tp_peer *peer,
 
 	if (rpc->tx_now) {
 		rpc->st.pkts_tx++;
-		(void)rpc->tp->ops->tx_now(rpc->tp, peer, hdr, (uint32_t)sizeof(*hdr) + data_len);
+		(void)rpc->tx_now(rpc->tp, peer, hdr, (uint32_t)sizeof(*hdr) + data_len);
 		return false;
 	}
 	t = &rpc->tx[rpc->ntx++];

@@ -347,11 +347,12 @@ static inline __attribute__((always_inline)) unsigned lend(struct loop_ep *ep,
 	/* In locals: the acquire in the loop would make the compiler read them every time. */
 	const struct rx_cell *cells = ep->cells;
 	const uint8_t *base = ep->ring_base;
-	uint32_t pos = *pos_io, mask = ep->rx_mask, mtu = ep->mtu;
+	uint32_t pos = *pos_io, end = pos + n, mask = ep->rx_mask, mtu = ep->mtu;
+	struct urpc_tp_rx *p = pkts;
 	uint64_t b = 0;
-	unsigned got = 0;
 
-	while (got < n) {
+	/* One counter in the loop (the position); the count is where @p got to. */
+	while (pos != end) {
 		uint32_t i = pos & mask, len;
 
 		/* Acquire pairs with the release in put() and tx_now(). */
@@ -363,17 +364,17 @@ static inline __attribute__((always_inline)) unsigned lend(struct loop_ep *ep,
 				break;
 			len &= ~RX_DELAYED;
 		}
-		pkts[got].buf = base + (size_t)i * mtu;
-		pkts[got].len = len;
+		p->buf = base + (size_t)i * mtu;
+		p->len = len;
 		if (idx)
-			pkts[got].ring_idx = pos;
+			p->ring_idx = pos;
 		b += len;
 		pos++;
-		got++;
+		p++;
 	}
 	*pos_io = pos;
 	*bytes = b;
-	return got;
+	return (unsigned)(p - pkts);
 }
 
 /*
