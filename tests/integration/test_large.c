@@ -458,6 +458,16 @@ Test(LARGE_NAME, several_sessions_many_in_flight, .timeout = 240)
 	world_down();
 }
 
+/* The late-release cases need loop's release_polls switch. */
+static void skip_unless_loop_release(const char *when)
+{
+	if (LARGE_KIND != URPC_TRANSPORT_LOOP)
+		cr_skip_test("release_polls is a loop switch; verbs takes this path whenever a "
+			     "release notice comes %s (test_large_verbs), and udp never makes a "
+			     "revoke wait",
+			     when);
+}
+
 /*
  * A large response whose slot takes a new request before the client has
  * let go of its grant (loop's release_polls plays a verbs reader whose
@@ -476,10 +486,7 @@ Test(LARGE_NAME, responses_retire_once_the_reader_lets_go, .timeout = 240)
 	uint64_t end;
 	unsigned i, r;
 
-	if (LARGE_KIND != URPC_TRANSPORT_LOOP)
-		cr_skip_test("release_polls is a loop switch; verbs takes this path whenever a "
-			     "release notice comes after the next request (test_large_verbs), and "
-			     "udp never makes a revoke wait");
+	skip_unless_loop_release("after the next request");
 	world_up();
 	stp = urpc__rpc_transport(W.srv);
 	cr_assert_eq(urpc__loop_set_faults(stp, &f), 0);
@@ -532,10 +539,7 @@ Test(LARGE_NAME, answers_wait_until_the_server_lets_go, .timeout = 240)
 	unsigned i, done, round;
 	uint64_t end;
 
-	if (LARGE_KIND != URPC_TRANSPORT_LOOP)
-		cr_skip_test("release_polls is a loop switch; verbs takes this path whenever a "
-			     "release notice comes after the answer (test_large_verbs), and udp "
-			     "never makes a revoke wait");
+	skip_unless_loop_release("after the answer");
 	world_up();
 	ctp = urpc__rpc_transport(W.cli);
 	for (round = 0; round < 2; round++) {
