@@ -38,6 +38,12 @@ int urpc__grant_read(struct urpc_rpc *rpc, struct urpc_session *s, const struct 
 	return ret;
 }
 
+/* May @g be revoked without waiting for its reader (revoke_ready in transport.h)? */
+static bool grant_ready(struct urpc_rpc *rpc, struct urpc_tp_grant *g)
+{
+	return !g->key || !rpc->tp->ops->revoke_ready || rpc->tp->ops->revoke_ready(rpc->tp, g);
+}
+
 /* Revoke @l's grant, give its response back, free it. */
 static void srv_large_end(struct urpc_rpc *rpc, struct urpc_srv_large *l)
 {
@@ -85,9 +91,8 @@ URPC_COLD void urpc__srv_large_free(struct urpc_rpc *rpc, struct urpc_sslot *sl)
 URPC_COLD void urpc__srv_large_retire(struct urpc_rpc *rpc, struct urpc_sslot *sl)
 {
 	struct urpc_srv_large *l = sl->large;
-	bool (*ready)(struct urpc_tp *, struct urpc_tp_grant *) = rpc->tp->ops->revoke_ready;
 
-	if (!l->grant.key || !ready || ready(rpc->tp, &l->grant)) {
+	if (grant_ready(rpc, &l->grant)) {
 		urpc__srv_large_free(rpc, sl);
 		return;
 	}
@@ -104,7 +109,7 @@ static void retiring_end(struct urpc_rpc *rpc, uint32_t sess_num)
 	struct urpc_srv_large **pp = &rpc->retiring, *l;
 
 	while ((l = *pp) != NULL) {
-		if (sess_num == UINT32_MAX ? !rpc->tp->ops->revoke_ready(rpc->tp, &l->grant)
+		if (sess_num == UINT32_MAX ? !grant_ready(rpc, &l->grant)
 					   : l->sess_num != sess_num) {
 			pp = &l->next;
 			continue;
@@ -131,11 +136,10 @@ void urpc__srv_large_retiring(struct urpc_rpc *rpc, bool all)
 URPC_COLD bool urpc__cli_large_retire(struct urpc_rpc *rpc, struct urpc_session *s,
 				      struct urpc_cslot *sl, int status)
 {
-	bool (*ready)(struct urpc_tp *, struct urpc_tp_grant *) = rpc->tp->ops->revoke_ready;
 	struct urpc_cli_retiring *r;
 	struct urpc_msgbuf self;
 
-	if (!ready || ready(rpc->tp, &sl->grant) ||
+	if (grant_ready(rpc, &sl->grant) ||
 	    urpc__pool_alloc(rpc->pool, sizeof(*r), &self)) { /* no room: wait here, as before */
 		urpc__grant_revoke(rpc, &sl->grant);
 		return false;
@@ -167,7 +171,7 @@ void urpc__cli_retiring(struct urpc_rpc *rpc, bool all)
 		struct urpc_cli_retiring c = *r;
 
 		next = r->next;
-		if (!all && r->grant.key && !rpc->tp->ops->revoke_ready(rpc->tp, &r->grant)) {
+		if (!all && !grant_ready(rpc, &r->grant)) {
 			r->next = rpc->cli_retiring;
 			rpc->cli_retiring = r;
 			continue;
