@@ -10,7 +10,8 @@
  *
  * An operation is cut into chunks of rc_chunk bytes (256 KiB); at most
  * rc_chunks (16) of them are at the NIC at once, and each completion lets
- * the next one go. The chunk is the grain of progress: on Soft-RoCE under
+ * it take up to that many again (READs also share the QP's rd_atomic
+ * slots with the other operations on it). The chunk is the grain of progress: on Soft-RoCE under
  * host load (TCG, MTU 1024) 64 MiB moved at 3.4 MB/s, and 1 MiB chunks
  * went more than a second without a completion.
  * Its deadline follows progress: it fails (with its connection, -ETIMEDOUT)
@@ -531,7 +532,13 @@ static void chunk_done(struct verbs_tp *v, uint16_t idx, uint64_t now)
 		p->rd_out--;
 	op->progress_ns = now;
 	if (op->off < op->len && !op->status && p->rc_state == VERBS_RC_READY) {
-		ret = post_chunks(v, idx, 1);
+		/*
+		 * Back to its full share of chunks, not one for one: READ slots
+		 * other operations let go of (rd_atomic) are taken up here, or
+		 * an operation posted into the last free slot would keep one
+		 * chunk at the NIC to the end.
+		 */
+		ret = post_chunks(v, idx, URPC_MAX(v->rc_chunks, 1u) - op->inflight);
 		if (unlikely(ret)) {
 			op->status = -ret;
 			urpc__verbs_rc_fail(v, p, -ret, "posting the next chunk failed");
