@@ -39,7 +39,8 @@ DESCRIPTION
     Boots the VM of tests/vm/rxe-vm.sh once (client Rpc on rxe1, server Rpc
     on rxe0) and runs urpc-large-tput --transport verbs for every direction
     and every mode, round after round, so each figure has its neighbours
-    taken within seconds of it. The modes are the values of
+    taken within seconds of it; even rounds run the modes in reverse order,
+    so a drift over the boot favours none of them. The modes are the values of
     URPC_VERBS_GRANTS (see docs/ENGINE.md):
 
       default  what the device gets by itself: type-2 memory windows bound
@@ -150,10 +151,16 @@ set -u
 out=$1 rounds=$2 modes=$3 dirs=$4 bin=$5 base=$6
 shift 6
 echo 256 >/proc/sys/vm/nr_hugepages 2>/dev/null
+rev=""
+for m in $modes; do rev="$m $rev"; done
 r=1
 while [ "$r" -le "$rounds" ]; do
+	# Odd rounds in the order given, even rounds reversed: a drift over
+	# the boot (host load, the guest warming up) favours no mode.
+	order=$modes
+	[ $((r % 2)) = 1 ] || order=$rev
 	for d in $dirs; do
-		for m in $modes; do
+		for m in $order; do
 			b=$bin
 			[ "$m" != base ] || b=$base
 			if [ "$m" = base ] || [ "$m" = default ]; then
