@@ -5,8 +5,10 @@
  * peer's, and the handshake's timers (REQ resends, the deadline). See
  * verbs_int.h for the states and messages. A RENEW (the peer cancelled
  * an operation) is a REQ that renews a READY pair: what was posted on it
- * is requeued (urpc__verbs_rc_renew()), not failed. verbs.c calls in here through
- * verbs_hs.h; this file calls verbs_rc.h and verbs_ctl.h below it.
+ * is requeued (urpc__verbs_rc_renew()), not failed, and once the new pair
+ * is READY the old QP's memory windows are bound to it (verbs_mw.h).
+ * verbs.c calls in here through verbs_hs.h; this file calls verbs_rc.h,
+ * verbs_qp.h, verbs_mw.h and verbs_ctl.h below it.
  */
 #define URPC_LOG_MODULE "verbs"
 #include "verbs_hs.h"
@@ -16,6 +18,8 @@
 
 #include "../util/log.h"
 #include "verbs_ctl.h"
+#include "verbs_mw.h"
+#include "verbs_qp.h"
 #include "verbs_rc.h"
 
 /* INIT -> RTR -> RTS against the peer's QP @rqpn starting at @rpsn. */
@@ -67,7 +71,7 @@ static void accept_peer(struct verbs_tp *v, struct verbs_conn *p, const struct v
 	int ret;
 
 	if (p->rc_state == VERBS_RC_NONE) {
-		ret = urpc__verbs_rc_qp_create(v, p);
+		ret = urpc__verbs_qp_create(v, p);
 		if (ret) {
 			/* The requester times out; what a renewal requeued here fails. */
 			if (p->wait_head != VERBS_NIL)
@@ -94,6 +98,9 @@ static void accept_peer(struct verbs_tp *v, struct verbs_conn *p, const struct v
 		v->npending--;
 	p->rc_state = VERBS_RC_READY;
 	p->renew = false;
+	/* Windows of the renewed QP: bound again before our ACK lets the peer post. */
+	if (p->old_qp)
+		urpc__verbs_mw_rebind(v, p);
 	URPC_DBG(v->base.id, "RC QP %u connected to peer QPN %u (RC QPN %u)", p->rc_qp->qp_num,
 		 p->qpn, c->rc_qpn);
 	urpc__verbs_rc_kick(v, p);

@@ -48,7 +48,11 @@
  * cancel's status, every other operation flushed with it goes back to the
  * FIFO (from its first chunk not done) and a RENEW asks the peer for a
  * new pair; the peer requeues what it had posted the same way. Grants
- * bound to the old QP (memory windows) die with it.
+ * bound to the old QP (memory windows) keep their keys: the old QP is kept
+ * (old_qp) until the new one is READY, and then each window is
+ * invalidated and bound to the new QP under the same key (verbs_mw.c).
+ * Release notices of operations that ended during the renewal's drain are
+ * held (renew_held) and sent on the new QP once it is READY.
  *
  * Threads: an endpoint belongs to the thread that created it.
  */
@@ -93,6 +97,7 @@
 #define VERBS_MW_BINDS 255u /* binds of one window before it is replaced: its key has 8 free bits */
 #define VERBS_RXE_VENDOR 0xffffffu /* Soft-RoCE's vendor_id */
 #define VERBS_HELD 64u		   /* release notices held while a wait blocks (verbs_mw.c) */
+#define VERBS_RENEW_HELD 16u	   /* ... and per connection while its pair is renewed */
 
 static_assert(URPC_IS_POW2(VERBS_OS_OPS), "op table size is a power of two");
 static_assert(VERBS_OS_OPS <= 65536, "op indices fit 16 bits");
@@ -179,6 +184,11 @@ struct verbs_conn {
 	uint64_t hs_rto_ns;
 	bool renew;   /* PENDING after a cancel: the REQ is a RENEW */
 	bool requeue; /* draining for a renewal: flushed operations go back to the FIFO */
+	/* Renewed away, kept while windows are bound to it (REBIND grants). */
+	struct ibv_qp *old_qp;
+	/* Notices of operations that ended in a renewal's drain: sent once READY. */
+	uint32_t nrenew_held;
+	uint32_t renew_held[VERBS_RENEW_HELD];
 
 	struct verbs_conn *next; /* the endpoint's list of connections */
 	struct verbs_conn *prev;
@@ -243,6 +253,8 @@ enum verbs_grant_kind {
 	VERBS_GRANT_MW,	  /* @mw bound to @qp_num (over @mr, if it has one) */
 	VERBS_GRANT_MR,	  /* @mr is the grant's own registration */
 	VERBS_GRANT_DEAD, /* its window went with its QP; revoke() frees the entry */
+	/* @mw still bound to @conn's old_qp (renewed): bound to the new one when READY */
+	VERBS_GRANT_REBIND,
 };
 
 struct verbs_grant {
@@ -256,6 +268,9 @@ struct verbs_grant {
 	struct ibv_mw *mw;
 	struct ibv_mr *mr; /* MR: the grant's own registration */
 	const void *reg;   /* the registration (its struct ibv_mr) it was made on */
+	uintptr_t addr;	   /* MW: what it is bound over, to bind it again (REBIND) */
+	uint32_t len;
+	unsigned access;
 	struct verbs_conn *conn;
 	struct urpc_tp_peer *peer; /* released with it */
 	uint32_t next_free;

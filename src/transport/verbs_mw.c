@@ -5,7 +5,8 @@
  * transport.h). It owns the endpoint's table of grants and its windows
  * not bound; it calls verbs_rc.h (to post a bind or an invalidation on an
  * RC QP and wait for it, to start the RC connection a window needs) and
- * verbs_notice.h (to post the notices held while it waited).
+ * verbs_notice.h (to post the notices held while it waited). verbs.c and
+ * verbs_hs.c (rebind(), when a renewed pair is READY) call in here.
  *
  * A grant is made one of two ways:
  *
@@ -20,7 +21,11 @@
  *   waited for) and keeps it for a later grant under a new key tag; a
  *   window bound VERBS_MW_BINDS times is freed instead, before its 8-bit
  *   tag comes round to an old key. When its QP goes, the window goes
- *   with it (verbs_rc.c) and the grant is DEAD until revoked.
+ *   with it (verbs_qp.c) and the grant is DEAD until revoked; but when the
+ *   QP is renewed (a cancel, verbs_rc_end.c), the old QP is kept until the
+ *   new one is READY, and rebind() then binds the window to the new QP
+ *   under the same key, before the handshake's ACK lets the peer post on
+ *   it: the descriptor the peer holds keeps working.
  *   Soft-RoCE (rxe, Linux 6.1) checks a request through a window against
  *   the bounds of the registration under it, not the window's own: there
  *   the window is bound over an MR registered for exactly the granted
@@ -277,6 +282,32 @@ static int remote_access(unsigned access)
 }
 
 /*
+ * Bind @mw over e->addr/len with e->access, on @under, under key @rkey,
+ * to the READY QP of @e's connection.
+ */
+static int post_bind(struct verbs_tp *v, struct verbs_grant *e, struct ibv_mw *mw,
+		     struct ibv_mr *under, uint32_t rkey)
+{
+	struct ibv_send_wr wr;
+	int ret;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = rkey;
+	wr.bind_mw.bind_info.mr = under;
+	wr.bind_mw.bind_info.addr = e->addr;
+	wr.bind_mw.bind_info.length = e->len;
+	wr.bind_mw.bind_info.mw_access_flags = (unsigned)remote_access(e->access);
+	ret = post_local(v, e->conn, &wr);
+	if (ret)
+		return ret;
+	mw->rkey = rkey; /* the provider names a window by its current key */
+	e->qp_num = e->conn->rc_qp->qp_num;
+	return 0;
+}
+
+/*
  * Bind a window over [@a, @a + @len) of @mr (or of an MR of exactly those
  * bytes, where windows are checked against their MR's bounds) on the
  * READY QP of @e's peer.
@@ -286,7 +317,6 @@ static int bind_window(struct verbs_tp *v, struct verbs_grant *e, const struct u
 {
 	struct verbs_idle_mw w = {NULL, 0};
 	struct ibv_mr *under = mr->handle;
-	struct ibv_send_wr wr;
 	int ret;
 
 	if (!v->mw_own_bounds) {
@@ -302,25 +332,18 @@ static int bind_window(struct verbs_tp *v, struct verbs_grant *e, const struct u
 		ret = errno ? -errno : -ENOMEM;
 	if (!w.mw)
 		goto out_mr;
-	memset(&wr, 0, sizeof(wr));
-	wr.opcode = IBV_WR_BIND_MW;
-	wr.bind_mw.mw = w.mw;
-	wr.bind_mw.rkey = ibv_inc_rkey(w.mw->rkey);
-	wr.bind_mw.bind_info.mr = under;
-	wr.bind_mw.bind_info.addr = a;
-	wr.bind_mw.bind_info.length = len;
-	wr.bind_mw.bind_info.mw_access_flags = (unsigned)remote_access(access);
-	ret = post_local(v, e->conn, &wr);
+	e->addr = a;
+	e->len = (uint32_t)len;
+	e->access = access;
+	ret = post_bind(v, e, w.mw, under, ibv_inc_rkey(w.mw->rkey));
 	if (ret) {
 		ibv_dealloc_mw(w.mw); /* its state after a failed bind is not known */
 		goto out_mr;
 	}
-	w.mw->rkey = wr.bind_mw.rkey; /* the provider names a window by its current key */
 	e->kind = VERBS_GRANT_MW;
 	e->mw = w.mw;
 	e->binds = w.binds + 1;
 	e->rkey = w.mw->rkey;
-	e->qp_num = e->conn->rc_qp->qp_num;
 	return 0;
 
 out_mr:
@@ -328,6 +351,58 @@ out_mr:
 		ibv_dereg_mr(e->mr);
 	e->mr = NULL;
 	return ret;
+}
+
+/*
+ * Window @e (REBIND) is bound to its connection's old QP: invalidate it
+ * (any QP of the protection domain may, on rxe at least; that also lets
+ * go of the old QP) and bind it to the new one under the same key, so the
+ * key the peer holds opens the same bytes again. It is not a new key: the
+ * grant was never revoked.
+ */
+static int rebind_one(struct verbs_tp *v, struct verbs_grant *e)
+{
+	struct ibv_send_wr wr;
+	int ret;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_LOCAL_INV;
+	wr.invalidate_rkey = e->rkey;
+	ret = post_local(v, e->conn, &wr);
+	if (!ret)
+		ret = post_bind(v, e, e->mw, e->mr ? e->mr : (struct ibv_mr *)(uintptr_t)e->reg,
+				e->rkey);
+	if (!ret)
+		e->kind = VERBS_GRANT_MW;
+	return ret;
+}
+
+void urpc__verbs_mw_rebind(struct verbs_tp *v, struct verbs_conn *c)
+{
+	uint32_t i, n = 0, dead = 0;
+
+	for (i = 0; i < v->grants_cap; i++) {
+		struct verbs_grant *e = &v->grants[i];
+
+		if (e->kind != VERBS_GRANT_REBIND || e->conn != c)
+			continue;
+		n++;
+		if (c->rc_state == VERBS_RC_READY && !rebind_one(v, e))
+			continue;
+		ibv_dealloc_mw(e->mw); /* invalidates it, and lets go of the old QP */
+		e->mw = NULL;
+		e->kind = VERBS_GRANT_DEAD;
+		dead++;
+	}
+	if (c->old_qp)
+		ibv_destroy_qp(c->old_qp);
+	c->old_qp = NULL;
+	if (dead)
+		URPC_WARN_RATELIMIT(
+			v->base.id,
+			"peer QPN %u: %u of %u memory windows could not be bound to the "
+			"renewed RC QP: requests with their keys are refused",
+			c->qpn, dead, n);
 }
 
 /* Register exactly [@a, @a + @len) for @e alone. */
@@ -414,6 +489,9 @@ static void entry_end(struct verbs_tp *v, uint32_t idx)
 	if (v->nheld)
 		urpc__verbs_notice_post_held(v);
 	switch (e->kind) {
+	case VERBS_GRANT_REBIND: /* bound to the old QP, kept for it */
+		ibv_dealloc_mw(e->mw);
+		break;
 	case VERBS_GRANT_MW:
 		if (c->rc_state == VERBS_RC_READY && c->rc_qp->qp_num == e->qp_num) {
 			memset(&wr, 0, sizeof(wr));
@@ -494,7 +572,7 @@ void urpc__verbs_mw_fini(struct verbs_tp *v)
 	uint32_t i;
 
 	for (i = 0; i < v->grants_cap; i++) {
-		if (v->grants[i].kind == VERBS_GRANT_MW)
+		if (v->grants[i].kind == VERBS_GRANT_MW || v->grants[i].kind == VERBS_GRANT_REBIND)
 			ibv_dealloc_mw(v->grants[i].mw);
 		if (v->grants[i].kind != VERBS_GRANT_FREE && v->grants[i].mr)
 			ibv_dereg_mr(v->grants[i].mr);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The verbs transport's grants (verbs_mw.c), for verbs.c. Calls
+ * The verbs transport's grants (verbs_mw.c), for verbs.c and verbs_hs.c
+ * (rebinding windows after a renewal). Calls
  * verbs_rc.h (to wait for a bind or an invalidation, to start the RC
  * connection a window needs).
  */
@@ -34,6 +35,13 @@ int urpc__verbs_mw_grant(struct urpc_tp *tp, struct urpc_tp_peer *peer, const st
 			 const void *addr, size_t len, unsigned access, struct urpc_tp_grant *g);
 void urpc__verbs_mw_revoke(struct urpc_tp *tp, struct urpc_tp_grant *g);
 bool urpc__verbs_mw_revoke_ready(struct urpc_tp *tp, struct urpc_tp_grant *g);
+
+/*
+ * @c's RC QP is READY again after a renewal: bind the windows of its old
+ * QP (REBIND grants) to the new one under the same keys, then destroy the
+ * old QP. A window that cannot be bound is DEAD (logged).
+ */
+void urpc__verbs_mw_rebind(struct verbs_tp *v, struct verbs_conn *c);
 
 /* Registration @mr_handle, or handle @h, goes away: so do the grants on it or for it. */
 void urpc__verbs_mw_mr_gone(struct verbs_tp *v, const void *mr_handle);

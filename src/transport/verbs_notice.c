@@ -6,7 +6,7 @@
  * (verbs_mw.c waits for it before revoking). This file owns posting one,
  * holding them while verbs_mw.c blocks (verbs_int.h says why), receiving
  * one and the receives it takes. It calls only libibverbs and the log;
- * verbs_rc.c and verbs_mw.c call it through verbs_notice.h.
+ * verbs_rc.c, verbs_qp.c and verbs_mw.c call it through verbs_notice.h.
  */
 #define URPC_LOG_MODULE "verbs"
 #include "verbs_notice.h"

@@ -2,7 +2,8 @@
 /*
  * The verbs transport's release notices (verbs_notice.c): a reader done
  * with a grant tells its owner on the RC QP they share. For verbs_rc.c
- * (send, receive, the receives posted) and verbs_mw.c (the held ones).
+ * (send, receive), verbs_qp.c (the receives posted) and verbs_mw.c (the
+ * held ones).
  */
 #ifndef URPC_TRANSPORT_VERBS_NOTICE_H
 #define URPC_TRANSPORT_VERBS_NOTICE_H

@@ -6,7 +6,8 @@
  * for the states. verbs_hs.c (the handshake), verbs_rc_poll.c,
  * verbs_rc_end.c (cancel, and what goes away) and verbs.c call in here
  * through verbs_rc.h; this file calls only verbs_ctl.h (the outbox of
- * control messages) and verbs_notice.h (release notices).
+ * control messages), verbs_qp.h (creating and destroying QPs) and
+ * verbs_notice.h (release notices).
  *
  * An operation is cut into chunks of rc_chunk bytes (256 KiB); at most
  * rc_chunks (16) of them are at the NIC at once, and each completion lets
@@ -36,6 +37,7 @@
 #include "../util/log.h"
 #include "verbs_ctl.h"
 #include "verbs_notice.h"
+#include "verbs_qp.h"
 
 static void op_done(struct verbs_tp *v, uint16_t idx, int status);
 static void op_post(struct verbs_tp *v, uint16_t idx);
@@ -91,31 +93,6 @@ void urpc__verbs_rc_drain(struct verbs_tp *v, struct verbs_conn *p)
 	p->rd_out = 0;
 }
 
-/*
- * Destroy @p's QP (drained) and free the memory windows bound to it (their
- * grants are DEAD until revoked, which frees the rest): state NONE.
- */
-static void rc_destroy(struct verbs_tp *v, struct verbs_conn *p)
-{
-	uint32_t g;
-
-	if (p->rc_qp) {
-		for (g = 0; g < v->grants_cap; g++)
-			if (v->grants[g].kind == VERBS_GRANT_MW && v->grants[g].conn == p) {
-				ibv_dealloc_mw(v->grants[g].mw);
-				v->grants[g].kind = VERBS_GRANT_DEAD;
-				v->grants[g].mw = NULL;
-			}
-		ibv_destroy_qp(p->rc_qp);
-		p->rc_qp = NULL;
-	}
-	p->rc_state = VERBS_RC_NONE;
-	p->rc_err = 0;
-	p->rc_remote_qpn = 0;
-	p->rd_out = 0;
-	p->renew = false;
-}
-
 /* Fail what waits on @p's FIFO with @err. */
 static void wait_fail_all(struct verbs_tp *v, struct verbs_conn *p, int err)
 {
@@ -141,7 +118,7 @@ void urpc__verbs_rc_teardown(struct verbs_tp *v, struct verbs_conn *p, int err)
 		ibv_modify_qp(p->rc_qp, &a, IBV_QP_STATE);
 		urpc__verbs_rc_drain(v, p);
 	}
-	rc_destroy(v, p);
+	urpc__verbs_qp_destroy(v, p, false);
 }
 
 void urpc__verbs_rc_renew(struct verbs_tp *v, struct verbs_conn *p)
@@ -160,7 +137,7 @@ void urpc__verbs_rc_renew(struct verbs_tp *v, struct verbs_conn *p)
 		urpc__verbs_rc_drain(v, p);
 		p->requeue = false;
 	}
-	rc_destroy(v, p);
+	urpc__verbs_qp_destroy(v, p, true);
 	/* What was flushed goes first, then what already waited. */
 	if (head != VERBS_NIL)
 		wait_push(v, p, head, tail);
@@ -168,49 +145,12 @@ void urpc__verbs_rc_renew(struct verbs_tp *v, struct verbs_conn *p)
 
 /* ---- the RC life cycle ------------------------------------------------------ */
 
-int urpc__verbs_rc_qp_create(struct verbs_tp *v, struct verbs_conn *p)
-{
-	struct ibv_qp_init_attr ia;
-	struct ibv_qp_attr a;
-
-	memset(&ia, 0, sizeof(ia));
-	ia.send_cq = v->rc_cq;
-	ia.recv_cq = v->rc_cq;
-	ia.qp_type = IBV_QPT_RC;
-	/* Operations' chunks, their notices, and one bind or invalidation (verbs_mw.c). */
-	ia.cap.max_send_wr = VERBS_RC_DEPTH * (URPC_MAX(v->rc_chunks, 1u) + 1) + 1;
-	ia.cap.max_recv_wr = VERBS_RC_RECV;
-	ia.cap.max_send_sge = 1;
-	ia.cap.max_recv_sge = 1;
-	p->rc_qp = ibv_create_qp(v->pd, &ia);
-	if (!p->rc_qp)
-		return -errno ? -errno : -ENOMEM;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.pkey_index = 0;
-	a.port_num = v->port.num;
-	a.qp_access_flags =
-		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-	if (ibv_modify_qp(p->rc_qp, &a,
-			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
-		int ret = -errno ? -errno : -EIO;
-
-		ibv_destroy_qp(p->rc_qp);
-		p->rc_qp = NULL;
-		return ret;
-	}
-	p->rc_psn = verbs_random32() & 0xffffff;
-	for (unsigned k = 0; k < VERBS_RC_RECV; k++)
-		urpc__verbs_notice_recv_post(p->rc_qp);
-	return 0;
-}
-
 int urpc__verbs_rc_start(struct verbs_tp *v, struct verbs_conn *p)
 {
 	uint64_t now = urpc__now_ns();
 	int ret;
 
-	ret = urpc__verbs_rc_qp_create(v, p);
+	ret = urpc__verbs_qp_create(v, p);
 	if (ret) {
 		URPC_ERR(v->base.id, "cannot create an RC QP for peer QPN %u: %s", p->qpn,
 			 strerror(-ret));
@@ -268,6 +208,8 @@ void urpc__verbs_rc_kick(struct verbs_tp *v, struct verbs_conn *p)
 {
 	uint16_t i;
 
+	while (unlikely(p->nrenew_held) && p->rc_state == VERBS_RC_READY)
+		urpc__verbs_notice_send(v, p, p->renew_held[--p->nrenew_held]);
 	while (p->rc_state == VERBS_RC_READY && (i = p->wait_head) != VERBS_NIL &&
 	       may_post(v, p, i)) {
 		p->wait_head = v->ops[i].next;
@@ -337,10 +279,14 @@ static void op_retire(struct verbs_tp *v, uint16_t idx, int status)
 	/*
 	 * Done with a grant: tell its owner on this QP, behind any resend of
 	 * the operation's requests, so it revokes only once none is left.
-	 * While verbs_mw.c blocks, notices are held (see verbs_int.h).
+	 * While verbs_mw.c blocks, notices are held (see verbs_int.h); one
+	 * that ends in a renewal's drain goes on the new QP (rc_kick()): the
+	 * old one is gone on both sides by then, so nothing of it can follow.
 	 */
 	if (!status && op->notice && c->rc_state == VERBS_RC_READY)
 		urpc__verbs_notice_send(v, c, op->notice);
+	else if (!status && op->notice && c->requeue && c->nrenew_held < VERBS_RENEW_HELD)
+		c->renew_held[c->nrenew_held++] = op->notice;
 	op_done(v, idx, status);
 }
 

@@ -2,7 +2,8 @@
 /*
  * The verbs transport's RC connections and one-sided operations
  * (verbs_rc.c), for verbs_hs.c, verbs_mw.c, verbs_rc_poll.c,
- * verbs_rc_end.c and verbs.c. Calls only verbs_ctl.h.
+ * verbs_rc_end.c and verbs.c. Calls verbs_ctl.h, verbs_qp.h and
+ * verbs_notice.h.
  */
 #ifndef URPC_TRANSPORT_VERBS_RC_H
 #define URPC_TRANSPORT_VERBS_RC_H
@@ -15,12 +16,6 @@ extern "C" {
 
 /* Set up the table of one-sided operations (all free). */
 void urpc__verbs_rc_init(struct verbs_tp *v);
-
-/*
- * Create @c's RC QP in INIT (and pick its PSN). 0 or -errno; on failure
- * c->rc_qp stays NULL.
- */
-int urpc__verbs_rc_qp_create(struct verbs_tp *v, struct verbs_conn *c);
 
 /*
  * Start the RC side of @c (state NONE): QP, REQ (RENEW if c->renew). 0, or

@@ -14,7 +14,7 @@
  * is posted again on the new pair, and the peer requeues what it had
  * posted on the old one when our RENEW comes. A renewal costs a
  * handshake (a round trip over session management) and, where grants are
- * memory windows, the windows bound to the old QP.
+ * memory windows, binding them again to the new QP (same keys; verbs_mw.c).
  */
 #include "verbs_rc_end.h"
 

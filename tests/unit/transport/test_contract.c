@@ -1073,8 +1073,8 @@ Test(CONTRACT_NAME, a_grant_reads_64MiB_at_an_odd_offset, .timeout = 240)
  * buffer. A WRITE posted behind it completes with 0 and lands whole (on
  * verbs the cancel renews the RC pair, and the WRITE, flushed with the
  * READ, goes again on the new one). An unknown wr_id: -ENOENT. Then a READ
- * works. B's memory is an open registration: a grant that is a memory
- * window (verbs) dies with the pair it was bound to (docs/API.md).
+ * works. B's memory is an open registration (the grant case below,
+ * a_grant_keeps_its_key_through_a_renewal, does the same through grants).
  */
 Test(CONTRACT_NAME, cancel_ends_an_operation_the_peer_serves, .timeout = 120)
 {
@@ -1143,6 +1143,172 @@ Test(CONTRACT_NAME, cancel_ends_an_operation_the_peer_serves, .timeout = 120)
 	cr_log_info("a READ after the cancel took %.1f ms", (urpc__now_ns() - end) / 1e6);
 	region_close(p.a, &local);
 	region_close(p.b, &remote);
+	pair_close(&p);
+}
+
+/*
+ * A grant outlives a renewal of the RC pair under it (issue 16). On verbs
+ * a cancel renews the pair, and a grant that is a memory window (this
+ * suite asks for windows) is bound to the new QP under the same key, so
+ * the key its peer holds still opens exactly its bytes. Both ways round:
+ * first A cancels a READ (B, owning grant @g, accepts the renewal), then B
+ * cancels one (the owner renews); after each, A reads through B's grant
+ * and B through A's, bytes compared, and one byte past is still refused
+ * (last: a refusal ends the pair on verbs). On loop and udp a cancel
+ * touches no grant: the same program passes.
+ */
+Test(CONTRACT_NAME, a_grant_keeps_its_key_through_a_renewal, .timeout = 120)
+{
+	const size_t big = 16u << 20, len = 4096;
+	struct region la, lb, ga, gb, open_a, open_b;
+	struct urpc_tp_grant g, h; /* B's grant to A, A's grant to B */
+	struct urpc_tp_comp c;
+	struct pair p, q;
+	uint64_t rq;
+	int round, i, st;
+
+	pair_open_tokens(&p);
+	rc_warm(&p);
+	q = (struct pair){p.b, p.a, p.b2a, p.a2b}; /* B reads A */
+	p.a->one_sided_timeout_ns = WAIT_NS;
+	p.b->one_sided_timeout_ns = WAIT_NS;
+	region_open(p.a, &la, big, 0, 0x11);
+	region_open(p.b, &lb, big, 0, 0x33);
+	region_open(p.a, &open_a, big, URPC_TP_ACCESS_REMOTE_READ, 0x44);
+	region_open(p.b, &open_b, big, URPC_TP_ACCESS_REMOTE_READ, 0x22);
+	region_open(p.a, &ga, len, URPC_TP_ACCESS_GRANT_READ, 0);
+	region_open(p.b, &gb, len, URPC_TP_ACCESS_GRANT_READ, 0);
+	pattern(ga.mem, len, 6);
+	pattern(gb.mem, len, 5);
+	cr_assert_eq(p.b->ops->grant(p.b, p.b2a, &gb.mr, gb.mem + 3, len - 3,
+				     URPC_TP_ACCESS_REMOTE_READ, &g),
+		     0);
+	cr_assert_eq(p.a->ops->grant(p.a, p.a2b, &ga.mr, ga.mem + 5, len - 5,
+				     URPC_TP_ACCESS_REMOTE_READ, &h),
+		     0);
+	cr_assert_eq(rd(&p, &la, g.addr, g.key, g.len, 1), 0);
+	cr_assert_eq(memcmp(la.mem, gb.mem + 3, g.len), 0);
+	cr_assert_eq(rd(&q, &lb, h.addr, h.key, h.len, 2), 0);
+	cr_assert_eq(memcmp(lb.mem, ga.mem + 5, h.len), 0);
+	for (round = 0; round < 2; round++) {
+		struct pair *x = round ? &q : &p; /* who cancels */
+		struct region *l = round ? &lb : &la, *o = round ? &open_a : &open_b;
+		uint64_t id = 10 + (uint64_t)round;
+
+		rq = x->a->stats.os_requeued;
+		cr_assert_eq(x->a->ops->post_read(x->a, x->a2b, l->mem, &l->mr,
+						  (uint64_t)(uintptr_t)o->mem, o->mr.rkey, big, id),
+			     0);
+		for (i = 0; i < 3; i++) { /* under way */
+			serve(x->b);
+			serve(x->a);
+		}
+		cr_assert_eq(x->a->ops->cancel(x->a, id, -ETIMEDOUT), 0);
+		cr_assert_eq(x->a->ops->poll_completions(x->a, &c, 1), 1,
+			     "the cancel's completion");
+		cr_assert_eq(c.wr_id, id);
+		st = c.status;
+		cr_assert(st == -ETIMEDOUT || (CONTRACT_KIND == URPC_TRANSPORT_LOOP && st == 0),
+			  "round %d: the cancelled READ: %s", round, urpc_strerror(st));
+		memset(la.mem, 0, len);
+		st = rd(&p, &la, g.addr, g.key, g.len, 20 + (uint64_t)round);
+		cr_assert_eq(st, 0, "round %d (%s cancelled): A through B's grant: %s", round,
+			     round ? "B" : "A", urpc_strerror(st));
+		cr_assert_eq(memcmp(la.mem, gb.mem + 3, g.len), 0);
+		memset(lb.mem, 0, len);
+		st = rd(&q, &lb, h.addr, h.key, h.len, 30 + (uint64_t)round);
+		cr_assert_eq(st, 0, "round %d (%s cancelled): B through A's grant: %s", round,
+			     round ? "B" : "A", urpc_strerror(st));
+		cr_assert_eq(memcmp(lb.mem, ga.mem + 5, h.len), 0);
+		cr_assert_eq(x->a->stats.os_requeued, rq, "nothing else was on the pair");
+	}
+	cr_assert_eq(rd(&p, &la, g.addr, g.key, g.len + 1, 40), -EACCES, "one byte past");
+	p.b->ops->revoke(p.b, &g);
+	p.a->ops->revoke(p.a, &h);
+	cr_assert_eq(p.a->stats.grants_live, 0);
+	cr_assert_eq(p.b->stats.grants_live, 0);
+	region_close(p.a, &la);
+	region_close(p.b, &lb);
+	region_close(p.a, &open_a);
+	region_close(p.b, &open_b);
+	region_close(p.a, &ga);
+	region_close(p.b, &gb);
+	pair_close(&p);
+}
+
+/*
+ * A READ through a grant that ends while a renewal drains its pair still
+ * tells the owner it is done (issue 16). On verbs A's READ through B's
+ * grant has landed, its completion not reaped, when A cancels another
+ * READ: the renewal's drain reaps it, and its release notice goes on the
+ * new pair once that is up, so B's revoke of the grant finds it there
+ * (without it, revoke waits VERBS_RELEASE_NS, 200 ms, for a notice that
+ * never comes). Nothing is polled on A meanwhile (that would reap it).
+ * Elsewhere a revoke never waits: the same program passes.
+ */
+Test(CONTRACT_NAME, a_notice_of_a_read_ended_in_a_renewal_comes, .timeout = 120)
+{
+	const size_t big = 16u << 20, len = 65536;
+	const uint64_t quick = 100000000ull; /* half of VERBS_RELEASE_NS */
+	struct region la, open_b, gb;
+	struct urpc_tp_comp c;
+	struct urpc_tp_grant g;
+	int st_x = 1, st_y = 1, k;
+	uint64_t end, t0, rq;
+	struct pair p;
+
+	pair_open_tokens(&p);
+	rc_warm(&p);
+	p.a->one_sided_timeout_ns = WAIT_NS;
+	region_open(p.a, &la, big + len, 0, 0);
+	region_open(p.b, &open_b, big, URPC_TP_ACCESS_REMOTE_READ, 0x22);
+	region_open(p.b, &gb, len, URPC_TP_ACCESS_GRANT_READ, 0);
+	pattern(gb.mem, len, 8);
+	cr_assert_eq(
+		p.b->ops->grant(p.b, p.b2a, &gb.mr, gb.mem, len, URPC_TP_ACCESS_REMOTE_READ, &g),
+		0);
+	rq = p.a->stats.os_requeued;
+	cr_assert_eq(p.a->ops->post_read(p.a, p.a2b, la.mem + big, &la.mr, g.addr, g.key, len, 1),
+		     0);
+	if (IS_VERBS) { /* B's NIC serves it; A's CQ is not polled */
+		end = urpc__now_ns() + WAIT_NS;
+		while (memcmp(la.mem + big, gb.mem, len)) {
+			cr_assert_lt(urpc__now_ns(), end, "the READ's bytes never landed");
+			serve(p.b);
+		}
+	} else {
+		st_x = wait_comp(&p, 1);
+	}
+	cr_assert_eq(p.a->ops->post_read(p.a, p.a2b, la.mem, &la.mr,
+					 (uint64_t)(uintptr_t)open_b.mem, open_b.mr.rkey, big, 2),
+		     0);
+	cr_assert_eq(p.a->ops->cancel(p.a, 2, -ETIMEDOUT), 0);
+	end = urpc__now_ns() + WAIT_NS;
+	while (st_x == 1 || st_y == 1) {
+		cr_assert_lt(urpc__now_ns(), end, "no completion");
+		serve(p.b);
+		serve(p.a);
+		for (k = 0; p.a->ops->poll_completions(p.a, &c, 1) == 1; k++) {
+			cr_assert(c.wr_id == 1 || c.wr_id == 2, "wr_id %lu",
+				  (unsigned long)c.wr_id);
+			*(c.wr_id == 1 ? &st_x : &st_y) = c.status;
+		}
+	}
+	cr_assert_eq(st_x, 0, "the READ through the grant: %s", urpc_strerror(st_x));
+	cr_assert(st_y == -ETIMEDOUT || (CONTRACT_KIND == URPC_TRANSPORT_LOOP && st_y == 0),
+		  "the cancelled READ: %s", urpc_strerror(st_y));
+	cr_assert_eq(p.a->stats.os_requeued, rq, "the READ was flushed, not ended in the drain");
+	/* The new pair is up both ways (the notice went before this READ). */
+	cr_assert_eq(rd(&p, &la, (uint64_t)(uintptr_t)open_b.mem, open_b.mr.rkey, 64, 3), 0);
+	t0 = urpc__now_ns();
+	p.b->ops->revoke(p.b, &g);
+	t0 = urpc__now_ns() - t0;
+	cr_log_info("the owner's revoke took %.2f ms", t0 / 1e6);
+	cr_assert_lt(t0, quick, "the owner waited %.1f ms: no release notice came", t0 / 1e6);
+	cr_assert_eq(p.b->stats.grants_live, 0);
+	region_close(p.a, &la);
+	region_close(p.b, &open_b);
+	region_close(p.b, &gb);
 	pair_close(&p);
 }
 
