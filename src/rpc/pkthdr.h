@@ -103,6 +103,26 @@ static inline void urpc__pkthdr_from(struct urpc_pkthdr *h, const struct urpc_pk
 }
 
 /*
+ * Patch @h for one plain message, where @h holds @tmpl's fixed fields
+ * already (magic, version, type, destination, token: a server slot's
+ * response buffer, whose header room only ever takes headers of its
+ * session, see server.c): req_type, flags and status 0 and msg_size in
+ * one store, then req_num. Cheaper than urpc__pkthdr_from(); debug builds
+ * check the fixed fields against @tmpl.
+ */
+static inline void urpc__pkthdr_patch(struct urpc_pkthdr *h, const struct urpc_pkthdr *tmpl,
+				      uint8_t req_type, uint32_t msg_size, uint64_t req_num)
+{
+	uint64_t w = htole64((uint64_t)req_type | (uint64_t)msg_size << 32); /* bytes 4 to 11 */
+
+	assert(!memcmp(h, tmpl, 4) && !memcmp(&h->dest_session, &tmpl->dest_session, 12) &&
+	       h->token == tmpl->token);
+	(void)tmpl;
+	memcpy((uint8_t *)h + 4, &w, sizeof(w));
+	h->req_num = htole64(req_num);
+}
+
+/*
  * The header's first 32 bits (magic, version, packet type) as a number: a
  * valid packet of @type starts with exactly this word.
  */

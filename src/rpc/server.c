@@ -129,8 +129,8 @@ static inline URPC_ALWAYS_INLINE void server_answer(struct urpc_rpc *rpc, struct
 		return;
 	}
 	urpc__srv_set(rpc, sl, URPC_SRV_RESPONDED);
-	urpc__pkthdr_from(urpc__mb_hdr(resp), &s->tx_hdr, sl->h.priv_req_type,
-			  (uint32_t)resp->data_size, sl->cur_req_num);
+	urpc__pkthdr_patch(urpc__mb_hdr(resp), &s->tx_hdr, sl->h.priv_req_type,
+			   (uint32_t)resp->data_size, sl->cur_req_num);
 	server_send_resp(rpc, s, sl);
 }
 
@@ -257,6 +257,12 @@ static URPC_COLD bool server_slot_buf(struct urpc_rpc *rpc, struct urpc_session 
 	 * refuses. The class is still found from it.
 	 */
 	sl->h.priv_resp.max_data_size = rpc->max_msg;
+	/*
+	 * Its header room holds the session's header from now on: every header
+	 * built there (answers, errors, acks, descriptors) has the same type,
+	 * destination and token, so a plain answer only patches the rest.
+	 */
+	*urpc__mb_hdr(&sl->h.priv_resp) = s->tx_hdr;
 	/* The library's for good: urpc_msgbuf_free() refuses it. */
 	sl->h.priv_resp.priv_sess = URPC_MB_SESS_LIBRARY;
 	/* What a handler's handle names never changes: set once, not per request. */
@@ -535,8 +541,8 @@ URPC_API int urpc_priv_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbu
 	s->srv.deferred--;
 	rpc->srv_deferred--;
 	hdr = urpc__mb_hdr(resp);
-	urpc__pkthdr_from(hdr, &s->tx_hdr, h->priv_req_type, (uint32_t)resp->data_size,
-			  sl->cur_req_num);
+	urpc__pkthdr_patch(hdr, &s->tx_hdr, h->priv_req_type, (uint32_t)resp->data_size,
+			   sl->cur_req_num);
 	/* urpc__tx_put() leaves the epoch as it is: it never flushes. */
 	sl->resp_epoch = rpc->tx_now ? 0 : rpc->tx_epoch;
 	urpc__tx_put(rpc, s->peer, hdr, (uint32_t)resp->data_size, resp->priv_lkey);
