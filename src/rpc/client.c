@@ -323,8 +323,8 @@ static inline URPC_ALWAYS_INLINE void complete(struct urpc_rpc *rpc, struct urpc
 	s->cli.free_mask |= 1u << i;
 	if (s->cli.wq_head != s->cli.wq_tail && s->state == URPC_SESS_CONNECTED)
 		urpc__cli_kick(rpc, s);
-	if (likely(!later))
-		urpc__run_cont(rpc, cont, tag, status, resp);
+	if (likely(!later)) /* inside a pass (every caller): in_loop bars the loop and destroy */
+		cont(rpc, tag, status, resp);
 }
 
 void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status)

@@ -423,9 +423,9 @@ struct urpc_rpc {
 	uint64_t srv_index_salt;
 	/* client sessions with an event or failure for the next pass: number + 1 */
 	uint32_t pend_head, pend_tail;
-	int in_cb;	   /* depth of user callbacks running */
+	int in_cb; /* depth of user callbacks running outside a pass (in_loop bars the rest) */
 	bool have_pending; /* some session has a pending_ev */
-	bool in_loop;	   /* inside loop_once: now is this pass's time */
+	bool in_loop;	   /* inside loop_once: now is this pass's time; no loop or destroy */
 	uint64_t now;
 	uint64_t tx_stamp; /* now inside loop_once, 0 outside: a request's send time */
 	urpc_clock_fn clock;

@@ -241,7 +241,7 @@ URPC_API int urpc_rpc_run_event_loop_once(struct urpc_rpc *rpc)
 {
 	if (unlikely(!rpc))
 		return -EINVAL;
-	if (unlikely(!urpc__rpc_is_owner(rpc) || rpc->in_cb))
+	if (unlikely(!urpc__rpc_is_owner(rpc) || rpc->in_cb || rpc->in_loop))
 		return -EPERM;
 	loop_once(rpc);
 	return 0;
@@ -357,7 +357,7 @@ URPC_API int urpc_rpc_run_event_loop(struct urpc_rpc *rpc, unsigned ms)
 
 	if (unlikely(!rpc))
 		return -EINVAL;
-	if (unlikely(!urpc__rpc_is_owner(rpc) || rpc->in_cb))
+	if (unlikely(!urpc__rpc_is_owner(rpc) || rpc->in_cb || rpc->in_loop))
 		return -EPERM;
 	t = urpc__now_ns();
 	end = t + (uint64_t)ms * 1000000;

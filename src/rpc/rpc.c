@@ -244,7 +244,7 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 		return -EINVAL;
 	if (!urpc__rpc_is_owner(rpc))
 		return -EPERM;
-	if (rpc->in_cb)
+	if (rpc->in_cb || rpc->in_loop) /* inside a callback */
 		return -EBUSY;
 	/*
 	 * Buffers the application holds must be freed first; buffers lent to

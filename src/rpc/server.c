@@ -154,9 +154,8 @@ server_run_handler(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_ssl
 	/* The owner's (this thread's) tag: it may answer inline (urpc_resp_enqueue() in urpc.h). */
 	sl->h.priv_answer = rpc->owner_tag;
 	rpc->st.reqs_handled++;
-	rpc->in_cb++;
+	/* Not counted in in_cb: handlers run inside a pass, where in_loop bars the loop and destroy. */
 	hd->fn(&sl->h, hd->arg);
-	rpc->in_cb--;
 	/* The request bytes live in the RX ring or a read buffer: gone after this. */
 	sl->h.priv_data = NULL;
 	sl->h.priv_len = 0;
