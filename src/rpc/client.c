@@ -511,7 +511,7 @@ static bool client_read_resp(struct urpc_rpc *rpc, struct urpc_session *s, struc
 
 	if (unlikely(!urpc__large_desc_parse(rpc, data, len, &d)))
 		return false;
-	urpc__grant_revoke(rpc, &sl->grant); /* answered: the server has read the request */
+	urpc__cli_grant_read_done(rpc, &sl->grant); /* answered: the server has read the request */
 	if (le64toh(d.len) > sl->resp->max_data_size || le64toh(d.len) > URPC_MAX_MSG_SIZE) {
 		*st = -EMSGSIZE;
 		return true;
@@ -559,7 +559,7 @@ static URPC_COLD void client_ack(struct urpc_rpc *rpc, struct urpc_session *s,
 		rpc->st.dup_resps++;
 		return;
 	}
-	urpc__grant_revoke(rpc, &sl->grant); /* read: no more access */
+	urpc__cli_grant_read_done(rpc, &sl->grant); /* read: no more access */
 	urpc__cli_set(rpc, sl, URPC_CLI_ACKED);
 	rpc->st.acks_rx++;
 	if (sl->late_status)

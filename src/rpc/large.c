@@ -44,6 +44,12 @@ static bool grant_ready(struct urpc_rpc *rpc, struct urpc_tp_grant *g)
 	return !g->key || !rpc->tp->ops->revoke_ready || rpc->tp->ops->revoke_ready(rpc->tp, g);
 }
 
+void urpc__cli_grant_read_done(struct urpc_rpc *rpc, struct urpc_tp_grant *g)
+{
+	if (grant_ready(rpc, g))
+		urpc__grant_revoke(rpc, g);
+}
+
 /* Revoke @l's grant, give its response back, free it. */
 static void srv_large_end(struct urpc_rpc *rpc, struct urpc_srv_large *l)
 {
@@ -197,6 +203,8 @@ void urpc__os_orphan_client(struct urpc_rpc *rpc, struct urpc_cslot *sl, int sta
 {
 	struct urpc_os_op *op = &rpc->os[sl->os_idx];
 
+	/* The session failed: its request's grant goes now, not at completion. */
+	urpc__grant_revoke(rpc, &sl->grant);
 	op->orphan = true;
 	op->cont = sl->cont;
 	op->tag = sl->tag;

@@ -56,6 +56,14 @@ static inline void urpc__grant_revoke(struct urpc_rpc *rpc, struct urpc_tp_grant
 }
 
 /*
+ * The server has read the large request @g grants (an acknowledgement or
+ * its answer came): revoke @g now where the transport may without waiting
+ * for the server's release notice; else leave it live, and the request's
+ * completion revokes it or sets it aside (urpc__cli_large_retire()).
+ */
+void urpc__cli_grant_read_done(struct urpc_rpc *rpc, struct urpc_tp_grant *g);
+
+/*
  * Server slot @sl stores the large response @resp, which the library takes
  * (@resp is zeroed; copies the application kept become stale): it moves to
  * an entry of its own (sl->large), not yet granted. 0, or -ENOMEM (no pool
@@ -121,7 +129,8 @@ static inline bool urpc__large_desc_parse(struct urpc_rpc *rpc, const uint8_t *d
 }
 
 /*
- * Client slot @sl reads a large response: hand its continuation to the
+ * Client slot @sl reads a large response and its session failed: its
+ * request's grant, if still live, is revoked; hand its continuation to the
  * operation, to run with @status once the transport is done with the
  * buffers; the slot is free from now on (its session's masks are the
  * caller's). Cold path.

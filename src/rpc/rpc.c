@@ -417,7 +417,7 @@ static int check_client(const struct urpc_rpc *rpc, const struct urpc_session *s
 				 urpc__cli_state_str(sl->state), free_bit);
 			return -EFAULT;
 		}
-		if (sl->grant.key && !(sl->state == URPC_CLI_SENT && sl->large_req)) {
+		if (sl->grant.key && !(sl->state != URPC_CLI_FREE && sl->large_req)) {
 			snprintf(why, n, "session %u slot %u: %s but its grant to the server lives",
 				 i, j, urpc__cli_state_str(sl->state));
 			return -EFAULT;
