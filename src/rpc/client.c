@@ -106,6 +106,12 @@ static inline URPC_ALWAYS_INLINE uint64_t slot_take(struct urpc_rpc *rpc, struct
 	sl->cont = cont;
 	sl->tag = tag;
 	urpc__cli_set(rpc, sl, URPC_CLI_SENT);
+	sl->cur_req_num = req_num;
+	sl->deadline_ns = deadline_ns;
+	sl->retries = 0;
+	sl->rto_ns = s->cli.rtt.rto_ns;
+	sl->late_status = 0;
+	sl->large_req = large;
 	/*
 	 * A session with a request in a slot has its busy bit already: the
 	 * timer scan clears it only once the session is idle (urpc__cli_busy).
@@ -113,12 +119,6 @@ static inline URPC_ALWAYS_INLINE uint64_t slot_take(struct urpc_rpc *rpc, struct
 	if (s->cli.free_mask == (1u << URPC_SESSION_SLOTS) - 1)
 		urpc__cli_mark_busy(rpc, s);
 	s->cli.free_mask &= ~(1u << i);
-	sl->cur_req_num = req_num;
-	sl->deadline_ns = deadline_ns;
-	sl->retries = 0;
-	sl->rto_ns = s->cli.rtt.rto_ns;
-	sl->late_status = 0;
-	sl->large_req = large;
 	rpc->st.reqs_sent++;
 	return req_num;
 }
@@ -287,8 +287,8 @@ URPC_API int urpc_priv_req_enqueue(struct urpc_rpc *rpc, struct urpc_msgbuf *req
 	/* Lent from here on: urpc_msgbuf_free() looks in this session's slots and queue. */
 	req->priv_sess = (uint32_t)session;
 	resp->priv_sess = (uint32_t)session;
-	req_num = slot_take(rpc, s, i, false, req, resp, cont, tag, 0);
 	sl->tx_ns = rpc->tx_stamp; /* 0 (outside the loop): stamped by the next scan */
+	req_num = slot_take(rpc, s, i, false, req, resp, cont, tag, 0);
 	urpc__tx_put(rpc, s->peer, small_hdr(s, req_type, req, req_num), (uint32_t)req->data_size,
 		     req->priv_lkey);
 	return 0;

@@ -243,16 +243,17 @@ struct urpc_cslot {
 	uint64_t rto_ns;      /* current retransmission timeout */
 	uint64_t deadline_ns; /* 0: none */
 	uint32_t retries;
-	bool large_req; /* the request travels as a descriptor (lpkt) */
-	uint16_t os_idx;
-	/* A large request's grant to the server: until it has read it (ack, answer, failure). */
-	struct urpc_tp_grant grant;
 	/*
 	 * The deadline passed while the server may still READ the request
 	 * (SENT, large) or we READ the response (READING): the request
 	 * completes with this once the buffers are free. 0 in other states.
+	 * Beside retries: a request's start clears both in one store.
 	 */
 	int late_status;
+	bool large_req; /* the request travels as a descriptor (lpkt) */
+	uint16_t os_idx;
+	/* A large request's grant to the server: until it has read it (ack, answer, failure). */
+	struct urpc_tp_grant grant;
 	struct urpc_large_pkt lpkt; /* a large request's descriptor */
 };
 
