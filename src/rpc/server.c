@@ -117,35 +117,40 @@ static inline URPC_ALWAYS_INLINE void server_answer(struct urpc_rpc *rpc, struct
 						    struct urpc_sslot *sl)
 {
 	struct urpc_msgbuf *resp = &sl->h.priv_resp;
+	/* Read once: the header's store below may alias them for the compiler. */
+	struct urpc_pkthdr *hdr = urpc__mb_hdr(resp);
+	size_t len = resp->data_size;
+	uint32_t lkey = resp->priv_lkey;
 
 	/*
 	 * No large response or resent copy: the slot had none when the handler
 	 * started (srv_rx retired them), and only resp_enqueue() makes one,
 	 * which takes the inline answer away (priv_answer NULL).
 	 */
-	if (unlikely(resp->data_size > rpc->max_msg || s->state != URPC_SESS_CONNECTED)) {
+	if (unlikely(len > rpc->max_msg || s->state != URPC_SESS_CONNECTED)) {
 		sl->h.priv_answer = &urpc_priv_thread_tag; /* as if called inside the handler */
 		(void)resp_enqueue(&sl->h, resp);
 		return;
 	}
 	urpc__srv_set(rpc, sl, URPC_SRV_RESPONDED);
-	urpc__pkthdr_patch(urpc__mb_hdr(resp), &s->tx_hdr, sl->h.priv_req_type,
-			   (uint32_t)resp->data_size, sl->cur_req_num);
-	server_send_resp(rpc, s, sl);
+	urpc__pkthdr_patch(hdr, &s->tx_hdr, sl->h.priv_req_type, (uint32_t)len, sl->cur_req_num);
+	/* server_send_resp() with the values read above */
+	sl->resp_epoch = urpc__tx_push(rpc, s->peer, hdr, (uint32_t)len, lkey) ? rpc->tx_epoch : 0;
 }
 
 /*
- * Run the handler of the request in server slot @sl over @data, and send
- * the answer it gave inline. It may answer through the library's path
- * instead (sent at once), or later (deferred).
+ * Run the handler of the request in server slot @sl (in state @from) over
+ * @data, and send the answer it gave inline. It may answer through the
+ * library's path instead (sent at once), or later (deferred).
  */
 static inline URPC_ALWAYS_INLINE void
 server_run_handler(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
-		   const struct urpc_handler *hd, uint8_t req_type, const uint8_t *data, size_t len)
+		   enum urpc_srv_state from, const struct urpc_handler *hd, uint8_t req_type,
+		   const uint8_t *data, size_t len)
 {
 	const void *answer;
 
-	urpc__srv_set(rpc, sl, URPC_SRV_IN_HANDLER);
+	urpc__srv_step(rpc, sl, from, URPC_SRV_IN_HANDLER);
 	sl->h.priv_resp.data_size = 0;
 	/* h.priv_rpc and h.priv_sess are the slot's own: server_slot_buf(). */
 	sl->h.priv_data = data;
@@ -277,6 +282,7 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 	uint64_t req_num = le64toh(h->req_num);
 	struct urpc_sslot *sl = &s->srv.slots[req_num & SLOT_MASK];
 	const struct urpc_handler *hd;
+	enum urpc_srv_state st;
 
 	URPC_KEEP(sl);
 	if (unlikely(req_num <= sl->cur_req_num)) {
@@ -294,7 +300,8 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		}
 		return;
 	}
-	if (unlikely(sl->state == URPC_SRV_IN_HANDLER || sl->state == URPC_SRV_READING)) {
+	st = sl->state; /* nothing below changes it before the handler's step */
+	if (unlikely(st == URPC_SRV_IN_HANDLER || st == URPC_SRV_READING)) {
 		/*
 		 * The client gave up on the slot's previous request (deadline)
 		 * while its handler has not answered yet. The handle the
@@ -322,7 +329,7 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		return;
 	}
 	sl->cur_req_num = req_num;
-	server_run_handler(rpc, s, sl, hd, h->req_type, data, len);
+	server_run_handler(rpc, s, sl, st, hd, h->req_type, data, len);
 }
 
 /* ---- the handler's side (urpc_req_data() and urpc_req_resp_msgbuf() are inline, urpc.h) ---- */
@@ -564,8 +571,8 @@ void urpc__srv_read_done(struct urpc_rpc *rpc, struct urpc_os_op *op, int status
 				    urpc_strerror(status));
 		server_error_resp(rpc, s, sl, op->req_type, status == -EACCES ? EACCES : EIO);
 	} else {
-		server_run_handler(rpc, s, sl, &rpc->handlers[op->req_type], op->req_type,
-				   op->buf.buf, op->len);
+		server_run_handler(rpc, s, sl, sl->state, &rpc->handlers[op->req_type],
+				   op->req_type, op->buf.buf, op->len);
 		/* Deferred: let the client's deadline free its buffer meanwhile. */
 		if (sl->state == URPC_SRV_IN_HANDLER && s->state == URPC_SESS_CONNECTED)
 			server_send_ack(rpc, s, sl);

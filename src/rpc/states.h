@@ -97,14 +97,23 @@ static inline void urpc__cli_set(struct urpc_rpc *rpc, struct urpc_cslot *sl,
 	sl->state = to;
 }
 
-/* Server slot @sl goes to state @to: the only writer of a server slot's state. */
+/*
+ * Server slot @sl, in state @from (as its caller just read it: no second
+ * load), goes to state @to: the only writer of a server slot's state.
+ */
+static inline void urpc__srv_step(struct urpc_rpc *rpc, struct urpc_sslot *sl,
+				  enum urpc_srv_state from, enum urpc_srv_state to)
+{
+	if (unlikely(!urpc__srv_step_ok(from, to)))
+		urpc__bad_transition(rpc, "server", urpc__srv_state_str(from),
+				     urpc__srv_state_str(to));
+	sl->state = to;
+}
+
 static inline void urpc__srv_set(struct urpc_rpc *rpc, struct urpc_sslot *sl,
 				 enum urpc_srv_state to)
 {
-	if (unlikely(!urpc__srv_step_ok(sl->state, to)))
-		urpc__bad_transition(rpc, "server", urpc__srv_state_str(sl->state),
-				     urpc__srv_state_str(to));
-	sl->state = to;
+	urpc__srv_step(rpc, sl, sl->state, to);
 }
 
 #ifdef __cplusplus
