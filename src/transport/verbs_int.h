@@ -80,8 +80,7 @@
 #define VERBS_RC_DEPTH 128u	   /* send queue of one RC QP */
 #define VERBS_RD_ATOMIC 16u	   /* outstanding READs per RC QP, at most */
 #define VERBS_RC_CHUNKS 16u	   /* work requests of one operation in flight, at most */
-#define VERBS_RC_CHUNK (1u << 18)  /* their size (URPC_VERBS_RC_CHUNK overrides) */
-#define VERBS_RC_WHOLE 4u	   /* an operation of at most this many chunks goes whole */
+#define VERBS_RC_CHUNK (1u << 20)  /* their size (URPC_VERBS_RC_CHUNK overrides) */
 #define VERBS_HS_RTO_NS 5000000ull /* first resend of a REQ after 5 ms */
 #define VERBS_HS_RTO_MAX_NS 100000000ull
 #define VERBS_OP_NS_PER_MIB 50000000ull /* allowance for one chunk in flight: 20 MB/s */

@@ -9,14 +9,13 @@
  * control messages), verbs_qp.h (creating and destroying QPs) and
  * verbs_notice.h (release notices).
  *
- * An operation above 1 MiB (VERBS_RC_WHOLE chunks; smaller ones go
- * whole) is cut into chunks of rc_chunk bytes (256 KiB); at most
- * rc_chunks (16) of them are at the NIC at once, and each completion lets
- * it take up to that many again (READs also share the QP's rd_atomic
- * slots with the other operations on it). The chunk is the grain of
- * progress: on Soft-RoCE under host load (TCG, MTU 1024) 64 MiB moved
- * at 3.4 MB/s, and 1 MiB chunks went more than a second without a
- * completion.
+ * An operation above rc_chunk bytes (1 MiB) is cut into chunks of that
+ * size; at most rc_chunks (16) of them are at the NIC at once, and each
+ * completion lets it take up to that many again (READs also share the
+ * QP's rd_atomic slots with the other operations on it). The chunk is the
+ * grain of progress: on Soft-RoCE under host load (TCG, MTU 1024) 64 MiB
+ * moved at 3.4 MB/s, about 0.3 s a chunk. Smaller READs cost more there:
+ * 256 KiB ones made Soft-RoCE's requester retry (issues 11 and 16).
  * Its deadline follows progress: it fails (with its connection, -ETIMEDOUT)
  * only when neither its own chunks nor the operations ahead of it on the
  * connection completed anything for one_sided_timeout (plus the allowance
@@ -357,14 +356,12 @@ static void op_post(struct verbs_tp *v, uint16_t idx)
 	int ret;
 
 	/*
-	 * Chunks of rc_chunk bytes, v->rc_chunks of them at the NIC at once;
-	 * one of at most VERBS_RC_WHOLE chunks (1 MiB) goes whole: as four
-	 * 256 KiB READs it made Soft-RoCE's requester retry (~25 a second)
-	 * and lose 13% against one READ (issue 16), and its completion is
-	 * grain enough for the deadline.
+	 * Chunks of rc_chunk bytes, v->rc_chunks of them at the NIC at once.
+	 * 1 MiB, not 256 KiB: in 256 KiB READs Soft-RoCE's requester retried
+	 * (go-back-N) about 25 times a second, a 1 MiB READ lost 13% against
+	 * one READ (issue 16) and 4 MiB responses 30-45% (issue 11).
 	 */
-	op->chunk = v->rc_chunk && op->len > (uint64_t)VERBS_RC_WHOLE * v->rc_chunk ? v->rc_chunk
-										    : op->len;
+	op->chunk = v->rc_chunk && op->len > v->rc_chunk ? v->rc_chunk : op->len;
 	op->inflight = 0; /* op->off: 0, or where a renewal left it */
 	ret = post_chunks(v, idx, URPC_MAX(v->rc_chunks, 1u));
 	if (unlikely(ret) && !op->inflight) { /* nothing went out */
