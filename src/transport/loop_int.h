@@ -74,13 +74,21 @@ struct urpc_tp_peer {
  * rx_release() than with the due stamp in the cell).
  */
 struct rx_cell {
-	uint32_t seq; /* atomic: pos free for a sender, pos + 1 published */
-	uint32_t len; /* | RX_DELAYED: the delay switch set dues[] for it */
+	uint32_t seq; /* atomic: pos free for a sender; pos + 1 published; + RX_DELAYED: delayed */
+	uint32_t len;
 };
 
-#define RX_DELAYED 0x80000000u
+/*
+ * A datagram the delay switch holds back (dues[] has its due stamp) is
+ * published as pos + 1 + RX_DELAYED, so that the receiver's one compare
+ * with pos + 1 also tells it apart, and the plain path never looks at a
+ * flag. No value a cell can hold otherwise equals either: cell i holds i
+ * (never published) or the last lap's p + 1 or p + 1 + RX_DELAYED with
+ * p = pos - size, and RX_DELAYED is neither size nor -size (mod 2^32) for
+ * any power of two size.
+ */
+#define RX_DELAYED 0x80000001u
 static_assert(sizeof(struct rx_cell) == 8, "scaled index");
-static_assert((1u << 20) < RX_DELAYED, "a datagram's length leaves the flag free");
 
 /* A one-sided operation, in its requester's slot table. */
 struct os_op {

@@ -15,7 +15,7 @@ struct pair {
 };
 
 static void pair_open_cfg(struct pair *p, uint64_t seed, const struct urpc_loop_faults *f,
-			  bool reclaim)
+			  bool reclaim, uint32_t depth)
 {
 	struct urpc_tp_cfg cfg;
 	uint8_t ep[URPC_TP_EP_MAX];
@@ -25,6 +25,8 @@ static void pair_open_cfg(struct pair *p, uint64_t seed, const struct urpc_loop_
 	cfg.seed = seed;
 	cfg.hp_flags = URPC_HP_FORCE_4K; /* these rings are small */
 	cfg.rx_reclaim = reclaim;
+	if (depth)
+		cfg.rq_depth = depth;
 	p->now = false;
 	cr_assert_eq(urpc__tp_create(&cfg, &p->a), 0);
 	cr_assert_eq(urpc__tp_create(&cfg, &p->b), 0);
@@ -36,7 +38,7 @@ static void pair_open_cfg(struct pair *p, uint64_t seed, const struct urpc_loop_
 
 static void pair_open(struct pair *p, uint64_t seed, const struct urpc_loop_faults *f)
 {
-	pair_open_cfg(p, seed, f, false);
+	pair_open_cfg(p, seed, f, false, 0);
 }
 
 static void pair_close(struct pair *p)
@@ -194,6 +196,40 @@ Test(loop, delay_switch)
 	pair_close(&p);
 }
 
+/*
+ * Delayed datagrams lap a four-entry ring many times, in runs of one to
+ * three: each stays invisible until due, and a cell's last lap never
+ * reads as published, whatever it held.
+ */
+Test(loop, delay_switch_laps)
+{
+	struct urpc_loop_faults f = {.delay_polls = 2};
+	struct urpc_tp_rx rx[8];
+	struct urpc_tp_tx tx[3];
+	uint32_t seq[3];
+	struct pair p;
+	int round, i, k;
+
+	pair_open_cfg(&p, 4, &f, false, 4);
+	for (round = 0; round < 40; round++) {
+		k = 1 + round % 3;
+		for (i = 0; i < k; i++) {
+			seq[i] = (uint32_t)(round * 3 + i);
+			tx[i] = (struct urpc_tp_tx){.peer = p.a2b, .hdr = &seq[i], .hdr_len = 4};
+		}
+		cr_assert_eq(p.a->ops->tx_burst(p.a, tx, (unsigned)k), k);
+		cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 8), 0, "round %d: visible too early",
+			     round);
+		cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 8), k, "round %d: due", round);
+		for (i = 0; i < k; i++) {
+			cr_assert_eq(rx[i].len, 4);
+			cr_assert_eq(memcmp(rx[i].buf, &seq[i], 4), 0);
+		}
+		p.b->ops->rx_release(p.b, rx, (unsigned)k);
+	}
+	pair_close(&p);
+}
+
 Test(loop, same_seed_same_run)
 {
 	struct urpc_loop_faults f = {.drop = 0.05, .dup = 0.05, .reorder = 4};
@@ -315,7 +351,7 @@ Test(loop, rx_reclaim_lends_a_burst_until_the_next)
 	struct pair p;
 	int n;
 
-	pair_open_cfg(&p, 7, NULL, true);
+	pair_open_cfg(&p, 7, NULL, true, 0);
 	q = p.b->rq_depth;
 	rx = calloc(q, sizeof(*rx));
 	cr_assert_not_null(rx);
