@@ -424,9 +424,8 @@ struct urpc_rpc {
 	uint64_t srv_index_salt;
 	/* client sessions with an event or failure for the next pass: number + 1 */
 	uint32_t pend_head, pend_tail;
-	int in_cb; /* depth of user callbacks running outside a pass (in_loop bars the rest) */
-	bool have_pending; /* some session has a pending_ev */
-	bool in_loop;	   /* inside loop_once: now is this pass's time; no loop or destroy */
+	int in_cb;    /* depth of user callbacks running outside a pass (in_loop bars the rest) */
+	bool in_loop; /* inside loop_once: now is this pass's time; no loop or destroy */
 	uint64_t now;
 	uint64_t tx_stamp; /* now inside loop_once, 0 outside: a request's send time */
 	urpc_clock_fn clock;
@@ -457,7 +456,14 @@ struct urpc_rpc {
 	uint64_t tx_epoch; /* advances each time the TX batch empties */
 	struct urpc_os_op os[URPC_OS_OPS];
 	uint16_t os_free; /* free list of os[], URPC_OS_NIL at the end */
-	uint32_t os_busy; /* entries in use, and the users' live batches (rop.c) */
+	union {		  /* the pass's rare work: one load of rare tells it there is none */
+		struct {
+			uint32_t os_busy; /* os[] in use, and the users' live batches (rop.c) */
+			uint16_t smo_n; /* SM packets in smo[] for the next flush (session_sm.c) */
+			uint16_t have_pending; /* some session has a pending_ev (no padding) */
+		};
+		uint64_t rare;
+	};
 	/*
 	 * Large responses whose slot took a new request while the transport
 	 * still waits for the client to let go of their grant (revoke_ready):
@@ -473,9 +479,7 @@ struct urpc_rpc {
 	 */
 	struct urpc_rop_tab *rop;
 	struct urpc_tp_tx tx[URPC_TX_BATCH];
-	/* SM packets for the next flush (session_sm.c), sent in one system call */
-	unsigned smo_n;
-	struct urpc_sm_dgram smo[URPC_SM_OUT_BATCH];
+	struct urpc_sm_dgram smo[URPC_SM_OUT_BATCH]; /* sent in one system call */
 	struct urpc_rpc_stats st;
 	uint64_t bad_transitions; /* illegal slot or session transitions (slot.h); must stay 0 */
 };

@@ -170,6 +170,39 @@ static void scan_timers(struct urpc_rpc *rpc)
 }
 
 /*
+ * The end of a pass with rare work (rpc->rare) or a timer scan due, in
+ * this order: one-sided completions, the scan, pending events, the TX
+ * batch, the SM packets. Returns how much it did (loop_once()).
+ */
+static __attribute__((noinline)) unsigned pass_rare(struct urpc_rpc *rpc)
+{
+	unsigned work = 0;
+
+	if (rpc->os_busy) {
+		work++; /* polling is the work: never sleep with operations in flight */
+		poll_os(rpc);
+	}
+	if (rpc->now >= rpc->next_scan_ns) {
+		rpc->next_scan_ns = rpc->now + SCAN_INTERVAL_NS;
+		scan_timers(rpc);
+	}
+	if (rpc->have_pending) {
+		work++;
+		urpc__session_run_pending(rpc);
+	}
+	if (rpc->ntx) {
+		work++;
+		urpc__tx_flush(rpc);
+	}
+	/* Session management of the whole pass (and of calls since the last): one sendmmsg. */
+	if (rpc->smo_n) {
+		work++;
+		urpc__sm_out_flush(rpc);
+	}
+	return work;
+}
+
+/*
  * One pass. Returns how much it did (SM packets, datagrams received, pending
  * events raised, a TX batch sent): 0 means an idle pass. Owner thread only.
  */
@@ -210,27 +243,12 @@ static unsigned loop_once(struct urpc_rpc *rpc)
 	}
 	if (unlikely(rpc->tp->ctl_pending))
 		urpc__session_tp_ctl(rpc);
-	if (unlikely(rpc->os_busy)) {
-		work++; /* polling is the work: never sleep with operations in flight */
-		poll_os(rpc);
-	}
-
-	if (unlikely(rpc->now >= rpc->next_scan_ns)) {
-		rpc->next_scan_ns = rpc->now + SCAN_INTERVAL_NS;
-		scan_timers(rpc);
-	}
-	if (unlikely(rpc->have_pending)) {
-		work++;
-		urpc__session_run_pending(rpc);
-	}
-	if (rpc->ntx) {
+	/* One test for the rare work (os_busy, have_pending, smo_n) and the scan. */
+	if (unlikely(rpc->rare || rpc->now >= rpc->next_scan_ns)) {
+		work += pass_rare(rpc);
+	} else if (rpc->ntx) {
 		work++;
 		urpc__tx_flush(rpc);
-	}
-	/* Session management of the whole pass (and of calls since the last): one sendmmsg. */
-	if (unlikely(rpc->smo_n)) {
-		work++;
-		urpc__sm_out_flush(rpc);
 	}
 	rpc->in_loop = false;
 	rpc->tx_stamp = 0;

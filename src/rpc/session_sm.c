@@ -13,6 +13,8 @@
 #include "../util/log.h"
 #include "nexus_peer.h"
 
+static_assert(URPC_SM_OUT_BATCH <= UINT16_MAX, "rpc->smo_n is 16 bits");
+
 void urpc__sm_out_flush(struct urpc_rpc *rpc)
 {
 	unsigned n = rpc->smo_n;

@@ -53,10 +53,16 @@ static inline bool urpc__tx_put(struct urpc_rpc *rpc, struct urpc_tp_peer *peer,
 	return true;
 }
 
-/* As urpc__tx_put(), into any batch: flushes it first when it is full. */
+/*
+ * As urpc__tx_put(), into any batch: flushes it first when it is full. A
+ * transport that sends at once never has a batch (nothing else fills it):
+ * tested first, so its path skips the batch's test.
+ */
 static inline bool urpc__tx_push(struct urpc_rpc *rpc, struct urpc_tp_peer *peer,
 				 const struct urpc_pkthdr *hdr, uint32_t data_len, uint32_t lkey)
 {
+	if (rpc->tx_now)
+		return urpc__tx_put(rpc, peer, hdr, data_len, lkey);
 	if (unlikely(rpc->ntx == URPC_TX_BATCH)) {
 		urpc__tx_flush(rpc);
 		if (rpc->ntx == URPC_TX_BATCH) {

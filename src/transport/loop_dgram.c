@@ -361,8 +361,17 @@ lend(struct loop_ep *ep, struct urpc_tp_rx *pkts, unsigned n, uint32_t *pos_io, 
 	const struct rx_cell *cells = ep->cells;
 	const uint8_t *base = ep->ring_base;
 	uint32_t pos = *pos_io, end = pos + n, mask = ep->rx_mask, mtu = ep->mtu;
+	uint32_t tail = __atomic_load_n(&ep->rx_tail, __ATOMIC_RELAXED);
 	struct urpc_tp_rx *p = pkts;
 	uint64_t b = 0;
+
+	/*
+	 * Nothing is published beyond the tail senders claimed: stop there,
+	 * not at a probe of the next cell that fails (each cell's sequence is
+	 * still what says it is published).
+	 */
+	if (tail - pos < n)
+		end = tail;
 
 	/* One counter in the loop (the position); the count is where @p got to. */
 	while (pos != end) {
