@@ -31,7 +31,10 @@
  * No other memory of an endpoint is written by another thread: the free
  * stack of operation slots and the counters belong to the owner, and
  * datagrams that arrive on a full ring are counted in an atomic that the
- * owner folds into its stats. A producer between its claim and its publish
+ * owner folds into its stats. Producers that leave the owner such rare
+ * work (a datagram lost on the full ring, a queued one-sided request) also
+ * set a bit in its attn word afterwards, so that rx_burst() tests one word
+ * for all of it (loop_int.h, LOOP_ATTN_*). A producer between its claim and its publish
  * holds back the cells after it (as in rte_ring); it runs no code that could
  * wait meanwhile.
  *

@@ -61,6 +61,7 @@ put(struct loop_ep *to, struct rx_cell *cells, uint8_t *base, uint32_t mask, uin
 		if (unlikely((int32_t)(p - __atomic_load_n(&to->rx_limit, __ATOMIC_ACQUIRE)) >=
 			     0)) {
 			__atomic_add_fetch(&to->rx_full, 1, __ATOMIC_RELAXED);
+			__atomic_or_fetch(&to->attn, LOOP_ATTN_FULL, __ATOMIC_RELEASE);
 			*pos = p;
 			return;
 		}
@@ -154,6 +155,7 @@ static void send_faulty(struct loop_ep *ep, const struct urpc_tp_tx *t)
 			ep->held[ep->nheld].len = t->hdr_len + t->data_len;
 			ep_get(to);
 			ep->nheld++;
+			__atomic_or_fetch(&ep->attn, LOOP_ATTN_HELD, __ATOMIC_RELAXED); /* owner */
 			ep->base.stats.tx_reordered++;
 			continue;
 		}
@@ -300,6 +302,7 @@ int urpc__loop_tx_now(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void 
 		if (unlikely((int32_t)(p - __atomic_load_n(&to->rx_limit, __ATOMIC_ACQUIRE)) >=
 			     0)) {
 			__atomic_add_fetch(&to->rx_full, 1, __ATOMIC_RELAXED);
+			__atomic_or_fetch(&to->attn, LOOP_ATTN_FULL, __ATOMIC_RELEASE);
 			return 0;
 		}
 	} while (unlikely(!__atomic_compare_exchange_n(&to->rx_tail, &p, p + 1, true,
@@ -319,9 +322,24 @@ void urpc__loop_tx_flush(struct urpc_tp *tp)
 {
 }
 
-/* Fold the datagrams senders lost on @ep's full ring into its stats. Thread: @ep's owner. */
-static URPC_COLD void fold_ring_full(struct loop_ep *ep)
+/*
+ * rx_burst()'s rare work, which @ep's attn word announced: release the
+ * datagrams the reorder switch holds, serve peers' one-sided requests, and
+ * fold the datagrams senders lost on the full ring into the stats.
+ * Thread: @ep's owner.
+ */
+static URPC_COLD void rx_rare(struct loop_ep *ep)
 {
+	/* Acquire pairs with the release of the bits: the work is visible. */
+	__atomic_exchange_n(&ep->attn, 0, __ATOMIC_ACQUIRE);
+	if (ep->nheld)
+		urpc__loop_flush_held(ep);
+	if (__atomic_load_n(&ep->in_tail, __ATOMIC_RELAXED) != ep->in_head) {
+		urpc__loop_os_serve(ep);
+		/* Left queued (a partition, a requester about to publish): look again. */
+		if (__atomic_load_n(&ep->in_tail, __ATOMIC_RELAXED) != ep->in_head)
+			__atomic_or_fetch(&ep->attn, LOOP_ATTN_OS, __ATOMIC_RELAXED);
+	}
 	ep->base.stats.rx_drop_ring_full += __atomic_exchange_n(&ep->rx_full, 0, __ATOMIC_RELAXED);
 }
 
@@ -409,12 +427,8 @@ int urpc__loop_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n)
 	unsigned got;
 
 	__atomic_store_n(&ep->polls, ep->polls + 1, __ATOMIC_RELAXED);
-	if (unlikely(ep->nheld))
-		urpc__loop_flush_held(ep);
-	if (unlikely(__atomic_load_n(&ep->in_tail, __ATOMIC_RELAXED) != ep->in_head))
-		urpc__loop_os_serve(ep);
-	if (unlikely(__atomic_load_n(&ep->rx_full, __ATOMIC_RELAXED)))
-		fold_ring_full(ep);
+	if (unlikely(__atomic_load_n(&ep->attn, __ATOMIC_RELAXED)))
+		rx_rare(ep);
 	pos = ep->rx_head;
 	if (ep->reclaim) {
 		if (ep->rx_free != pos)

@@ -88,6 +88,18 @@ struct rx_cell {
  * any power of two size.
  */
 #define RX_DELAYED 0x80000001u
+
+/*
+ * An endpoint's rare receive-side work, one bit each in its attn word, so
+ * that rx_burst() tests one word and not three: set (atomic or, release)
+ * by whoever leaves the work, after leaving it (a datagram counted in
+ * rx_full, a one-sided request published in incoming[], a datagram held
+ * by the owner's reorder switch); the owner takes the word (exchange,
+ * acquire) before it looks, and sets a bit again for work it leaves.
+ */
+#define LOOP_ATTN_FULL 1u
+#define LOOP_ATTN_OS 2u
+#define LOOP_ATTN_HELD 4u
 static_assert(sizeof(struct rx_cell) == 8, "scaled index");
 
 /* A one-sided operation, in its requester's slot table. */
@@ -169,8 +181,9 @@ struct loop_ep {
 	uint64_t polls; /* atomic: read by senders' delay switch */
 
 	/* Producer indices: claimed by senders, requesters and targets. */
-	uint32_t rx_tail URPC_CACHE_ALIGNED;   /* atomic */
-	uint32_t rx_full;		       /* atomic: datagrams lost on a full ring, unfolded */
+	uint32_t rx_tail URPC_CACHE_ALIGNED; /* atomic */
+	uint32_t rx_full;		     /* atomic: datagrams lost on a full ring, unfolded */
+	uint32_t attn; /* atomic: LOOP_ATTN_*, set after what rx_burst() must look at */
 	uint32_t in_tail URPC_CACHE_ALIGNED;   /* atomic */
 	uint32_t comp_tail URPC_CACHE_ALIGNED; /* atomic */
 

@@ -393,6 +393,7 @@ static int post(struct urpc_tp *tp, struct urpc_tp_peer *peer, enum urpc_tp_op o
 	r->tag = tag;
 	/* Publish the request and the operation; pairs with the acquire in urpc__loop_os_serve(). */
 	__atomic_store_n(&r->seq, pos + 1, __ATOMIC_RELEASE);
+	__atomic_or_fetch(&to->attn, LOOP_ATTN_OS, __ATOMIC_RELEASE); /* rx_burst() serves it */
 	if (unlikely(__atomic_load_n(&to->dead, __ATOMIC_SEQ_CST)))
 		op_cancel(ep, slot, -ECONNRESET); /* destroyed after our early look */
 	return 0;
