@@ -385,6 +385,45 @@ Test(loop, rx_reclaim_lends_a_burst_until_the_next)
 	free(rx);
 }
 
+/*
+ * With rx_reclaim on a four-entry ring, bursts of one to four lap the ring
+ * from every position, so that a burst runs past the ring's end (its two
+ * stretches): every datagram comes once, in order, with its length; with
+ * the delay switch on the same walk hands over to the per-position one.
+ */
+Test(loop, rx_reclaim_bursts_wrap_the_ring)
+{
+	struct urpc_loop_faults f = {.delay_polls = 2};
+	struct urpc_tp_rx rx[8];
+	uint32_t d[2], next = 0;
+	struct pair p;
+	int round, k, i;
+
+	pair_open_cfg(&p, 9, NULL, true, 4);
+	for (round = 0; round < 60; round++) {
+		k = 1 + (round * 7) % 4;
+		if (round == 30)
+			cr_assert_eq(urpc__loop_set_faults(p.a, &f), 0);
+		/* Takes the last burst back: the whole ring is free. */
+		cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 8), 0);
+		send_tagged(&p, (uint32_t)round, (uint32_t)k);
+		if (round >= 30)
+			cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 8), 0, "round %d: not due", round);
+		cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 8), k, "round %d", round);
+		for (i = 0; i < k; i++) {
+			cr_assert_eq(rx[i].len, sizeof(d));
+			memcpy(d, rx[i].buf, sizeof(d));
+			cr_assert(d[0] == (uint32_t)round && d[1] == (uint32_t)i,
+				  "round %d entry %d: %u/%u", round, i, d[0], d[1]);
+		}
+		next += (uint32_t)k;
+	}
+	cr_assert_eq(p.b->stats.rx_pkts, next);
+	cr_assert_eq(p.b->stats.rx_bytes, (uint64_t)next * sizeof(d));
+	cr_assert_eq(p.b->stats.rx_drop_ring_full, 0);
+	pair_close(&p);
+}
+
 Test(loop, release_in_any_order_frees_slots_in_ring_order)
 {
 	struct urpc_tp_rx rx[4], one, bogus;
