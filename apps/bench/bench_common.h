@@ -375,6 +375,9 @@ static inline int bench_server_stop(const char *prog, struct bench_server *sv)
 
 /* ---- perftest (the verbs baselines) --------------------------------------------- */
 
+/* How long a perftest side may run when its work is fixed and small (10,000 round trips). */
+#define BENCH_PERFTEST_LIMIT_S 120
+
 /* A device name as perftest takes it: letters, digits, '_' and '-' (no shell quoting). */
 static inline bool bench_name_is_plain(const char *s)
 {
@@ -392,18 +395,21 @@ static inline bool bench_name_is_plain(const char *s)
  * "TOOL ARGS -d CLIENT_DEV SERVER_IP", retried while the server is not
  * listening yet (processes start slowly under TCG). The client's result row
  * (the first line whose first field is @size) is split into @vals (up to
- * @nvals numbers); the count of numbers, or -errno (reported). The GID index
- * comes from URPC_RXE_GID_INDEX when set (the Soft-RoCE VM), else perftest's
- * default. @port must differ between calls.
+ * @nvals numbers); the count of numbers, or -errno (reported). Each side is
+ * killed after @limit_s seconds (timeout(1)): a run that does not finish by
+ * then is not retried and gives -ETIMEDOUT. The GID index comes from
+ * URPC_RXE_GID_INDEX when set (the Soft-RoCE VM), else perftest's default.
+ * @port must differ between calls.
  */
 static inline int bench_perftest(const char *prog, const char *tool, const char *args,
 				 const char *server_dev, const char *client_dev,
-				 const char *server_ip, size_t size, unsigned port, double *vals,
-				 int nvals)
+				 const char *server_ip, size_t size, unsigned port,
+				 unsigned limit_s, double *vals, int nvals)
 {
+	static const char rc_tag[] = "bench-perftest-exit ";
 	const char *gid = getenv("URPC_RXE_GID_INDEX");
-	char gidarg[32] = "", cmd[1024], line[512];
-	int n = -EIO, try;
+	char gidarg[32] = "", cmd[1200], line[512];
+	int n = -EIO, try, rc;
 	FILE *p;
 
 	if (!bench_name_is_plain(server_dev) || !bench_name_is_plain(client_dev) ||
@@ -416,20 +422,26 @@ static inline int bench_perftest(const char *prog, const char *tool, const char 
 		snprintf(gidarg, sizeof(gidarg), "-x %s", gid);
 	for (try = 0; try < 10 && n == -EIO; try++) {
 		snprintf(cmd, sizeof(cmd),
-			 "%s %s %s -s %zu -p %u -d %s >/dev/null 2>&1 & spid=$!; sleep 1; "
-			 "%s %s %s -s %zu -p %u -d %s %s 2>&1; kill $spid 2>/dev/null; wait",
-			 tool, args, gidarg, size, port + (unsigned)try, server_dev, tool, args,
-			 gidarg, size, port + (unsigned)try, client_dev, server_ip);
-		fprintf(stderr, "%s: running %s -s %zu (try %d)\n", prog, tool, size, try + 1);
+			 "timeout -k 5 %u %s %s %s -s %zu -p %u -d %s >/dev/null 2>&1 & spid=$!; "
+			 "sleep 1; timeout -k 5 %u %s %s %s -s %zu -p %u -d %s %s 2>&1; "
+			 "echo %s$?; kill $spid 2>/dev/null; wait",
+			 limit_s + 10, tool, args, gidarg, size, port + (unsigned)try, server_dev,
+			 limit_s, tool, args, gidarg, size, port + (unsigned)try, client_dev,
+			 server_ip, rc_tag);
+		fprintf(stderr, "%s: running %s -s %zu (try %d, at most %u s)\n", prog, tool, size,
+			try + 1, limit_s);
 		p = popen(cmd, "r");
 		if (!p) {
 			fprintf(stderr, "%s: cannot run %s: %s\n", prog, tool, strerror(errno));
 			return -errno;
 		}
+		rc = -1;
 		while (fgets(line, sizeof(line), p)) {
 			char *s = line, *end;
 			int k = 0;
 
+			if (!strncmp(line, rc_tag, sizeof(rc_tag) - 1))
+				rc = atoi(line + sizeof(rc_tag) - 1);
 			if (n != -EIO)
 				continue;
 			errno = 0;
@@ -446,6 +458,11 @@ static inline int bench_perftest(const char *prog, const char *tool, const char 
 			n = k;
 		}
 		pclose(p);
+		if (n == -EIO && (rc == 124 || rc == 137)) { /* timeout(1) killed it */
+			fprintf(stderr, "%s: %s -s %zu did not finish in %u s; killed\n", prog,
+				tool, size, limit_s);
+			return -ETIMEDOUT;
+		}
 	}
 	if (n < 0)
 		fprintf(stderr, "%s: %s -s %zu printed no result (is perftest installed?)\n", prog,

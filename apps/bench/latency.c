@@ -487,9 +487,10 @@ static int perftest_lat(const struct opts *o, const char *conn, size_t size, uns
 	int n;
 
 	snprintf(args, sizeof(args), "-c %s -n 10000 -F", conn);
-	n = bench_perftest(
-		PROG, "ib_send_lat", args, o->cli.server_device ? o->cli.server_device : "rxe0",
-		o->cli.device ? o->cli.device : "rxe0", o->cli.perftest_ip, size, port, v, 8);
+	n = bench_perftest(PROG, "ib_send_lat", args,
+			   o->cli.server_device ? o->cli.server_device : "rxe0",
+			   o->cli.device ? o->cli.device : "rxe0", o->cli.perftest_ip, size, port,
+			   BENCH_PERFTEST_LIMIT_S, v, 8);
 	if (n < 8)
 		return n < 0 ? n : -EIO;
 	/* iterations, t_min, t_max, t_typical, t_avg, t_stdev, 99%, 99.9% */

@@ -546,7 +546,7 @@ static int perftest_rate(struct client *c, double *rate)
 		n = bench_perftest(PROG, "ib_send_bw", "-c UD -n 100000 -F",
 				   o->cli.server_device ? o->cli.server_device : "rxe0",
 				   o->cli.device ? o->cli.device : "rxe0", o->cli.perftest_ip,
-				   o->size, 18800, v, 4);
+				   o->size, 18800, BENCH_PERFTEST_LIMIT_S, v, 4);
 		bench_server_pause(c->sv, false);
 		if (n < 4)
 			return n < 0 ? n : -EIO;
