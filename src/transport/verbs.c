@@ -112,10 +112,24 @@ static int open_device(struct verbs_tp *v, const struct urpc_tp_cfg *cfg)
 	v->rc_chunks = URPC_MIN(VERBS_RC_CHUNKS, (uint32_t)da.max_qp_wr / VERBS_RC_DEPTH);
 	v->rc_chunk = VERBS_RC_CHUNK;
 	env = getenv("URPC_VERBS_RC_CHUNK");
-	if (env && *env)
-		v->rc_chunk = (uint32_t)strtoul(env, NULL, 0);
-	if (v->rc_chunks <= 1)
+	if (env && *env) {
+		char *end;
+		unsigned long c;
+
+		errno = 0;
+		c = strtoul(env, &end, 0);
+		if (errno || *end || end == env || (c && (c < 4096 || c > 1ul << 30)))
+			URPC_WARN(cfg->id,
+				  "URPC_VERBS_RC_CHUNK=%s ignored: give 0 (no chunks) or bytes "
+				  "from 4096 to 2^30; chunks stay %u bytes",
+				  env, v->rc_chunk);
+		else
+			v->rc_chunk = (uint32_t)c;
+	}
+	if (v->rc_chunks <= 1) { /* no room for chains: one work request per operation */
+		v->rc_chunks = 1;
 		v->rc_chunk = 0;
+	}
 	if ((uint32_t)da.max_qp_wr < cfg->sq_depth || (uint32_t)da.max_qp_wr < cfg->rq_depth) {
 		URPC_ERR(cfg->id, "%s allows %d WRs per queue; asked for sq %u, rq %u", v->port.dev,
 			 da.max_qp_wr, cfg->sq_depth, cfg->rq_depth);

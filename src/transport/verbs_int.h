@@ -291,7 +291,7 @@ struct verbs_tp {
 	uint32_t nonce;
 	uint32_t rd_atomic;
 	uint32_t rc_chunk;  /* operations are cut into chunks of at least this; 0: never */
-	uint32_t rc_chunks; /* ... and into at most this many */
+	uint32_t rc_chunks; /* ... and into at most this many (>= 1) */
 	uint64_t max_msg;   /* largest one-sided length */
 
 	struct ibv_context *ctx;

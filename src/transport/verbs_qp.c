@@ -22,7 +22,7 @@ int urpc__verbs_qp_create(struct verbs_tp *v, struct verbs_conn *p)
 	ia.recv_cq = v->rc_cq;
 	ia.qp_type = IBV_QPT_RC;
 	/* Operations' chunks, their notices, and one bind or invalidation (verbs_mw.c). */
-	ia.cap.max_send_wr = VERBS_RC_DEPTH * (URPC_MAX(v->rc_chunks, 1u) + 1) + 1;
+	ia.cap.max_send_wr = VERBS_RC_DEPTH * (v->rc_chunks + 1) + 1;
 	ia.cap.max_recv_wr = VERBS_RC_RECV;
 	ia.cap.max_send_sge = 1;
 	ia.cap.max_recv_sge = 1;

@@ -363,7 +363,7 @@ static void op_post(struct verbs_tp *v, uint16_t idx)
 	 */
 	op->chunk = v->rc_chunk && op->len > v->rc_chunk ? v->rc_chunk : op->len;
 	op->inflight = 0; /* op->off: 0, or where a renewal left it */
-	ret = post_chunks(v, idx, URPC_MAX(v->rc_chunks, 1u));
+	ret = post_chunks(v, idx, v->rc_chunks);
 	if (unlikely(ret) && !op->inflight) { /* nothing went out */
 		op_done(v, idx, -ret);
 		return;
@@ -490,7 +490,7 @@ static void chunk_done(struct verbs_tp *v, uint16_t idx, uint64_t now)
 		 * an operation posted into the last free slot would keep one
 		 * chunk at the NIC to the end.
 		 */
-		ret = post_chunks(v, idx, URPC_MAX(v->rc_chunks, 1u) - op->inflight);
+		ret = post_chunks(v, idx, v->rc_chunks - op->inflight);
 		if (unlikely(ret)) {
 			op->status = -ret;
 			urpc__verbs_rc_fail(v, p, -ret, "posting the next chunk failed");
