@@ -18,6 +18,7 @@ dirs=req,resp
 rounds=3
 secs=2
 window=4
+threads=2
 mtu=9000
 out=""
 timeout_s=590
@@ -31,7 +32,8 @@ NAME
 SYNOPSIS
     apps/bench/grant_cost_vm.sh [--baseline BIN] [--modes LIST] [--sizes LIST]
                                 [--directions LIST] [--rounds N] [--duration SEC]
-                                [--window W] [--mtu 9000|1500] [--build DIR]
+                                [--window W] [--threads 1|2] [--mtu 9000|1500]
+                                [--build DIR]
                                 [--out DIR] [--timeout SEC]
     apps/bench/grant_cost_vm.sh --help
 
@@ -69,6 +71,9 @@ OPTIONS
     --rounds N         rounds (default 3)
     --duration SEC     seconds per size and run (default 2)
     --window W         requests outstanding (default 4)
+    --threads 1|2      urpc-large-tput's --threads (default 2: the server Rpc
+                       in a thread of its own; 1: both Rpcs in one thread,
+                       which leaves the guest's other vCPU to Soft-RoCE)
     --mtu 9000|1500    veth MTU (default 9000: RoCE MTU 4096)
     --build DIR        build folder with apps/bench/urpc-large-tput (default
                        build/vm-gcc; configured as gcc RelWithDebInfo when
@@ -96,7 +101,7 @@ while [ $# -gt 0 ]; do
 		usage
 		exit 0
 		;;
-	--baseline | --modes | --sizes | --directions | --rounds | --duration | --window | --mtu | --build | --out | --timeout)
+	--baseline | --modes | --sizes | --directions | --rounds | --duration | --window | --threads | --mtu | --build | --out | --timeout)
 		[ $# -ge 2 ] || die "$1 needs a value (see --help)"
 		case "$1" in
 		--baseline) baseline=$2 ;;
@@ -106,6 +111,7 @@ while [ $# -gt 0 ]; do
 		--rounds) rounds=$2 ;;
 		--duration) secs=$2 ;;
 		--window) window=$2 ;;
+		--threads) threads=$2 ;;
 		--mtu) mtu=$2 ;;
 		--build) build=$2 ;;
 		--out) out=$2 ;;
@@ -125,6 +131,7 @@ done
 for d in ${dirs//,/ }; do
 	case $d in req | resp) ;; *) die "unknown direction '$d' (req, resp)" ;; esac
 done
+case $threads in 1 | 2) ;; *) die "--threads wants 1 or 2, not '$threads'" ;; esac
 cd "$root"
 if [ -n "$baseline" ]; then
 	[ -x "$baseline" ] || die "--baseline $baseline is not an executable"
@@ -184,7 +191,7 @@ set +e
 "$root/tests/vm/rxe-vm.sh" --mtu "$mtu" --timeout "$timeout_s" -- \
 	sh -c "$guest" sh "$out" "$rounds" "${modes//,/ }" "${dirs//,/ }" "$bin" "${baseline:-none}" \
 	--transport verbs --device rxe1 --server-device rxe0 --window "$window" \
-	--duration "$secs" --sizes "$sizes"
+	--threads "$threads" --duration "$secs" --sizes "$sizes"
 rc=$?
 set -e
 case "$rc" in 77 | 124) exit "$rc" ;; esac
