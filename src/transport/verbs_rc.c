@@ -182,12 +182,13 @@ void urpc__verbs_rc_fail(struct verbs_tp *v, struct verbs_conn *p, int err, cons
 				    "one-sided operation connects anew",
 				    p->qpn, verbs_rc_state_str(p->rc_state),
 				    why ? why : urpc_strerror(err));
-	else
-		URPC_ERR(v->base.id,
-			 "RC connection to peer QPN %u failed while %s (%s); its one-sided "
-			 "operations fail with '%s' until the session is reset",
-			 p->qpn, verbs_rc_state_str(p->rc_state), why ? why : urpc_strerror(err),
-			 urpc_strerror(err));
+	else /* rate-limited too: a peer's refused requests fail the owner's QP as well */
+		URPC_ERR_RATELIMIT(
+			v->base.id,
+			"RC connection to peer QPN %u failed while %s (%s); its one-sided "
+			"operations fail with '%s' until the session is reset",
+			p->qpn, verbs_rc_state_str(p->rc_state), why ? why : urpc_strerror(err),
+			urpc_strerror(err));
 	if (p->rc_state == VERBS_RC_PENDING)
 		v->npending--;
 	p->rc_state = VERBS_RC_FAILED;
