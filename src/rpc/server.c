@@ -314,7 +314,7 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 	}
 	if (unlikely(!sl->h.priv_resp.buf) && !server_slot_buf(rpc, s, sl))
 		return;
-	if (unlikely(sl->resp_epoch == rpc->tx_epoch || sl->resent || sl->large))
+	if (unlikely(sl->resp_epoch == rpc->tx_epoch || (sl->resent | (uintptr_t)sl->large)))
 		server_retire_resp(rpc, sl);
 
 	hd = &rpc->handlers[h->req_type];
