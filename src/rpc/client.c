@@ -269,15 +269,15 @@ URPC_API int urpc_priv_req_enqueue(struct urpc_rpc *rpc, struct urpc_msgbuf *req
 	unsigned i;
 
 	/*
-	 * The common case, tested here with nothing else on the way; anything
+	 * The common case (rx_word is a response's word only for a CONNECTED client); anything
 	 * else, every bad argument included, goes the full path, which says why.
 	 */
 	if (unlikely(!rpc || !urpc__rpc_is_owner(rpc) || session >= rpc->hi_session || !req->buf ||
 		     !resp->buf || req_is_large(rpc, req) || rpc->ntx == URPC_TX_BATCH))
 		goto full;
 	s = rpc->sessions[session];
-	if (unlikely(!s || s->role != URPC_ROLE_CLIENT || s->state != URPC_SESS_CONNECTED ||
-		     !s->cli.free_mask || s->cli.wq_head != s->cli.wq_tail))
+	if (unlikely(!s || s->rx_word != URPC_PKT_WORD(URPC_PKT_RESP) || !s->cli.free_mask ||
+		     s->cli.wq_head != s->cli.wq_tail))
 		goto full;
 	i = (unsigned)__builtin_ctz(s->cli.free_mask);
 	sl = &s->cli.slots[i];
