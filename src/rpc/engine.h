@@ -406,9 +406,9 @@ struct urpc_rpc {
 	uint32_t views;			/* views registered and not unregistered */
 	uint32_t max_msg;
 	struct urpc_sm_queue *smq;
-	int wake_fd;	       /* eventfd the SM thread signals while we sleep; -1: never sleeps */
-	uint64_t idle_ns;      /* sleep after this long without work; 0: never */
-	uint64_t shared_until; /* until then, spin briefly before a sleep (evloop.c) */
+	int wake_fd; /* eventfd the SM thread signals while we sleep; -1: never sleeps */
+	uint64_t idle_ns, shared_until, yield_off_until; /* idle sleep, shared core (evloop.c) */
+	uint32_t yield_debt;				 /* long yields lately (evloop.c) */
 	struct urpc_session **sessions;
 	uint32_t max_sessions;
 	uint32_t hi_session;	/* one past the highest session number in use */

@@ -487,10 +487,10 @@ Test(idle, idle_server_sharing_its_core_sleeps_before_its_spin_window_ends,
 	cr_assert_eq(urpc_nexus_destroy(sv.nx), 0);
 	cr_assert_eq(sv.cpu, cpu, "cannot pin the server thread to CPU %d", cpu);
 	cr_log_info("on CPU %d for %.1f ms: server %.2f ms of CPU, %llu passes lost the core, "
-		    "%llu sleeps; CPU-bound thread %.1f ms",
+		    "%llu yields, %llu sleeps; CPU-bound thread %.1f ms",
 		    cpu, sv.wall_ns / 1e6, sv.cpu_ns / 1e6,
-		    (unsigned long long)sv.st.idle_lost_core, (unsigned long long)sv.st.idle_sleeps,
-		    sv.hog_ns / 1e6);
+		    (unsigned long long)sv.st.idle_lost_core, (unsigned long long)sv.st.idle_yields,
+		    (unsigned long long)sv.st.idle_sleeps, sv.hog_ns / 1e6);
 	cr_assert_geq(sv.st.idle_lost_core, 1, "the server never noticed it lost its core");
 	cr_assert_geq(sv.st.idle_sleeps, 1, "the server spun on a shared core");
 	/*
@@ -594,6 +594,85 @@ Test(idle, requests_wake_a_sleeping_server, .timeout = TEST_TIMEOUT_S)
 		    (unsigned long long)sv.st.idle_wakeups);
 	/* Each sequential request found it asleep (a few may race a timeout). */
 	cr_assert_geq(sv.st.idle_wakeups, nseq / 2);
+}
+
+/* ---- (b1) a client and a server that share one core yield to each other -------- */
+
+Test(idle, rpcs_sharing_a_core_yield_to_each_other, .timeout = TEST_TIMEOUT_S)
+{
+	const unsigned nreq = 4000, window = 8;
+	struct urpc_rpc_opts co;
+	struct urpc_rpc_stats cs;
+	struct creq r[8];
+	struct server sv;
+	struct client c;
+	uint64_t deadline;
+	unsigned i, sent = 0, done = 0;
+	pthread_t th;
+	cpu_set_t set;
+	int cpu;
+
+	/* The server thread and this (client) thread on one CPU, the first we may use. */
+	cr_assert_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+	for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &set); cpu++)
+		;
+	cr_assert_lt(cpu, CPU_SETSIZE);
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	cr_assert_eq(sched_setaffinity(0, sizeof(set), &set), 0);
+
+	memset(&sv, 0, sizeof(sv));
+	sv.cpu = cpu;
+	sv.nx = nexus_up();
+	cr_assert_eq(urpc_nexus_register_handler(sv.nx, REQ_ECHO, echo_handler, &sv), 0);
+	opts(&sv.o, URPC_TRANSPORT_UDP); /* default idle_block_us */
+	sv.chunk_ms = 10;
+	server_start(&sv, &th);
+	opts(&co, URPC_TRANSPORT_UDP);
+	client_up(&c, sv.nx, &co);
+	client_connect(&c, sv.nx);
+
+	/*
+	 * A window of requests, the client waiting in run_event_loop(): each
+	 * side runs out of work while the other has some, on the same core.
+	 */
+	for (i = 0; i < window; i++)
+		creq_alloc(&c, &r[i]);
+	deadline = now_ns() + 60000 * MS;
+	while (done < nreq) {
+		for (i = 0; i < window && sent < nreq; i++)
+			if (!r[i].busy)
+				creq_send(&c, &r[i], sent++);
+		cr_assert_eq(urpc_rpc_run_event_loop(c.rpc, 1), 0);
+		for (i = 0, done = sent; i < window; i++) {
+			done -= r[i].busy;
+			cr_assert_eq(r[i].status, 0, "%s", urpc_strerror(r[i].status));
+			cr_assert_eq(r[i].bad, 0, "wrong response bytes");
+		}
+		cr_assert_lt(now_ns(), deadline, "%u of %u requests done in 60 s", done, nreq);
+	}
+	for (i = 0; i < window; i++)
+		creq_free(&c, &r[i]);
+	cr_assert_eq(urpc_rpc_get_stats(c.rpc, &cs), 0);
+	client_disconnect(&c);
+	cr_assert_eq(urpc_rpc_destroy(c.rpc), 0);
+	server_join(&sv, th);
+	cr_assert_eq(urpc_nexus_destroy(sv.nx), 0);
+	cr_assert_eq(sv.cpu, cpu, "cannot pin the server thread to CPU %d", cpu);
+	cr_assert_eq(atomic_load(&sv.handled), nreq, "every request handled once");
+	cr_log_info("%u requests on one CPU: client %llu lost-core passes, %llu yields, %llu "
+		    "sleeps; server %llu, %llu, %llu",
+		    nreq, (unsigned long long)cs.idle_lost_core, (unsigned long long)cs.idle_yields,
+		    (unsigned long long)cs.idle_sleeps, (unsigned long long)sv.st.idle_lost_core,
+		    (unsigned long long)sv.st.idle_yields, (unsigned long long)sv.st.idle_sleeps);
+	/*
+	 * Each saw that it shares its core, and handed it to the other with a
+	 * yield rather than only by sleeping (which costs the sender of the
+	 * next datagram a wake-up).
+	 */
+	cr_assert_geq(cs.idle_lost_core + sv.st.idle_lost_core, 1,
+		      "no side noticed the shared core");
+	cr_assert_geq(cs.idle_yields + sv.st.idle_yields, 1, "no side yielded its shared core");
 }
 
 /* ---- (b2) a client waiting for answers sleeps; a slow peer is not flooded -------- */
