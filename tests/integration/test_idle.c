@@ -452,6 +452,20 @@ static void *hog_main(void *arg)
 	return NULL;
 }
 
+/* @set: only the first CPU this process may run on; returns that CPU. */
+static int first_cpu(cpu_set_t *set)
+{
+	int cpu;
+
+	cr_assert_eq(sched_getaffinity(0, sizeof(*set), set), 0);
+	for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, set); cpu++)
+		;
+	cr_assert_lt(cpu, CPU_SETSIZE);
+	CPU_ZERO(set);
+	CPU_SET(cpu, set);
+	return cpu;
+}
+
 Test(idle, idle_server_sharing_its_core_sleeps_before_its_spin_window_ends,
      .timeout = TEST_TIMEOUT_S)
 {
@@ -462,12 +476,7 @@ Test(idle, idle_server_sharing_its_core_sleeps_before_its_spin_window_ends,
 	int cpu;
 
 	/* The server and a CPU-bound thread share one CPU, the first we may use. */
-	cr_assert_eq(sched_getaffinity(0, sizeof(set), &set), 0);
-	for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &set); cpu++)
-		;
-	cr_assert_lt(cpu, CPU_SETSIZE);
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
+	cpu = first_cpu(&set);
 	cr_assert_eq(pthread_create(&hog, NULL, hog_main, &hog_stop), 0);
 	cr_assert_eq(pthread_setaffinity_np(hog, sizeof(set), &set), 0);
 
@@ -613,12 +622,7 @@ Test(idle, rpcs_sharing_a_core_yield_to_each_other, .timeout = TEST_TIMEOUT_S)
 	int cpu;
 
 	/* The server thread and this (client) thread on one CPU, the first we may use. */
-	cr_assert_eq(sched_getaffinity(0, sizeof(set), &set), 0);
-	for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &set); cpu++)
-		;
-	cr_assert_lt(cpu, CPU_SETSIZE);
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
+	cpu = first_cpu(&set);
 	cr_assert_eq(sched_setaffinity(0, sizeof(set), &set), 0);
 
 	memset(&sv, 0, sizeof(sv));
