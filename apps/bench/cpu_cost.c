@@ -33,6 +33,7 @@
 struct opts {
 	unsigned long count;
 	unsigned long window;
+	bool copy; /* responses copied into a buffer (urpc_req_enqueue), not viewed */
 };
 
 struct bench;
@@ -57,6 +58,7 @@ struct bench {
 	int enqueue_err; /* the first refused enqueue, or 0 */
 	unsigned long errors;
 	unsigned long handler_errors;
+	bool copy; /* opts.copy */
 	struct slot *slots;
 };
 
@@ -67,7 +69,7 @@ static void usage(FILE *f)
 		"    urpc-cpu-cost - CPU cost of small urpc RPCs, client and server on one core\n"
 		"\n"
 		"SYNOPSIS\n"
-		"    urpc-cpu-cost [--count N] [--window W]\n"
+		"    urpc-cpu-cost [--count N] [--window W] [--copy]\n"
 		"    urpc-cpu-cost --help\n"
 		"\n"
 		"DESCRIPTION\n"
@@ -80,7 +82,9 @@ static void usage(FILE *f)
 		"    each continuation sends the next request, as a closed-loop client does;\n"
 		"    the server's handler echoes the request with its first byte changed,\n"
 		"    as little as an application could do. Both sides run on the same\n"
-		"    core, so the time per RPC is the CPU cost of both.\n"
+		"    core, so the time per RPC is the CPU cost of both. The client reads\n"
+		"    each response where it arrived (urpc_req_enqueue_view), unless\n"
+		"    --copy asks for the copy into a response buffer of its own.\n"
 		"\n"
 		"    The loop loses nothing, so the retransmission and failure timers are\n"
 		"    kept far off (2 s and 600 s): under callgrind, 50 times slower, they\n"
@@ -97,6 +101,10 @@ static void usage(FILE *f)
 		"    -w, --window W\n"
 		"        Requests outstanding at once, 1 to %d (default 8): beyond the\n"
 		"        session's 8 slots they wait in its queue.\n"
+		"    -c, --copy\n"
+		"        Send with urpc_req_enqueue() and a %d-byte response buffer per\n"
+		"        request, which the engine copies each response into, instead of\n"
+		"        reading the response in the receive ring.\n"
 		"    -h, --help\n"
 		"        Show this help.\n"
 		"\n"
@@ -114,7 +122,7 @@ static void usage(FILE *f)
 		"EXAMPLES\n"
 		"    urpc-cpu-cost --count 2000000 --window 16\n"
 		"    cpu_cost_callgrind.sh build/apps/bench/urpc-cpu-cost\n",
-		MSG_SIZE, MSG_SIZE, MAX_WINDOW);
+		MSG_SIZE, MSG_SIZE, MAX_WINDOW, MSG_SIZE);
 }
 
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
@@ -123,11 +131,13 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	const struct urpc_app_opt opts[] = {
 		{URPC_APP_ULONG("count", 'n', &o->count, 1, 4000000000ul)},
 		{URPC_APP_ULONG("window", 'w', &o->window, 1, MAX_WINDOW)},
+		{URPC_APP_TRUE("copy", 'c', &o->copy)},
 	};
 	const struct urpc_app_cmdline cl = {URPC_APP_CMDLINE(PROG, usage, opts)};
 
 	o->count = 1000000;
 	o->window = 8;
+	o->copy = false;
 	return urpc_app_parse_args(&cl, argc, argv, NULL);
 }
 
@@ -164,7 +174,12 @@ static void issue(struct bench *b, struct slot *s)
 
 	memset(s->req.buf, (int)(b->issued & 0x7f), MSG_SIZE);
 	s->busy = true;
-	ret = urpc_req_enqueue(b->cli, b->session, BENCH_REQ_TYPE, &s->req, &s->resp, cont, s, 0);
+	if (b->copy)
+		ret = urpc_req_enqueue(b->cli, b->session, BENCH_REQ_TYPE, &s->req, &s->resp, cont,
+				       s, 0);
+	else
+		ret = urpc_req_enqueue_view(b->cli, b->session, BENCH_REQ_TYPE, &s->req, cont, s,
+					    0);
 	if (ret) {
 		s->busy = false;
 		if (!b->enqueue_err)
@@ -175,7 +190,9 @@ static void issue(struct bench *b, struct slot *s)
 }
 
 /*
- * Client: count the RPC (a failed or wrong response is an error) and send
+ * Client: count the RPC (a failed or wrong response is an error: @resp is
+ * the slot's buffer with --copy, else a view of the response valid only
+ * here) and send
  * the slot's next request from here, as a closed-loop client does: the
  * window refills without any scan of the slots.
  */
@@ -213,6 +230,7 @@ __attribute__((noinline)) static int run(struct bench *b, const struct opts *o)
 	int ret;
 
 	b->count = o->count;
+	b->copy = o->copy;
 	for (i = 0; i < o->window && b->issued < o->count; i++)
 		issue(b, &b->slots[i]);
 	while (b->completed < o->count && !b->enqueue_err) {

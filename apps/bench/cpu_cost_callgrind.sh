@@ -16,17 +16,19 @@
 # Usage: cpu_cost_callgrind.sh [BINARY]
 #   BINARY  urpc-cpu-cost (default: next to this script, else in build/)
 # Environment: N1 (default 20000), N2 (default 120000), WINDOW (default 8),
-#              VALGRIND (default valgrind).
+#              COPY (1: responses copied into buffers, urpc-cpu-cost --copy;
+#              default 0: read in place), VALGRIND (default valgrind).
 set -eu
 
 N1=${N1:-20000}
 N2=${N2:-120000}
 WINDOW=${WINDOW:-8}
+COPY=${COPY:-0}
 VALGRIND=${VALGRIND:-valgrind}
 here=$(cd "$(dirname "$0")" && pwd)
 
 usage() {
-	sed -n '4,16p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '4,20p' "$0" | sed 's/^# \{0,1\}//'
 }
 if [ $# -gt 1 ]; then
 	usage >&2
@@ -59,6 +61,13 @@ if [ "$N2" -le "$N1" ]; then
 	exit 2
 fi
 
+copy_arg=
+how="responses read in place"
+if [ "$COPY" = 1 ]; then
+	copy_arg=--copy
+	how="responses copied"
+fi
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -66,7 +75,7 @@ trap 'rm -rf "$tmp"' EXIT
 measure() {
 	out="$tmp/callgrind.$1.out"
 	if ! "$VALGRIND" --tool=callgrind --collect-atstart=no --toggle-collect=run \
-		--callgrind-out-file="$out" "$bin" --count "$1" --window "$WINDOW" \
+		--callgrind-out-file="$out" "$bin" --count "$1" --window "$WINDOW" $copy_arg \
 		>"$tmp/log.$1" 2>&1; then
 		echo "cpu_cost_callgrind.sh: run with --count $1 failed:" >&2
 		cat "$tmp/log.$1" >&2
@@ -85,7 +94,7 @@ measure() {
 
 i1=$(measure "$N1")
 i2=$(measure "$N2")
-echo "urpc-cpu-cost under callgrind, window $WINDOW:"
+echo "urpc-cpu-cost under callgrind, window $WINDOW, $how:"
 echo "  $N1 RPCs: $i1 instructions"
 echo "  $N2 RPCs: $i2 instructions"
 awk -v i1="$i1" -v i2="$i2" -v n1="$N1" -v n2="$N2" 'BEGIN {

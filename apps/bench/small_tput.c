@@ -51,8 +51,7 @@ struct window_run {
 struct client;
 
 struct slot {
-	struct urpc_msgbuf req;
-	struct urpc_msgbuf resp;
+	struct urpc_msgbuf req; /* the response is read in place (urpc_req_enqueue_view) */
 	struct client *c;
 	int session;
 	bool busy;
@@ -91,10 +90,12 @@ static void usage(FILE *f)
 		"    outstanding, spread over ceil(W/%d) sessions to the server (a session\n"
 		"    keeps %d in flight), and the server echoes each. The client enqueues up\n"
 		"    to B requests between two passes of its event loop (the batch), then\n"
-		"    runs one pass. The rate is RPCs completed per second over SEC seconds\n"
-		"    after 0.1 s of warm-up, on one client core: on udp and verbs the\n"
-		"    server Rpc runs on a second thread, both busy-polling; on loop both\n"
-		"    share the main thread (so the figure is both sides on one core).\n"
+		"    runs one pass; it reads each response where it arrived\n"
+		"    (urpc_req_enqueue_view). The rate is RPCs completed per second over\n"
+		"    SEC seconds after 0.1 s of warm-up, on one client core: on udp and\n"
+		"    verbs the server Rpc runs on a second thread, both busy-polling; on\n"
+		"    loop both share the main thread (so the figure is both sides on one\n"
+		"    core).\n"
 		"\n"
 		"    The baseline is measured in the same run, while the urpc server\n"
 		"    thread is paused (it would busy-poll a core away from the baseline).\n"
@@ -247,7 +248,6 @@ static void free_slots(struct client *c)
 		if (c->slots[i].busy)
 			continue; /* still lent to the engine: destroy will say -EBUSY */
 		urpc_msgbuf_free(c->rpc, &c->slots[i].req);
-		urpc_msgbuf_free(c->rpc, &c->slots[i].resp);
 	}
 	free(c->slots);
 	c->slots = NULL;
@@ -269,11 +269,6 @@ static int alloc_slots(struct client *c, unsigned window)
 		ret = urpc_msgbuf_alloc(c->rpc, c->o->size, &s->req);
 		if (ret)
 			return ret;
-		ret = urpc_msgbuf_alloc(c->rpc, c->o->size, &s->resp);
-		if (ret) {
-			urpc_msgbuf_free(c->rpc, &s->req);
-			return ret;
-		}
 		memset(s->req.buf, 0xa5, c->o->size);
 	}
 	return 0;
@@ -305,8 +300,8 @@ static int pump(struct client *c, unsigned long batch, double warm_s, double sec
 				break;
 			s->req.buf[0]++;
 			s->busy = true;
-			ret = urpc_req_enqueue(c->rpc, s->session, BENCH_REQ_TYPE, &s->req,
-					       &s->resp, cont, s, 0);
+			ret = urpc_req_enqueue_view(c->rpc, s->session, BENCH_REQ_TYPE, &s->req,
+						    cont, s, 0);
 			if (ret) {
 				s->busy = false;
 				if (ret == -ENOMEM)

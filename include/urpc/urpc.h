@@ -744,7 +744,9 @@ URPC_API int urpc_mem_forget(struct urpc_rpc *rpc, void *addr, size_t len);
  *               response could not be read within it), -ENOMEM (the server
  *               had no buffer for a large request), or for GPU memory -EIO (a
  *               copy to or from the GPU failed, on either side).
- * @param resp   the response buffer given to urpc_req_enqueue().
+ * @param resp   the response buffer given to urpc_req_enqueue(), or for
+ *               urpc_req_enqueue_view() a view of the response's bytes,
+ *               valid only while the continuation runs.
  *
  * Callback: runs exactly once, on the owner thread inside the event loop (or
  * inside urpc_rpc_destroy()). From then on the request and response buffers
@@ -774,12 +776,15 @@ typedef void (*urpc_cont_fn)(struct urpc_rpc *rpc, void *tag, int status, struct
  * Inline: it calls the library's urpc_priv_req_enqueue() (no deadline) or
  * urpc_priv_req_enqueue_full(); applications call only this one.
  */
-URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, uint8_t req_type,
+#define URPC_PRIV_RESP_VIEW 0x100u /* private: urpc_req_enqueue_view() */
+URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, unsigned type_flags,
 					struct urpc_msgbuf *req, struct urpc_msgbuf *resp,
 					urpc_cont_fn cont, void *tag, uint32_t timeout_ms);
 URPC_API int urpc_priv_req_enqueue(struct urpc_rpc *rpc, struct urpc_msgbuf *req,
 				   struct urpc_msgbuf *resp, urpc_cont_fn cont, void *tag,
 				   uint64_t session_type);
+URPC_API int urpc_priv_req_enqueue_view(struct urpc_rpc *rpc, struct urpc_msgbuf *req,
+					urpc_cont_fn cont, void *tag, uint64_t session_type);
 
 static inline int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t req_type,
 				   struct urpc_msgbuf *req, struct urpc_msgbuf *resp,
@@ -796,6 +801,41 @@ static inline int urpc_req_enqueue(struct urpc_rpc *rpc, int session, uint8_t re
 						  timeout_ms);
 	return urpc_priv_req_enqueue(rpc, req, resp, cont, tag,
 				     (uint32_t)session | (uint64_t)req_type << 32);
+}
+
+/**
+ * urpc_req_enqueue_view() - Send a request whose continuation reads the
+ * response where it arrived (in the receive ring), without a response
+ * buffer: urpc_req_enqueue() without the copy into one.
+ *
+ * @param req, @param timeout_ms, the return value and the errors: as
+ *             urpc_req_enqueue() (no @resp to check).
+ * @param cont runs exactly once, as for urpc_req_enqueue(), and gets as
+ *             @resp a view, not a buffer: with status 0, resp->buf points
+ *             at the response's resp->data_size bytes in host memory (the
+ *             receive ring; never GPU memory: copy what a GPU needs) and
+ *             resp->max_data_size is 0; with an error, buf is NULL and
+ *             data_size 0. Like urpc_req_data() in a handler, the view is
+ *             valid only until @cont returns: copy what is needed later.
+ *             It is read-only: write nothing through it and pass it to no
+ *             call (the library refuses it with -EINVAL where it can tell:
+ *             urpc_msgbuf_free(), urpc_msgbuf_resize() above 0 bytes,
+ *             urpc_resp_enqueue(), urpc_req_enqueue() with a deadline).
+ * A response above urpc_rpc_max_msg_size() (a large response, which the
+ * client READs into a buffer) cannot be viewed: its continuation gets
+ * -EMSGSIZE and the server frees it as for any client that refused it.
+ * Inline: it calls the library's urpc_priv_req_enqueue_view() (no
+ * deadline) or urpc_priv_req_enqueue_full().
+ */
+static inline int urpc_req_enqueue_view(struct urpc_rpc *rpc, int session, uint8_t req_type,
+					struct urpc_msgbuf *req, urpc_cont_fn cont, void *tag,
+					uint32_t timeout_ms)
+{
+	if (timeout_ms || !req || !cont)
+		return urpc_priv_req_enqueue_full(rpc, session, req_type | URPC_PRIV_RESP_VIEW, req,
+						  NULL, cont, tag, timeout_ms);
+	return urpc_priv_req_enqueue_view(rpc, req, cont, tag,
+					  (uint32_t)session | (uint64_t)req_type << 32);
 }
 
 /**

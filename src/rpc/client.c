@@ -4,7 +4,8 @@
  * queue, the free mask (the session's credits) and the busy bitmap; a request's continuation runs from
  * complete(), urpc__cli_fail_all() or an orphaned operation, exactly once.
  * May call: large.h (descriptors, grants, operations, orphans), msgbuf.h
- * (GPU staging), tx.h, the transport's post_read and tx_flush. Nothing here
+ * (GPU staging), rtt.h (round-trip samples), tx.h, the transport's
+ * post_read and tx_flush. Nothing here
  * allocates, locks, or makes a syscall beyond the transport's.
  */
 #define URPC_LOG_MODULE "client"
@@ -15,59 +16,12 @@
 
 #include "large.h"
 #include "msgbuf.h"
+#include "rtt.h"
 #include "states.h"
 #include "tx.h"
 
 #define SLOT_MASK (URPC_SESSION_SLOTS - 1)
 #define WAITQ_MASK (URPC_SESSION_WAITQ - 1)
-
-/*
- * Round-trip sampling (struct urpc_rtt): at most one sample per session in
- * RTT_GAP_NS, which costs a compare per response; the largest sample is
- * remembered for one to two RTT_WIN_NS windows.
- */
-#define RTT_GAP_NS 100000ull	/* 100 us */
-#define RTT_WIN_NS 500000000ull /* 500 ms */
-
-void urpc__cli_rtt_init(const struct urpc_rpc *rpc, struct urpc_session *s)
-{
-	s->cli.rtt = (struct urpc_rtt){.rto_ns = rpc->rto_ns};
-}
-
-/*
- * One round-trip sample @r of session @s: RFC 6298's smoothed RTT and
- * variance (gains 1/8 and 1/4), and the windowed maximum. The first RTO of
- * a request is the larger of srtt + 4 * rttvar and twice the windowed
- * maximum, at least the Rpc's rto (its floor: a fast path never retransmits
- * sooner than configured) and at most rto_max. The maximum is what keeps a
- * peer that is only slow now and then (descheduled on a busy host) from
- * being flooded: the variance alone forgets a rare slow answer within a
- * few fast ones.
- */
-static URPC_COLD void rtt_sample(struct urpc_rpc *rpc, struct urpc_session *s, uint64_t r)
-{
-	struct urpc_rtt *t = &s->cli.rtt;
-	uint64_t d, m, rto;
-
-	if (!t->srtt_ns) {
-		t->srtt_ns = r;
-		t->rttvar_ns = r / 2;
-	} else {
-		d = r > t->srtt_ns ? r - t->srtt_ns : t->srtt_ns - r;
-		t->rttvar_ns = t->rttvar_ns - t->rttvar_ns / 4 + d / 4;
-		t->srtt_ns = t->srtt_ns - t->srtt_ns / 8 + r / 8;
-	}
-	if (rpc->now >= t->win_end_ns) {
-		t->win_max_ns[1] = t->win_max_ns[0];
-		t->win_max_ns[0] = 0;
-		t->win_end_ns = rpc->now + RTT_WIN_NS;
-	}
-	t->win_max_ns[0] = URPC_MAX(t->win_max_ns[0], r);
-	m = URPC_MAX(t->win_max_ns[0], t->win_max_ns[1]);
-	rto = URPC_MAX(t->srtt_ns + 4 * t->rttvar_ns, 2 * m);
-	t->rto_ns = URPC_MIN(URPC_MAX(rto, rpc->rto_ns), rpc->rto_max_ns);
-	t->next_ns = rpc->now + RTT_GAP_NS;
-}
 
 /* Transmit (or retransmit) the request in client slot @i of @s. */
 static inline void send_req(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_cslot *sl)
@@ -185,10 +139,11 @@ void urpc__cli_kick(struct urpc_rpc *rpc, struct urpc_session *s)
  * deadlines, large requests, the wait queue. urpc_priv_req_enqueue() takes
  * the common case itself and comes here for everything else.
  */
-URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, uint8_t req_type,
+URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, unsigned type_flags,
 					struct urpc_msgbuf *req, struct urpc_msgbuf *resp,
 					urpc_cont_fn cont, void *tag, uint32_t timeout_ms)
 {
+	uint8_t req_type = (uint8_t)type_flags;
 	struct urpc_session *s;
 	uint64_t deadline = 0;
 	bool large;
@@ -197,9 +152,15 @@ URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, uint8
 		return -EINVAL;
 	if (unlikely(!urpc__rpc_is_owner(rpc)))
 		return -EPERM;
+	/* A view request's continuation gets the Rpc's view; the view is never a buffer to lend. */
+	if (type_flags & URPC_PRIV_RESP_VIEW)
+		resp = &rpc->resp_view;
+	else if (resp == &rpc->resp_view)
+		return -EINVAL;
 	s = urpc__rpc_session(rpc, session);
-	if (unlikely(!s || s->role != URPC_ROLE_CLIENT || !req || !req->buf || !resp ||
-		     !resp->buf || !cont))
+	if (unlikely(!s || s->role != URPC_ROLE_CLIENT || !req || !req->buf ||
+		     req == &rpc->resp_view || !resp || (!resp->buf && resp != &rpc->resp_view) ||
+		     !cont))
 		return -EINVAL;
 	large = req_is_large(rpc, req);
 	if (unlikely(large)) {
@@ -255,11 +216,12 @@ URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, uint8
 
 /*
  * urpc_req_enqueue() (urpc.h) without a deadline, @req, @resp and @cont not
- * NULL; @session_type: the session number, the request type in bits 32-39.
+ * NULL, or with @view urpc_req_enqueue_view() (@resp unused: the Rpc's view);
+ * @session_type: the session number, the request type in bits 32-39.
  */
-URPC_API int urpc_priv_req_enqueue(struct urpc_rpc *rpc, struct urpc_msgbuf *req,
-				   struct urpc_msgbuf *resp, urpc_cont_fn cont, void *tag,
-				   uint64_t session_type)
+static inline URPC_ALWAYS_INLINE int enqueue(struct urpc_rpc *rpc, struct urpc_msgbuf *req,
+					     struct urpc_msgbuf *resp, urpc_cont_fn cont, void *tag,
+					     uint64_t session_type, bool view)
 {
 	uint32_t session = (uint32_t)session_type;
 	uint8_t req_type = (uint8_t)(session_type >> 32);
@@ -273,8 +235,10 @@ URPC_API int urpc_priv_req_enqueue(struct urpc_rpc *rpc, struct urpc_msgbuf *req
 	 * else, every bad argument included, goes the full path, which says why.
 	 */
 	if (unlikely(!rpc || !urpc__rpc_is_owner(rpc) || session >= rpc->hi_session || !req->buf ||
-		     !resp->buf || req_is_large(rpc, req) || rpc->ntx == URPC_TX_BATCH))
+		     (!view && !resp->buf) || req_is_large(rpc, req) || rpc->ntx == URPC_TX_BATCH))
 		goto full;
+	if (view)
+		resp = &rpc->resp_view;
 	s = rpc->sessions[session];
 	if (unlikely(!s || s->rx_word != URPC_PKT_WORD(URPC_PKT_RESP) || !s->cli.free_mask ||
 		     s->cli.wq_head != s->cli.wq_tail))
@@ -294,7 +258,22 @@ URPC_API int urpc_priv_req_enqueue(struct urpc_rpc *rpc, struct urpc_msgbuf *req
 	return 0;
 
 full:
-	return urpc_priv_req_enqueue_full(rpc, (int)session, req_type, req, resp, cont, tag, 0);
+	return urpc_priv_req_enqueue_full(rpc, (int)session,
+					  req_type | (view ? URPC_PRIV_RESP_VIEW : 0u), req, resp,
+					  cont, tag, 0);
+}
+
+URPC_API int urpc_priv_req_enqueue(struct urpc_rpc *rpc, struct urpc_msgbuf *req,
+				   struct urpc_msgbuf *resp, urpc_cont_fn cont, void *tag,
+				   uint64_t session_type)
+{
+	return enqueue(rpc, req, resp, cont, tag, session_type, false);
+}
+
+URPC_API int urpc_priv_req_enqueue_view(struct urpc_rpc *rpc, struct urpc_msgbuf *req,
+					urpc_cont_fn cont, void *tag, uint64_t session_type)
+{
+	return enqueue(rpc, req, NULL, cont, tag, session_type, true);
 }
 
 static inline URPC_ALWAYS_INLINE void complete(struct urpc_rpc *rpc, struct urpc_session *s,
@@ -315,6 +294,10 @@ static inline URPC_ALWAYS_INLINE void complete(struct urpc_rpc *rpc, struct urpc
 		 */
 		urpc__tx_forget(rpc, req_pkt_of(sl), NULL);
 		rpc->tp->ops->tx_flush(rpc->tp);
+		if (status) { /* a view request's continuation gets no bytes */
+			rpc->resp_view.buf = NULL;
+			rpc->resp_view.data_size = 0;
+		}
 	}
 	/* The server no longer reads the request: revoked, or kept until it let go (large.h). */
 	later = unlikely(sl->grant.key) && urpc__cli_large_retire(rpc, s, sl, status);
@@ -620,6 +603,11 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		st = client_rx_slow(rpc, s, sl, h, data, len);
 		if (st == RX_CONSUMED)
 			return;
+	} else if (unlikely(resp == &rpc->resp_view)) {
+		/* urpc_req_enqueue_view(): the continuation reads the bytes in place. */
+		resp->buf = (uint8_t *)(uintptr_t)data;
+		resp->data_size = len;
+		st = 0;
 	} else if (unlikely(len > resp->max_data_size)) {
 		st = -EMSGSIZE;
 	} else {
@@ -628,7 +616,7 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 	}
 	/* Karn: a retransmitted request's answer may be to either copy. tx_ns 0: not stamped. */
 	if (unlikely(rpc->now >= s->cli.rtt.next_ns) && !sl->retries && sl->tx_ns)
-		rtt_sample(rpc, s, rpc->now - sl->tx_ns);
+		urpc__rtt_sample(rpc, s, rpc->now - sl->tx_ns);
 	rpc->st.resps_rx++;
 	complete(rpc, s, sl, st);
 }

@@ -29,9 +29,6 @@ void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status
 /* Move waiting requests into free slots and transmit them. */
 void urpc__cli_kick(struct urpc_rpc *rpc, struct urpc_session *s);
 
-/* Start client session @s's round-trip estimate at the Rpc's first RTO. */
-void urpc__cli_rtt_init(const struct urpc_rpc *rpc, struct urpc_session *s);
-
 /*
  * The earliest time a timer of busy client session @s (retransmission or
  * deadline of a request in a slot or waiting) needs the timer scan; the

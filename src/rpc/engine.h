@@ -153,72 +153,15 @@ struct urpc_os_op {
 	uint16_t next_free;
 };
 
-/*
- * The users' one-sided operations (urpc_rdma_*; rop.c), in a table of their
- * own beside os[] so that they cannot crowd out large messages. Every call
- * is a batch (urpc_rdma_read/_write: a batch of one) with one continuation;
- * each of its operations is an entry of the operation table, queued until
- * it is posted (at most URPC_ROP_WINDOW of them are in the transport at
- * once), then posted until the transport lets go of it. The wr_id of a
- * posted one is URPC_ROP_WR | generation << 32 | index.
- */
-#define URPC_ROP_WR (1ull << 63)
-#define URPC_ROP_WINDOW 32 /* users' operations in the transport at once, per Rpc */
-#define URPC_ROP_NIL UINT32_MAX
-
-enum urpc_rop_state {
-	URPC_ROP_FREE = 0,
-	URPC_ROP_QUEUED = 1, /* waits for the window */
-	URPC_ROP_POSTED = 2, /* the transport has it */
-};
-
-struct urpc_rop {
-	uint8_t state; /* enum urpc_rop_state */
-	bool write;
-	uint16_t gen;		/* of its wr_id; advances with each post */
-	uint32_t batch;		/* its batch's index */
-	uint32_t next;		/* the free list, or the queue */
-	struct urpc_msgbuf buf; /* the local buffer: lent until the batch's continuation */
-	size_t off;		/* into @buf's data */
-	uint64_t raddr;
-	uint64_t rkey;
-	size_t len;
-};
-
-struct urpc_rbatch {
-	urpc_rdma_cont_fn cont; /* NULL: a free entry */
-	void *tag;
-	uint64_t deadline_ns; /* Rpc clock */
-	uint64_t idle_ns;     /* timeout 0: the deadline moves on with progress (rop.c) */
-	uint32_t sess_num;
-	uint32_t left;	 /* operations not let go (queued or posted) */
-	uint32_t posted; /* ... of which posted */
-	int status;	 /* the first real failure; 0: none yet */
-	bool expired;	 /* the deadline passed: posted ones were cancelled */
-	uint32_t next;	 /* the free list, or the list of batches due */
-};
-
-struct urpc_rop_tab {
-	struct urpc_rop *op;
-	uint32_t cap, free; /* free: head of the free list */
-	uint32_t live;	    /* operations queued or posted */
-	uint32_t posted;
-	uint32_t qhead, qtail; /* queued operations, oldest first */
-	struct urpc_rbatch *b;
-	uint32_t bcap, bfree;
-	uint32_t batches; /* batches whose continuation has not run */
-	uint32_t due;	  /* head of the batches due (every operation let go) */
-};
-
 /* Server slot: what was queued beyond the first send of a stored response. */
 #define URPC_RESENT_RESP 0x1u /* the stored response, again */
 #define URPC_RESENT_ACK 0x2u  /* the ack (a large request read, its handler deferred) */
 
 /*
- * A client session's round-trip estimate (client.c): smoothed RTT and
+ * A client session's round-trip estimate (rtt.c): smoothed RTT and
  * variance as RFC 6298 keeps them, and the largest sample of the last one
  * or two windows, so that a peer that was descheduled once recently is
- * given that long again. Sampled at most once per URPC_RTT_GAP_NS, from
+ * given that long again. Sampled at most once per RTT_GAP_NS, from
  * requests answered without a retransmission (Karn).
  */
 struct urpc_rtt {
@@ -454,6 +397,12 @@ struct urpc_rpc {
 	int (*tx_now)(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *buf, uint32_t len);
 	bool rx_reclaim;   /* rx_burst() takes back the last burst (URPC_TP_CAP_RX_RECLAIM) */
 	uint64_t tx_epoch; /* advances each time the TX batch empties */
+	/*
+	 * The response a continuation of urpc_req_enqueue_view() gets: the bytes in the receive
+	 * ring, set by client.c for each answer; empty (buf NULL) for an error. Not a buffer:
+	 * priv_class NULL and max_data_size 0, so every call that takes one refuses it.
+	 */
+	struct urpc_msgbuf resp_view;
 	struct urpc_os_op os[URPC_OS_OPS];
 	uint16_t os_free; /* free list of os[], URPC_OS_NIL at the end */
 	union {		  /* the pass's rare work: one load of rare tells it there is none */
@@ -638,6 +587,8 @@ static inline struct urpc_session *urpc__rpc_session(struct urpc_rpc *rpc, int n
 static inline void urpc__run_cont(struct urpc_rpc *rpc, urpc_cont_fn cont, void *tag, int status,
 				  struct urpc_msgbuf *resp)
 {
+	rpc->resp_view.buf = NULL; /* a view request comes here only with an error: no bytes */
+	rpc->resp_view.data_size = 0;
 	rpc->in_cb++;
 	cont(rpc, tag, status, resp);
 	rpc->in_cb--;

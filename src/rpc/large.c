@@ -145,7 +145,8 @@ URPC_COLD bool urpc__cli_large_retire(struct urpc_rpc *rpc, struct urpc_session 
 	struct urpc_cli_retiring *r;
 	struct urpc_msgbuf self;
 
-	if (grant_ready(rpc, &sl->grant) ||
+	/* A view's bytes are gone once this pass ends: its continuation cannot wait either. */
+	if (grant_ready(rpc, &sl->grant) || sl->resp == &rpc->resp_view ||
 	    urpc__pool_alloc(rpc->pool, sizeof(*r), &self)) { /* no room: wait here, as before */
 		urpc__grant_revoke(rpc, &sl->grant);
 		return false;

@@ -94,7 +94,7 @@ URPC_API int urpc_msgbuf_free(struct urpc_rpc *rpc, struct urpc_msgbuf *mb)
 		return -EINVAL;
 	if (unlikely(!urpc__rpc_is_owner(rpc)))
 		return -EPERM;
-	if (!mb->buf || urpc__mb_is_view(mb))
+	if (!mb->buf || urpc__mb_is_view(mb) || mb == &rpc->resp_view)
 		return -EINVAL;
 	if (urpc__mb_is_lent(rpc, mb))
 		return -EBUSY;
@@ -250,12 +250,15 @@ static void held_add(const struct urpc_msgbuf *mb, size_t *bufs, size_t *views)
 		++*bufs;
 }
 
-/* A request's buffers: the response buffer may be the request buffer. */
-static void held_pair(const struct urpc_msgbuf *req, const struct urpc_msgbuf *resp, size_t *bufs,
-		      size_t *views)
+/*
+ * A request's buffers: the response buffer may be the request buffer, or
+ * the Rpc's view (urpc_req_enqueue_view), which is no buffer.
+ */
+static void held_pair(const struct urpc_rpc *rpc, const struct urpc_msgbuf *req,
+		      const struct urpc_msgbuf *resp, size_t *bufs, size_t *views)
 {
 	held_add(req, bufs, views);
-	if (resp != req)
+	if (resp != req && resp != &rpc->resp_view)
 		held_add(resp, bufs, views);
 }
 
@@ -273,7 +276,7 @@ void urpc__mb_held(const struct urpc_rpc *rpc, size_t *bufs, size_t *views)
 	}
 	for (r = rpc->cli_retiring; r; r = r->next) { /* large requests their server still holds */
 		held_add(&r->self, bufs, views);
-		held_pair(r->req, r->resp, bufs, views);
+		held_pair(rpc, r->req, r->resp, bufs, views);
 	}
 	for (i = 0; i < rpc->hi_session; i++) {
 		const struct urpc_session *s = rpc->sessions[i];
@@ -292,9 +295,10 @@ void urpc__mb_held(const struct urpc_rpc *rpc, size_t *bufs, size_t *views)
 		}
 		for (j = 0; j < URPC_SESSION_SLOTS; j++)
 			if (s->cli.slots[j].state != URPC_CLI_FREE)
-				held_pair(s->cli.slots[j].req, s->cli.slots[j].resp, bufs, views);
+				held_pair(rpc, s->cli.slots[j].req, s->cli.slots[j].resp, bufs,
+					  views);
 		for (j = s->cli.wq_head; j != s->cli.wq_tail; j++)
-			held_pair(s->cli.waitq[j % URPC_SESSION_WAITQ].req,
+			held_pair(rpc, s->cli.waitq[j % URPC_SESSION_WAITQ].req,
 				  s->cli.waitq[j % URPC_SESSION_WAITQ].resp, bufs, views);
 	}
 	for (i = 0; i < URPC_OS_OPS; i++) {
@@ -305,7 +309,7 @@ void urpc__mb_held(const struct urpc_rpc *rpc, size_t *bufs, size_t *views)
 		if (op->kind == URPC_OS_SRV_REQ)
 			held_add(&op->buf, bufs, views);
 		else if (op->orphan)
-			held_pair(op->req, op->resp, bufs, views);
+			held_pair(rpc, op->req, op->resp, bufs, views);
 	}
 	urpc__rop_held(rpc, bufs, views); /* users' operations: each buffer once */
 }

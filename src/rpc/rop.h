@@ -2,7 +2,7 @@
 /*
  * The users' one-sided operations (issue 16): batches of READs and WRITEs
  * with one deadline and one continuation, in a table of their own
- * (struct urpc_rop_tab in engine.h), posted to the transport at most
+ * (struct urpc_rop_tab, below), posted to the transport at most
  * URPC_ROP_WINDOW at a time so that large messages keep their share of
  * it. rmem.c checks the arguments and submits; large.c hands the
  * completions over (wr_id with URPC_ROP_WR) and drains at destroy; the
@@ -17,6 +17,63 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/*
+ * The users' one-sided operations (urpc_rdma_*; rop.c), in a table of their
+ * own beside os[] so that they cannot crowd out large messages. Every call
+ * is a batch (urpc_rdma_read/_write: a batch of one) with one continuation;
+ * each of its operations is an entry of the operation table, queued until
+ * it is posted (at most URPC_ROP_WINDOW of them are in the transport at
+ * once), then posted until the transport lets go of it. The wr_id of a
+ * posted one is URPC_ROP_WR | generation << 32 | index.
+ */
+#define URPC_ROP_WR (1ull << 63)
+#define URPC_ROP_WINDOW 32 /* users' operations in the transport at once, per Rpc */
+#define URPC_ROP_NIL UINT32_MAX
+
+enum urpc_rop_state {
+	URPC_ROP_FREE = 0,
+	URPC_ROP_QUEUED = 1, /* waits for the window */
+	URPC_ROP_POSTED = 2, /* the transport has it */
+};
+
+struct urpc_rop {
+	uint8_t state; /* enum urpc_rop_state */
+	bool write;
+	uint16_t gen;		/* of its wr_id; advances with each post */
+	uint32_t batch;		/* its batch's index */
+	uint32_t next;		/* the free list, or the queue */
+	struct urpc_msgbuf buf; /* the local buffer: lent until the batch's continuation */
+	size_t off;		/* into @buf's data */
+	uint64_t raddr;
+	uint64_t rkey;
+	size_t len;
+};
+
+struct urpc_rbatch {
+	urpc_rdma_cont_fn cont; /* NULL: a free entry */
+	void *tag;
+	uint64_t deadline_ns; /* Rpc clock */
+	uint64_t idle_ns;     /* timeout 0: the deadline moves on with progress (rop.c) */
+	uint32_t sess_num;
+	uint32_t left;	 /* operations not let go (queued or posted) */
+	uint32_t posted; /* ... of which posted */
+	int status;	 /* the first real failure; 0: none yet */
+	bool expired;	 /* the deadline passed: posted ones were cancelled */
+	uint32_t next;	 /* the free list, or the list of batches due */
+};
+
+struct urpc_rop_tab {
+	struct urpc_rop *op;
+	uint32_t cap, free; /* free: head of the free list */
+	uint32_t live;	    /* operations queued or posted */
+	uint32_t posted;
+	uint32_t qhead, qtail; /* queued operations, oldest first */
+	struct urpc_rbatch *b;
+	uint32_t bcap, bfree;
+	uint32_t batches; /* batches whose continuation has not run */
+	uint32_t due;	  /* head of the batches due (every operation let go) */
+};
 
 /*
  * Queue the @n operations of @ops (checked by the caller: ranges, rbufs,

@@ -20,6 +20,7 @@
 #include "../util/log.h"
 #include "client.h"
 #include "large.h"
+#include "rtt.h"
 #include "session_sm.h"
 #include "session_src.h"
 #include "session_table.h"

@@ -312,6 +312,75 @@ Test(GPU_NAME, handler_receives_into_gpu_memory, .timeout = 240)
 	free(back);
 }
 
+struct viewed {
+	unsigned runs;
+	int status;
+	size_t len;
+	uint8_t first, last;
+	bool null;
+};
+
+static void view_cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
+{
+	struct viewed *v = tag;
+
+	v->runs++;
+	v->status = status;
+	v->len = resp->data_size;
+	v->null = !resp->buf;
+	if (resp->buf && resp->data_size) {
+		v->first = resp->buf[0]; /* host memory: read directly */
+		v->last = resp->buf[resp->data_size - 1];
+	}
+}
+
+/*
+ * A request from GPU memory whose response is read in place
+ * (urpc_req_enqueue_view): the view is host memory; a response too large
+ * for a datagram cannot be viewed (-EMSGSIZE, once).
+ */
+static void gpu_view(size_t len, int want)
+{
+	uint64_t end = urpc__now_ns() + WAIT_NS;
+	uint8_t *host = malloc(len);
+	void *din = dev_alloc(len);
+	struct viewed v = {0};
+	struct urpc_msgbuf req;
+	size_t i;
+
+	cr_assert_not_null(host);
+	for (i = 0; i < len; i++)
+		host[i] = pat(i, 7);
+	cr_assert_eq(urpc__cuda_copy_to_device(din, host, len), 0);
+	cr_assert_eq(urpc_msgbuf_register(G.cli, din, len, URPC_MEM_PEER_READS, &req), 0);
+	cr_assert_eq(urpc_req_enqueue_view(G.cli, G.sess, T_ECHO, &req, view_cont, &v, 0), 0);
+	while (!v.runs) {
+		cr_assert_lt(urpc__now_ns(), end, "request did not complete");
+		pump();
+	}
+	cr_assert_eq(v.runs, 1);
+	cr_assert_eq(v.status, want, "%zu bytes: %s", len, urpc_strerror(v.status));
+	if (want) {
+		cr_assert(v.null && !v.len, "an error's view points at bytes");
+	} else {
+		cr_assert_eq(v.len, len);
+		cr_assert_eq(v.first, (uint8_t)(host[0] ^ 0x5a));
+		cr_assert_eq(v.last, (uint8_t)(host[len - 1] ^ 0x5a));
+	}
+	cr_assert_eq(urpc_msgbuf_unregister(G.cli, &req), 0);
+	dev_free(din);
+	free(host);
+}
+
+Test(GPU_NAME, a_gpu_request_s_response_is_read_in_place, .timeout = 240)
+{
+	world_up();
+	gpu_view(100, 0);
+	gpu_view(urpc_rpc_max_msg_size(G.cli), 0);
+	gpu_view(urpc_rpc_max_msg_size(G.cli) + 1, -EMSGSIZE);
+	world_down();
+}
+
 /* opts.cuda_device: the GPU's PCI address, read through the driver, places the port. */
 Test(GPU_NAME, cuda_device_names_the_port_to_be_near)
 {

@@ -24,6 +24,7 @@
 
 #include "rpc/engine.h"
 #include "rpc/rmem.h"
+#include "rpc/rop.h" /* the operation table and its window */
 #include "rpc/rpc.h"
 #include "util/seam.h"
 #include "verbs_skip.h"
