@@ -107,11 +107,8 @@ static inline URPC_ALWAYS_INLINE void start_req(struct urpc_rpc *rpc, struct urp
 		urpc__grant_read(rpc, s, req, &sl->grant);
 		urpc__large_pkt_fill(&sl->lpkt, URPC_PKT_REQ, req_type, &sl->grant, s->remote_num,
 				     req_num, s->token);
-		/*
-		 * The server answers once it has read the payload: allow for
-		 * that (3 ms per 64 KiB, ~20 MB/s at worst) before resending.
-		 */
-		sl->rto_ns += (req->data_size >> 16) * 3000000ull;
+		/* Answered once read, after the session's other unread ones. */
+		sl->rto_ns += urpc__cli_large_allowance(s);
 	}
 	send_req(rpc, s, sl);
 }
@@ -433,7 +430,9 @@ void urpc__cli_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 		}
 		if (rpc->now - sl->tx_ns >= sl->rto_ns) {
 			sl->retries++;
-			sl->rto_ns = URPC_MIN(sl->rto_ns * 2, rpc->rto_max_ns);
+			/* A large request's allowance may exceed the cap: keep it. */
+			sl->rto_ns =
+				URPC_MAX(sl->rto_ns, URPC_MIN(sl->rto_ns * 2, rpc->rto_max_ns));
 			/*
 			 * Karn: no sample comes from this request now, so the
 			 * back-off carries over to the session's next requests

@@ -44,6 +44,20 @@ static bool grant_ready(struct urpc_rpc *rpc, struct urpc_tp_grant *g)
 	return !g->key || !rpc->tp->ops->revoke_ready || rpc->tp->ops->revoke_ready(rpc->tp, g);
 }
 
+uint64_t urpc__cli_large_allowance(const struct urpc_session *s)
+{
+	uint64_t bytes = 0;
+	unsigned i;
+
+	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+		const struct urpc_cslot *sl = &s->cli.slots[i];
+
+		if (sl->large_req && sl->state == URPC_CLI_SENT)
+			bytes += sl->req->data_size;
+	}
+	return (bytes >> 16) * 3000000ull;
+}
+
 void urpc__cli_grant_read_done(struct urpc_rpc *rpc, struct urpc_tp_grant *g)
 {
 	if (grant_ready(rpc, g))

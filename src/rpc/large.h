@@ -56,6 +56,15 @@ static inline void urpc__grant_revoke(struct urpc_rpc *rpc, struct urpc_tp_grant
 }
 
 /*
+ * How long the server of session @s may take to answer a large request
+ * beyond the round trip: it answers once it has read the payload, and it
+ * reads the session's large requests that are not read yet (the one just
+ * sent among them) one after another over the same path. 3 ms per 64 KiB
+ * of them, ~20 MB/s at worst; a slower path still backs off. Cold.
+ */
+uint64_t urpc__cli_large_allowance(const struct urpc_session *s);
+
+/*
  * The server has read the large request @g grants (an acknowledgement or
  * its answer came): revoke @g now where the transport may without waiting
  * for the server's release notice; else leave it live, and the request's
