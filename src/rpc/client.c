@@ -247,7 +247,8 @@ static inline URPC_ALWAYS_INLINE int enqueue(struct urpc_rpc *rpc, struct urpc_m
 		goto full;
 	/* Lent from here on: urpc_msgbuf_free() looks in this session's slots and queue. */
 	req->priv_sess = (uint32_t)session;
-	resp->priv_sess = (uint32_t)session;
+	if (!view)
+		resp->priv_sess = (uint32_t)session;
 	sl->tx_ns = rpc->tx_stamp; /* 0 (outside the loop): stamped by the next scan */
 	req_num = slot_take(rpc, s, i, false, req, resp, cont, tag, 0);
 	urpc__tx_put(rpc, s->peer, small_hdr(s, req_type, req, req_num), (uint32_t)req->data_size,
@@ -280,24 +281,27 @@ static inline URPC_ALWAYS_INLINE void complete(struct urpc_rpc *rpc, struct urpc
 	struct urpc_msgbuf *resp = sl->resp;
 	void *tag = sl->tag;
 	unsigned i = sl->idx;
-	bool later;
+	bool later = false;
 
-	if (unlikely(sl->retries || status)) {
-		/*
-		 * A copy of the request may still wait in the TX batch (a
-		 * retransmission, or a first send under back-pressure when the
-		 * deadline passed) or at the NIC: the buffer goes back to the
-		 * application now.
-		 */
-		urpc__tx_forget(rpc, req_pkt_of(sl), NULL);
-		rpc->tp->ops->tx_flush(rpc->tp);
+	/* One test for a resent or failed request and a large one's grant. */
+	if (unlikely(((uint64_t)sl->retries | (uint32_t)status | sl->grant.key) != 0)) {
+		if (sl->retries || status) {
+			/*
+			 * A copy of the request may still wait in the TX batch (a
+			 * retransmission, or a first send under back-pressure when
+			 * the deadline passed) or at the NIC: the buffer goes back
+			 * to the application now.
+			 */
+			urpc__tx_forget(rpc, req_pkt_of(sl), NULL);
+			rpc->tp->ops->tx_flush(rpc->tp);
+		}
 		if (status) { /* a view request's continuation gets no bytes */
 			rpc->resp_view.buf = NULL;
 			rpc->resp_view.data_size = 0;
 		}
+		/* The server no longer reads the request: revoked, or kept until it let go (large.h). */
+		later = sl->grant.key && urpc__cli_large_retire(rpc, s, sl, status);
 	}
-	/* The server no longer reads the request: revoked, or kept until it let go (large.h). */
-	later = unlikely(sl->grant.key) && urpc__cli_large_retire(rpc, s, sl, status);
 	/* A FREE slot's req and resp are stale: nothing reads them (urpc__mb_is_lent()). */
 	urpc__cli_set(rpc, sl, URPC_CLI_FREE);
 	s->cli.free_mask |= 1u << i;
