@@ -239,7 +239,7 @@ struct urpc_cli_retiring {
 struct urpc_sslot {
 	uint64_t cur_req_num; /* slot index + k * URPC_SESSION_SLOTS */
 	enum urpc_srv_state state;
-	uint32_t idx;	     /* this slot's index in its session */
+	uint16_t idx;	     /* this slot's index in its session */
 	uint8_t resent;	     /* URPC_RESENT_*: copies that may still be in flight */
 	uint64_t resp_epoch; /* rpc->tx_epoch when the stored response was last queued; 0: sent */
 	struct urpc_srv_large *large; /* a large stored response; NULL: none */
@@ -254,6 +254,8 @@ struct urpc_sslot {
 	 */
 	struct urpc_req_handle h;
 };
+/* A power of two: a slot's address is one shift (and 100,000 sessions hold 8 each). */
+static_assert(sizeof(struct urpc_sslot) == 128, "server slot size");
 
 /* A request waiting for a free slot (client). */
 struct urpc_waiting_req {
