@@ -58,7 +58,6 @@ struct bench {
 	int enqueue_err; /* the first refused enqueue, or 0 */
 	unsigned long errors;
 	unsigned long handler_errors;
-	bool copy; /* opts.copy */
 	struct slot *slots;
 };
 
@@ -161,22 +160,26 @@ static void handler(struct urpc_req_handle *h, void *arg)
 }
 
 static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp);
+static void cont_copy(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp);
 
 /*
- * Send the next request from slot @s: fill its payload and enqueue it. The
- * engine takes requests beyond its slots into the session's wait queue, so
- * with a window of at most that queue plus the slots it never refuses one;
- * a refusal stops the run with its error.
+ * Send the next request from slot @s: fill its payload and enqueue it, for
+ * a response read in place or, with @copy (--copy), copied into the slot's
+ * buffer. The engine takes requests beyond its slots into the session's
+ * wait queue, so with a window of at most that queue plus the slots it
+ * never refuses one; a refusal stops the run with its error. Inline into
+ * one function per mode: the mode costs no test per RPC.
  */
-static void issue(struct bench *b, struct slot *s)
+static inline __attribute__((always_inline)) void issue_as(struct bench *b, struct slot *s,
+							   bool copy)
 {
 	int ret;
 
 	memset(s->req.buf, (int)(b->issued & 0x7f), MSG_SIZE);
 	s->busy = true;
-	if (b->copy)
-		ret = urpc_req_enqueue(b->cli, b->session, BENCH_REQ_TYPE, &s->req, &s->resp, cont,
-				       s, 0);
+	if (copy)
+		ret = urpc_req_enqueue(b->cli, b->session, BENCH_REQ_TYPE, &s->req, &s->resp,
+				       cont_copy, s, 0);
 	else
 		ret = urpc_req_enqueue_view(b->cli, b->session, BENCH_REQ_TYPE, &s->req, cont, s,
 					    0);
@@ -189,14 +192,24 @@ static void issue(struct bench *b, struct slot *s)
 	b->issued++;
 }
 
+static void issue(struct bench *b, struct slot *s)
+{
+	issue_as(b, s, false);
+}
+
+static void issue_copy(struct bench *b, struct slot *s)
+{
+	issue_as(b, s, true);
+}
+
 /*
  * Client: count the RPC (a failed or wrong response is an error: @resp is
- * the slot's buffer with --copy, else a view of the response valid only
- * here) and send
- * the slot's next request from here, as a closed-loop client does: the
- * window refills without any scan of the slots.
+ * a view of the response valid only here, or with @copy the slot's
+ * buffer) and send the slot's next request from here, as a closed-loop
+ * client does: the window refills without any scan of the slots.
  */
-static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
+static inline __attribute__((always_inline)) void cont_as(void *tag, int status,
+							  const struct urpc_msgbuf *resp, bool copy)
 {
 	struct slot *s = tag;
 	struct bench *b = s->b;
@@ -206,8 +219,22 @@ static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf
 	if (status || resp->data_size != MSG_SIZE || resp->buf[0] != (uint8_t)(s->req.buf[0] + 1) ||
 	    resp->buf[MSG_SIZE - 1] != s->req.buf[MSG_SIZE - 1])
 		b->errors++;
-	if (b->issued < b->count && !b->enqueue_err)
-		issue(b, s);
+	if (b->issued < b->count && !b->enqueue_err) {
+		if (copy)
+			issue_copy(b, s);
+		else
+			issue(b, s);
+	}
+}
+
+static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
+{
+	cont_as(tag, status, resp, false);
+}
+
+static void cont_copy(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
+{
+	cont_as(tag, status, resp, true);
 }
 
 static int run_both(struct bench *b)
@@ -230,9 +257,11 @@ __attribute__((noinline)) static int run(struct bench *b, const struct opts *o)
 	int ret;
 
 	b->count = o->count;
-	b->copy = o->copy;
 	for (i = 0; i < o->window && b->issued < o->count; i++)
-		issue(b, &b->slots[i]);
+		if (o->copy)
+			issue_copy(b, &b->slots[i]);
+		else
+			issue(b, &b->slots[i]);
 	while (b->completed < o->count && !b->enqueue_err) {
 		ret = run_both(b);
 		if (ret)
