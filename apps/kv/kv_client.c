@@ -58,6 +58,7 @@ struct opts {
 	unsigned long mget;
 	unsigned long timeout_ms;
 	unsigned long seed;
+	bool engine_stats;
 	int first_arg; /* argv index of COMMAND, the first operand */
 };
 
@@ -128,6 +129,10 @@ static void usage(FILE *f)
 		"                          failed (timeout, reset) leaves its key unknown until\n"
 		"                          it is written again; such errors are counted\n"
 		"      --seed N            random seed (default: from the clock)\n"
+		"      --engine-stats      print each thread's engine counters at the end\n"
+		"                          (requests, retransmissions, session resets, idle\n"
+		"                          sleeps and yields); printed anyway when no\n"
+		"                          operation completed\n"
 		"\n"
 		"Load mode prints the throughput once a second, then the total throughput,\n"
 		"operations by type, hits and misses, and p50/p99/p99.9 latency.\n"
@@ -184,6 +189,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{URPC_APP_FALSE("no-preload", 0, &o->preload), .set = load},
 		{URPC_APP_TRUE("verify", 'V', &o->verify), .set = load},
 		{URPC_APP_ULONG("seed", 0, &o->seed, 0, 0x1p64)}, /* 0x1p64: ULONG_MAX */
+		{URPC_APP_TRUE("engine-stats", 0, &o->engine_stats), .set = load},
 	};
 	/* in_order: the first operand is the command, and the rest its arguments. */
 	const struct urpc_app_cmdline cl = {URPC_APP_CMDLINE(PROG, usage, opts),
@@ -245,6 +251,9 @@ struct conn {
 	unsigned ndisconnected;
 	int failed; /* status of the first CONNECT_FAILED */
 	bool reset;
+	int reset_status;	  /* of the first RESET */
+	int thread;		  /* load mode: the client thread; -1: shell, probe */
+	uint32_t peer_timeout_ms; /* the Rpc's, for the reset message */
 };
 
 static void on_sm_event(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int status,
@@ -264,9 +273,26 @@ static void on_sm_event(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev
 		c->ndisconnected++;
 		break;
 	case URPC_SM_RESET:
-		if (!c->reset)
-			fprintf(stderr, PROG ": the server reset a session: %s\n",
-				urpc_strerror(status));
+		/*
+		 * The server's Rpc went away, its process restarted, or the two
+		 * Nexuses did not hear from each other for the peer timeout: a
+		 * stopped or crashed server, or a host so busy that neither
+		 * side's heartbeats got through. Load threads stop issuing.
+		 */
+		if (!c->reset) {
+			char who[32] = "", why[64] = "";
+
+			c->reset_status = status ? status : -ECONNRESET;
+			if (c->thread >= 0)
+				snprintf(who, sizeof(who), "thread %d: ", c->thread);
+			if (c->reset_status != -ECONNRESET)
+				snprintf(why, sizeof(why), " (%s)", urpc_strerror(status));
+			fprintf(stderr,
+				PROG
+				": %sa session to the server was reset%s: the server stopped or restarted, or no heartbeat between the two processes got through for %u ms (a host too busy to run them?)%s\n",
+				who, why, c->peer_timeout_ms,
+				c->thread >= 0 ? "; this thread sends no more requests" : "");
+		}
 		c->reset = true;
 		break;
 	}
@@ -285,6 +311,7 @@ static int rpc_create(struct urpc_nexus *nx, const struct opts *o, uint8_t id, s
 	ro.sm_handler = on_sm_event;
 	ro.sm_arg = c;
 	ro.connect_timeout_ms = (uint32_t)o->timeout_ms;
+	c->peer_timeout_ms = ro.peer_timeout_ms;
 	ret = urpc_rpc_create(nx, id, &ro, out);
 	if (ret)
 		fprintf(stderr, PROG ": cannot create an Rpc: %s\n", urpc_strerror(ret));
@@ -751,6 +778,7 @@ static int run_shell(struct urpc_nexus *nx, const struct opts *o, int argc, char
 
 	sh.c.o = o;
 	sh.c.per = 1;
+	sh.c.thread = -1;
 	if (rpc_create(nx, o, MAIN_RPC_ID, &sh.c, &sh.c.rpc))
 		return 1;
 	if (conn_open(&sh.c, &info))
@@ -968,7 +996,14 @@ struct worker {
 	uint8_t *state;
 	uint8_t *busy;
 	uint32_t next_version;
-	int fail; /* setup failed */
+	int fail;	     /* setup failed */
+	uint64_t preload_ok; /* PUTs the preload stored */
+	/* How the run phase went, for the report when little or nothing completed. */
+	bool ran;		  /* the run phase started before the run was over */
+	bool reset_before;	  /* a session was reset before it (connect, preload) */
+	uint64_t t_reset;	  /* when a reset cut the run phase short; 0: none */
+	struct urpc_rpc_stats es; /* the engine's counters at the end */
+	bool es_ok;
 };
 
 struct load {
@@ -1140,6 +1175,8 @@ static void on_op_done(struct urpc_rpc *rpc, void *tag, int status, struct urpc_
 	switch (op->type) {
 	case KV_REQ_PUT:
 		if (rh.status == KV_OK) {
+			if (w->preloading)
+				w->preload_ok++;
 			if (o->verify)
 				set_state(w, op->keys[0], KEY_PRESENT, op->version);
 		} else if (rh.status == KV_FULL) {
@@ -1350,8 +1387,12 @@ static bool keep_issuing(struct worker *w)
 
 	if (!w->stopping && (__atomic_load_n(&ld->stop, __ATOMIC_RELAXED) || w->c.reset ||
 			     (w->preloading && w->preload_next >= ld->o->keys) ||
-			     (!w->preloading && w->quota && w->issued >= w->quota)))
+			     (!w->preloading && w->quota && w->issued >= w->quota))) {
 		w->stopping = true;
+		/* Cut short by a reset, not ended: the report says when. */
+		if (!w->preloading && w->c.reset && !__atomic_load_n(&ld->stop, __ATOMIC_RELAXED))
+			w->t_reset = now_ns();
+	}
 	return !w->stopping;
 }
 
@@ -1389,6 +1430,7 @@ static int worker_setup(struct worker *w)
 	int ret;
 
 	w->c.o = o;
+	w->c.thread = (int)w->id;
 	w->c.per = (unsigned)o->sessions;
 	w->c.nsrv = w->ld->nsrv;
 	w->preload_next = w->id; /* the keys this thread owns: k % threads == id */
@@ -1472,12 +1514,17 @@ static void *worker_main(void *arg)
 	while (!ld->go)
 		pthread_cond_wait(&ld->cv, &ld->mu);
 	pthread_mutex_unlock(&ld->mu);
+	w->reset_before = w->c.reset;
 	if (!w->fail && !__atomic_load_n(&ld->stop, __ATOMIC_RELAXED)) {
 		w->st = (struct wstats){.errors = w->st.errors, .full = w->st.full};
 		w->issued = 0; /* the quota counts run-phase operations only */
+		w->ran = true;
 		run_phase(w, false);
 		w->t_end = now_ns();
 	}
+	/* Owner thread only: the counters are read here, before the Rpc goes. */
+	if (w->c.rpc)
+		w->es_ok = !urpc_rpc_get_stats(w->c.rpc, &w->es);
 	worker_teardown(w);
 	__atomic_store_n(&w->finished, 1, __ATOMIC_RELEASE);
 	free(w->ops);
@@ -1496,6 +1543,7 @@ static int probe_server(struct load *ld)
 
 	c.o = ld->o;
 	c.per = 1;
+	c.thread = -1;
 	if (rpc_create(ld->nx, ld->o, MAIN_RPC_ID, &c, &c.rpc))
 		return -1;
 	ret = conn_open(&c, &info);
@@ -1511,6 +1559,42 @@ static int probe_server(struct load *ld)
 		ret = -1;
 	}
 	return ret;
+}
+
+/* Why worker @w completed no operation (the run completed none). */
+static void report_idle_thread(const struct worker *w)
+{
+	fprintf(stderr, "  thread %u: ", w->id);
+	if (w->reset_before)
+		fprintf(stderr,
+			"a session was reset before the run began (in the preload), so it sent nothing; the preload stored %" PRIu64
+			" of its keys\n",
+			w->preload_ok);
+	else if (!w->ran)
+		fprintf(stderr,
+			"it was not scheduled before the run ended (a host too busy to run it?)\n");
+	else if (w->c.reset)
+		fprintf(stderr, "a session was reset as the run began\n");
+	else if (w->first_error)
+		fprintf(stderr, "every request failed (first: %s)\n",
+			urpc_strerror(w->first_error));
+	else
+		fprintf(stderr, "sent %" PRIu64 " requests, none completed\n", w->issued);
+}
+
+/* The engine's counters of worker @w's Rpc (--engine-stats, or a run that did nothing). */
+static void print_engine_stats(const struct worker *w)
+{
+	const struct urpc_rpc_stats *e = &w->es;
+
+	if (!w->es_ok)
+		return;
+	printf("engine, thread %u: %" PRIu64 " requests sent, %" PRIu64 " retransmitted, %" PRIu64
+	       " responses; %" PRIu64 " session resets; %" PRIu64 "/%" PRIu64
+	       " session-management packets out/in; idle: %" PRIu64 " sleeps (%" PRIu64
+	       " woken by traffic), %" PRIu64 " yields, %" PRIu64 " passes that lost the core\n",
+	       w->id, e->reqs_sent, e->retransmits, e->resps_rx, e->resets, e->sm_pkts_tx,
+	       e->sm_pkts_rx, e->idle_sleeps, e->idle_wakeups, e->idle_yields, e->idle_lost_core);
 }
 
 static bool all_finished(struct load *ld, unsigned n)
@@ -1594,8 +1678,16 @@ static int run_load(struct urpc_nexus *nx, const struct opts *o)
 	pthread_cond_broadcast(&ld.cv);
 	pthread_mutex_unlock(&ld.mu);
 	if (!status) {
-		if (o->preload)
+		uint64_t stored = 0;
+
+		for (i = 0; i < started; i++)
+			stored += ld.w[i].preload_ok;
+		if (o->preload && stored == o->keys)
 			printf("preload: %lu PUTs in %.2f s\n", o->keys, (double)(t1 - t0) / 1e9);
+		else if (o->preload)
+			printf("preload: only %" PRIu64
+			       " of %lu PUTs stored in %.2f s (the rest failed or were not sent: see the errors above)\n",
+			       stored, o->keys, (double)(t1 - t0) / 1e9);
 		fflush(stdout);
 		/* Progress once a second, until the duration or every quota is done. */
 		for (tick = t1;;) {
@@ -1682,10 +1774,21 @@ static int run_load(struct urpc_nexus *nx, const struct opts *o)
 			status = 1;
 		}
 	}
+	for (i = 0; i < started && total; i++)
+		if (ld.w[i].t_reset)
+			fprintf(stderr,
+				PROG
+				": thread %u stopped %.2f s into the run: a session was reset (see above)\n",
+				i, (double)(ld.w[i].t_reset - t1) / 1e9);
 	if (!total) {
-		fprintf(stderr, PROG ": no operation completed\n");
+		fprintf(stderr, PROG ": no operation completed:\n");
+		for (i = 0; i < started; i++)
+			report_idle_thread(&ld.w[i]);
 		status = 1;
 	}
+	if (o->engine_stats || !total)
+		for (i = 0; i < started; i++)
+			print_engine_stats(&ld.w[i]);
 out:
 	free(ld.w);
 	free(h);

@@ -4,7 +4,9 @@
 #   2. urpc-kv-client: a 2 s load run in --verify mode (zero mismatches),
 #      a multi-GET run, and put/get/del from the command line;
 #   3. bad flags (exit 2 with a message), an unreachable server (exit 1 with
-#      a message), a full server (exit 1, "server full").
+#      a message), a full server (exit 1, "server full");
+#   4. a server killed during the preload: the client says that the sessions
+#      were reset and why the run completed nothing (exit 1).
 # Usage: kv_smoke.sh SERVER_BINARY CLIENT_BINARY
 set -uo pipefail
 server_bin=$1
@@ -113,6 +115,46 @@ client fill big-key 200000 >"$tmp/fill.out" 2>&1
 [ $? = 1 ] || fail "a fill into a full server did not exit 1"
 grep -q '^error: server full' "$tmp/fill.out" || fail "no 'server full' from fill"
 stop_server
+
+# A server that dies during the preload: its sessions are reset (no heartbeat
+# for the peer timeout), the run completes nothing, and the client says why
+# (exit 1), not just "0 ops/s". The server is killed once it has stored some
+# of the 500,000 keys; should the preload have finished first, the run is
+# simply cut short, and the check is skipped.
+start_server --threads 2
+client --keys 500000 --value-size 16 --threads 2 --duration 1 \
+	>"$tmp/died.out" 2>"$tmp/died.err" &
+died_client=$!
+stored=0
+for _ in $(seq 200); do
+	stored=$(client stats 2>/dev/null | sed -n 's/^stored: \([0-9]*\) items.*/\1/p')
+	[ "${stored:-0}" -gt 0 ] && break
+	kill -0 "$died_client" 2>/dev/null || break
+	sleep 0.05
+done
+kill -KILL "$server"
+wait "$server" 2>/dev/null
+server=
+wait "$died_client"
+rc=$?
+if [ "${stored:-0}" -ge 500000 ] ||
+	{ grep -q '^preload: 500000 PUTs' "$tmp/died.out" && grep -q '^result: [1-9]' "$tmp/died.out"; }; then
+	echo "kv_smoke: the preload finished before the server was killed; reset check skipped"
+else
+	[ "$rc" = 1 ] || fail "a server killed during the preload: the client exited with $rc"
+	grep -q 'thread [01]: a session to the server was reset: .*no heartbeat' "$tmp/died.err" ||
+		fail "no reset message naming the thread and the heartbeats"
+	grep -q '^preload: only [0-9]* of 500000 PUTs stored' "$tmp/died.out" ||
+		fail "the preload claimed success"
+	if ! grep -q '^result: [1-9]' "$tmp/died.out"; then
+		grep -q 'no operation completed:' "$tmp/died.err" || fail "no 'no operation completed'"
+		grep -q 'thread [01]: a session was reset before the run began' "$tmp/died.err" ||
+			fail "no reason why the run completed nothing"
+		grep -q '^engine, thread 0: .* session resets' "$tmp/died.out" ||
+			fail "no engine counters for a run that completed nothing"
+	fi
+fi
+rm -f "$tmp"/died.*
 # Sanitizer builds: a report in any captured output fails the test.
 if grep -lE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$tmp"/* >/dev/null 2>&1; then
 	fail "a sanitizer report (see below)"
