@@ -386,7 +386,8 @@ struct urpc_rpc_opts {
 	 * times out. 0 (the default): derived from the session-management
 	 * round trips this Rpc measures (its connects), smoothed as
 	 * TCP's RTO (srtt + 4 rttvar): 16 RTOs, at least 1000 ms, at most 60 s;
-	 * 1000 ms before the first sample.
+	 * 1000 ms before the first sample. On udp, time the Rpc is not polled
+	 * (a descheduled owner, a long handler) counts at most 50 ms per gap.
 	 */
 	uint32_t one_sided_timeout_ms;
 	/* The application's pointer for this Rpc, returned by urpc_rpc_ctx(); default NULL. */

@@ -103,6 +103,8 @@ extern "C" {
 #define UDP_RTO_MAX_NS 50000000ull /* doubling up to 50 ms */
 #define UDP_RX_MAX_PASSES 4	   /* recvmmsg() calls per rx_burst() */
 #define UDP_TX_STAGE 2048u	   /* a lone datagram up to this size is sent from one copy */
+/* Of each gap between two polls of the one-sided ops, what their timeout counts. */
+#define UDP_OS_GAP_NS UDP_RTO_MAX_NS
 
 enum udp_type {
 	UDP_T_DATA = 1,
@@ -227,6 +229,8 @@ struct udp_tp {
 	/* one-sided state */
 	struct udp_op ops[UDP_OS_OPS];
 	unsigned nops; /* ops not FREE */
+	/* When the ops' timers last ran (or the first op was posted). */
+	uint64_t os_seen_ns;
 	struct urpc_sw_mr_table mrs;
 	/*
 	 * Device memory (URPC_TP_ACCESS_DEVICE): RD_DATA of a grant on it is

@@ -3,7 +3,8 @@
  * The udp transport's emulated one-sided operations (see udp_int.h for the
  * wire format): the requester splits an operation into chunks and keeps at
  * most UDP_OS_WINDOW of them in flight, resending after a quiet RTO and
- * failing after one_sided_timeout without progress; the server answers
+ * failing after one_sided_timeout without progress (counting at most
+ * UDP_OS_GAP_NS of each gap between polls); the server answers
  * RD_REQ and WR_DATA statelessly, checking key, access and bounds of the
  * whole operation on every chunk (sw_mr.c). Also the registrations, and
  * the batch of one-sided datagrams (sendmmsg).
@@ -328,6 +329,8 @@ static int udp_post(struct udp_tp *u, enum urpc_tp_op kind, struct urpc_tp_peer 
 	op->progress_ns = now;
 	op->rto_ns = UDP_RTO_MIN_NS;
 	op->retry_at_ns = now + op->rto_ns;
+	if (!u->nops)
+		u->os_seen_ns = now; /* no gap before the first op */
 	u->nops++;
 	udp_op_pump(u, op);
 	urpc__udp_os_flush(u);
@@ -515,14 +518,32 @@ const char *urpc__udp_os_reply(struct udp_tp *u, const uint8_t *buf, uint32_t le
 int urpc__udp_os_poll(struct udp_tp *u, struct urpc_tp_comp *comps, unsigned n)
 {
 	unsigned i, cnt = 0;
-	uint64_t now;
+	uint64_t now, late = 0;
 
 	if (!u->nops)
 		return 0;
 	now = urpc__now_ns();
-	for (i = 0; i < UDP_OS_OPS; i++)
-		if (u->ops[i].state == UDP_OP_ACTIVE)
-			udp_op_timers(u, &u->ops[i], now);
+	/*
+	 * Our own stall is not the peer's silence. When the owner did not poll
+	 * for a while (descheduled on a busy host, a long handler, a caller
+	 * busy elsewhere), the replies may wait unread in our socket, or were
+	 * never sent because the peer is this thread or was starved beside
+	 * it. Of each gap between two polls, UDP_OS_GAP_NS counts towards the
+	 * timeout; the rest is credited to every operation before it is
+	 * judged. A dead peer still fails: each poll counts some time.
+	 */
+	if (now - u->os_seen_ns > UDP_OS_GAP_NS)
+		late = now - u->os_seen_ns - UDP_OS_GAP_NS;
+	u->os_seen_ns = now;
+	for (i = 0; i < UDP_OS_OPS; i++) {
+		struct udp_op *op = &u->ops[i];
+
+		if (op->state != UDP_OP_ACTIVE)
+			continue;
+		if (late)
+			op->progress_ns = URPC_MIN(op->progress_ns + late, now);
+		udp_op_timers(u, op, now);
+	}
 	urpc__udp_os_flush(u);
 	for (i = 0; i < UDP_OS_OPS && cnt < n; i++) {
 		struct udp_op *op = &u->ops[i];

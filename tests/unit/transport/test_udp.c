@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "transport/transport.h"
@@ -380,6 +381,93 @@ Test(udp, read_from_silent_peer_times_out)
 	cr_assert_eq(c.wr_id, 7);
 	cr_assert_geq(dt, 190 * MS, "not before the timeout: %llu ns", (unsigned long long)dt);
 	cr_assert_gt(a->stats.os_retries, 0);
+	ops->dereg_mem(a, &ma);
+	ops->dereg_mem(b, &mb);
+	ops->release_peer(a, p);
+	cr_assert_eq(ops->destroy(a), 0);
+	cr_assert_eq(ops->destroy(b), 0);
+}
+
+/*
+ * The owner thread does not run for @ms: the stall under test (nothing to
+ * wait for; a descheduled thread on a busy host looks like this).
+ */
+static void away(unsigned ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/*
+ * A requester that did not poll for three timeouts (a stall of its own, and
+ * of the peer's server side, which is the same thread here) has not seen
+ * the peer silent: the READ goes on and completes once both run again.
+ */
+Test(udp, a_stall_of_the_requester_is_not_the_peers_silence)
+{
+	struct urpc_tp_cfg cfg;
+	struct urpc_tp *a, *b = mk();
+	struct urpc_tp_peer *p;
+	struct urpc_tp_mr ma, mb;
+	static uint8_t la[256 << 10], rb[256 << 10];
+	struct urpc_tp_comp c;
+	size_t i;
+
+	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_UDP);
+	cfg.one_sided_timeout_ms = 200;
+	a = mk_cfg(&cfg);
+	p = peer_of(a, b);
+	for (i = 0; i < sizeof(rb); i++)
+		rb[i] = (uint8_t)(i * 7 + 1);
+	cr_assert_eq(ops->reg_mem(a, la, sizeof(la), 0, &ma), 0);
+	cr_assert_eq(ops->reg_mem(b, rb, sizeof(rb), URPC_TP_ACCESS_REMOTE_READ, &mb), 0);
+	cr_assert_eq(ops->post_read(a, p, la, &ma, (uintptr_t)rb, mb.rkey, sizeof(la), 9), 0);
+	away(3 * 200);
+	cr_assert_eq(ops->poll_completions(a, &c, 1), 0, "failed at the first poll after a stall");
+	c = wait_comp(a, b, 10 * 200 * MS);
+	cr_assert_eq(c.status, 0, "status %d", c.status);
+	cr_assert_eq(c.wr_id, 9);
+	cr_assert_eq(memcmp(la, rb, sizeof(la)), 0);
+	ops->dereg_mem(a, &ma);
+	ops->dereg_mem(b, &mb);
+	ops->release_peer(a, p);
+	cr_assert_eq(ops->destroy(a), 0);
+	cr_assert_eq(ops->destroy(b), 0);
+}
+
+/*
+ * ... but a silent peer still fails a requester that polls only now and
+ * then: each gap counts UDP_OS_GAP_NS, so the timeout takes
+ * timeout / UDP_OS_GAP_NS polls, not one and not forever.
+ */
+Test(udp, a_silent_peer_fails_a_requester_that_polls_rarely)
+{
+	struct urpc_tp_cfg cfg;
+	struct urpc_tp *a, *b = mk();
+	struct urpc_tp_peer *p;
+	struct urpc_tp_mr ma, mb;
+	static uint8_t la[64 << 10], rb[64 << 10];
+	struct urpc_tp_comp c;
+	const unsigned need = (unsigned)(200 * MS / UDP_OS_GAP_NS);
+	unsigned polls = 0;
+
+	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_UDP);
+	cfg.one_sided_timeout_ms = 200;
+	a = mk_cfg(&cfg);
+	p = peer_of(a, b);
+	cr_assert_eq(ops->reg_mem(a, la, sizeof(la), 0, &ma), 0);
+	cr_assert_eq(ops->reg_mem(b, rb, sizeof(rb), URPC_TP_ACCESS_REMOTE_READ, &mb), 0);
+	cr_assert_eq(ops->post_read(a, p, la, &ma, (uintptr_t)rb, mb.rkey, sizeof(la), 5), 0);
+	do {
+		cr_assert_lt(polls, 2 * need + 2, "no timeout after %u polls", polls);
+		away((unsigned)(2 * UDP_OS_GAP_NS / MS)); /* b is never polled */
+		polls++;
+	} while (ops->poll_completions(a, &c, 1) == 0);
+	cr_assert_eq(c.status, -ETIMEDOUT);
+	cr_assert_eq(c.wr_id, 5);
+	cr_assert_geq(polls, need, "failed after %u polls, before %u gaps counted", polls, need);
 	ops->dereg_mem(a, &ma);
 	ops->dereg_mem(b, &mb);
 	ops->release_peer(a, p);
