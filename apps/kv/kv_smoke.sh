@@ -119,8 +119,10 @@ stop_server
 # A server that dies during the preload: its sessions are reset (no heartbeat
 # for the peer timeout), the run completes nothing, and the client says why
 # (exit 1), not just "0 ops/s". The server is killed once it has stored some
-# of the 500,000 keys; should the preload have finished first, the run is
-# simply cut short, and the check is skipped.
+# of the 500,000 keys; should the preload have finished first (a stats
+# client slow to connect on a busy host), the kill lands in the run, and the
+# check is skipped: the run may then have completed nothing, but not because
+# of a reset in the preload.
 start_server --threads 2
 client --keys 500000 --value-size 16 --threads 2 --duration 1 \
 	>"$tmp/died.out" 2>"$tmp/died.err" &
@@ -137,8 +139,7 @@ wait "$server" 2>/dev/null
 server=
 wait "$died_client"
 rc=$?
-if [ "${stored:-0}" -ge 500000 ] ||
-	{ grep -q '^preload: 500000 PUTs' "$tmp/died.out" && grep -q '^result: [1-9]' "$tmp/died.out"; }; then
+if [ "${stored:-0}" -ge 500000 ] || grep -q '^preload: 500000 PUTs' "$tmp/died.out"; then
 	echo "kv_smoke: the preload finished before the server was killed; reset check skipped"
 else
 	[ "$rc" = 1 ] || fail "a server killed during the preload: the client exited with $rc"
