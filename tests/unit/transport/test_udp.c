@@ -356,36 +356,57 @@ Test(udp, read_and_write_survive_loss)
 	cr_assert_eq(ops->destroy(b), 0);
 }
 
-Test(udp, read_from_silent_peer_times_out)
-{
-	struct urpc_tp_cfg cfg;
-	struct urpc_tp *a, *b = mk();
+/*
+ * A requester @a with a 200 ms one-sided timeout, its peer @b, and a READ's
+ * two buffers registered: @la on @a, @rb on @b for remote READ.
+ */
+struct rd_pair {
+	struct urpc_tp *a, *b;
 	struct urpc_tp_peer *p;
 	struct urpc_tp_mr ma, mb;
+};
+
+static void rd_up(struct rd_pair *x, void *la, void *rb, size_t len)
+{
+	struct urpc_tp_cfg cfg;
+
+	x->b = mk();
+	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_UDP);
+	cfg.one_sided_timeout_ms = 200;
+	x->a = mk_cfg(&cfg);
+	x->p = peer_of(x->a, x->b);
+	cr_assert_eq(ops->reg_mem(x->a, la, len, 0, &x->ma), 0);
+	cr_assert_eq(ops->reg_mem(x->b, rb, len, URPC_TP_ACCESS_REMOTE_READ, &x->mb), 0);
+}
+
+static void rd_down(struct rd_pair *x)
+{
+	ops->dereg_mem(x->a, &x->ma);
+	ops->dereg_mem(x->b, &x->mb);
+	ops->release_peer(x->a, x->p);
+	cr_assert_eq(ops->destroy(x->a), 0);
+	cr_assert_eq(ops->destroy(x->b), 0);
+}
+
+Test(udp, read_from_silent_peer_times_out)
+{
+	struct rd_pair x;
 	static uint8_t la[64 << 10], rb[64 << 10];
 	struct urpc_tp_comp c;
 	uint64_t t0, dt;
 
-	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_UDP);
-	cfg.one_sided_timeout_ms = 200;
-	a = mk_cfg(&cfg);
-	p = peer_of(a, b);
-	cr_assert_eq(ops->reg_mem(a, la, sizeof(la), 0, &ma), 0);
-	cr_assert_eq(ops->reg_mem(b, rb, sizeof(rb), URPC_TP_ACCESS_REMOTE_READ, &mb), 0);
+	rd_up(&x, la, rb, sizeof(la));
 	t0 = urpc__now_ns();
-	cr_assert_eq(ops->post_read(a, p, la, &ma, (uintptr_t)rb, mb.rkey, sizeof(la), 7), 0);
-	cr_assert_eq(ops->destroy(a), -EBUSY, "an op is outstanding");
-	c = wait_comp(a, NULL, 1000 * MS); /* b is never polled */
+	cr_assert_eq(ops->post_read(x.a, x.p, la, &x.ma, (uintptr_t)rb, x.mb.rkey, sizeof(la), 7),
+		     0);
+	cr_assert_eq(ops->destroy(x.a), -EBUSY, "an op is outstanding");
+	c = wait_comp(x.a, NULL, 1000 * MS); /* b is never polled */
 	dt = urpc__now_ns() - t0;
 	cr_assert_eq(c.status, -ETIMEDOUT);
 	cr_assert_eq(c.wr_id, 7);
 	cr_assert_geq(dt, 190 * MS, "not before the timeout: %llu ns", (unsigned long long)dt);
-	cr_assert_gt(a->stats.os_retries, 0);
-	ops->dereg_mem(a, &ma);
-	ops->dereg_mem(b, &mb);
-	ops->release_peer(a, p);
-	cr_assert_eq(ops->destroy(a), 0);
-	cr_assert_eq(ops->destroy(b), 0);
+	cr_assert_gt(x.a->stats.os_retries, 0);
+	rd_down(&x);
 }
 
 /*
@@ -407,34 +428,24 @@ static void away(unsigned ms)
  */
 Test(udp, a_stall_of_the_requester_is_not_the_peers_silence)
 {
-	struct urpc_tp_cfg cfg;
-	struct urpc_tp *a, *b = mk();
-	struct urpc_tp_peer *p;
-	struct urpc_tp_mr ma, mb;
+	struct rd_pair x;
 	static uint8_t la[256 << 10], rb[256 << 10];
 	struct urpc_tp_comp c;
 	size_t i;
 
-	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_UDP);
-	cfg.one_sided_timeout_ms = 200;
-	a = mk_cfg(&cfg);
-	p = peer_of(a, b);
 	for (i = 0; i < sizeof(rb); i++)
 		rb[i] = (uint8_t)(i * 7 + 1);
-	cr_assert_eq(ops->reg_mem(a, la, sizeof(la), 0, &ma), 0);
-	cr_assert_eq(ops->reg_mem(b, rb, sizeof(rb), URPC_TP_ACCESS_REMOTE_READ, &mb), 0);
-	cr_assert_eq(ops->post_read(a, p, la, &ma, (uintptr_t)rb, mb.rkey, sizeof(la), 9), 0);
+	rd_up(&x, la, rb, sizeof(la));
+	cr_assert_eq(ops->post_read(x.a, x.p, la, &x.ma, (uintptr_t)rb, x.mb.rkey, sizeof(la), 9),
+		     0);
 	away(3 * 200);
-	cr_assert_eq(ops->poll_completions(a, &c, 1), 0, "failed at the first poll after a stall");
-	c = wait_comp(a, b, 10 * 200 * MS);
+	cr_assert_eq(ops->poll_completions(x.a, &c, 1), 0,
+		     "failed at the first poll after a stall");
+	c = wait_comp(x.a, x.b, 10 * 200 * MS);
 	cr_assert_eq(c.status, 0, "status %d", c.status);
 	cr_assert_eq(c.wr_id, 9);
 	cr_assert_eq(memcmp(la, rb, sizeof(la)), 0);
-	ops->dereg_mem(a, &ma);
-	ops->dereg_mem(b, &mb);
-	ops->release_peer(a, p);
-	cr_assert_eq(ops->destroy(a), 0);
-	cr_assert_eq(ops->destroy(b), 0);
+	rd_down(&x);
 }
 
 /*
@@ -444,35 +455,24 @@ Test(udp, a_stall_of_the_requester_is_not_the_peers_silence)
  */
 Test(udp, a_silent_peer_fails_a_requester_that_polls_rarely)
 {
-	struct urpc_tp_cfg cfg;
-	struct urpc_tp *a, *b = mk();
-	struct urpc_tp_peer *p;
-	struct urpc_tp_mr ma, mb;
+	struct rd_pair x;
 	static uint8_t la[64 << 10], rb[64 << 10];
 	struct urpc_tp_comp c;
 	const unsigned need = (unsigned)(200 * MS / UDP_OS_GAP_NS);
 	unsigned polls = 0;
 
-	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_UDP);
-	cfg.one_sided_timeout_ms = 200;
-	a = mk_cfg(&cfg);
-	p = peer_of(a, b);
-	cr_assert_eq(ops->reg_mem(a, la, sizeof(la), 0, &ma), 0);
-	cr_assert_eq(ops->reg_mem(b, rb, sizeof(rb), URPC_TP_ACCESS_REMOTE_READ, &mb), 0);
-	cr_assert_eq(ops->post_read(a, p, la, &ma, (uintptr_t)rb, mb.rkey, sizeof(la), 5), 0);
+	rd_up(&x, la, rb, sizeof(la));
+	cr_assert_eq(ops->post_read(x.a, x.p, la, &x.ma, (uintptr_t)rb, x.mb.rkey, sizeof(la), 5),
+		     0);
 	do {
 		cr_assert_lt(polls, 2 * need + 2, "no timeout after %u polls", polls);
 		away((unsigned)(2 * UDP_OS_GAP_NS / MS)); /* b is never polled */
 		polls++;
-	} while (ops->poll_completions(a, &c, 1) == 0);
+	} while (ops->poll_completions(x.a, &c, 1) == 0);
 	cr_assert_eq(c.status, -ETIMEDOUT);
 	cr_assert_eq(c.wr_id, 5);
 	cr_assert_geq(polls, need, "failed after %u polls, before %u gaps counted", polls, need);
-	ops->dereg_mem(a, &ma);
-	ops->dereg_mem(b, &mb);
-	ops->release_peer(a, p);
-	cr_assert_eq(ops->destroy(a), 0);
-	cr_assert_eq(ops->destroy(b), 0);
+	rd_down(&x);
 }
 
 Test(udp, access_is_checked_by_the_server)
