@@ -32,16 +32,9 @@ void urpc__cli_rtt_init(const struct urpc_rpc *rpc, struct urpc_session *s)
 URPC_COLD void urpc__rtt_sample(struct urpc_rpc *rpc, struct urpc_session *s, uint64_t r)
 {
 	struct urpc_rtt *t = &s->cli.rtt;
-	uint64_t d, m, rto;
+	uint64_t m, rto;
 
-	if (!t->srtt_ns) {
-		t->srtt_ns = r;
-		t->rttvar_ns = r / 2;
-	} else {
-		d = r > t->srtt_ns ? r - t->srtt_ns : t->srtt_ns - r;
-		t->rttvar_ns = t->rttvar_ns - t->rttvar_ns / 4 + d / 4;
-		t->srtt_ns = t->srtt_ns - t->srtt_ns / 8 + r / 8;
-	}
+	urpc__rtt_smooth(&t->srtt_ns, &t->rttvar_ns, r);
 	if (rpc->now >= t->win_end_ns) {
 		t->win_max_ns[1] = t->win_max_ns[0];
 		t->win_max_ns[0] = 0;

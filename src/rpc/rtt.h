@@ -12,6 +12,25 @@
 extern "C" {
 #endif
 
+/*
+ * RFC 6298's smoothed round trip *srtt and variance *rttvar (ns) after
+ * sample @r (gains 1/8 and 1/4; the first sample sets both). Shared by the
+ * requests' estimate (rtt.c) and the SM packets' (session.c).
+ */
+static inline void urpc__rtt_smooth(uint64_t *srtt, uint64_t *rttvar, uint64_t r)
+{
+	uint64_t d;
+
+	if (!*srtt) {
+		*srtt = r;
+		*rttvar = r / 2;
+		return;
+	}
+	d = r > *srtt ? r - *srtt : *srtt - r;
+	*rttvar = *rttvar - *rttvar / 4 + d / 4;
+	*srtt = *srtt - *srtt / 8 + r / 8;
+}
+
 /* Start client session @s's round-trip estimate at the Rpc's first RTO. */
 void urpc__cli_rtt_init(const struct urpc_rpc *rpc, struct urpc_session *s);
 

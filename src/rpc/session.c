@@ -39,16 +39,9 @@
 
 void urpc__session_rtt_sample(struct urpc_rpc *rpc, uint64_t rtt_ns)
 {
-	uint64_t rto, t, d;
+	uint64_t rto, t;
 
-	if (!rpc->sm_srtt_ns) {
-		rpc->sm_srtt_ns = rtt_ns;
-		rpc->sm_rttvar_ns = rtt_ns / 2;
-	} else {
-		d = rtt_ns > rpc->sm_srtt_ns ? rtt_ns - rpc->sm_srtt_ns : rpc->sm_srtt_ns - rtt_ns;
-		rpc->sm_rttvar_ns = rpc->sm_rttvar_ns - rpc->sm_rttvar_ns / 4 + d / 4;
-		rpc->sm_srtt_ns = rpc->sm_srtt_ns - rpc->sm_srtt_ns / 8 + rtt_ns / 8;
-	}
+	urpc__rtt_smooth(&rpc->sm_srtt_ns, &rpc->sm_rttvar_ns, rtt_ns);
 	if (rpc->o.one_sided_timeout_ms)
 		return;
 	rto = rpc->sm_srtt_ns + 4 * rpc->sm_rttvar_ns;
