@@ -57,6 +57,7 @@ struct opts {
 	unsigned long ops;
 	unsigned long mget;
 	unsigned long timeout_ms;
+	unsigned long peer_timeout_ms;
 	unsigned long seed;
 	bool engine_stats;
 	int first_arg; /* argv index of COMMAND, the first operand */
@@ -79,6 +80,9 @@ static uint64_t now_ns(void)
 
 static void usage(FILE *f)
 {
+	struct urpc_rpc_opts def;
+
+	urpc_rpc_opts_init(&def);
 	fprintf(f,
 		"Usage: urpc-kv-client [OPTIONS] [COMMAND [ARGS...]]\n"
 		"       urpc-kv-client --load [LOAD OPTIONS] [OPTIONS]\n"
@@ -105,6 +109,15 @@ static void usage(FILE *f)
 		"  -d, --device NAME       verbs: the RDMA device or device:port (\"mlx5_0\",\n"
 		"                          \"rxe0:1\"; default: URPC_DEVICE, else the first active)\n"
 		"  -T, --timeout MS        connect and per-request timeout (default 3000)\n"
+		"      --peer-timeout MS   how long the server process may go without a\n"
+		"                          heartbeat before it is taken for dead and every\n"
+		"                          session to it reset: %d to %d milliseconds\n"
+		"                          (default %u; heartbeats go every %u ms). A process\n"
+		"                          that gets no CPU for about MS less one heartbeat\n"
+		"                          (stopped, or on a host too busy to run it) is\n"
+		"                          taken for dead too; a dead one is noticed only\n"
+		"                          after MS. Whichever side's timeout runs out first\n"
+		"                          fails both: give urpc-kv-server the same value\n"
 		"  -h, --help              show this help\n"
 		"\n"
 		"Load options (each implies --load):\n"
@@ -139,7 +152,8 @@ static void usage(FILE *f)
 		"\n"
 		"Exit status: 0 on success; 1 on a runtime error (server unreachable, server\n"
 		"full, a failed command, a verify mismatch); 2 on bad usage.\n",
-		KV_MAX_VALUE >> 20, KV_MAX_MGET_KEYS);
+		KV_MAX_VALUE >> 20, KV_MAX_MGET_KEYS, KV_PEER_TIMEOUT_MIN_MS,
+		KV_PEER_TIMEOUT_MAX_MS, def.peer_timeout_ms, def.ping_interval_ms);
 }
 
 /* --workload A|B|C (either case): the share of reads; dst is the struct opts. */
@@ -174,6 +188,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{URPC_APP_NET_TRANSPORT(&o->kind, &o->kind_set)},
 		{URPC_APP_STR("device", 'd', &o->device)},
 		{URPC_APP_ULONG("timeout", 'T', &o->timeout_ms, 1, 3600000)},
+		{URPC_APP_ULONG("peer-timeout", 0, &o->peer_timeout_ms, KV_PEER_TIMEOUT_MIN_MS,
+				KV_PEER_TIMEOUT_MAX_MS)},
 		{URPC_APP_HELP},
 		{URPC_APP_TRUE("load", 0, load)},
 		{URPC_APP_FN("workload", 'w', o, parse_workload), .set = load},
@@ -195,8 +211,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	const struct urpc_app_cmdline cl = {URPC_APP_CMDLINE(PROG, usage, opts),
 					    .refusal = URPC_APP_REFUSE_TRY, .max_operands = ~0u,
 					    .in_order = true};
+	struct urpc_rpc_opts def;
 	int ret;
 
+	urpc_rpc_opts_init(&def);
 	memset(o, 0, sizeof(*o));
 	o->server = "127.0.0.1:31860";
 	o->bind = "127.0.0.1";
@@ -211,6 +229,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	o->duration_s = 5;
 	o->mget = 1;
 	o->timeout_ms = 3000;
+	o->peer_timeout_ms = def.peer_timeout_ms;
 	ret = urpc_app_parse_args(&cl, argc, argv, &o->first_arg);
 	if (ret)
 		return ret;
@@ -289,7 +308,7 @@ static void on_sm_event(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev
 				snprintf(why, sizeof(why), " (%s)", urpc_strerror(status));
 			fprintf(stderr,
 				PROG
-				": %sa session to the server was reset%s: the server stopped or restarted, or no heartbeat between the two processes got through for %u ms (a host too busy to run them?)%s\n",
+				": %sa session to the server was reset%s: the server stopped or restarted, or no heartbeat between the two processes got through for %u ms (a host too busy to run them? --peer-timeout on both sides gives them longer)%s\n",
 				who, why, c->peer_timeout_ms,
 				c->thread >= 0 ? "; this thread sends no more requests" : "");
 		}
@@ -311,6 +330,7 @@ static int rpc_create(struct urpc_nexus *nx, const struct opts *o, uint8_t id, s
 	ro.sm_handler = on_sm_event;
 	ro.sm_arg = c;
 	ro.connect_timeout_ms = (uint32_t)o->timeout_ms;
+	ro.peer_timeout_ms = (uint32_t)o->peer_timeout_ms;
 	c->peer_timeout_ms = ro.peer_timeout_ms;
 	ret = urpc_rpc_create(nx, id, &ro, out);
 	if (ret)

@@ -46,6 +46,13 @@
 #define KV_MAX_VALUE (32u << 20) /* bytes in a value */
 #define KV_MAX_MGET_KEYS 64	 /* keys in one multi-GET */
 #define KV_MAX_THREADS 64	 /* server Rpc threads (Rpc ids 0..63) */
+/*
+ * --peer-timeout of both programs, in ms (urpc_rpc_opts.peer_timeout_ms):
+ * at least two of the engine's 100 ms heartbeat intervals, so that one late
+ * heartbeat fails nothing; at most an hour.
+ */
+#define KV_PEER_TIMEOUT_MIN_MS 200
+#define KV_PEER_TIMEOUT_MAX_MS 3600000
 
 /* Response status (wire-visible). */
 enum kv_status {

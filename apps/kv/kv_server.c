@@ -32,6 +32,7 @@ struct opts {
 	unsigned long port;
 	unsigned long threads;
 	unsigned long memory_mib;
+	unsigned long peer_timeout_ms;
 	enum urpc_transport_kind kind;
 	bool kind_set;
 };
@@ -92,6 +93,9 @@ static size_t kv_item_size(uint32_t key_len, uint32_t val_len)
 
 static void usage(FILE *f)
 {
+	struct urpc_rpc_opts def;
+
+	urpc_rpc_opts_init(&def);
 	fprintf(f,
 		"Usage: urpc-kv-server [OPTIONS]\n"
 		"\n"
@@ -112,6 +116,15 @@ static void usage(FILE *f)
 		"                        verbs when an RDMA port is active, else udp)\n"
 		"  -d, --device NAME     verbs: the RDMA device or device:port (\"mlx5_0\",\n"
 		"                        \"rxe0:1\"; default: URPC_DEVICE, else the first active)\n"
+		"      --peer-timeout MS how long a client process may go without a\n"
+		"                        heartbeat before it is taken for dead and its\n"
+		"                        sessions dropped: %d to %d milliseconds\n"
+		"                        (default %u; heartbeats go every %u ms). A process\n"
+		"                        that gets no CPU for about MS less one heartbeat\n"
+		"                        (stopped, or on a host too busy to run it) is taken\n"
+		"                        for dead too; a dead one is noticed only after MS.\n"
+		"                        Whichever side's timeout runs out first fails both:\n"
+		"                        give urpc-kv-client the same value\n"
 		"  -h, --help            show this help\n"
 		"\n"
 		"Signals: SIGUSR1 prints the statistics (operations per type and thread,\n"
@@ -119,7 +132,8 @@ static void usage(FILE *f)
 		"server, which prints them once more and frees everything.\n"
 		"\n"
 		"Exit status: 0 on a clean stop, 1 on a runtime error, 2 on bad usage.\n",
-		KV_MAX_VALUE >> 20, KV_MAX_THREADS);
+		KV_MAX_VALUE >> 20, KV_MAX_THREADS, KV_PEER_TIMEOUT_MIN_MS, KV_PEER_TIMEOUT_MAX_MS,
+		def.peer_timeout_ms, def.ping_interval_ms);
 }
 
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
@@ -132,15 +146,20 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{URPC_APP_ULONG("memory", 'm', &o->memory_mib, 1, 1ul << 20)},
 		{URPC_APP_NET_TRANSPORT(&o->kind, &o->kind_set)},
 		{URPC_APP_STR("device", 'd', &o->device)},
+		{URPC_APP_ULONG("peer-timeout", 0, &o->peer_timeout_ms, KV_PEER_TIMEOUT_MIN_MS,
+				KV_PEER_TIMEOUT_MAX_MS)},
 	};
 	const struct urpc_app_cmdline cl = {URPC_APP_CMDLINE(PROG, usage, opts),
 					    .refusal = URPC_APP_REFUSE_TRY};
+	struct urpc_rpc_opts def;
 
+	urpc_rpc_opts_init(&def);
 	o->host = "127.0.0.1";
 	o->device = NULL;
 	o->port = 31860;
 	o->threads = 2;
 	o->memory_mib = 256;
+	o->peer_timeout_ms = def.peer_timeout_ms;
 	o->kind_set = false;
 	return urpc_app_parse_args(&cl, argc, argv, NULL);
 }
@@ -540,6 +559,7 @@ static void *thread_main(void *arg)
 	if (srv->o.kind_set)
 		ro.transport = srv->o.kind;
 	ro.device = srv->o.device;
+	ro.peer_timeout_ms = (uint32_t)srv->o.peer_timeout_ms;
 	ret = urpc_rpc_create(srv->nx, (uint8_t)t->id, &ro, &t->rpc);
 	if (ret) {
 		t->err = ret;
