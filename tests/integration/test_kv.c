@@ -34,14 +34,23 @@ static const char *dev(const char *env)
 	return d && *d ? d : "";
 }
 
+/*
+ * Both programs' --peer-timeout: at the default 500 ms, a process that the
+ * host (here a VM under emulation) does not run for about 0.4 s is failed
+ * by its peer and the run's sessions reset; 10 s, as kv_smoke's healthy
+ * runs.
+ */
+#define PEER_TIMEOUT_MS 10000u
+
 /* Start the server with its output in @out; fills addr once it listens. */
 static void server_up(const char *out)
 {
 	char cmd[1024];
 
-	snprintf(cmd, sizeof(cmd), "%s --port 0 --threads 2 --transport %s %s%s > %s 2>&1",
+	snprintf(cmd, sizeof(cmd),
+		 "%s --port 0 --threads 2 --transport %s %s%s --peer-timeout %u > %s 2>&1",
 		 KV_SERVER, KV_KIND_NAME, *dev("URPC_TEST_DEVICE_B") ? "--device " : "",
-		 dev("URPC_TEST_DEVICE_B"), out);
+		 dev("URPC_TEST_DEVICE_B"), PEER_TIMEOUT_MS, out);
 	server = kv_server_spawn(cmd, out, addr, sizeof(addr));
 }
 
@@ -56,9 +65,10 @@ static int client(const char *args, const char *out)
 	char cmd[1024];
 	int st;
 
-	snprintf(cmd, sizeof(cmd), "%s --transport %s %s%s --server %s %s > %s 2>&1", KV_CLIENT,
+	snprintf(cmd, sizeof(cmd),
+		 "%s --transport %s %s%s --server %s --peer-timeout %u %s > %s 2>&1", KV_CLIENT,
 		 KV_KIND_NAME, *dev("URPC_TEST_DEVICE_A") ? "--device " : "",
-		 dev("URPC_TEST_DEVICE_A"), addr, args, out);
+		 dev("URPC_TEST_DEVICE_A"), addr, PEER_TIMEOUT_MS, args, out);
 	st = system(cmd);
 	cr_assert(WIFEXITED(st), "the client died: %s", cmd);
 	return WEXITSTATUS(st);

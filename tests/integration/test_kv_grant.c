@@ -38,6 +38,13 @@
 #endif
 
 #define WAIT_NS 30000000000ull
+/*
+ * Every side's peer timeout (the server's and the verify client's
+ * --peer-timeout, this test's Rpc): at the default 500 ms, a process that
+ * a loaded host does not run for about 0.4 s is failed by its peer and
+ * the sessions reset; 10 s, as kv_smoke's healthy runs.
+ */
+#define PEER_TIMEOUT_MS 10000u
 #define VAL_LEN 300000u
 #define PROBE_WR 4242
 
@@ -48,8 +55,9 @@ static void server_up(const char *out)
 {
 	char cmd[1024];
 
-	snprintf(cmd, sizeof(cmd), "%s --port 0 --threads 1 --transport udp > %s 2>&1", KV_SERVER,
-		 out);
+	snprintf(cmd, sizeof(cmd),
+		 "%s --port 0 --threads 1 --transport udp --peer-timeout %u > %s 2>&1", KV_SERVER,
+		 PEER_TIMEOUT_MS, out);
 	server = kv_server_spawn(cmd, out, addr, sizeof(addr));
 }
 
@@ -174,6 +182,7 @@ Test(kv_grant, the_server_refuses_kept_and_crafted_one_sided_requests_and_keeps_
 	urpc_rpc_opts_init(&o);
 	o.transport = URPC_TRANSPORT_UDP;
 	o.idle_block_us = 0;
+	o.peer_timeout_ms = PEER_TIMEOUT_MS;
 	cr_assert_eq(urpc_rpc_create(C.nx, 0, &o, &C.rpc), 0);
 	cr_assert_eq(urpc_session_connect(C.rpc, addr, 0, &C.sess), 0);
 	kv_put_big();
@@ -223,8 +232,9 @@ Test(kv_grant, the_server_refuses_kept_and_crafted_one_sided_requests_and_keeps_
 	cr_assert_eq(urpc_rpc_destroy(C.rpc), 0);
 	cr_assert_eq(urpc_nexus_destroy(C.nx), 0);
 	snprintf(cmd, sizeof(cmd),
-		 "%s --transport udp --server %s --verify -j 1 -D 1 -w A -k 50 -v 300000 > %s 2>&1",
-		 KV_CLIENT, addr, cli_out);
+		 "%s --transport udp --server %s --peer-timeout %u --verify -j 1 -D 1 -w A -k 50 "
+		 "-v 300000 > %s 2>&1",
+		 KV_CLIENT, addr, PEER_TIMEOUT_MS, cli_out);
 	st = system(cmd);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the verify run failed (see %s)", cli_out);
 	{
