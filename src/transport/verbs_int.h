@@ -98,6 +98,7 @@
 #define VERBS_RXE_VENDOR 0xffffffu /* Soft-RoCE's vendor_id */
 #define VERBS_HELD 64u		   /* release notices held while a wait blocks (verbs_mw.c) */
 #define VERBS_RENEW_HELD 16u	   /* ... and per connection while its pair is renewed */
+#define VERBS_UNDER 32u		   /* MRs kept under windows (verbs_under.c) */
 
 static_assert(URPC_IS_POW2(VERBS_OS_OPS), "op table size is a power of two");
 static_assert(VERBS_OS_OPS <= 65536, "op indices fit 16 bits");
@@ -266,7 +267,8 @@ struct verbs_grant {
 	uint32_t qp_num;
 	uint32_t binds; /* MW: of @mw, this one included */
 	struct ibv_mw *mw;
-	struct ibv_mr *mr; /* MR: the grant's own registration */
+	struct ibv_mr *mr; /* MR: the grant's own registration; MW: the one under it, if any */
+	bool under;	   /* @mr came from verbs_under.c */
 	const void *reg;   /* the registration (its struct ibv_mr) it was made on */
 	uintptr_t addr;	   /* MW: what it is bound over, to bind it again (REBIND) */
 	uint32_t len;
@@ -352,6 +354,15 @@ struct verbs_tp {
 		uint32_t binds; /* so far */
 	} * idle_mw;
 	uint32_t nidle_mw, idle_mw_cap;
+	struct verbs_under {
+		struct ibv_mr *mr; /* NULL: empty */
+		const void *reg;   /* the user registration it lies in */
+		uintptr_t addr;
+		size_t len;
+		uint32_t refs; /* grants bound over it */
+		uint64_t used; /* under_clock when last taken */
+	} under[VERBS_UNDER];
+	uint64_t under_clock;
 	uint64_t local_seq;  /* the last bind or invalidation posted ... */
 	uint64_t local_done; /* ... and the last one whose completion came */
 	int local_status;    /* its enum ibv_wc_status */

@@ -30,7 +30,9 @@
  *   the bounds of the registration under it, not the window's own: there
  *   the window is bound over an MR registered for exactly the granted
  *   bytes (with IBV_ACCESS_MW_BIND and no remote access of its own), so
- *   both bounds are the grant's; it costs a registration per grant.
+ *   both bounds are the grant's. Such an MR opens nothing by itself, so
+ *   verbs_under.c keeps it for the next grant of the same bytes: a
+ *   registration per new buffer, not per grant.
  * - MR: an MR registered for exactly the granted bytes, deregistered by
  *   revoke(). Exact in bytes, access and lifetime, but any RC QP of this
  *   endpoint may use its key. Used where the device has no type-2 windows
@@ -68,6 +70,7 @@
 #include "../util/log.h"
 #include "verbs_notice.h"
 #include "verbs_rc.h"
+#include "verbs_under.h"
 
 #define GRANT_NIL UINT32_MAX
 
@@ -268,6 +271,7 @@ static void entry_put(struct verbs_tp *v, uint32_t idx)
 	e->kind = VERBS_GRANT_FREE;
 	e->mw = NULL;
 	e->mr = NULL;
+	e->under = false;
 	e->reg = NULL;
 	e->conn = NULL;
 	e->peer = NULL;
@@ -307,6 +311,17 @@ static int post_bind(struct verbs_tp *v, struct verbs_grant *e, struct ibv_mw *m
 	return 0;
 }
 
+/* Let go of @e's own MR, or of the one under its window. */
+static void mr_put(struct verbs_tp *v, struct verbs_grant *e)
+{
+	if (e->mr && e->under)
+		urpc__verbs_under_put(v, e->mr);
+	else if (e->mr)
+		ibv_dereg_mr(e->mr);
+	e->mr = NULL;
+	e->under = false;
+}
+
 /*
  * Bind a window over [@a, @a + @len) of @mr (or of an MR of exactly those
  * bytes, where windows are checked against their MR's bounds) on the
@@ -320,11 +335,11 @@ static int bind_window(struct verbs_tp *v, struct verbs_grant *e, const struct u
 	int ret;
 
 	if (!v->mw_own_bounds) {
-		under = ibv_reg_mr(v->pd, (void *)a, len,
-				   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+		under = urpc__verbs_under_get(v, mr->handle, a, len);
 		if (!under)
-			return errno ? -errno : -ENOMEM;
+			return -errno;
 		e->mr = under;
+		e->under = true;
 	}
 	if (v->nidle_mw)
 		w = v->idle_mw[--v->nidle_mw];
@@ -347,9 +362,7 @@ static int bind_window(struct verbs_tp *v, struct verbs_grant *e, const struct u
 	return 0;
 
 out_mr:
-	if (e->mr)
-		ibv_dereg_mr(e->mr);
-	e->mr = NULL;
+	mr_put(v, e);
 	return ret;
 }
 
@@ -508,8 +521,7 @@ static void entry_end(struct verbs_tp *v, uint32_t idx)
 	case VERBS_GRANT_FREE:
 		break;
 	}
-	if (e->mr) /* after the window on it is gone */
-		ibv_dereg_mr(e->mr);
+	mr_put(v, e); /* after the window on it is gone */
 	entry_put(v, idx);
 	v->base.stats.grants_live--;
 }
@@ -556,6 +568,7 @@ void urpc__verbs_mw_mr_gone(struct verbs_tp *v, const void *mr_handle)
 	for (i = 0; i < v->grants_cap; i++)
 		if (v->grants[i].kind != VERBS_GRANT_FREE && v->grants[i].reg == mr_handle)
 			entry_end(v, i);
+	urpc__verbs_under_gone(v, mr_handle);
 }
 
 void urpc__verbs_mw_peer_gone(struct verbs_tp *v, const struct urpc_tp_peer *h)
@@ -574,9 +587,10 @@ void urpc__verbs_mw_fini(struct verbs_tp *v)
 	for (i = 0; i < v->grants_cap; i++) {
 		if (v->grants[i].kind == VERBS_GRANT_MW || v->grants[i].kind == VERBS_GRANT_REBIND)
 			ibv_dealloc_mw(v->grants[i].mw);
-		if (v->grants[i].kind != VERBS_GRANT_FREE && v->grants[i].mr)
+		if (v->grants[i].kind != VERBS_GRANT_FREE && v->grants[i].mr && !v->grants[i].under)
 			ibv_dereg_mr(v->grants[i].mr);
 	}
+	urpc__verbs_under_gone(v, NULL); /* after the windows on them */
 	for (i = 0; i < v->nidle_mw; i++)
 		ibv_dealloc_mw(v->idle_mw[i].mw);
 	free(v->grants);
