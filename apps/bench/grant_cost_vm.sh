@@ -58,9 +58,12 @@ DESCRIPTION
 
     For each direction, size and mode it prints the median MB/s over the
     rounds and the median of the per-round ratios to the first mode of
-    --modes, with their range. Under TCG only ratios within one boot mean
-    anything, and only when the host is otherwise idle: note the load
-    average with the figures.
+    --modes, with their range. Beside each run's output (DIR-MODE-ROUND.out
+    in --out) it keeps Soft-RoCE's hardware counters read before and after
+    the run (.cnt0, .cnt1: "path value" lines): their difference shows the
+    requester's retries (completer_retry_err), duplicates and RNR NAKs.
+    Under TCG only ratios within one boot mean anything, and only when the
+    host is otherwise idle: note the load average with the figures.
 
 OPTIONS
     --baseline BIN     an urpc-large-tput binary to run as mode "base"
@@ -176,11 +179,13 @@ while [ "$r" -le "$rounds" ]; do
 				export URPC_VERBS_GRANTS=$m
 			fi
 			f=$out/$d-$m-$r
+			for c in /sys/class/infiniband/*/ports/1/hw_counters/*; do echo "$c $(cat "$c")"; done >"$f.cnt0" 2>/dev/null
 			if URPC_LOG=warn timeout 120 "$b" "$@" --direction "$d" --csv "$f.csv" >"$f.out" 2>&1; then
 				echo "grant_cost_vm: round $r $d $m done" >&2
 			else
 				echo "grant_cost_vm: round $r $d $m failed (see $f.out)" >&2
 			fi
+			for c in /sys/class/infiniband/*/ports/1/hw_counters/*; do echo "$c $(cat "$c")"; done >"$f.cnt1" 2>/dev/null
 		done
 	done
 	r=$((r + 1))
