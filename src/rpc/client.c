@@ -36,12 +36,6 @@ static inline void send_req(struct urpc_rpc *rpc, struct urpc_session *s, struct
 	sl->tx_ns = rpc->tx_stamp; /* 0 (outside the loop): stamped by the next scan */
 }
 
-/* The datagram header a slot's request or stored response leaves from. */
-static inline const void *req_pkt_of(struct urpc_cslot *sl)
-{
-	return sl->large_req ? (const void *)&sl->lpkt.h : (const void *)urpc__mb_hdr(sl->req);
-}
-
 /*
  * Take free slot @i of @s for a request (@large: it travels as a
  * descriptor) and mark it sent; returns its request number.
@@ -274,41 +268,67 @@ URPC_API int urpc_priv_req_enqueue_view(struct urpc_rpc *rpc, struct urpc_msgbuf
 	return enqueue(rpc, req, NULL, cont, tag, session_type, true);
 }
 
-static inline URPC_ALWAYS_INLINE void complete(struct urpc_rpc *rpc, struct urpc_session *s,
-					       struct urpc_cslot *sl, int status)
+/* The end of complete(): slot @sl (index @i) goes FREE, and with @call the continuation runs. */
+static inline URPC_ALWAYS_INLINE void complete_end(struct urpc_rpc *rpc, struct urpc_session *s,
+						   struct urpc_cslot *sl, enum urpc_cli_state from,
+						   unsigned i, urpc_cont_fn cont, void *tag,
+						   int status, struct urpc_msgbuf *resp, bool call)
+{
+	/* A FREE slot's req and resp are stale: nothing reads them (urpc__mb_is_lent()). */
+	urpc__cli_step(rpc, sl, from, URPC_CLI_FREE);
+	s->cli.free_mask |= 1u << i;
+	if (s->cli.wq_head != s->cli.wq_tail && s->state == URPC_SESS_CONNECTED)
+		urpc__cli_kick(rpc, s);
+	if (likely(call)) /* inside a pass (every caller): in_loop bars the loop and destroy */
+		cont(rpc, tag, status, resp);
+}
+
+/*
+ * complete() of a resent or failed request, or of a large one with a
+ * grant: out of line, so that the plain completion tests nothing more.
+ */
+static URPC_COLD void complete_slow(struct urpc_rpc *rpc, struct urpc_session *s,
+				    struct urpc_cslot *sl, int status)
 {
 	urpc_cont_fn cont = sl->cont;
 	struct urpc_msgbuf *resp = sl->resp;
 	void *tag = sl->tag;
 	unsigned i = sl->idx;
-	bool later = false;
+	bool later;
 
+	if (sl->retries || status) {
+		/*
+		 * A copy of the request may still wait in the TX batch (a
+		 * retransmission, or a first send under back-pressure when
+		 * the deadline passed) or at the NIC: the buffer goes back
+		 * to the application now.
+		 */
+		urpc__tx_forget(rpc, urpc__cli_req_pkt(sl), NULL);
+		rpc->tp->ops->tx_flush(rpc->tp);
+	}
+	if (status) { /* a view request's continuation gets no bytes */
+		rpc->resp_view.buf = NULL;
+		rpc->resp_view.data_size = 0;
+	}
+	/* The server no longer reads the request: revoked, or kept until it let go (large.h). */
+	later = sl->grant.key && urpc__cli_large_retire(rpc, s, sl, status);
+	complete_end(rpc, s, sl, sl->state, i, cont, tag, status, resp, !later);
+}
+
+/*
+ * Complete the request in slot @sl, which is in state @from, with @status:
+ * the slot goes FREE and the continuation runs, exactly once.
+ */
+static inline URPC_ALWAYS_INLINE void complete(struct urpc_rpc *rpc, struct urpc_session *s,
+					       struct urpc_cslot *sl, int status,
+					       enum urpc_cli_state from)
+{
 	/* One test for a resent or failed request and a large one's grant. */
 	if (unlikely(((uint64_t)sl->retries | (uint32_t)status | sl->grant.key) != 0)) {
-		if (sl->retries || status) {
-			/*
-			 * A copy of the request may still wait in the TX batch (a
-			 * retransmission, or a first send under back-pressure when
-			 * the deadline passed) or at the NIC: the buffer goes back
-			 * to the application now.
-			 */
-			urpc__tx_forget(rpc, req_pkt_of(sl), NULL);
-			rpc->tp->ops->tx_flush(rpc->tp);
-		}
-		if (status) { /* a view request's continuation gets no bytes */
-			rpc->resp_view.buf = NULL;
-			rpc->resp_view.data_size = 0;
-		}
-		/* The server no longer reads the request: revoked, or kept until it let go (large.h). */
-		later = sl->grant.key && urpc__cli_large_retire(rpc, s, sl, status);
+		complete_slow(rpc, s, sl, status);
+		return;
 	}
-	/* A FREE slot's req and resp are stale: nothing reads them (urpc__mb_is_lent()). */
-	urpc__cli_set(rpc, sl, URPC_CLI_FREE);
-	s->cli.free_mask |= 1u << i;
-	if (s->cli.wq_head != s->cli.wq_tail && s->state == URPC_SESS_CONNECTED)
-		urpc__cli_kick(rpc, s);
-	if (likely(!later)) /* inside a pass (every caller): in_loop bars the loop and destroy */
-		cont(rpc, tag, status, resp);
+	complete_end(rpc, s, sl, from, sl->idx, sl->cont, sl->tag, status, sl->resp, true);
 }
 
 void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status)
@@ -321,7 +341,7 @@ void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status
 	/* The buffers go back to the application: no copy may be sent later. */
 	for (i = 0; i < URPC_SESSION_SLOTS; i++)
 		if (s->cli.slots[i].state != URPC_CLI_FREE)
-			urpc__tx_forget(rpc, req_pkt_of(&s->cli.slots[i]), NULL);
+			urpc__tx_forget(rpc, urpc__cli_req_pkt(&s->cli.slots[i]), NULL);
 	rpc->tp->ops->tx_flush(rpc->tp);
 	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
 		struct urpc_cslot *sl = &s->cli.slots[i];
@@ -422,7 +442,7 @@ void urpc__cli_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 					sl->late_status = -ETIMEDOUT;
 				goto resend;
 			}
-			complete(rpc, s, sl, -ETIMEDOUT);
+			complete(rpc, s, sl, -ETIMEDOUT, sl->state);
 			if (rpc->sessions[num] != s || s->state != URPC_SESS_CONNECTED)
 				return;
 			continue;
@@ -452,33 +472,6 @@ void urpc__cli_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 	}
 	if (s->cli.wq_head != s->cli.wq_tail)
 		expire_waiting(rpc, s);
-}
-
-uint64_t urpc__cli_next_timer(const struct urpc_rpc *rpc, const struct urpc_session *s)
-{
-	uint64_t t = UINT64_MAX;
-	uint32_t i;
-
-	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
-		const struct urpc_cslot *sl = &s->cli.slots[i];
-
-		if (sl->state == URPC_CLI_FREE)
-			continue;
-		if (sl->deadline_ns)
-			t = URPC_MIN(t, sl->deadline_ns);
-		if (sl->state == URPC_CLI_READING)
-			continue; /* no retransmission while reading */
-		if (!sl->tx_ns)
-			return rpc->now; /* sent outside the loop: the next scan stamps it */
-		t = URPC_MIN(t, sl->tx_ns + sl->rto_ns);
-	}
-	for (i = s->cli.wq_head; i != s->cli.wq_tail; i++) {
-		const struct urpc_waiting_req *w = &s->cli.waitq[i & WAITQ_MASK];
-
-		if (w->deadline_ns)
-			t = URPC_MIN(t, w->deadline_ns);
-	}
-	return t;
 }
 
 /*
@@ -549,39 +542,56 @@ static URPC_COLD void client_ack(struct urpc_rpc *rpc, struct urpc_session *s,
 	urpc__cli_set(rpc, sl, URPC_CLI_ACKED);
 	rpc->st.acks_rx++;
 	if (sl->late_status)
-		complete(rpc, s, sl, sl->late_status);
+		complete(rpc, s, sl, sl->late_status, sl->state);
 }
 
-#define RX_CONSUMED 1 /* client_rx_slow(): the request goes on (never a status) */
+/*
+ * The end of client_rx for a request answered with @st (0 or -errno), its
+ * slot in state @from: a round-trip sample now and then, the count, the
+ * completion.
+ */
+static inline URPC_ALWAYS_INLINE void client_rx_done(struct urpc_rpc *rpc, struct urpc_session *s,
+						     struct urpc_cslot *sl, int st,
+						     enum urpc_cli_state from)
+{
+	/* Karn: a retransmitted request's answer may be to either copy. tx_ns 0: not stamped. */
+	if (unlikely(rpc->now >= s->cli.rtt.next_ns) && !sl->retries && sl->tx_ns)
+		urpc__rtt_sample(rpc, s, rpc->now - sl->tx_ns);
+	rpc->st.resps_rx++;
+	complete(rpc, s, sl, st, from);
+}
 
 /*
- * What client_rx does with anything but a plain answer: an error status, a
- * descriptor, an acknowledgement, a slot reading or past its deadline.
- * RX_CONSUMED, or the status (0 or -errno) to complete the request with
- * (returned: the caller's status stays in a register).
+ * What client_rx does with anything but a plain answer to a SENT or ACKED
+ * slot: an error status, a descriptor, an acknowledgement, a slot reading
+ * or past its deadline (or in a state out of range: a bug, which the step
+ * to FREE counts, the request completing with -EPROTO). Out of line, with
+ * its own completion, so that the plain answer's path merges with none.
  */
-static URPC_COLD int client_rx_slow(struct urpc_rpc *rpc, struct urpc_session *s,
-				    struct urpc_cslot *sl, const struct urpc_pkthdr *h,
-				    const uint8_t *data, uint32_t len)
+static URPC_COLD void client_rx_slow(struct urpc_rpc *rpc, struct urpc_session *s,
+				     struct urpc_cslot *sl, const struct urpc_pkthdr *h,
+				     const uint8_t *data, uint32_t len)
 {
 	uint16_t status = le16toh(h->status);
 	int st;
 
 	if (sl->state == URPC_CLI_READING) {
 		rpc->st.dup_resps++; /* a resent descriptor while we read */
-		return RX_CONSUMED;
+		return;
 	}
 	if (h->flags & URPC_PKT_F_ACK) {
 		client_ack(rpc, s, sl, len);
-		return RX_CONSUMED;
+		return;
 	}
 	if (sl->late_status) /* the deadline passed while the server read the request */
-		return sl->late_status;
-	if (status)
-		return -(int)status;
-	if (!(h->flags & URPC_PKT_F_LARGE))
-		return -EPROTO; /* unknown flags */
-	return client_read_resp(rpc, s, sl, data, len, &st) ? st : RX_CONSUMED;
+		st = sl->late_status;
+	else if (status)
+		st = -(int)status;
+	else if (!(h->flags & URPC_PKT_F_LARGE))
+		st = -EPROTO; /* unknown flags */
+	else if (!client_read_resp(rpc, s, sl, data, len, &st))
+		return; /* the READ is under way */
+	client_rx_done(rpc, s, sl, st, sl->state);
 }
 
 void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_pkthdr *h,
@@ -590,23 +600,24 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 	uint64_t req_num = le64toh(h->req_num);
 	struct urpc_cslot *sl = &s->cli.slots[req_num & SLOT_MASK];
 	struct urpc_msgbuf *resp = sl->resp; /* a local: the copy into it may write anywhere */
+	enum urpc_cli_state from = sl->state;
 	int st;
 
 	URPC_KEEP(sl);
-	if (unlikely(req_num != sl->cur_req_num || sl->state == URPC_CLI_FREE)) {
+	if (unlikely(req_num != sl->cur_req_num || from == URPC_CLI_FREE)) {
 		if (req_num == sl->cur_req_num)
 			rpc->st.dup_resps++;
 		else
 			rpc->st.drop_stale++;
 		return;
 	}
-	/* One test for everything but a plain answer. */
+	/* One test for all but a plain answer to a SENT or ACKED slot: it settles the step to FREE. */
 	if (unlikely((urpc__pkthdr_flags_status(h) | (uint32_t)sl->late_status) != 0 ||
-		     sl->state == URPC_CLI_READING)) {
-		st = client_rx_slow(rpc, s, sl, h, data, len);
-		if (st == RX_CONSUMED)
-			return;
-	} else if (unlikely(resp == &rpc->resp_view)) {
+		     (unsigned)from - URPC_CLI_SENT > URPC_CLI_ACKED - URPC_CLI_SENT)) {
+		client_rx_slow(rpc, s, sl, h, data, len);
+		return;
+	}
+	if (unlikely(resp == &rpc->resp_view)) {
 		/* urpc_req_enqueue_view(): the continuation reads the bytes in place. */
 		resp->buf = (uint8_t *)(uintptr_t)data;
 		resp->data_size = len;
@@ -617,11 +628,7 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		st = urpc__mb_copy_in(resp, data, len);
 		resp->data_size = len;
 	}
-	/* Karn: a retransmitted request's answer may be to either copy. tx_ns 0: not stamped. */
-	if (unlikely(rpc->now >= s->cli.rtt.next_ns) && !sl->retries && sl->tx_ns)
-		urpc__rtt_sample(rpc, s, rpc->now - sl->tx_ns);
-	rpc->st.resps_rx++;
-	complete(rpc, s, sl, st);
+	client_rx_done(rpc, s, sl, st, from);
 }
 
 /* The READ of a large response finished: complete the request. */
@@ -637,5 +644,5 @@ void urpc__cli_read_done(struct urpc_rpc *rpc, const struct urpc_os_op *op, int 
 	if (!status)
 		sl->resp->data_size = op->len;
 	rpc->st.resps_rx++;
-	complete(rpc, s, sl, status);
+	complete(rpc, s, sl, status, sl->state);
 }

@@ -29,12 +29,11 @@ void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status
 /* Move waiting requests into free slots and transmit them. */
 void urpc__cli_kick(struct urpc_rpc *rpc, struct urpc_session *s);
 
-/*
- * The earliest time a timer of busy client session @s (retransmission or
- * deadline of a request in a slot or waiting) needs the timer scan; the
- * Rpc may sleep until then. Idle path only.
- */
-uint64_t urpc__cli_next_timer(const struct urpc_rpc *rpc, const struct urpc_session *s);
+/* The datagram header a slot's request leaves from (its descriptor for a large one). */
+static inline const void *urpc__cli_req_pkt(const struct urpc_cslot *sl)
+{
+	return sl->large_req ? (const void *)&sl->lpkt.h : (const void *)urpc__mb_hdr(sl->req);
+}
 
 /* Mark client session @s as having requests (the timer scan looks at it). */
 static inline void urpc__cli_mark_busy(struct urpc_rpc *rpc, const struct urpc_session *s)

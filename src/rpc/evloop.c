@@ -3,7 +3,7 @@
  * The event loop (evloop.h): the public urpc_rpc_run_event_loop*() calls.
  * Owns the pass (rpc->now, rpc->in_loop, rpc->tx_stamp), the timer scan (next_scan_ns,
  * the clearing of the busy and SM-timer bitmaps) and the idle sleep
- * (wake_fd).
+ * (wake_fd; a busy client session's next timer, read from its slots).
  * May call: everything below it: session.h, session_sm.h (the SM outbox),
  * client.h, server.h, large.h, rop.h (the users' batches' timers), tx.h;
  * the SM queue; the transport's rx_burst/rx_release/poll_completions/
@@ -29,6 +29,7 @@
 #include "session_sm.h"
 #include "tx.h"
 
+#define WAITQ_MASK (URPC_SESSION_WAITQ - 1)
 #define SCAN_INTERVAL_NS 1000000ull /* timers are looked at once a millisecond */
 /*
  * Longest idle sleep, whatever the timers say: a backstop, so that a timer
@@ -290,13 +291,46 @@ URPC_API int urpc_rpc_run_event_loop_once(struct urpc_rpc *rpc)
 /* ---- idle waiting ---- */
 
 /*
+ * The earliest time a timer of busy client session @s (retransmission or
+ * deadline of a request in a slot or waiting) needs the timer scan; the
+ * Rpc may sleep until then. Reads the client's slots and queue (client.c
+ * owns them). Idle path only.
+ */
+static uint64_t cli_next_timer(const struct urpc_rpc *rpc, const struct urpc_session *s)
+{
+	uint64_t t = UINT64_MAX;
+	uint32_t i;
+
+	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+		const struct urpc_cslot *sl = &s->cli.slots[i];
+
+		if (sl->state == URPC_CLI_FREE)
+			continue;
+		if (sl->deadline_ns)
+			t = URPC_MIN(t, sl->deadline_ns);
+		if (sl->state == URPC_CLI_READING)
+			continue; /* no retransmission while reading */
+		if (!sl->tx_ns)
+			return rpc->now; /* sent outside the loop: the next scan stamps it */
+		t = URPC_MIN(t, sl->tx_ns + sl->rto_ns);
+	}
+	for (i = s->cli.wq_head; i != s->cli.wq_tail; i++) {
+		const struct urpc_waiting_req *w = &s->cli.waitq[i & WAITQ_MASK];
+
+		if (w->deadline_ns)
+			t = URPC_MIN(t, w->deadline_ns);
+	}
+	return t;
+}
+
+/*
  * May the Rpc sleep, and until when? False while something needs polling
  * rather than a timer: a server slot whose handler has not answered yet (a
  * deferred response comes from this thread), an SM event to raise,
  * datagrams the transport has not taken, one-sided operations in flight.
  * Otherwise true, with *wake_ns (Rpc clock) the earliest session timer
  * (urpc__session_next_timer(), kept beside the timers it describes) or
- * request timer (urpc__cli_next_timer(): a request waiting for its answer
+ * request timer (cli_next_timer(): a request waiting for its answer
  * is waiting, not working; the answer wakes the sleep like any datagram);
  * never before the next timer scan, which is when a due timer is acted on.
  * With no session it is UINT64_MAX: only traffic or the caller's end wakes
@@ -323,7 +357,7 @@ static bool idle_wake_time(const struct urpc_rpc *rpc, uint64_t *wake_ns)
 			if (!s)
 				continue;
 			if (s->role == URPC_ROLE_CLIENT && urpc__cli_busy(s))
-				t = URPC_MIN(t, urpc__cli_next_timer(rpc, s));
+				t = URPC_MIN(t, cli_next_timer(rpc, s));
 			t = URPC_MIN(t, urpc__session_next_timer(rpc, s));
 		}
 	}

@@ -336,6 +336,13 @@ URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
 	if (!urpc__rpc_is_owner(rpc))
 		return -EPERM;
 	*st = rpc->st;
+	/*
+	 * A transport that sends each datagram at once counts them itself
+	 * (urpc__tx_put(): one counter per datagram, not two); the engine
+	 * hands it nothing it refuses (no peer, longer than the MTU).
+	 */
+	if (rpc->tx_now)
+		st->pkts_tx += rpc->tp->stats.tx_pkts;
 	st->tp_sys_tx = rpc->tp->stats.sys_tx;
 	st->tp_sys_rx = rpc->tp->stats.sys_rx;
 	st->tp_sys_rx_empty = rpc->tp->stats.sys_rx_empty;

@@ -134,8 +134,13 @@ static inline URPC_ALWAYS_INLINE void server_answer(struct urpc_rpc *rpc, struct
 	}
 	urpc__srv_set(rpc, sl, URPC_SRV_RESPONDED);
 	urpc__pkthdr_patch(hdr, &s->tx_hdr, sl->h.priv_req_type, (uint32_t)len, sl->cur_req_num);
-	/* server_send_resp() with the values read above */
-	sl->resp_epoch = urpc__tx_push(rpc, s->peer, hdr, (uint32_t)len, lkey) ? rpc->tx_epoch : 0;
+	/*
+	 * server_send_resp() with the values read above. Sent at once: the
+	 * epoch stays 0, as every write of it leaves it on an Rpc whose
+	 * transport sends at once (tx_now, fixed for the Rpc's life).
+	 */
+	if (urpc__tx_push(rpc, s->peer, hdr, (uint32_t)len, lkey))
+		sl->resp_epoch = rpc->tx_epoch;
 }
 
 /*

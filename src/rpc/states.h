@@ -87,14 +87,27 @@ static inline void urpc__sess_set_state(struct urpc_session *s, enum urpc_sessio
 			: URPC_PKT_WORD(s->role == URPC_ROLE_CLIENT ? URPC_PKT_RESP : URPC_PKT_REQ);
 }
 
-/* Client slot @sl goes to state @to: the only writer of a client slot's state. */
+/*
+ * Client slot @sl, in state @from (as its caller knows it: no second load,
+ * and a check the caller's tests settle folds away), goes to state @to.
+ */
+static inline void urpc__cli_step(struct urpc_rpc *rpc, struct urpc_cslot *sl,
+				  enum urpc_cli_state from, enum urpc_cli_state to)
+{
+	if (unlikely(!urpc__cli_step_ok(from, to)))
+		urpc__bad_transition(rpc, "client", urpc__cli_state_str(from),
+				     urpc__cli_state_str(to));
+	sl->state = to;
+}
+
+/*
+ * Client slot @sl goes to state @to: with urpc__cli_step(), the only
+ * writers of a client slot's state.
+ */
 static inline void urpc__cli_set(struct urpc_rpc *rpc, struct urpc_cslot *sl,
 				 enum urpc_cli_state to)
 {
-	if (unlikely(!urpc__cli_step_ok(sl->state, to)))
-		urpc__bad_transition(rpc, "client", urpc__cli_state_str(sl->state),
-				     urpc__cli_state_str(to));
-	sl->state = to;
+	urpc__cli_step(rpc, sl, sl->state, to);
 }
 
 /*

@@ -40,7 +40,7 @@ static inline bool urpc__tx_put(struct urpc_rpc *rpc, struct urpc_tp_peer *peer,
 	struct urpc_tp_tx *t;
 
 	if (rpc->tx_now) {
-		rpc->st.pkts_tx++;
+		/* Counted by the transport (tx_stats.tx_pkts): urpc_rpc_get_stats() adds it. */
 		(void)rpc->tx_now(rpc->tp, peer, hdr, (uint32_t)sizeof(*hdr) + data_len);
 		return false;
 	}
