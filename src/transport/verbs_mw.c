@@ -587,8 +587,8 @@ void urpc__verbs_mw_fini(struct verbs_tp *v)
 	for (i = 0; i < v->grants_cap; i++) {
 		if (v->grants[i].kind == VERBS_GRANT_MW || v->grants[i].kind == VERBS_GRANT_REBIND)
 			ibv_dealloc_mw(v->grants[i].mw);
-		if (v->grants[i].kind != VERBS_GRANT_FREE && v->grants[i].mr && !v->grants[i].under)
-			ibv_dereg_mr(v->grants[i].mr);
+		if (v->grants[i].kind != VERBS_GRANT_FREE)
+			mr_put(v, &v->grants[i]);
 	}
 	urpc__verbs_under_gone(v, NULL); /* after the windows on them */
 	for (i = 0; i < v->nidle_mw; i++)
