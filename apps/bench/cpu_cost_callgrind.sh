@@ -71,10 +71,13 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# Instructions (Ir) collected inside run() for one count.
+# Instructions (Ir) collected inside run() for one count. Valgrind runs one
+# thread at a time; without --fair-sched the benchmark thread, which polls
+# while it waits to connect, can keep the Nexus's session thread from ever
+# running, and the connect times out (seen on a 2-core Debian 12 VM).
 measure() {
 	out="$tmp/callgrind.$1.out"
-	if ! "$VALGRIND" --tool=callgrind --collect-atstart=no --toggle-collect=run \
+	if ! "$VALGRIND" --tool=callgrind --fair-sched=yes --collect-atstart=no --toggle-collect=run \
 		--callgrind-out-file="$out" "$bin" --count "$1" --window "$WINDOW" $copy_arg \
 		>"$tmp/log.$1" 2>&1; then
 		echo "cpu_cost_callgrind.sh: run with --count $1 failed:" >&2
