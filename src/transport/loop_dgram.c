@@ -425,7 +425,9 @@ static inline __attribute__((always_inline)) int rx_lend(struct loop_ep *ep,
 							 struct urpc_tp_rx *pkts, unsigned n)
 {
 	uint32_t pos = ep->rx_head, i = pos & ep->rx_mask, mtu = ep->mtu, expect = pos + 1;
-	uint32_t want = URPC_MIN(__atomic_load_n(&ep->rx_tail, __ATOMIC_RELAXED) - pos, n);
+	/* One read of the tail: URPC_MIN() evaluates its arguments twice. */
+	uint32_t tail = __atomic_load_n(&ep->rx_tail, __ATOMIC_RELAXED);
+	uint32_t want = URPC_MIN(tail - pos, n);
 	const struct rx_cell *c = &ep->cells[i];
 	const uint8_t *slot = ep->ring_base + (size_t)i * mtu;
 	struct urpc_tp_rx *p = pkts, *end = pkts + want;

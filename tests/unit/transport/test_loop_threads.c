@@ -2,7 +2,7 @@
 /*
  * The loop transport across threads: every endpoint driven by its own
  * thread, as Rpcs on different threads drive theirs. Datagrams from several
- * senders into one ring, echoes between every pair of threads, one-sided
+ * senders into one ring (with and without cfg.rx_reclaim), echoes between every pair of threads, one-sided
  * READ and WRITE from several requesters to one target, requesters failing
  * their operations while the target copies, and a target destroyed under
  * traffic. Every byte is checked, every operation must complete exactly
@@ -62,16 +62,22 @@ static void assert_no_errors(void)
 	cr_assert_eq(nerrors, 0, "%u failures on the threads; the first: %s", nerrors, first_err);
 }
 
-static struct urpc_tp *open_ep(uint32_t rq_depth)
+static struct urpc_tp *open_ep_cfg(uint32_t rq_depth, bool reclaim)
 {
 	struct urpc_tp_cfg cfg;
 	struct urpc_tp *tp;
 
 	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_LOOP);
 	cfg.rq_depth = rq_depth;
+	cfg.rx_reclaim = reclaim;
 	cfg.hp_flags = URPC_HP_FORCE_4K; /* small rings */
 	cr_assert_eq(urpc__tp_create(&cfg, &tp), 0);
 	return tp;
+}
+
+static struct urpc_tp *open_ep(uint32_t rq_depth)
+{
+	return open_ep_cfg(rq_depth, false);
 }
 
 static struct urpc_tp_peer *resolve(struct urpc_tp *from, struct urpc_tp *to)
@@ -166,7 +172,8 @@ static bool check_dgram(const struct urpc_tp_rx *rx, struct dgram *h)
 
 struct fan_in {
 	unsigned nsenders;
-	bool paced; /* senders keep what is in flight within the ring: nothing may be lost */
+	bool paced;   /* senders keep what is in flight within the ring: nothing may be lost */
+	bool reclaim; /* the receiver has cfg.rx_reclaim: the first sender has its lane */
 	struct urpc_tp *rcv;
 	struct urpc_tp *snd[MAX_THREADS];
 	struct urpc_tp_peer *to_rcv[MAX_THREADS];
@@ -234,15 +241,21 @@ static void *fan_receiver(void *p)
 	struct fan_arg *a = p;
 	struct fan_in *f = a->f;
 	struct urpc_tp *tp = f->rcv;
-	uint32_t next[MAX_THREADS] = {0};
+	uint32_t next[MAX_THREADS] = {0}, lent_from[32];
 	struct urpc_tp_rx rx[32];
 	uint64_t total = (uint64_t)FAN_IN_N * f->nsenders, got = 0;
+	int lent = 0;
 
 	for (;;) {
 		bool senders_done = atomic_load(&f->senders_done) == f->nsenders;
 		int k = tp->ops->rx_burst(tp, rx, 32), i;
 		uint32_t from[32];
 
+		/* With rx_reclaim this burst took the last one's entries back: credit them now. */
+		for (i = 0; i < lent; i++)
+			if (lent_from[i] < f->nsenders)
+				atomic_fetch_add(&f->credit_used[lent_from[i]], 1);
+		lent = 0;
 		for (i = 0; i < k; i++) {
 			struct dgram h;
 
@@ -261,7 +274,11 @@ static void *fan_receiver(void *p)
 			f->received[h.from]++;
 			from[i] = h.from;
 		}
-		if (k > 0) {
+		if (k > 0 && f->reclaim) {
+			memcpy(lent_from, from, (size_t)k * sizeof(from[0]));
+			lent = k;
+			got += (uint64_t)k;
+		} else if (k > 0) {
 			/* Credit only once the entries are back (their bytes are the senders' again). */
 			tp->ops->rx_release(tp, rx, (unsigned)k);
 			for (i = 0; i < k; i++)
@@ -284,7 +301,7 @@ static void *fan_receiver(void *p)
 	return NULL;
 }
 
-static void fan_in_run(unsigned nsenders, bool paced)
+static void fan_in_run(unsigned nsenders, bool paced, bool reclaim)
 {
 	struct fan_arg args[MAX_THREADS + 1];
 	pthread_t th[MAX_THREADS + 1];
@@ -294,8 +311,10 @@ static void fan_in_run(unsigned nsenders, bool paced)
 	memset(&f, 0, sizeof(f));
 	f.nsenders = nsenders;
 	f.paced = paced;
+	f.reclaim = reclaim;
 	f.end = urpc__now_ns() + WAIT_NS;
-	f.rcv = open_ep(64); /* small: it wraps every 64 datagrams and fills under flood */
+	/* small: it wraps every 64 datagrams and fills under flood */
+	f.rcv = open_ep_cfg(64, reclaim);
 	for (i = 0; i < nsenders; i++) {
 		f.snd[i] = open_ep(64);
 		f.to_rcv[i] = resolve(f.snd[i], f.rcv);
@@ -323,17 +342,28 @@ static void fan_in_run(unsigned nsenders, bool paced)
 
 Test(loop_threads, one_sender_one_receiver)
 {
-	fan_in_run(1, true);
+	fan_in_run(1, true, false);
 }
 
 Test(loop_threads, three_senders_one_receiver)
 {
-	fan_in_run(3, true);
+	fan_in_run(3, true, false);
 }
 
 Test(loop_threads, three_senders_flood_a_full_ring)
 {
-	fan_in_run(3, false);
+	fan_in_run(3, false, false);
+}
+
+/* With rx_reclaim: sender 0 has the receiver's lane, the others share its ring. */
+Test(loop_threads, three_senders_one_reclaiming_receiver)
+{
+	fan_in_run(3, true, true);
+}
+
+Test(loop_threads, three_senders_flood_a_reclaiming_receiver)
+{
+	fan_in_run(3, false, true);
 }
 
 /* ---- echoes between every pair of threads -------------------------------- */
