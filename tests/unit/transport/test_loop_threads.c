@@ -173,7 +173,8 @@ static bool check_dgram(const struct urpc_tp_rx *rx, struct dgram *h)
 struct fan_in {
 	unsigned nsenders;
 	bool paced;   /* senders keep what is in flight within the ring: nothing may be lost */
-	bool reclaim; /* the receiver has cfg.rx_reclaim: the first sender has its lane */
+	bool reclaim; /* the receiver has cfg.rx_reclaim */
+	bool now;     /* senders send with tx_now(), one datagram at a time */
 	struct urpc_tp *rcv;
 	struct urpc_tp *snd[MAX_THREADS];
 	struct urpc_tp_peer *to_rcv[MAX_THREADS];
@@ -225,7 +226,19 @@ static void *fan_sender(void *p)
 						    .data = buf[i],
 						    .data_len = h[i].len};
 		}
-		k = tp->ops->tx_burst(tp, tx, n);
+		if (f->now) {
+			static __thread uint8_t one[4096];
+
+			for (i = 0, k = 0; i < n; i++) {
+				memcpy(one, &h[i], sizeof(h[i]));
+				memcpy(one + sizeof(h[i]), buf[i], h[i].len);
+				if (tp->ops->tx_now(tp, tx[i].peer, one,
+						    (uint32_t)sizeof(h[i]) + h[i].len) == 0)
+					k++;
+			}
+		} else {
+			k = tp->ops->tx_burst(tp, tx, n);
+		}
 		if (k != (int)n) {
 			fail("tx_burst took %d of %u", k, n);
 			break;
@@ -301,7 +314,7 @@ static void *fan_receiver(void *p)
 	return NULL;
 }
 
-static void fan_in_run(unsigned nsenders, bool paced, bool reclaim)
+static void fan_in_run(unsigned nsenders, bool paced, bool reclaim, bool now)
 {
 	struct fan_arg args[MAX_THREADS + 1];
 	pthread_t th[MAX_THREADS + 1];
@@ -312,6 +325,7 @@ static void fan_in_run(unsigned nsenders, bool paced, bool reclaim)
 	f.nsenders = nsenders;
 	f.paced = paced;
 	f.reclaim = reclaim;
+	f.now = now;
 	f.end = urpc__now_ns() + WAIT_NS;
 	/* small: it wraps every 64 datagrams and fills under flood */
 	f.rcv = open_ep_cfg(64, reclaim);
@@ -342,28 +356,39 @@ static void fan_in_run(unsigned nsenders, bool paced, bool reclaim)
 
 Test(loop_threads, one_sender_one_receiver)
 {
-	fan_in_run(1, true, false);
+	fan_in_run(1, true, false, false);
 }
 
 Test(loop_threads, three_senders_one_receiver)
 {
-	fan_in_run(3, true, false);
+	fan_in_run(3, true, false, false);
 }
 
 Test(loop_threads, three_senders_flood_a_full_ring)
 {
-	fan_in_run(3, false, false);
+	fan_in_run(3, false, false, false);
 }
 
 /* With rx_reclaim: sender 0 has the receiver's lane, the others share its ring. */
 Test(loop_threads, three_senders_one_reclaiming_receiver)
 {
-	fan_in_run(3, true, true);
+	fan_in_run(3, true, true, false);
 }
 
 Test(loop_threads, three_senders_flood_a_reclaiming_receiver)
 {
-	fan_in_run(3, false, true);
+	fan_in_run(3, false, true, false);
+}
+
+/* tx_now() from three threads: claims race on the ring's tail (and its full limit). */
+Test(loop_threads, three_senders_flood_with_tx_now)
+{
+	fan_in_run(3, false, true, true);
+}
+
+Test(loop_threads, three_senders_with_tx_now)
+{
+	fan_in_run(3, true, true, true);
 }
 
 /* ---- echoes between every pair of threads -------------------------------- */
