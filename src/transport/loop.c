@@ -4,7 +4,7 @@
  * seeded fault switches. See transport.h for the contract. This file is
  * its top: create/destroy, peers, the fault switches' settings, the
  * simulated network and the ops table; it calls down into loop_dgram.c
- * (datagrams: the receive ring and the fault switches' path) and
+ * (datagrams: the receive ring, the lane, the fault switches' path) and
  * loop_os.c (one-sided operations and registrations, the last reference
  * of an endpoint), which never call back up. loop_int.h holds the types.
  *
@@ -28,7 +28,14 @@
  *     cell per operation slot, so producers claim with a fetch-and-add),
  *     loop_os.c: the consumer frees a cell by storing pos + size into its
  *     sequence (release), and a producer claims only a cell reading pos.
- * No other memory of an endpoint is written by another thread: the free
+ * Beside them, an endpoint with cfg.rx_reclaim has a lane (loop_int.h):
+ * a receive ring with one producer, the endpoint that claimed it, which
+ * publishes by storing the lane's tail (release) and takes no CAS; the
+ * consumer gives slots back by publishing its limit (release). Lanes are
+ * claimed and let go in resolve_peer()/release_peer() (CAS on lane.from).
+ * No other memory of an endpoint is written by another thread (but the
+ * lane's producer side, by its owner: tail, npeers, its slots, which that
+ * owner allocates the first time): the free
  * stack of operation slots and the counters belong to the owner, and
  * datagrams that arrive on a full ring are counted in an atomic that the
  * owner folds into its stats. Producers that leave the owner such rare
@@ -129,6 +136,8 @@ static int loop_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 			ep->read[i] = i - 1; /* not read at position i */
 	}
 	ep->rx_limit = cfg->rq_depth; /* every slot free */
+	ep->lane.limit = cfg->rq_depth;
+	ep->lane.hp_flags = cfg->hp_flags;
 	for (i = 0; i < LOOP_INCOMING; i++)
 		ep->incoming[i].seq = i;
 	for (i = 0; i < LOOP_MAX_OPS; i++) {
@@ -163,6 +172,57 @@ out_free:
 	return ret;
 }
 
+/*
+ * Let @self's new @peer send its plain datagrams through the lane of its
+ * endpoint when that endpoint has one (cfg.rx_reclaim) and it is free or
+ * already @self's (loop_int.h); else they go through the shared ring. The
+ * lane's slots are allocated by its first owner. Thread: @self's owner.
+ */
+static void lane_claim(struct loop_ep *self, struct urpc_tp_peer *peer)
+{
+	struct loop_ep *to = peer->ep, *none = NULL;
+	struct loop_lane *l = &to->lane;
+
+	if (!to->reclaim || self->net)
+		return;
+	/* Only we store ourselves there: a relaxed read that finds us is ours. */
+	if (__atomic_load_n(&l->from, __ATOMIC_RELAXED) != self) {
+		/* Acquire pairs with the release in lane_let_go(): its last publish is visible. */
+		if (!__atomic_compare_exchange_n(&l->from, &none, self, false, __ATOMIC_ACQUIRE,
+						 __ATOMIC_RELAXED))
+			return; /* another endpoint's */
+		if (!l->base) {
+			size_t n = (size_t)to->rx_mask + 1;
+
+			l->lens = calloc(n, sizeof(*l->lens));
+			if (!l->lens || urpc__hp_alloc(n * to->mtu, l->hp_flags, &l->mem)) {
+				free(l->lens);
+				l->lens = NULL;
+				__atomic_store_n(&l->from, NULL, __ATOMIC_RELEASE);
+				return; /* the shared ring serves */
+			}
+			/* Read by the receiver after the first tail it sees (acquire). */
+			l->base = l->mem.addr;
+		}
+		l->npeers = 0;
+	}
+	l->npeers++;
+	peer->lane = true;
+}
+
+/*
+ * @peer is going away: when it was the last of its endpoint's lane's
+ * owner's peers, the lane is free for another sender. Thread: @self's owner.
+ */
+static void lane_let_go(struct urpc_tp_peer *peer)
+{
+	struct loop_lane *l = &peer->ep->lane;
+
+	/* Release pairs with the acquire in lane_claim(): our publishes come first. */
+	if (peer->lane && !--l->npeers)
+		__atomic_store_n(&l->from, NULL, __ATOMIC_RELEASE);
+}
+
 /* Release every peer @ep resolved. Thread: @ep's owner. */
 static void release_all_peers(struct loop_ep *ep)
 {
@@ -170,6 +230,7 @@ static void release_all_peers(struct loop_ep *ep)
 
 	for (p = ep->peers; p; p = next) {
 		next = p->next;
+		lane_let_go(p);
 		urpc__loop_ep_put(p->ep);
 		free(p);
 	}
@@ -205,6 +266,7 @@ static int loop_destroy(struct urpc_tp *tp)
 	__atomic_store_n(&ep->dead, true, __ATOMIC_SEQ_CST);
 	/* Senders find the ring full from now on: what they send vanishes (urpc__loop_tx_now()). */
 	__atomic_store_n(&ep->rx_limit, ep->rx_free, __ATOMIC_RELEASE);
+	__atomic_store_n(&ep->lane.limit, ep->lane.freed, __ATOMIC_RELEASE); /* the lane too */
 	urpc__loop_os_fail_incoming(ep);
 	release_all_peers(ep);
 	urpc__loop_ep_put(ep);
@@ -257,6 +319,7 @@ static int loop_resolve_peer(struct urpc_tp *tp, const uint8_t *buf, size_t len,
 		return -ENOENT;
 	}
 	peer->ep = ep;
+	lane_claim(self, peer);
 	peer->next = self->peers;
 	if (self->peers)
 		self->peers->prev = peer;
@@ -274,6 +337,7 @@ static void loop_release_peer(struct urpc_tp *tp, struct urpc_tp_peer *peer)
 		return;
 	/* Our operations on it end now; the target skips their queued requests. */
 	urpc__loop_os_cancel_peer(self, peer);
+	lane_let_go(peer);
 	if (peer->prev)
 		peer->prev->next = peer->next;
 	else

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The loop transport's datagrams (loop_dgram.h): the receive ring of an
- * endpoint, filled by senders on any thread and drained by its owner, and
- * the fault switches' path (drop, duplicate, reorder, delay, the simulated
- * network's send). Calls loop_os.h (rx_burst() serves peers' one-sided
+ * endpoint, filled by senders on any thread and drained by its owner, its
+ * lane (one sender's own ring, loop_int.h), and the fault switches' path
+ * (drop, duplicate, reorder, delay, the simulated network's send). Calls loop_os.h (rx_burst() serves peers' one-sided
  * requests, a held datagram's reference goes with it); loop.c calls here.
  *
  * The receive ring (the protocol between threads is at the top of
@@ -16,6 +16,11 @@
  * rx_release() finds the oldest lent entries read. A sender reads a
  * destination's ring once per run of datagrams to it and guesses each next
  * position (put()); tx_now() claims first and reads the ring's fields after.
+ *
+ * The lane's two sides are in loop_lane.h. A peer with a lane sends its
+ * plain datagrams (tx_now(), tx_burst(), empty ones) there, and only what
+ * the fault switches let through goes to the shared ring. rx_burst()
+ * lends from both; when both have work they take turns at going first.
  *
  * Delay switch: a delayed datagram takes its receive-ring entry at once,
  * published as p + 1 + RX_DELAYED (loop_int.h), and is lent once the
@@ -33,6 +38,7 @@
 #include "../util/copy.h"
 #include "../util/log.h"
 #include "../util/rand.h"
+#include "loop_lane.h"
 #include "loop_os.h"
 
 /*
@@ -202,7 +208,9 @@ static void send_plain(const struct urpc_tp_tx *pkts, unsigned n)
 			dead = __atomic_load_n(&to->dead, __ATOMIC_RELAXED);
 			pos = __atomic_load_n(&to->rx_tail, __ATOMIC_RELAXED);
 		}
-		if (likely(!dead))
+		if (t->peer->lane)
+			lane_put(to, t->hdr, t->hdr_len, t->data, t->data_len);
+		else if (likely(!dead))
 			put(to, cells, base, mask, mtu, &pos, 0, t->hdr, t->hdr_len, t->data,
 			    t->data_len);
 	}
@@ -253,7 +261,10 @@ static __attribute__((noinline)) int tx_now_slow(struct loop_ep *ep, struct urpc
 	}
 	ep->base.stats.tx_bytes += len;
 	ep->base.stats.tx_pkts++;
-	send_faulty(ep, &t);
+	if (ep->faults_on)
+		send_faulty(ep, &t);
+	else
+		send_plain(&t, 1); /* an empty datagram, by the peer's lane if it has one */
 	return 0;
 }
 
@@ -271,6 +282,17 @@ static __attribute__((noinline)) int fill_long(struct loop_ep *to, uint32_t p, c
 	to->cells[i].len = len;
 	/* Pairs with the acquire in loop_rx_burst(). */
 	__atomic_store_n(&to->cells[i].seq, p + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/*
+ * tx_now() into the lane of a datagram longer than urpc__copy() moves
+ * inline, or into a full lane: lane_put() out of line.
+ */
+static __attribute__((noinline)) int tx_now_lane_long(struct loop_ep *to, const void *buf,
+						      uint32_t len)
+{
+	lane_put(to, buf, len, NULL, 0);
 	return 0;
 }
 
@@ -301,14 +323,31 @@ int urpc__loop_tx_now(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void 
 	tp->stats.tx_bytes += len;
 	tp->stats.tx_pkts++;
 	to = peer->ep;
+	if (likely(peer->lane)) {
+		/* lane_put() in line: the tail is ours, no claim (loop_int.h). */
+		struct loop_lane *l = &to->lane;
+
+		if (unlikely(len > 128))
+			return tx_now_lane_long(to, buf, len);
+		p = __atomic_load_n(&l->tail, __ATOMIC_RELAXED);
+		/* Acquire pairs with the release in lane_lend(). */
+		if (unlikely((int32_t)(p - __atomic_load_n(&l->limit, __ATOMIC_ACQUIRE)) >= 0))
+			return tx_now_lane_long(to, buf, len); /* full: counted there */
+		i = p & to->rx_mask;
+		urpc__copy(l->base + (size_t)i * to->mtu, buf, len);
+		l->lens[i] = len;
+		/* Pairs with the acquire in lane_lend(). */
+		__atomic_store_n(&l->tail, p + 1, __ATOMIC_RELEASE);
+		return 0;
+	}
 	/*
 	 * put() with the ring's fields read after the claim, not before it,
 	 * and one try at the claim in line: fewer values live, no stack
 	 * frame, no loop (callgrind on urpc-cpu-cost: 59 instructions per
-	 * datagram with put(), 34 with the CAS loop here, 32 now). A full
-	 * ring or a lost race go to put() out of line. Acquire pairs with the
-	 * release in free_upto(). A dead endpoint's ring reads full
-	 * (loop_destroy()).
+	 * datagram with put(), 34 with the CAS loop here, 32 now; 29 by
+	 * the lane above). A full ring or a lost race go to put() out of
+	 * line. Acquire pairs with the release in free_upto(). A dead
+	 * endpoint's ring reads full (loop_destroy()).
 	 */
 	p = __atomic_load_n(&to->rx_tail, __ATOMIC_RELAXED);
 	if (unlikely((int32_t)(p - __atomic_load_n(&to->rx_limit, __ATOMIC_ACQUIRE)) >= 0 ||
@@ -478,12 +517,37 @@ static inline __attribute__((always_inline)) int rx_lend(struct loop_ep *ep,
 	return (int)want;
 }
 
+/*
+ * Lend up to @n datagrams from the shared ring and the lane. When both
+ * have work (the ring has datagrams or lent entries to take back, the lane
+ * too), they take turns at going first, so that neither starves the other.
+ * Thread: @ep's owner.
+ */
+static inline __attribute__((always_inline)) int rx_both(struct loop_ep *ep,
+							 struct urpc_tp_rx *pkts, unsigned n)
+{
+	const struct loop_lane *l = &ep->lane;
+	int got;
+
+	if (__atomic_load_n(&ep->rx_tail, __ATOMIC_RELAXED) == ep->rx_head &&
+	    ep->rx_free == ep->rx_head && likely(ep->reclaim))
+		return lane_lend(ep, pkts, n);
+	if (__atomic_load_n(&l->tail, __ATOMIC_RELAXED) == l->head && l->freed == l->head)
+		return rx_lend(ep, pkts, n);
+	if (ep->polls & 1) {
+		got = lane_lend(ep, pkts, n);
+		return got + rx_lend(ep, pkts + got, n - (unsigned)got);
+	}
+	got = rx_lend(ep, pkts, n);
+	return got + lane_lend(ep, pkts + got, n - (unsigned)got);
+}
+
 /* rx_burst() with rare work (ep->attn): out of line, so the plain one makes no call. */
 static __attribute__((noinline)) int rx_burst_rare(struct loop_ep *ep, struct urpc_tp_rx *pkts,
 						   unsigned n)
 {
 	rx_rare(ep);
-	return rx_lend(ep, pkts, n);
+	return rx_both(ep, pkts, n);
 }
 
 /*
@@ -498,7 +562,7 @@ int urpc__loop_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n)
 	__atomic_store_n(&ep->polls, ep->polls + 1, __ATOMIC_RELAXED);
 	if (unlikely(__atomic_load_n(&ep->attn, __ATOMIC_RELAXED)))
 		return rx_burst_rare(ep, pkts, n);
-	return rx_lend(ep, pkts, n);
+	return rx_both(ep, pkts, n);
 }
 
 /*

@@ -56,6 +56,8 @@ void urpc__loop_ep_put(struct loop_ep *ep)
 	while (ep->in_head != tail)
 		urpc__loop_ep_put(ep->incoming[ep->in_head++ & (LOOP_INCOMING - 1)].from);
 	urpc__hp_free(&ep->ring);
+	urpc__hp_free(&ep->lane.mem);
+	free(ep->lane.lens);
 	free(ep->cells);
 	free(ep->dues);
 	free(ep->held_buf);

@@ -681,3 +681,170 @@ Test(loop, peer_destroyed_under_traffic)
 	p.a->ops->release_peer(p.a, p.a2b);
 	cr_assert_eq(p.a->ops->destroy(p.a), 0);
 }
+
+/* A third endpoint C (rq_depth @depth, no reclaim) that resolves @p's B. */
+static struct urpc_tp *third(struct pair *p, uint32_t depth, struct urpc_tp_peer **c2b)
+{
+	struct urpc_tp_cfg cfg;
+	struct urpc_tp *c;
+	uint8_t ep[URPC_TP_EP_MAX];
+	size_t n;
+
+	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_LOOP);
+	cfg.hp_flags = URPC_HP_FORCE_4K;
+	cfg.rq_depth = depth;
+	cr_assert_eq(urpc__tp_create(&cfg, &c), 0);
+	n = p->b->ops->get_endpoint(p->b, ep);
+	cr_assert_eq(c->ops->resolve_peer(c, ep, n, c2b), 0);
+	return c;
+}
+
+/* Send @n 8-byte datagrams @from -> @peer, each @tag then its index. */
+static void send_from(struct urpc_tp *from, struct urpc_tp_peer *peer, uint32_t tag, unsigned n)
+{
+	uint32_t d[2] = {tag, 0};
+
+	for (d[1] = 0; d[1] < n; d[1]++)
+		cr_assert_eq(from->ops->tx_now(from, peer, d, sizeof(d)), 0);
+}
+
+/*
+ * With rx_reclaim the first endpoint to resolve B sends through B's lane,
+ * a second one through the shared ring: each holds rq_depth datagrams
+ * (nothing lost below that, one over it is counted as lost on a full
+ * ring), each sender's datagrams arrive in order, and when both have
+ * some, the two take turns at going first in a burst.
+ */
+Test(loop, lane_of_the_first_sender_beside_the_shared_ring)
+{
+	struct urpc_tp_rx rx[16];
+	struct urpc_tp_peer *c2b;
+	struct urpc_tp *c;
+	uint32_t d[2], next[3] = {0, 0, 0}, first[2];
+	struct pair p;
+	int n, k, i;
+
+	pair_open_cfg(&p, 11, NULL, true, 8);
+	c = third(&p, 8, &c2b);
+	send_tagged(&p, 1, 8);
+	send_from(c, c2b, 2, 8);
+	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 0), 0);
+	cr_assert_eq(p.b->stats.rx_drop_ring_full, 0, "a ring each: 16 fit");
+	for (k = 0; k < 4; k++) {
+		n = p.b->ops->rx_burst(p.b, rx, 4);
+		cr_assert_eq(n, 4, "burst %d", k);
+		for (i = 0; i < n; i++) {
+			memcpy(d, rx[i].buf, sizeof(d));
+			cr_assert(d[0] == 1 || d[0] == 2);
+			cr_assert_eq(d[1], next[d[0]]++, "sender %u in order", d[0]);
+		}
+		if (k < 2)
+			memcpy(&first[k], rx[0].buf, sizeof(first[k]));
+	}
+	cr_assert_neq(first[0], first[1], "the lane and the ring take turns");
+	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 16), 0);
+	/* Each is full at rq_depth on its own. */
+	send_tagged(&p, 1, 9);
+	send_from(c, c2b, 2, 8);
+	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 16), 16);
+	cr_assert_eq(p.b->stats.rx_drop_ring_full, 1, "the lane's ninth");
+	cr_assert_eq(p.b->stats.rx_pkts, 32);
+	c->ops->release_peer(c, c2b);
+	cr_assert_eq(c->ops->destroy(c), 0);
+	pair_close(&p);
+}
+
+/*
+ * The lane's datagrams, whatever their size and however sent (tx_now,
+ * tx_burst, empty, longer than the inline copy), arrive in order with
+ * their bytes, across the lane's end.
+ */
+Test(loop, lane_carries_every_kind_of_datagram_in_order)
+{
+	struct urpc_tp_rx rx[8];
+	struct urpc_tp_tx tx[2];
+	uint8_t big[3000], mid[72];
+	uint32_t one = 7;
+	struct pair p;
+	int round;
+
+	memset(big, 0xab, sizeof(big));
+	memset(mid, 0x3c, sizeof(mid));
+	pair_open_cfg(&p, 12, NULL, true, 4);
+	for (round = 0; round < 6; round++) {
+		/* Takes the last burst back: the whole lane is free. */
+		cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 0), 0);
+		cr_assert_eq(p.a->ops->tx_now(p.a, p.a2b, &one, 4), 0);
+		tx[0] = (struct urpc_tp_tx){
+			.peer = p.a2b, .hdr = mid, .hdr_len = 8, .data = mid + 8, .data_len = 64};
+		tx[1] = (struct urpc_tp_tx){.peer = p.a2b, .hdr = big, .hdr_len = sizeof(big)};
+		cr_assert_eq(p.a->ops->tx_burst(p.a, tx, 2), 2);
+		cr_assert_eq(p.a->ops->tx_now(p.a, p.a2b, big, 0), 0);
+		cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 8), 4, "round %d", round);
+		cr_assert(rx[0].len == 4 && memcmp(rx[0].buf, &one, 4) == 0);
+		cr_assert(rx[1].len == sizeof(mid) && memcmp(rx[1].buf, mid, sizeof(mid)) == 0);
+		cr_assert(rx[2].len == sizeof(big) && memcmp(rx[2].buf, big, sizeof(big)) == 0);
+		cr_assert_eq(rx[3].len, 0);
+	}
+	cr_assert_eq(p.b->stats.rx_bytes, 6ull * (4 + sizeof(mid) + sizeof(big)));
+	cr_assert_eq(p.b->stats.rx_drop_ring_full, 0);
+	pair_close(&p);
+}
+
+/*
+ * The lane passes to the next endpoint that resolves B once its owner let
+ * go of its last peer to B; what the owner left in it still arrives, first.
+ * A third sender meanwhile has the shared ring. A dead B's lane reads full:
+ * sending to it is a silent loss.
+ */
+Test(loop, lane_passes_on_with_its_datagrams)
+{
+	struct urpc_tp_peer *c2b, *a2b_second, *d2b;
+	struct urpc_tp_rx rx[16];
+	struct urpc_tp *c, *d;
+	uint8_t ep[URPC_TP_EP_MAX];
+	uint32_t v[2];
+	struct pair p;
+	size_t len;
+	int n, i;
+
+	pair_open_cfg(&p, 13, NULL, true, 8);
+	/* A second peer of A to B shares A's lane; the lane stays A's until both go. */
+	len = p.b->ops->get_endpoint(p.b, ep);
+	cr_assert_eq(p.a->ops->resolve_peer(p.a, ep, len, &a2b_second), 0);
+	send_tagged(&p, 1, 3);
+	p.a->ops->release_peer(p.a, p.a2b);
+	c = third(&p, 8, &c2b); /* the lane is still A's: C has the ring */
+	send_from(c, c2b, 2, 8);
+	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 0), 0);
+	cr_assert_eq(p.b->stats.rx_drop_ring_full, 0);
+	p.a->ops->release_peer(p.a, a2b_second);
+	d = third(&p, 8, &d2b); /* now D takes the lane, with A's three still in it */
+	send_from(d, d2b, 3, 8);
+	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 0), 0);
+	cr_assert_eq(p.b->stats.rx_drop_ring_full, 3, "A's three hold lane slots");
+	n = p.b->ops->rx_burst(p.b, rx, 16);
+	cr_assert_eq(n, 16);
+	{
+		uint32_t next[4] = {0, 0, 0, 0};
+		bool seen_d = false;
+
+		for (i = 0; i < n; i++) {
+			memcpy(v, rx[i].buf, sizeof(v));
+			cr_assert(v[0] >= 1 && v[0] <= 3);
+			cr_assert_eq(v[1], next[v[0]]++, "sender %u in order", v[0]);
+			if (v[0] == 3)
+				seen_d = true;
+			cr_assert(!(v[0] == 1 && seen_d), "A's datagrams come before D's");
+		}
+		cr_assert(next[1] == 3 && next[2] == 8 && next[3] == 5);
+	}
+	cr_assert_eq(p.b->ops->destroy(p.b), 0);
+	send_from(d, d2b, 4, 20); /* into a dead lane: vanishes */
+	send_from(c, c2b, 4, 20);
+	d->ops->release_peer(d, d2b);
+	c->ops->release_peer(c, c2b);
+	cr_assert_eq(d->ops->destroy(d), 0);
+	cr_assert_eq(c->ops->destroy(c), 0);
+	cr_assert_eq(p.a->ops->destroy(p.a), 0);
+}

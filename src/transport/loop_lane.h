@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The two sides of an endpoint's lane (struct loop_lane, loop_int.h), for
+ * loop_dgram.c only, which inlines them: lane_put() on the owner's thread,
+ * lane_lend() on the receiver's. Calls nothing but memcpy().
+ *
+ * The owner (a peer's endpoint, on its owner's thread) copies into slot
+ * tail & mask and publishes by storing tail + 1 (release); the receiver
+ * lends up to the tail it reads (acquire) and, at its next rx_burst(),
+ * gives everything back by publishing limit = head + size (release), which
+ * the owner reads (acquire) before it copies.
+ */
+#ifndef URPC_TRANSPORT_LOOP_LANE_H
+#define URPC_TRANSPORT_LOOP_LANE_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "../util/compiler.h"
+#include "loop_int.h"
+#include "transport.h"
+
+/*
+ * Put one datagram, @a then @b, into @to's lane, which our endpoint owns
+ * (loop_int.h), or drop it when the lane is full: the position is the
+ * tail, which only we write; a dead endpoint's lane reads full
+ * (loop_destroy()). Thread: the lane owner's.
+ */
+static inline void lane_put(struct loop_ep *to, const void *a, uint32_t alen, const void *b,
+			    uint32_t blen)
+{
+	struct loop_lane *l = &to->lane;
+	uint32_t p = __atomic_load_n(&l->tail, __ATOMIC_RELAXED), i = p & to->rx_mask;
+
+	/* Acquire pairs with the release in lane_lend(): the slot's last datagram is read. */
+	if (unlikely((int32_t)(p - __atomic_load_n(&l->limit, __ATOMIC_ACQUIRE)) >= 0)) {
+		__atomic_add_fetch(&to->rx_full, 1, __ATOMIC_RELAXED);
+		__atomic_or_fetch(&to->attn, LOOP_ATTN_FULL, __ATOMIC_RELEASE);
+		return;
+	}
+	memcpy(l->base + (size_t)i * to->mtu, a, alen);
+	if (blen)
+		memcpy(l->base + (size_t)i * to->mtu + alen, b, blen);
+	l->lens[i] = alen + blen;
+	/* Pairs with the acquire in lane_lend(). */
+	__atomic_store_n(&l->tail, p + 1, __ATOMIC_RELEASE);
+}
+
+/*
+ * Lend up to @n datagrams from @ep's lane, having taken back everything it
+ * lent before (an endpoint has a lane only with cfg.rx_reclaim): the run
+ * from head to the tail the owner published, walked as rx_lend() walks the
+ * ring, in at most two stretches, but with no cell to check (loop_int.h).
+ * Thread: @ep's owner.
+ */
+static inline __attribute__((always_inline)) int lane_lend(struct loop_ep *ep,
+							   struct urpc_tp_rx *pkts, unsigned n)
+{
+	struct loop_lane *l = &ep->lane;
+	uint32_t pos = l->head, mask = ep->rx_mask, mtu = ep->mtu, i = pos & mask;
+	/* Acquire pairs with the release in lane_put() and tx_now(): slots and lengths. */
+	uint32_t tail = __atomic_load_n(&l->tail, __ATOMIC_ACQUIRE);
+	uint32_t want = URPC_MIN(tail - pos, n);
+	struct urpc_tp_rx *p = pkts, *end = pkts + want;
+	struct urpc_tp_rx *stop = pkts + URPC_MIN(want, mask + 1 - i);
+	const uint32_t *len;
+	const uint8_t *slot;
+	uint64_t b = 0;
+
+	if (l->freed != pos) {
+		l->freed = pos;
+		/* Pairs with the acquire in lane_put() and tx_now(). */
+		__atomic_store_n(&l->limit, pos + mask + 1, __ATOMIC_RELEASE);
+	}
+	if (!want)
+		return 0;
+	len = l->lens + i;
+	slot = l->base + (size_t)i * mtu;
+	for (;;) {
+		while (p != stop) {
+			p->buf = slot;
+			p->len = *len;
+			b += *len;
+			len++;
+			slot += mtu;
+			p++;
+		}
+		if (p == end)
+			break;
+		/* The second stretch, from the lane's start. */
+		len = l->lens;
+		slot = l->base;
+		stop = end;
+	}
+	l->head = pos + want;
+	ep->base.stats.rx_pkts += want;
+	ep->base.stats.rx_bytes += b;
+	return (int)want;
+}
+
+#endif /* URPC_TRANSPORT_LOOP_LANE_H */
