@@ -518,20 +518,22 @@ static inline __attribute__((always_inline)) int rx_lend(struct loop_ep *ep,
 }
 
 /*
- * Lend up to @n datagrams from the shared ring and the lane. When both
- * have work (the ring has datagrams or lent entries to take back, the lane
- * too), they take turns at going first, so that neither starves the other.
- * Thread: @ep's owner.
+ * rx_burst() of an endpoint with rare work (ep->attn), work on its shared
+ * ring (datagrams, or lent entries to take back) or no cfg.rx_reclaim:
+ * does the rare work, then lends from the shared ring and the lane. When
+ * both have work they take turns at going first, so that neither starves
+ * the other. Out of line: the plain burst, the lane's alone, keeps fewer
+ * values live (callgrind on urpc-cpu-cost: 1.1 instructions per RPC less
+ * than with both inlined). Thread: @ep's owner.
  */
-static inline __attribute__((always_inline)) int rx_both(struct loop_ep *ep,
-							 struct urpc_tp_rx *pkts, unsigned n)
+static __attribute__((noinline)) int rx_burst_both(struct loop_ep *ep, struct urpc_tp_rx *pkts,
+						   unsigned n)
 {
 	const struct loop_lane *l = &ep->lane;
 	int got;
 
-	if (__atomic_load_n(&ep->rx_tail, __ATOMIC_RELAXED) == ep->rx_head &&
-	    ep->rx_free == ep->rx_head && likely(ep->reclaim))
-		return lane_lend(ep, pkts, n);
+	if (__atomic_load_n(&ep->attn, __ATOMIC_RELAXED))
+		rx_rare(ep);
 	if (__atomic_load_n(&l->tail, __ATOMIC_RELAXED) == l->head && l->freed == l->head)
 		return rx_lend(ep, pkts, n);
 	if (ep->polls & 1) {
@@ -542,27 +544,21 @@ static inline __attribute__((always_inline)) int rx_both(struct loop_ep *ep,
 	return got + lane_lend(ep, pkts + got, n - (unsigned)got);
 }
 
-/* rx_burst() with rare work (ep->attn): out of line, so the plain one makes no call. */
-static __attribute__((noinline)) int rx_burst_rare(struct loop_ep *ep, struct urpc_tp_rx *pkts,
-						   unsigned n)
-{
-	rx_rare(ep);
-	return rx_both(ep, pkts, n);
-}
-
 /*
- * Lend up to @n due datagrams from the ring. Also serves peers' one-sided
- * requests and releases reorder-held datagrams. Thread: @tp's owner.
- * Datapath.
+ * Lend up to @n due datagrams from the ring and the lane. Also serves
+ * peers' one-sided requests and releases reorder-held datagrams.
+ * Thread: @tp's owner. Datapath.
  */
 int urpc__loop_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n)
 {
 	struct loop_ep *ep = to_ep(tp);
 
 	__atomic_store_n(&ep->polls, ep->polls + 1, __ATOMIC_RELAXED);
-	if (unlikely(__atomic_load_n(&ep->attn, __ATOMIC_RELAXED)))
-		return rx_burst_rare(ep, pkts, n);
-	return rx_both(ep, pkts, n);
+	if (unlikely(__atomic_load_n(&ep->attn, __ATOMIC_RELAXED) ||
+		     __atomic_load_n(&ep->rx_tail, __ATOMIC_RELAXED) != ep->rx_head ||
+		     ep->rx_free != ep->rx_head || !ep->reclaim))
+		return rx_burst_both(ep, pkts, n);
+	return lane_lend(ep, pkts, n);
 }
 
 /*
