@@ -148,7 +148,7 @@ static int loop_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 
 	pthread_mutex_lock(&registry_lock);
 	ep->faults_on = net_on;
-	ep->tx_lim = net_on ? 0 : mtu;
+	ep->tx_lim = net_on ? 0 : URPC_MIN(mtu, LOOP_TX_INLINE);
 	ep->net = net_on ? &net : NULL;
 	/*
 	 * The simulator drives the batch path and explicit release, as udp
@@ -363,7 +363,7 @@ int urpc__loop_set_faults(struct urpc_tp *tp, const struct urpc_loop_faults *f)
 	urpc__loop_flush_held(ep);
 	ep->faults = *f;
 	ep->faults_on = net_on || f->drop > 0 || f->dup > 0 || f->reorder || f->delay_polls;
-	ep->tx_lim = ep->faults_on ? 0 : ep->base.mtu;
+	ep->tx_lim = ep->faults_on ? 0 : URPC_MIN(ep->base.mtu, LOOP_TX_INLINE);
 	return 0;
 }
 

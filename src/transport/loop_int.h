@@ -46,6 +46,7 @@ extern "C" {
 #define LOOP_MAX_OPS 64	  /* one-sided operations a requester may have outstanding */
 #define LOOP_INCOMING 256 /* one-sided requests queued at a target */
 #define LOOP_MAX_REORDER 64
+#define LOOP_TX_INLINE 128 /* tx_now() copies up to this with urpc__copy() (util/copy.h) */
 
 static_assert(URPC_IS_POW2(LOOP_MAX_OPS), "completion ring index wraps");
 static_assert(URPC_IS_POW2(LOOP_INCOMING), "request ring index wraps");
@@ -176,8 +177,8 @@ struct loop_ep {
 	uint32_t gen;
 	/* fault switches for what this endpoint sends; owner only */
 	struct urpc_loop_faults faults;
-	bool faults_on;	      /* any switch set: the common case skips them all */
-	uint32_t tx_lim;      /* the mtu, 0 while faults_on: tx_now()'s fast test, one compare */
+	bool faults_on;	 /* any switch set: the common case skips them all */
+	uint32_t tx_lim; /* min(mtu, LOOP_TX_INLINE), 0 while faults_on: tx_now()'s fast test */
 	struct urpc_rand rng; /* fault switches only: a function of cfg->seed */
 	struct held held[LOOP_MAX_REORDER];
 	uint8_t *held_buf; /* LOOP_MAX_REORDER * mtu */

@@ -770,7 +770,7 @@ Test(loop, lane_carries_every_kind_of_datagram_in_order)
 
 	memset(big, 0xab, sizeof(big));
 	memset(mid, 0x3c, sizeof(mid));
-	pair_open_cfg(&p, 12, NULL, true, 4);
+	pair_open_cfg(&p, 12, NULL, true, 8);
 	for (round = 0; round < 6; round++) {
 		/* Takes the last burst back: the whole lane is free. */
 		cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 0), 0);
@@ -780,13 +780,19 @@ Test(loop, lane_carries_every_kind_of_datagram_in_order)
 		tx[1] = (struct urpc_tp_tx){.peer = p.a2b, .hdr = big, .hdr_len = sizeof(big)};
 		cr_assert_eq(p.a->ops->tx_burst(p.a, tx, 2), 2);
 		cr_assert_eq(p.a->ops->tx_now(p.a, p.a2b, big, 0), 0);
-		cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 8), 4, "round %d", round);
+		/* The inline copy's longest, and one byte more. */
+		cr_assert_eq(p.a->ops->tx_now(p.a, p.a2b, big, 128), 0);
+		cr_assert_eq(p.a->ops->tx_now(p.a, p.a2b, big, 129), 0);
+		cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 8), 6, "round %d", round);
 		cr_assert(rx[0].len == 4 && memcmp(rx[0].buf, &one, 4) == 0);
 		cr_assert(rx[1].len == sizeof(mid) && memcmp(rx[1].buf, mid, sizeof(mid)) == 0);
 		cr_assert(rx[2].len == sizeof(big) && memcmp(rx[2].buf, big, sizeof(big)) == 0);
 		cr_assert_eq(rx[3].len, 0);
+		cr_assert(rx[4].len == 128 && memcmp(rx[4].buf, big, 128) == 0);
+		cr_assert(rx[5].len == 129 && memcmp(rx[5].buf, big, 129) == 0);
 	}
-	cr_assert_eq(p.b->stats.rx_bytes, 6ull * (4 + sizeof(mid) + sizeof(big)));
+	cr_assert_eq(p.b->stats.rx_bytes, 6ull * (4 + sizeof(mid) + sizeof(big) + 128 + 129));
+	cr_assert_eq(p.a->stats.tx_pkts, 6 * 6);
 	cr_assert_eq(p.b->stats.rx_drop_ring_full, 0);
 	pair_close(&p);
 }
