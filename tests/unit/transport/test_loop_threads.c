@@ -395,6 +395,7 @@ Test(loop_threads, three_senders_with_tx_now)
 
 #define ECHO_N (1500 / SCALE) /* requests each thread sends to each other thread */
 #define ECHO_WINDOW 8
+#define ECHO_BURST 16 /* 2 x 3 x ECHO_WINDOW + ECHO_BURST fit a 64-entry ring */
 
 struct mesh {
 	unsigned n;
@@ -454,7 +455,7 @@ static void *mesh_thread(void *p)
 			       sent[j] - answered[j] < ECHO_WINDOW)
 				mesh_send(m, a->idx, j, K_REQ, sent[j]++, scratch);
 		/* Server and client: answer requests, check responses. */
-		k = tp->ops->rx_burst(tp, rx, 32);
+		k = tp->ops->rx_burst(tp, rx, ECHO_BURST);
 		for (i = 0; i < k; i++) {
 			struct dgram h;
 
@@ -501,7 +502,12 @@ static void mesh_run(unsigned n)
 	memset(&m, 0, sizeof(m));
 	m.n = n;
 	m.end = urpc__now_ns() + WAIT_NS;
-	/* 64 entries hold what may be in flight to one thread: 2 x 3 peers x the window. */
+	/*
+	 * 64 entries hold what may be in flight to one thread: 2 x 3 peers x
+	 * the window, and the burst it holds while it answers (an entry it
+	 * answered stays lent until the burst's release, while its window
+	 * slot is already free for the peer's next request or response).
+	 */
 	for (i = 0; i < n; i++)
 		m.tp[i] = open_ep(64);
 	for (i = 0; i < n; i++) {
