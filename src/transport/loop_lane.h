@@ -74,6 +74,9 @@ static inline __attribute__((always_inline)) int lane_lend(struct loop_ep *ep,
 	}
 	if (!want)
 		return 0;
+	/* Before the walk: fewer values live across it. */
+	l->head = pos + want;
+	ep->base.stats.rx_pkts += want;
 	len = l->lens + i;
 	slot = l->base + (size_t)i * mtu;
 	for (;;) {
@@ -92,8 +95,6 @@ static inline __attribute__((always_inline)) int lane_lend(struct loop_ep *ep,
 		slot = l->base;
 		stop = end;
 	}
-	l->head = pos + want;
-	ep->base.stats.rx_pkts += want;
 	ep->base.stats.rx_bytes += b;
 	return (int)want;
 }
