@@ -26,6 +26,7 @@
 #define N_REQ 40   /* requests, on the last N_REQ sessions */
 #define T_ECHO 1
 #define WAIT_NS 60000000000ull
+#define PEER_TIMEOUT_MS 1000
 
 struct mworld {
 	struct urpc_nexus *nx;
@@ -90,7 +91,7 @@ Test(many_sessions, timers_reach_every_session, .timeout = 120)
 	o.transport = URPC_TRANSPORT_LOOP;
 	o.max_sessions = N_SESS;
 	o.ping_interval_ms = 50;
-	o.peer_timeout_ms = 1000;
+	o.peer_timeout_ms = PEER_TIMEOUT_MS;
 	o.rto_us = 2000;
 	cr_assert_eq(urpc_rpc_create(M.nx, 1, &o, &M.srv), 0);
 	o.sm_handler = sm_cb;
@@ -181,10 +182,15 @@ Test(many_sessions, timers_reach_every_session, .timeout = 120)
 		cr_assert_eq(urpc_rpc_run_event_loop_once(M.cli), 0);
 	}
 	took_ms = (urpc__now_ns() - start) / 1000000;
-	cr_assert_geq(took_ms, 900, "reset after %lu ms, before the peer time-out",
-		      (unsigned long)took_ms);
-	cr_assert_lt(took_ms, 3000, "the last reset came %lu ms after the server stopped",
-		     (unsigned long)took_ms);
+	cr_assert_geq(took_ms, PEER_TIMEOUT_MS - 100,
+		      "reset after %lu ms, before the peer time-out", (unsigned long)took_ms);
+	/*
+	 * Within a few peer time-outs: detection rides the Nexus's thread, which
+	 * a loaded host runs late (3.8 s seen beside a simulator run); later
+	 * still would mean the failure was not noticed by the heartbeat.
+	 */
+	cr_assert_lt(took_ms, 5 * PEER_TIMEOUT_MS,
+		     "the last reset came %lu ms after the server stopped", (unsigned long)took_ms);
 	cr_assert_eq(urpc_rpc_destroy(M.cli), 0);
 	cr_assert_eq(urpc_rpc_destroy(M.srv), 0);
 	cr_assert_eq(urpc_nexus_destroy(M.nx), 0);
