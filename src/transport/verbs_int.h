@@ -79,6 +79,7 @@
 #define VERBS_OS_OPS 256u	   /* one-sided operations outstanding per endpoint */
 #define VERBS_RC_DEPTH 128u	   /* send queue of one RC QP */
 #define VERBS_RD_ATOMIC 16u	   /* outstanding READs per RC QP, at most */
+#define VERBS_RD_BEHIND_NOTICE 1u  /* READ operations posted behind one with a notice */
 #define VERBS_RC_CHUNKS 16u	   /* work requests of one operation in flight, at most */
 #define VERBS_RC_CHUNK (1u << 20)  /* their size (URPC_VERBS_RC_CHUNK overrides) */
 #define VERBS_HS_RTO_NS 5000000ull /* first resend of a REQ after 5 ms */
@@ -177,6 +178,8 @@ struct verbs_conn {
 	int rc_err;	    /* FAILED: the recorded cause (-errno) */
 	uint32_t rc_posted; /* operations posted on rc_qp, completion not seen */
 	uint32_t rd_out;    /* READ work requests posted on rc_qp, not back (<= rd_atomic) */
+	uint16_t rd_ops;    /* READ operations posted on rc_qp, not retired */
+	uint16_t rd_notice; /* ... of which end with a release notice (verbs_rc.c, may_post()) */
 	uint16_t wait_head; /* PENDING: operations waiting, FIFO */
 	uint16_t wait_tail;
 	uint64_t hs_deadline_ns; /* PENDING: fail after this */

@@ -85,5 +85,6 @@ void urpc__verbs_qp_destroy(struct verbs_tp *v, struct verbs_conn *p, bool keep)
 	p->rc_err = 0;
 	p->rc_remote_qpn = 0;
 	p->rd_out = 0;
+	p->rd_ops = p->rd_notice = 0;
 	p->renew = false;
 }

@@ -64,8 +64,11 @@ static void op_unpost(struct verbs_tp *v, struct verbs_op *op)
 {
 	struct verbs_conn *p = op->conn;
 
-	if (op->kind == URPC_TP_OP_READ)
+	if (op->kind == URPC_TP_OP_READ) {
 		p->rd_out -= URPC_MIN(p->rd_out, (uint32_t)op->inflight);
+		p->rd_ops -= p->rd_ops != 0;
+		p->rd_notice -= op->notice && p->rd_notice;
+	}
 	p->rc_posted--;
 	op->peer->posted--;
 	v->nposted--;
@@ -92,6 +95,7 @@ void urpc__verbs_rc_drain(struct verbs_tp *v, struct verbs_conn *p)
 		}
 	p->rc_posted = 0; /* the books agree again, whatever went wrong */
 	p->rd_out = 0;
+	p->rd_ops = p->rd_notice = 0;
 }
 
 /* Fail what waits on @p's FIFO with @err. */
@@ -199,11 +203,25 @@ void urpc__verbs_rc_fail(struct verbs_tp *v, struct verbs_conn *p, int err, cons
 		ibv_modify_qp(p->rc_qp, &a, IBV_QP_STATE);
 }
 
-/* May op @i go to @p's QP now (its depth, and a READ slot for a READ)? */
+/*
+ * May op @i go to @p's QP now (its depth, and a READ slot for a READ)?
+ *
+ * Behind a READ that ends with a release notice, at most one more READ
+ * operation: the notice is posted when that READ is done, after whatever
+ * the send queue holds by then, and its owner keeps the request (and its
+ * continuation) until it comes. With every READ of a window posted at
+ * once, the notice of the first waited for all the others to be read,
+ * the window emptied before the client could refill it, and 4 MiB
+ * requests with the server in its own thread moved at 0.85x of the build
+ * before exact grants on Soft-RoCE (1.00x without the wait). One READ
+ * queued behind keeps the link busy across the gap.
+ */
 static bool may_post(const struct verbs_tp *v, const struct verbs_conn *p, uint16_t i)
 {
-	return p->rc_posted < VERBS_RC_DEPTH &&
-	       (v->ops[i].kind != URPC_TP_OP_READ || p->rd_out < v->rd_atomic);
+	if (v->ops[i].kind != URPC_TP_OP_READ)
+		return p->rc_posted < VERBS_RC_DEPTH;
+	return p->rc_posted < VERBS_RC_DEPTH && p->rd_out < v->rd_atomic &&
+	       (!p->rd_notice || p->rd_ops < VERBS_RD_BEHIND_NOTICE + 1);
 }
 
 void urpc__verbs_rc_kick(struct verbs_tp *v, struct verbs_conn *p)
@@ -370,6 +388,10 @@ static void op_post(struct verbs_tp *v, uint16_t idx)
 		return;
 	}
 	op->state = VERBS_OP_POSTED;
+	if (op->kind == URPC_TP_OP_READ) {
+		p->rd_ops++;
+		p->rd_notice += op->notice != 0;
+	}
 	op->status = -ret; /* a chain cut short fails once what went out is back */
 	op->qp_num = p->rc_qp->qp_num;
 	op->progress_ns = urpc__now_ns();
