@@ -6,7 +6,7 @@
  * (wake_fd; a busy client session's next timer, read from its slots).
  * May call: everything below it: session.h, session_sm.h (the SM outbox),
  * client.h, server.h, large.h, rop.h (the users' batches' timers), tx.h;
- * the SM queue; the transport's rx_burst/rx_release/poll_completions/
+ * the SM queue; the transport's rx_run/rx_burst/rx_release/poll_completions/
  * wait_arm/wait_ack; ppoll() (only in the idle sleep) and sched_yield()
  * (only before it, on a shared core).
  */
@@ -83,7 +83,9 @@ static void rx_drop(struct urpc_rpc *rpc, const struct urpc_pkthdr *h, uint32_t 
 		rpc->st.drop_bad_session++;
 }
 
-void urpc__evloop_rx(struct urpc_rpc *rpc, const uint8_t *buf, uint32_t len)
+/* urpc__evloop_rx(), inlined into the pass's receive walk (rx_walk()). */
+static inline URPC_ALWAYS_INLINE void evloop_rx(struct urpc_rpc *rpc, const uint8_t *buf,
+						uint32_t len)
 {
 	const struct urpc_pkthdr *h = (const struct urpc_pkthdr *)(const void *)buf;
 	/* The payload's length, in 32 bits: the size check below is one compare. */
@@ -111,6 +113,66 @@ void urpc__evloop_rx(struct urpc_rpc *rpc, const uint8_t *buf, uint32_t len)
 		urpc__srv_rx(rpc, s, h, buf + sizeof(*h), plen);
 	else
 		urpc__cli_rx(rpc, s, h, buf + sizeof(*h), plen);
+}
+
+void urpc__evloop_rx(struct urpc_rpc *rpc, const uint8_t *buf, uint32_t len)
+{
+	evloop_rx(rpc, buf, len);
+}
+
+/*
+ * Receive one pass's datagrams and hand each to urpc__evloop_rx(): a run
+ * from rx_run() (consecutive slots, a length each; its bytes go to the
+ * transport's count, as rx_run() asks) or, where the transport has none
+ * or wants rx_burst() this time, the entries of rx_burst() (@rx), each
+ * walked as a run of one, then handed back. One walk, so that the
+ * datagram's handling (and the client's and the server's receive in it)
+ * is inlined once. Returns the count.
+ */
+static inline URPC_ALWAYS_INLINE int rx_walk(struct urpc_rpc *rpc, struct urpc_tp_rx *rx)
+{
+	struct urpc_tp_run run;
+	const uint8_t *buf;
+	const uint32_t *lens, *end;
+	uint32_t stride;
+	int n, e = 0, entries = 0;
+	uint64_t b = 0;
+
+	n = rpc->rx_run ? rpc->rx_run(rpc->tp, &run, URPC_RX_BATCH) : -EAGAIN;
+	if (likely(n > 0)) {
+		buf = run.buf;
+		lens = run.lens;
+		end = lens + n;
+		stride = run.stride;
+	} else if (n == 0) {
+		return 0;
+	} else {
+		n = rpc->tp->ops->rx_burst(rpc->tp, rx, URPC_RX_BATCH);
+		if (n <= 0)
+			return 0;
+		entries = n;
+		buf = rx[0].buf;
+		lens = &rx[0].len;
+		end = lens + 1;
+		stride = 0;
+	}
+	for (;;) {
+		do {
+			b += *lens;
+			evloop_rx(rpc, buf, *lens);
+			buf += stride;
+		} while (++lens != end);
+		if (++e >= entries)
+			break;
+		buf = rx[e].buf;
+		lens = &rx[e].len;
+		end = lens + 1;
+	}
+	if (!entries)
+		*run.rx_bytes += b;
+	else if (!rpc->rx_reclaim)
+		rpc->tp->ops->rx_release(rpc->tp, rx, (unsigned)n);
+	return n;
 }
 
 /* Reap one-sided completions of large messages. */
@@ -234,7 +296,7 @@ static unsigned loop_once(struct urpc_rpc *rpc)
 	struct urpc_tp_rx rx[URPC_RX_BATCH];
 	struct urpc_sm_pkt pkt;
 	unsigned work = 0;
-	int n, i;
+	int n;
 
 	rpc->now = rpc->clock(rpc->clock_arg);
 	rpc->tx_stamp = rpc->now;
@@ -255,14 +317,10 @@ static unsigned loop_once(struct urpc_rpc *rpc)
 		work++;
 		urpc__tx_flush(rpc);
 	}
-	n = rpc->tp->ops->rx_burst(rpc->tp, rx, URPC_RX_BATCH);
+	n = rx_walk(rpc, rx);
 	if (n > 0) {
 		rpc->st.pkts_rx += (uint64_t)n;
 		work += (unsigned)n;
-		for (i = 0; i < n; i++)
-			urpc__evloop_rx(rpc, rx[i].buf, rx[i].len);
-		if (!rpc->rx_reclaim)
-			rpc->tp->ops->rx_release(rpc->tp, rx, (unsigned)n);
 	}
 	if (unlikely(rpc->tp->ctl_pending))
 		urpc__session_tp_ctl(rpc);

@@ -162,6 +162,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	rpc->max_msg = rpc->tp->mtu - (uint32_t)sizeof(struct urpc_pkthdr);
 	rpc->tx_now = (rpc->tp->caps & URPC_TP_CAP_TX_NOW) ? rpc->tp->ops->tx_now : NULL;
 	rpc->rx_reclaim = (rpc->tp->caps & URPC_TP_CAP_RX_RECLAIM) != 0;
+	rpc->rx_run = (rpc->tp->caps & URPC_TP_CAP_RX_RUN) ? rpc->tp->ops->rx_run : NULL;
 	/* The Rpc's to keep (and to derive, urpc__session_rtt_sample()): every transport. */
 	rpc->tp->one_sided_timeout_ns = (uint64_t)cfg.one_sided_timeout_ms * 1000000;
 	for (i = 0; i < URPC_OS_OPS; i++)

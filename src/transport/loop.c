@@ -157,7 +157,7 @@ static int loop_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	ep->reclaim = cfg->rx_reclaim && !net_on;
 	ep->base.caps = net_on ? 0 : URPC_TP_CAP_TX_NOW;
 	if (ep->reclaim)
-		ep->base.caps |= URPC_TP_CAP_RX_RECLAIM;
+		ep->base.caps |= URPC_TP_CAP_RX_RECLAIM | URPC_TP_CAP_RX_RUN;
 	ep->ep_id = next_id++;
 	ep->next = registry;
 	registry = ep;
@@ -423,6 +423,7 @@ const struct urpc_tp_ops urpc__tp_loop_ops = {
 	.tx_flush = urpc__loop_tx_flush,
 	.tx_now = urpc__loop_tx_now,
 	.rx_burst = urpc__loop_rx_burst,
+	.rx_run = urpc__loop_rx_run,
 	.rx_release = urpc__loop_rx_release,
 	.reg_mem = urpc__loop_os_reg_mem,
 	.dereg_mem = urpc__loop_os_dereg_mem,

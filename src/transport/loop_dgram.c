@@ -547,6 +547,26 @@ int urpc__loop_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n)
 }
 
 /*
+ * rx_run(): the lane's waiting datagrams as one run, when the lane is all
+ * there is to receive from: no rare work (attn), nothing on the shared
+ * ring and nothing of it lent (the endpoint has cfg.rx_reclaim: the cap
+ * says so). Else -EAGAIN, having done nothing (the poll is not counted
+ * either: the caller's rx_burst() counts it). Thread: @tp's owner.
+ * Datapath.
+ */
+int urpc__loop_rx_run(struct urpc_tp *tp, struct urpc_tp_run *run, unsigned n)
+{
+	struct loop_ep *ep = to_ep(tp);
+
+	if (unlikely(__atomic_load_n(&ep->attn, __ATOMIC_RELAXED) ||
+		     __atomic_load_n(&ep->rx_tail, __ATOMIC_RELAXED) != ep->rx_head ||
+		     ep->rx_free != ep->rx_head))
+		return -EAGAIN;
+	__atomic_store_n(&ep->polls, ep->polls + 1, __ATOMIC_RELAXED);
+	return lane_run(ep, run, n);
+}
+
+/*
  * Take back @n lent ring entries (ring_idx is the entry's position), in
  * any order: each is marked read, and the slots up to the first entry still
  * lent go back to senders. Entries are reused in ring order, so one held

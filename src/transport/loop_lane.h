@@ -99,4 +99,38 @@ static inline __attribute__((always_inline)) int lane_lend(struct loop_ep *ep,
 	return (int)want;
 }
 
+/*
+ * Lend up to @n datagrams from @ep's lane as one run (rx_run()), having
+ * taken back everything lent before, as lane_lend() does: the first
+ * stretch only, up to the lane's end (what waits from its start comes at
+ * the next call), so that the datagrams are consecutive slots and their
+ * lengths one array. The walker adds the bytes (struct urpc_tp_run).
+ * Thread: @ep's owner.
+ */
+static inline __attribute__((always_inline)) int lane_run(struct loop_ep *ep,
+							  struct urpc_tp_run *run, unsigned n)
+{
+	struct loop_lane *l = &ep->lane;
+	uint32_t pos = l->head, mask = ep->rx_mask, i = pos & mask;
+	/* Acquire pairs with the release in lane_put() and tx_now(): slots and lengths. */
+	uint32_t ready = __atomic_load_n(&l->tail, __ATOMIC_ACQUIRE) - pos;
+	uint32_t room = mask + 1 - i, want = URPC_MIN(ready, n);
+
+	if (l->freed != pos) {
+		l->freed = pos;
+		/* Pairs with the acquire in lane_put() and tx_now(). */
+		__atomic_store_n(&l->limit, pos + mask + 1, __ATOMIC_RELEASE);
+	}
+	want = URPC_MIN(want, room);
+	if (!want)
+		return 0;
+	l->head = pos + want;
+	ep->base.stats.rx_pkts += want;
+	run->buf = l->base + (size_t)i * ep->mtu;
+	run->lens = l->lens + i;
+	run->rx_bytes = &ep->base.stats.rx_bytes;
+	run->stride = ep->mtu;
+	return (int)want;
+}
+
 #endif /* URPC_TRANSPORT_LOOP_LANE_H */

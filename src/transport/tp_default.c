@@ -45,6 +45,11 @@ int urpc__tp_default_tx_now(struct urpc_tp *tp, struct urpc_tp_peer *peer, const
 	return -ENOTSUP;
 }
 
+int urpc__tp_default_rx_run(struct urpc_tp *tp, struct urpc_tp_run *run, unsigned n)
+{
+	return -ENOTSUP;
+}
+
 void urpc__tp_default_ctl_push(struct urpc_tp *tp, struct urpc_tp_peer *peer, const uint8_t *buf,
 			       size_t len)
 {

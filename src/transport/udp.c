@@ -466,6 +466,7 @@ const struct urpc_tp_ops urpc__tp_udp_ops = {
 	.grant = urpc__udp_os_grant,
 	.revoke = urpc__udp_os_revoke,
 	.rx_burst = urpc__udp_rx_burst,
+	.rx_run = urpc__tp_default_rx_run,
 	.rx_release = urpc__udp_rx_release,
 	.poll_completions = urpc__udp_poll_completions,
 	.cancel = urpc__udp_os_cancel,

@@ -530,6 +530,7 @@ static const struct urpc_tp_ops verbs_ops = {
 	.tx_flush = urpc__verbs_ud_tx_flush,
 	.tx_now = urpc__tp_default_tx_now,
 	.rx_burst = verbs_rx_burst,
+	.rx_run = urpc__tp_default_rx_run,
 	.rx_release = urpc__verbs_ud_rx_release,
 	.reg_mem = verbs_reg_mem,
 	.dereg_mem = verbs_dereg_mem,

@@ -25,6 +25,7 @@
 	X(tx_flush)                                                                                \
 	X(tx_now)                                                                                  \
 	X(rx_burst)                                                                                \
+	X(rx_run)                                                                                  \
 	X(rx_release)                                                                              \
 	X(reg_mem)                                                                                 \
 	X(dereg_mem)                                                                               \
@@ -88,6 +89,9 @@ Test(transport, every_ops_table_is_complete_and_matches_its_caps)
 		if (caps & URPC_TP_CAP_TX_NOW)
 			cr_assert_neq(ops->tx_now, urpc__tp_default_tx_now,
 				      "%s: URPC_TP_CAP_TX_NOW without a tx_now", ops->name);
+		if (caps & URPC_TP_CAP_RX_RUN)
+			cr_assert_neq(ops->rx_run, urpc__tp_default_rx_run,
+				      "%s: URPC_TP_CAP_RX_RUN without an rx_run", ops->name);
 		cr_assert_eq(!!(caps & URPC_TP_CAP_DMABUF),
 			     ops->reg_dmabuf != urpc__tp_default_reg_dmabuf,
 			     "%s: reg_dmabuf and URPC_TP_CAP_DMABUF disagree", ops->name);
@@ -106,6 +110,7 @@ Test(transport, the_defaults_refuse_with_enotsup)
 	cr_assert_eq(urpc__tp_default_reg_dmabuf(NULL, 3, 0, 4096, 0, 0, &mr), -ENOTSUP);
 	cr_assert_eq(urpc__tp_default_ctl_pop(NULL, &peer, buf), -ENOTSUP);
 	cr_assert_eq(urpc__tp_default_tx_now(NULL, peer, buf, 4), -ENOTSUP);
+	cr_assert_eq(urpc__tp_default_rx_run(NULL, NULL, 4), -ENOTSUP);
 	cr_assert_eq(urpc__tp_default_ep_host(NULL, buf, 4, &host), -ENOTSUP);
 	cr_assert_eq(urpc__tp_default_cancel(NULL, 1, -ETIMEDOUT), -ENOTSUP);
 	urpc__tp_default_ctl_push(NULL, NULL, buf, 1);
