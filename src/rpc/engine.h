@@ -399,7 +399,7 @@ struct urpc_rpc {
 	int (*tx_now)(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *buf, uint32_t len);
 	bool rx_reclaim; /* rx_burst() takes back the last burst (URPC_TP_CAP_RX_RECLAIM) */
 	/* The transport's rx_run() where it lends runs (URPC_TP_CAP_RX_RUN); NULL: rx_burst() */
-	int (*rx_run)(struct urpc_tp *tp, struct urpc_tp_run *run, unsigned n);
+	int (*rx_run)(struct urpc_tp *tp, const struct urpc_tp_rx **rx, unsigned n);
 	uint64_t tx_epoch; /* advances each time the TX batch empties */
 	/*
 	 * The response a continuation of urpc_req_enqueue_view() gets: the bytes in the receive

@@ -121,56 +121,25 @@ void urpc__evloop_rx(struct urpc_rpc *rpc, const uint8_t *buf, uint32_t len)
 }
 
 /*
- * Receive one pass's datagrams and hand each to urpc__evloop_rx(): a run
- * from rx_run() (consecutive slots, a length each; its bytes go to the
- * transport's count, as rx_run() asks) or, where the transport has none
- * or wants rx_burst() this time, the entries of rx_burst() (@rx), each
- * walked as a run of one, then handed back. One walk, so that the
- * datagram's handling (and the client's and the server's receive in it)
- * is inlined once. Returns the count.
+ * Receive one pass's datagrams and hand each to urpc__evloop_rx(): the
+ * transport's own entries from rx_run() or, where it has none or wants
+ * rx_burst() this time, rx_burst()'s into @rx, handed back after. One walk
+ * for both, so that the datagram's handling (the client's and the
+ * server's receive in it) is inlined once. Returns the count.
  */
 static inline URPC_ALWAYS_INLINE int rx_walk(struct urpc_rpc *rpc, struct urpc_tp_rx *rx)
 {
-	struct urpc_tp_run run;
-	const uint8_t *buf;
-	const uint32_t *lens, *end;
-	uint32_t stride;
-	int n, e = 0, entries = 0;
-	uint64_t b = 0;
+	const struct urpc_tp_rx *e = rx;
+	int n, i;
 
-	n = rpc->rx_run ? rpc->rx_run(rpc->tp, &run, URPC_RX_BATCH) : -EAGAIN;
-	if (likely(n > 0)) {
-		buf = run.buf;
-		lens = run.lens;
-		end = lens + n;
-		stride = run.stride;
-	} else if (n == 0) {
-		return 0;
-	} else {
+	n = rpc->rx_run ? rpc->rx_run(rpc->tp, &e, URPC_RX_BATCH) : -EAGAIN;
+	if (n < 0) {
+		e = rx;
 		n = rpc->tp->ops->rx_burst(rpc->tp, rx, URPC_RX_BATCH);
-		if (n <= 0)
-			return 0;
-		entries = n;
-		buf = rx[0].buf;
-		lens = &rx[0].len;
-		end = lens + 1;
-		stride = 0;
 	}
-	for (;;) {
-		do {
-			b += *lens;
-			evloop_rx(rpc, buf, *lens);
-			buf += stride;
-		} while (++lens != end);
-		if (++e >= entries)
-			break;
-		buf = rx[e].buf;
-		lens = &rx[e].len;
-		end = lens + 1;
-	}
-	if (!entries)
-		*run.rx_bytes += b;
-	else if (!rpc->rx_reclaim)
+	for (i = 0; i < n; i++)
+		evloop_rx(rpc, e[i].buf, e[i].len);
+	if (n > 0 && e == rx && !rpc->rx_reclaim)
 		rpc->tp->ops->rx_release(rpc->tp, rx, (unsigned)n);
 	return n;
 }

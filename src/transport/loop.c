@@ -194,13 +194,17 @@ static void lane_claim(struct loop_ep *self, struct urpc_tp_peer *peer)
 		if (!l->base) {
 			size_t n = (size_t)to->rx_mask + 1;
 
-			l->lens = calloc(n, sizeof(*l->lens));
-			if (!l->lens || urpc__hp_alloc(n * to->mtu, l->hp_flags, &l->mem)) {
-				free(l->lens);
-				l->lens = NULL;
+			size_t i;
+
+			l->rx = calloc(n, sizeof(*l->rx));
+			if (!l->rx || urpc__hp_alloc(n * to->mtu, l->hp_flags, &l->mem)) {
+				free(l->rx);
+				l->rx = NULL;
 				__atomic_store_n(&l->from, NULL, __ATOMIC_RELEASE);
 				return; /* the shared ring serves */
 			}
+			for (i = 0; i < n; i++)
+				l->rx[i].buf = (uint8_t *)l->mem.addr + i * to->mtu;
 			/* Read by the receiver after the first tail it sees (acquire). */
 			l->base = l->mem.addr;
 		}

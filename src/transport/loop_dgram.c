@@ -296,6 +296,7 @@ static __attribute__((noinline)) int tx_now_put(struct loop_ep *to, const void *
 int urpc__loop_tx_now(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *buf, uint32_t len)
 {
 	struct loop_ep *ep = to_ep(tp), *to;
+	struct urpc_tp_rx *r;
 	uint32_t p, i;
 
 	/*
@@ -320,9 +321,10 @@ int urpc__loop_tx_now(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void 
 		/* Acquire pairs with the release in lane_lend(). */
 		if (unlikely((int32_t)(p - __atomic_load_n(&l->limit, __ATOMIC_ACQUIRE)) >= 0))
 			return tx_now_lane_full(to, buf, len);
-		i = p & to->rx_mask;
-		urpc__copy(l->base + (size_t)i * to->mtu, buf, len);
-		l->lens[i] = len;
+		r = &l->rx[p & to->rx_mask];
+		urpc__copy((uint8_t *)(uintptr_t)r->buf, buf, len);
+		r->len = len;
+		lane_count(l, len);
 		/* Pairs with the acquire in lane_lend(). */
 		__atomic_store_n(&l->tail, p + 1, __ATOMIC_RELEASE);
 		return 0;
@@ -554,7 +556,7 @@ int urpc__loop_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n)
  * either: the caller's rx_burst() counts it). Thread: @tp's owner.
  * Datapath.
  */
-int urpc__loop_rx_run(struct urpc_tp *tp, struct urpc_tp_run *run, unsigned n)
+int urpc__loop_rx_run(struct urpc_tp *tp, const struct urpc_tp_rx **rx, unsigned n)
 {
 	struct loop_ep *ep = to_ep(tp);
 
@@ -563,7 +565,7 @@ int urpc__loop_rx_run(struct urpc_tp *tp, struct urpc_tp_run *run, unsigned n)
 		     ep->rx_free != ep->rx_head))
 		return -EAGAIN;
 	__atomic_store_n(&ep->polls, ep->polls + 1, __ATOMIC_RELAXED);
-	return lane_run(ep, run, n);
+	return lane_run(ep, rx, n);
 }
 
 /*

@@ -29,7 +29,7 @@ int urpc__loop_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsig
 int urpc__loop_tx_now(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *buf, uint32_t len);
 void urpc__loop_tx_flush(struct urpc_tp *tp);
 int urpc__loop_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n);
-int urpc__loop_rx_run(struct urpc_tp *tp, struct urpc_tp_run *run, unsigned n);
+int urpc__loop_rx_run(struct urpc_tp *tp, const struct urpc_tp_rx **rx, unsigned n);
 void urpc__loop_rx_release(struct urpc_tp *tp, const struct urpc_tp_rx *pkts, unsigned n);
 
 #ifdef __cplusplus

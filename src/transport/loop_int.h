@@ -89,16 +89,19 @@ struct urpc_tp_peer {
  */
 struct loop_lane {
 	uint32_t tail;	      /* atomic: written by the owner (release), read by the receiver */
+	uint64_t bytes;	      /* atomic: the bytes of every datagram the owners put here */
 	uint32_t npeers;      /* the owner's peers using it: written by the owner only */
 	struct loop_ep *from; /* atomic: the owner, or NULL (lane free) */
 	uint8_t *base;	      /* rq_depth slots of mtu bytes: set once, by the first owner */
-	uint32_t *lens;	      /* rq_depth */
+	/* rq_depth: each slot's address (set once) and length (the owner's); lent by rx_run() */
+	struct urpc_tp_rx *rx;
 	struct urpc_hp_region mem;
 	unsigned hp_flags; /* cfg.hp_flags, for mem */
 	/* The receiver's: head, what the last rx_burst() lent up to (freed), limit. */
 	uint32_t head URPC_CACHE_ALIGNED;
-	uint32_t freed; /* slots before this position are free for the sender */
-	uint32_t limit; /* atomic, read by the sender: freed + rq_depth */
+	uint32_t freed;	     /* slots before this position are free for the sender */
+	uint32_t limit;	     /* atomic, read by the sender: freed + rq_depth */
+	uint64_t bytes_seen; /* bytes, as last added to stats.rx_bytes */
 };
 
 /*

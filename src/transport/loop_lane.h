@@ -21,6 +21,32 @@
 #include "transport.h"
 
 /*
+ * Count @len more bytes into lane @l, which our endpoint owns: the
+ * receiver adds them to its stats.rx_bytes at its next receive call that
+ * lends from the lane (lane_fold()), so that it walks no lengths for the
+ * count. Thread: the lane owner's.
+ */
+static inline void lane_count(struct loop_lane *l, uint32_t len)
+{
+	__atomic_store_n(&l->bytes, __atomic_load_n(&l->bytes, __ATOMIC_RELAXED) + len,
+			 __ATOMIC_RELAXED);
+}
+
+/*
+ * Add what arrived in @ep's lane since the last call to stats.rx_bytes:
+ * a lane's datagrams count when they land in it, as a NIC counts what it
+ * writes into its ring. Thread: @ep's owner.
+ */
+static inline void lane_fold(struct loop_ep *ep)
+{
+	struct loop_lane *l = &ep->lane;
+	uint64_t b = __atomic_load_n(&l->bytes, __ATOMIC_RELAXED);
+
+	ep->base.stats.rx_bytes += b - l->bytes_seen;
+	l->bytes_seen = b;
+}
+
+/*
  * Put one datagram, @a then @b, into @to's lane, which our endpoint owns
  * (loop_int.h), or drop it when the lane is full: the position is the
  * tail, which only we write; a dead endpoint's lane reads full
@@ -30,7 +56,9 @@ static inline void lane_put(struct loop_ep *to, const void *a, uint32_t alen, co
 			    uint32_t blen)
 {
 	struct loop_lane *l = &to->lane;
-	uint32_t p = __atomic_load_n(&l->tail, __ATOMIC_RELAXED), i = p & to->rx_mask;
+	uint32_t p = __atomic_load_n(&l->tail, __ATOMIC_RELAXED);
+	struct urpc_tp_rx *r = &l->rx[p & to->rx_mask];
+	uint8_t *slot = (uint8_t *)(uintptr_t)r->buf;
 
 	/* Acquire pairs with the release in lane_lend(): the slot's last datagram is read. */
 	if (unlikely((int32_t)(p - __atomic_load_n(&l->limit, __ATOMIC_ACQUIRE)) >= 0)) {
@@ -38,10 +66,11 @@ static inline void lane_put(struct loop_ep *to, const void *a, uint32_t alen, co
 		__atomic_or_fetch(&to->attn, LOOP_ATTN_FULL, __ATOMIC_RELEASE);
 		return;
 	}
-	memcpy(l->base + (size_t)i * to->mtu, a, alen);
+	memcpy(slot, a, alen);
 	if (blen)
-		memcpy(l->base + (size_t)i * to->mtu + alen, b, blen);
-	l->lens[i] = alen + blen;
+		memcpy(slot + alen, b, blen);
+	r->len = alen + blen;
+	lane_count(l, alen + blen);
 	/* Pairs with the acquire in lane_lend(). */
 	__atomic_store_n(&l->tail, p + 1, __ATOMIC_RELEASE);
 }
@@ -57,15 +86,13 @@ static inline __attribute__((always_inline)) int lane_lend(struct loop_ep *ep,
 							   struct urpc_tp_rx *pkts, unsigned n)
 {
 	struct loop_lane *l = &ep->lane;
-	uint32_t pos = l->head, mask = ep->rx_mask, mtu = ep->mtu, i = pos & mask;
+	uint32_t pos = l->head, mask = ep->rx_mask, i = pos & mask;
 	/* Acquire pairs with the release in lane_put() and tx_now(): slots and lengths. */
 	uint32_t tail = __atomic_load_n(&l->tail, __ATOMIC_ACQUIRE);
 	uint32_t want = URPC_MIN(tail - pos, n);
 	struct urpc_tp_rx *p = pkts, *end = pkts + want;
 	struct urpc_tp_rx *stop = pkts + URPC_MIN(want, mask + 1 - i);
-	const uint32_t *len;
-	const uint8_t *slot;
-	uint64_t b = 0;
+	const struct urpc_tp_rx *r;
 
 	if (l->freed != pos) {
 		l->freed = pos;
@@ -77,38 +104,33 @@ static inline __attribute__((always_inline)) int lane_lend(struct loop_ep *ep,
 	/* Before the walk: fewer values live across it. */
 	l->head = pos + want;
 	ep->base.stats.rx_pkts += want;
-	len = l->lens + i;
-	slot = l->base + (size_t)i * mtu;
+	lane_fold(ep);
+	r = l->rx + i;
 	for (;;) {
 		while (p != stop) {
-			p->buf = slot;
-			p->len = *len;
-			b += *len;
-			len++;
-			slot += mtu;
+			p->buf = r->buf;
+			p->len = r->len;
+			r++;
 			p++;
 		}
 		if (p == end)
 			break;
 		/* The second stretch, from the lane's start. */
-		len = l->lens;
-		slot = l->base;
+		r = l->rx;
 		stop = end;
 	}
-	ep->base.stats.rx_bytes += b;
 	return (int)want;
 }
 
 /*
- * Lend up to @n datagrams from @ep's lane as one run (rx_run()), having
- * taken back everything lent before, as lane_lend() does: the first
- * stretch only, up to the lane's end (what waits from its start comes at
- * the next call), so that the datagrams are consecutive slots and their
- * lengths one array. The walker adds the bytes (struct urpc_tp_run).
+ * Lend up to @n datagrams from @ep's lane as a run (rx_run()): the lane's
+ * own entries, having taken back everything lent before, as lane_lend()
+ * does; the first stretch only, up to the lane's end (what waits from its
+ * start comes at the next call), so that the entries are consecutive.
  * Thread: @ep's owner.
  */
 static inline __attribute__((always_inline)) int lane_run(struct loop_ep *ep,
-							  struct urpc_tp_run *run, unsigned n)
+							  const struct urpc_tp_rx **rx, unsigned n)
 {
 	struct loop_lane *l = &ep->lane;
 	uint32_t pos = l->head, mask = ep->rx_mask, i = pos & mask;
@@ -126,10 +148,8 @@ static inline __attribute__((always_inline)) int lane_run(struct loop_ep *ep,
 		return 0;
 	l->head = pos + want;
 	ep->base.stats.rx_pkts += want;
-	run->buf = l->base + (size_t)i * ep->mtu;
-	run->lens = l->lens + i;
-	run->rx_bytes = &ep->base.stats.rx_bytes;
-	run->stride = ep->mtu;
+	lane_fold(ep);
+	*rx = l->rx + i;
 	return (int)want;
 }
 

@@ -57,7 +57,7 @@ void urpc__loop_ep_put(struct loop_ep *ep)
 		urpc__loop_ep_put(ep->incoming[ep->in_head++ & (LOOP_INCOMING - 1)].from);
 	urpc__hp_free(&ep->ring);
 	urpc__hp_free(&ep->lane.mem);
-	free(ep->lane.lens);
+	free(ep->lane.rx);
 	free(ep->cells);
 	free(ep->dues);
 	free(ep->held_buf);

@@ -45,7 +45,7 @@ int urpc__tp_default_tx_now(struct urpc_tp *tp, struct urpc_tp_peer *peer, const
 	return -ENOTSUP;
 }
 
-int urpc__tp_default_rx_run(struct urpc_tp *tp, struct urpc_tp_run *run, unsigned n)
+int urpc__tp_default_rx_run(struct urpc_tp *tp, const struct urpc_tp_rx **rx, unsigned n)
 {
 	return -ENOTSUP;
 }

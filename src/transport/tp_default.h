@@ -20,7 +20,7 @@ extern "C" {
 struct urpc_tp;
 struct urpc_tp_mr;
 struct urpc_tp_peer;
-struct urpc_tp_run;
+struct urpc_tp_rx;
 
 int urpc__tp_default_wait_arm(struct urpc_tp *tp);
 void urpc__tp_default_wait_ack(struct urpc_tp *tp);
@@ -32,7 +32,7 @@ int urpc__tp_default_os_idle(struct urpc_tp *tp, uint64_t wr_id, uint64_t *idle_
 int urpc__tp_default_ctl_pop(struct urpc_tp *tp, struct urpc_tp_peer **peer, uint8_t *buf);
 int urpc__tp_default_tx_now(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *buf,
 			    uint32_t len);
-int urpc__tp_default_rx_run(struct urpc_tp *tp, struct urpc_tp_run *run, unsigned n);
+int urpc__tp_default_rx_run(struct urpc_tp *tp, const struct urpc_tp_rx **rx, unsigned n);
 void urpc__tp_default_ctl_push(struct urpc_tp *tp, struct urpc_tp_peer *peer, const uint8_t *buf,
 			       size_t len);
 

@@ -68,9 +68,9 @@ extern "C" {
  */
 #define URPC_TP_CAP_RX_RECLAIM 0x40u
 /*
- * rx_run() lends what waits as one run of consecutive receive slots, for
- * less per datagram than an rx_burst() entry each (loop, where its lanes
- * serve the receive; with URPC_TP_CAP_RX_RECLAIM only).
+ * rx_run() lends what waits in entries the transport keeps, without
+ * filling the caller's (loop, where its lanes serve the receive; with
+ * URPC_TP_CAP_RX_RECLAIM only).
  */
 #define URPC_TP_CAP_RX_RUN 0x80u
 
@@ -153,19 +153,6 @@ struct urpc_tp_rx {
 	const uint8_t *buf;
 	uint32_t len;
 	uint32_t ring_idx;
-};
-
-/*
- * Received datagrams in consecutive receive slots (rx_run()): datagram k
- * is the lens[k] bytes at buf + k * stride. The one who walks the run adds
- * the lengths to *rx_bytes (the transport's stats.rx_bytes): it reads each
- * length anyway, and the transport then need not walk the run as well.
- */
-struct urpc_tp_run {
-	const uint8_t *buf;
-	const uint32_t *lens;
-	uint64_t *rx_bytes;
-	uint32_t stride;
 };
 
 /* One-sided operation kinds, as reported in completions (X-macro: name, value). */
@@ -366,14 +353,14 @@ struct urpc_tp_ops {
 	 * Receive up to @n datagrams as one run (URPC_TP_CAP_RX_RUN; the
 	 * default returns -ENOTSUP): as rx_burst() with
 	 * URPC_TP_CAP_RX_RECLAIM, lent until the next rx_run() or rx_burst(),
-	 * but described by @run instead of an entry each. Returns the count
+	 * in entries the transport keeps (*@rx), not filled into the
+	 * caller's array (ring_idx unset). Returns the count
 	 * (0: nothing came), or -EAGAIN, having received nothing, when what
 	 * waits needs rx_burst() (a fault switch, a datagram from a sender
 	 * without a lane, a one-sided request to serve): the caller calls
-	 * rx_burst() now. The caller adds the run's lengths to
-	 * *run->rx_bytes before its next call.
+	 * rx_burst() now.
 	 */
-	int (*rx_run)(struct urpc_tp *tp, struct urpc_tp_run *run, unsigned n);
+	int (*rx_run)(struct urpc_tp *tp, const struct urpc_tp_rx **rx, unsigned n);
 
 	/*
 	 * Hand @n received entries back to the ring (in any order); nothing

@@ -754,35 +754,34 @@ Test(loop, lane_of_the_first_sender_beside_the_shared_ring)
 	pair_close(&p);
 }
 
-/* Check the run @run of @n datagrams: tag @tag, indices from *@next on; returns their bytes. */
-static uint64_t check_run(const struct urpc_tp_run *run, int n, uint32_t tag, uint32_t *next)
+/* Check the @n entries at @rx: tag @tag, indices from *@next on, in consecutive slots. */
+static void check_run(const struct urpc_tp_rx *rx, int n, uint32_t tag, uint32_t *next)
 {
-	uint64_t b = 0;
 	uint32_t d[2];
 	int k;
 
 	for (k = 0; k < n; k++) {
-		cr_assert_eq(run->lens[k], sizeof(d), "datagram %d", k);
-		memcpy(d, run->buf + (size_t)k * run->stride, sizeof(d));
+		cr_assert_eq(rx[k].len, sizeof(d), "datagram %d", k);
+		if (k)
+			cr_assert_gt(rx[k].buf, rx[k - 1].buf, "consecutive slots");
+		memcpy(d, rx[k].buf, sizeof(d));
 		cr_assert_eq(d[0], tag);
 		cr_assert_eq(d[1], (*next)++, "in order");
-		b += run->lens[k];
 	}
-	return b;
 }
 
 /*
- * rx_run() lends the lane's datagrams as one run of consecutive slots, up
- * to the lane's end (the rest at the next call), takes the last run back
- * as rx_burst() does (the sender finds the slots free again), counts the
- * datagrams and leaves the bytes to the walker; with anything on the
- * shared ring it lends nothing and says -EAGAIN, and rx_burst() takes
+ * rx_run() lends the lane's datagrams in the lane's own entries, up to
+ * the lane's end (the rest at the next call), takes the last run back as
+ * rx_burst() does (the sender finds the slots free again) and counts the
+ * datagrams, and their bytes as they land in the lane; with anything on
+ * the shared ring it lends nothing and says -EAGAIN, and rx_burst() takes
  * both. Only an endpoint with rx_reclaim has it.
  */
 Test(loop, rx_run_lends_the_lane_as_runs)
 {
 	struct urpc_tp_rx rx[16];
-	struct urpc_tp_run run;
+	const struct urpc_tp_rx *e;
 	struct urpc_tp_peer *c2b;
 	struct urpc_tp *c;
 	uint32_t next = 0, d[2];
@@ -791,35 +790,37 @@ Test(loop, rx_run_lends_the_lane_as_runs)
 
 	pair_open_cfg(&p, 13, NULL, true, 8);
 	cr_assert(p.b->caps & URPC_TP_CAP_RX_RUN);
-	cr_assert_eq(p.b->ops->rx_run(p.b, &run, 8), 0, "nothing came");
+	cr_assert_eq(p.b->ops->rx_run(p.b, &e, 8), 0, "nothing came");
 	send_tagged(&p, 1, 5);
-	n = p.b->ops->rx_run(p.b, &run, 3);
+	n = p.b->ops->rx_run(p.b, &e, 3);
 	cr_assert_eq(n, 3, "at most what was asked");
-	cr_assert_eq(run.rx_bytes, &p.b->stats.rx_bytes);
-	*run.rx_bytes += check_run(&run, n, 1, &next);
-	n = p.b->ops->rx_run(p.b, &run, 8);
+	check_run(e, n, 1, &next);
+	cr_assert_eq(p.b->stats.rx_pkts, 3);
+	cr_assert_eq(p.b->stats.rx_bytes, 5 * sizeof(d), "the bytes count as they land");
+	n = p.b->ops->rx_run(p.b, &e, 8);
 	cr_assert_eq(n, 2);
-	*run.rx_bytes += check_run(&run, n, 1, &next);
+	check_run(e, n, 1, &next);
 	/* 2 of 8 lent: 6 more fit, the lane's last 3 slots and its first 3. */
 	for (d[0] = 1, d[1] = 5; d[1] < 11; d[1]++)
 		cr_assert_eq(p.a->ops->tx_now(p.a, p.a2b, d, sizeof(d)), 0);
-	cr_assert_eq(p.b->stats.rx_drop_ring_full, 0);
-	n = p.b->ops->rx_run(p.b, &run, 8);
+	n = p.b->ops->rx_run(p.b, &e, 8);
 	cr_assert_eq(n, 3, "up to the lane's end");
-	*run.rx_bytes += check_run(&run, n, 1, &next);
-	n = p.b->ops->rx_run(p.b, &run, 8);
+	check_run(e, n, 1, &next);
+	n = p.b->ops->rx_run(p.b, &e, 8);
 	cr_assert_eq(n, 3, "then from its start");
-	*run.rx_bytes += check_run(&run, n, 1, &next);
+	check_run(e, n, 1, &next);
 	cr_assert_eq(next, 11);
 	cr_assert_eq(p.b->stats.rx_pkts, 11);
 	cr_assert_eq(p.b->stats.rx_bytes, 11 * sizeof(d));
+	cr_assert_eq(p.b->stats.rx_drop_ring_full, 0);
 	/* Everything was taken back: 8 fit again, the ninth is lost. */
-	cr_assert_eq(p.b->ops->rx_run(p.b, &run, 8), 0);
+	cr_assert_eq(p.b->ops->rx_run(p.b, &e, 8), 0);
 	send_tagged(&p, 2, 9);
-	cr_assert_eq(p.b->ops->rx_run(p.b, &run, 8), -EAGAIN, "a loss to count first");
+	cr_assert_eq(p.b->ops->rx_run(p.b, &e, 8), -EAGAIN, "a loss to count first");
 	n = p.b->ops->rx_burst(p.b, rx, 5);
 	cr_assert_eq(n, 5);
 	cr_assert_eq(p.b->stats.rx_drop_ring_full, 1);
+	cr_assert_eq(p.b->stats.rx_bytes, 19 * sizeof(d), "the lost one is not counted");
 	for (next = 0, i = 0; i < n; i++) {
 		memcpy(d, rx[i].buf, sizeof(d));
 		cr_assert(d[0] == 2 && d[1] == next++);
@@ -828,7 +829,7 @@ Test(loop, rx_run_lends_the_lane_as_runs)
 	/* A datagram on the shared ring: rx_run() lends nothing; rx_burst() takes both. */
 	c = third(&p, 8, &c2b);
 	send_from(c, c2b, 3, 1);
-	cr_assert_eq(p.b->ops->rx_run(p.b, &run, 8), -EAGAIN);
+	cr_assert_eq(p.b->ops->rx_run(p.b, &e, 8), -EAGAIN);
 	cr_assert_eq(p.b->stats.rx_pkts, 16, "nothing lent");
 	n = p.b->ops->rx_burst(p.b, rx, 16);
 	cr_assert_eq(n, 4, "the lane's last three and the ring's one");
@@ -840,10 +841,11 @@ Test(loop, rx_run_lends_the_lane_as_runs)
 			cr_assert(d[0] == 3 && d[1] == 0);
 	}
 	cr_assert_eq(next, 8);
+	cr_assert_eq(p.b->stats.rx_bytes, 20 * sizeof(d));
 	/* The ring's entry was lent by rx_burst(): rx_run() first needs rx_burst() to take it back. */
-	cr_assert_eq(p.b->ops->rx_run(p.b, &run, 8), -EAGAIN);
+	cr_assert_eq(p.b->ops->rx_run(p.b, &e, 8), -EAGAIN);
 	cr_assert_eq(p.b->ops->rx_burst(p.b, rx, 16), 0);
-	cr_assert_eq(p.b->ops->rx_run(p.b, &run, 8), 0);
+	cr_assert_eq(p.b->ops->rx_run(p.b, &e, 8), 0);
 	c->ops->release_peer(c, c2b);
 	cr_assert_eq(c->ops->destroy(c), 0);
 	pair_close(&p);
