@@ -170,7 +170,7 @@ URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, unsig
 	 */
 	if (unlikely(timeout_ms)) {
 		if (!rpc->in_loop)
-			rpc->now = rpc->clock(rpc->clock_arg);
+			rpc->now = urpc__rpc_clock(rpc);
 		deadline = rpc->now + (uint64_t)timeout_ms * 1000000;
 	}
 	/*

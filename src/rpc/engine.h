@@ -25,6 +25,7 @@
 #include "../util/csprng.h"
 #include "../util/idset.h"
 #include "../util/rand.h"
+#include "../util/seam.h"
 #include "nexus.h"
 #include "nexus_peer.h"
 #include "pkthdr.h"
@@ -372,8 +373,8 @@ struct urpc_rpc {
 	int in_cb;    /* depth of user callbacks running outside a pass (in_loop bars the rest) */
 	bool in_loop; /* inside loop_once: now is this pass's time; no loop or destroy */
 	uint64_t now;
-	uint64_t tx_stamp; /* now inside loop_once, 0 outside: a request's send time */
-	urpc_clock_fn clock;
+	uint64_t tx_stamp;   /* now inside loop_once, 0 outside: a request's send time */
+	urpc_clock_fn clock; /* NULL: CLOCK_MONOTONIC (urpc__now_ns()), read in line */
 	void *clock_arg;
 	uint64_t next_scan_ns;
 	/*
@@ -449,6 +450,18 @@ struct urpc_gpu_view {
 	void *host; /* staging copy; NULL with dma-buf */
 	struct urpc_tp_mr mr;
 };
+
+/*
+ * The Rpc's clock: the one installed with urpc__rpc_set_clock(), else
+ * urpc__now_ns() (the process's seam, CLOCK_MONOTONIC), called in line:
+ * the event loop reads it once a pass.
+ */
+static inline uint64_t urpc__rpc_clock(const struct urpc_rpc *rpc)
+{
+	if (unlikely(rpc->clock != NULL))
+		return rpc->clock(rpc->clock_arg);
+	return urpc__now_ns();
+}
 
 /*
  * A view (urpc_msgbuf_register) carries in priv_class its cache entry with

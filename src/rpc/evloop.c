@@ -267,7 +267,7 @@ static unsigned loop_once(struct urpc_rpc *rpc)
 	unsigned work = 0;
 	int n;
 
-	rpc->now = rpc->clock(rpc->clock_arg);
+	rpc->now = urpc__rpc_clock(rpc);
 	rpc->tx_stamp = rpc->now;
 	rpc->in_loop = true;
 

@@ -244,7 +244,7 @@ int urpc__rop_submit(struct urpc_rpc *rpc, struct urpc_session *s, const struct 
 	if (bi == URPC_ROP_NIL)
 		return -ENOMEM;
 	if (!rpc->in_loop)
-		rpc->now = rpc->clock(rpc->clock_arg);
+		rpc->now = urpc__rpc_clock(rpc);
 	b = &t->b[bi];
 	b->cont = cont;
 	b->tag = tag;

@@ -54,11 +54,6 @@ URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o)
 	o->idle_block_us = 20;
 }
 
-static uint64_t default_clock(void *arg)
-{
-	return urpc__now_ns();
-}
-
 static int check_opts(const struct urpc_rpc_opts *o)
 {
 	if (!o->rto_us || o->rto_max_us < o->rto_us || !o->ping_interval_ms ||
@@ -99,7 +94,6 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	rpc->nx = nx;
 	rpc->id = rpc_id;
 	rpc->o = *o;
-	rpc->clock = default_clock;
 	rpc->wake_fd = -1;
 	rpc->tx_epoch = 1; /* server slots start at 0: nothing of theirs is queued */
 	rpc->rto_ns = (uint64_t)o->rto_us * 1000;
@@ -212,7 +206,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	}
 	rpc->handlers = urpc__nexus_handlers(nx);
 	rpc->nx_notices_seen = urpc__nexus_notices(nx);
-	rpc->now = rpc->clock(rpc->clock_arg);
+	rpc->now = urpc__rpc_clock(rpc);
 	*out = rpc;
 	return 0;
 
@@ -264,7 +258,7 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 		return -EBUSY;
 	}
 
-	rpc->now = rpc->clock(rpc->clock_arg);
+	rpc->now = urpc__rpc_clock(rpc);
 	for (i = 0; i < rpc->hi_session; i++) {
 		struct urpc_session *s = rpc->sessions[i];
 
@@ -356,9 +350,9 @@ URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
 
 void urpc__rpc_set_clock(struct urpc_rpc *rpc, urpc_clock_fn fn, void *arg)
 {
-	rpc->clock = fn ? fn : default_clock;
+	rpc->clock = fn;
 	rpc->clock_arg = arg;
-	rpc->now = rpc->clock(rpc->clock_arg);
+	rpc->now = urpc__rpc_clock(rpc);
 	rpc->next_scan_ns = 0;
 }
 

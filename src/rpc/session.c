@@ -303,7 +303,7 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 		urpc__sess_free(rpc, s);
 		return -ENOMEM;
 	}
-	rpc->now = rpc->clock(rpc->clock_arg);
+	rpc->now = urpc__rpc_clock(rpc);
 	urpc__cli_rtt_init(rpc, s);
 	s->remote_rpc_id = remote_rpc_id;
 	s->peer_nexus = addr;
@@ -330,7 +330,7 @@ URPC_API int urpc_session_disconnect(struct urpc_rpc *rpc, int session)
 	/* Failed: its event (running now) frees it; nothing to close. */
 	if (s->state == URPC_SESS_RESET)
 		return 0;
-	rpc->now = rpc->clock(rpc->clock_arg);
+	rpc->now = urpc__rpc_clock(rpc);
 	urpc__session_transition(rpc, s, URPC_SEV_DISCONNECT_REQ, 0);
 	return 0;
 }

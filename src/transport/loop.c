@@ -183,7 +183,8 @@ static void lane_claim(struct loop_ep *self, struct urpc_tp_peer *peer)
 	struct loop_ep *to = peer->ep, *none = NULL;
 	struct loop_lane *l = &to->lane;
 
-	if (!to->reclaim || self->net)
+	/* The bytes between two of the receiver's reads fit in 32 bits (loop_int.h). */
+	if (!to->reclaim || self->net || 2ull * (to->rx_mask + 1ull) * to->mtu > UINT32_MAX)
 		return;
 	/* Only we store ourselves there: a relaxed read that finds us is ours. */
 	if (__atomic_load_n(&l->from, __ATOMIC_RELAXED) != self) {

@@ -317,16 +317,17 @@ int urpc__loop_tx_now(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void 
 		/* lane_put() in line: the tail is ours, no claim (loop_int.h). */
 		struct loop_lane *l = &to->lane;
 
-		p = __atomic_load_n(&l->tail, __ATOMIC_RELAXED);
+		uint64_t pub = __atomic_load_n(&l->pub, __ATOMIC_RELAXED);
+
+		p = lane_tail(pub);
 		/* Acquire pairs with the release in lane_lend(). */
 		if (unlikely((int32_t)(p - __atomic_load_n(&l->limit, __ATOMIC_ACQUIRE)) >= 0))
 			return tx_now_lane_full(to, buf, len);
 		r = &l->rx[p & to->rx_mask];
 		urpc__copy((uint8_t *)(uintptr_t)r->buf, buf, len);
 		r->len = len;
-		lane_count(l, len);
-		/* Pairs with the acquire in lane_lend(). */
-		__atomic_store_n(&l->tail, p + 1, __ATOMIC_RELEASE);
+		/* Pairs with the acquire in lane_lend() and lane_run(). */
+		lane_publish(l, pub, len);
 		return 0;
 	}
 	/*
@@ -521,7 +522,7 @@ static __attribute__((noinline)) int rx_burst_both(struct loop_ep *ep, struct ur
 
 	if (__atomic_load_n(&ep->attn, __ATOMIC_RELAXED))
 		rx_rare(ep);
-	if (__atomic_load_n(&l->tail, __ATOMIC_RELAXED) == l->head && l->freed == l->head)
+	if (lane_tail(__atomic_load_n(&l->pub, __ATOMIC_RELAXED)) == l->head && l->freed == l->head)
 		return rx_lend(ep, pkts, n);
 	if (ep->polls & 1) {
 		got = lane_lend(ep, pkts, n);

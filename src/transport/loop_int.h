@@ -88,8 +88,15 @@ struct urpc_tp_peer {
  * released, after its last publish.
  */
 struct loop_lane {
-	uint32_t tail;	      /* atomic: written by the owner (release), read by the receiver */
-	uint64_t bytes;	      /* atomic: the bytes of every datagram the owners put here */
+	/*
+	 * atomic: written by the owner (release), read by the receiver: the
+	 * tail in the low 32 bits, and in the high 32 the bytes of every
+	 * datagram put here, modulo 2^32, so that one store publishes both
+	 * (lane_publish(), loop_lane.h). A lane exists only where 2 *
+	 * rq_depth * mtu fits in 32 bits: the bytes between two of the
+	 * receiver's reads always do.
+	 */
+	uint64_t pub;
 	uint32_t npeers;      /* the owner's peers using it: written by the owner only */
 	struct loop_ep *from; /* atomic: the owner, or NULL (lane free) */
 	uint8_t *base;	      /* rq_depth slots of mtu bytes: set once, by the first owner */
@@ -101,7 +108,7 @@ struct loop_lane {
 	uint32_t head URPC_CACHE_ALIGNED;
 	uint32_t freed;	     /* slots before this position are free for the sender */
 	uint32_t limit;	     /* atomic, read by the sender: freed + rq_depth */
-	uint64_t bytes_seen; /* bytes, as last added to stats.rx_bytes */
+	uint32_t bytes_seen; /* pub's bytes, as last added to stats.rx_bytes */
 };
 
 /*

@@ -20,30 +20,34 @@
 #include "loop_int.h"
 #include "transport.h"
 
-/*
- * Count @len more bytes into lane @l, which our endpoint owns: the
- * receiver adds them to its stats.rx_bytes at its next receive call that
- * lends from the lane (lane_fold()), so that it walks no lengths for the
- * count. Thread: the lane owner's.
- */
-static inline void lane_count(struct loop_lane *l, uint32_t len)
+/* The tail in lane publish word @pub (loop_int.h). */
+static inline uint32_t lane_tail(uint64_t pub)
 {
-	__atomic_store_n(&l->bytes, __atomic_load_n(&l->bytes, __ATOMIC_RELAXED) + len,
-			 __ATOMIC_RELAXED);
+	return (uint32_t)pub;
 }
 
 /*
- * Add what arrived in @ep's lane since the last call to stats.rx_bytes:
- * a lane's datagrams count when they land in it, as a NIC counts what it
- * writes into its ring. Thread: @ep's owner.
+ * Publish one more datagram of @len bytes in lane @l after @pub, the word
+ * the owner read (release: the slot and its entry first). Thread: the
+ * lane owner's.
  */
-static inline void lane_fold(struct loop_ep *ep)
+static inline void lane_publish(struct loop_lane *l, uint64_t pub, uint32_t len)
 {
-	struct loop_lane *l = &ep->lane;
-	uint64_t b = __atomic_load_n(&l->bytes, __ATOMIC_RELAXED);
+	__atomic_store_n(&l->pub, pub + 1 + ((uint64_t)len << 32), __ATOMIC_RELEASE);
+}
 
-	ep->base.stats.rx_bytes += b - l->bytes_seen;
-	l->bytes_seen = b;
+/*
+ * Add the bytes published in @ep's lane since the last call (@pub, the
+ * word just read) to stats.rx_bytes: a lane's datagrams count when they
+ * land in it, as a NIC counts what it writes into its ring, and the
+ * receiver walks no lengths for the count. Thread: @ep's owner.
+ */
+static inline void lane_fold(struct loop_ep *ep, uint64_t pub)
+{
+	uint32_t b = (uint32_t)(pub >> 32);
+
+	ep->base.stats.rx_bytes += (uint32_t)(b - ep->lane.bytes_seen);
+	ep->lane.bytes_seen = b;
 }
 
 /*
@@ -56,7 +60,8 @@ static inline void lane_put(struct loop_ep *to, const void *a, uint32_t alen, co
 			    uint32_t blen)
 {
 	struct loop_lane *l = &to->lane;
-	uint32_t p = __atomic_load_n(&l->tail, __ATOMIC_RELAXED);
+	uint64_t pub = __atomic_load_n(&l->pub, __ATOMIC_RELAXED);
+	uint32_t p = lane_tail(pub);
 	struct urpc_tp_rx *r = &l->rx[p & to->rx_mask];
 	uint8_t *slot = (uint8_t *)(uintptr_t)r->buf;
 
@@ -70,9 +75,8 @@ static inline void lane_put(struct loop_ep *to, const void *a, uint32_t alen, co
 	if (blen)
 		memcpy(slot + alen, b, blen);
 	r->len = alen + blen;
-	lane_count(l, alen + blen);
 	/* Pairs with the acquire in lane_lend(). */
-	__atomic_store_n(&l->tail, p + 1, __ATOMIC_RELEASE);
+	lane_publish(l, pub, alen + blen);
 }
 
 /*
@@ -87,9 +91,9 @@ static inline __attribute__((always_inline)) int lane_lend(struct loop_ep *ep,
 {
 	struct loop_lane *l = &ep->lane;
 	uint32_t pos = l->head, mask = ep->rx_mask, i = pos & mask;
-	/* Acquire pairs with the release in lane_put() and tx_now(): slots and lengths. */
-	uint32_t tail = __atomic_load_n(&l->tail, __ATOMIC_ACQUIRE);
-	uint32_t want = URPC_MIN(tail - pos, n);
+	/* Acquire pairs with the release in lane_publish(): slots and lengths. */
+	uint64_t pub = __atomic_load_n(&l->pub, __ATOMIC_ACQUIRE);
+	uint32_t ready = lane_tail(pub) - pos, want = URPC_MIN(ready, n);
 	struct urpc_tp_rx *p = pkts, *end = pkts + want;
 	struct urpc_tp_rx *stop = pkts + URPC_MIN(want, mask + 1 - i);
 	const struct urpc_tp_rx *r;
@@ -104,7 +108,7 @@ static inline __attribute__((always_inline)) int lane_lend(struct loop_ep *ep,
 	/* Before the walk: fewer values live across it. */
 	l->head = pos + want;
 	ep->base.stats.rx_pkts += want;
-	lane_fold(ep);
+	lane_fold(ep, pub);
 	r = l->rx + i;
 	for (;;) {
 		while (p != stop) {
@@ -134,9 +138,9 @@ static inline __attribute__((always_inline)) int lane_run(struct loop_ep *ep,
 {
 	struct loop_lane *l = &ep->lane;
 	uint32_t pos = l->head, mask = ep->rx_mask, i = pos & mask;
-	/* Acquire pairs with the release in lane_put() and tx_now(): slots and lengths. */
-	uint32_t ready = __atomic_load_n(&l->tail, __ATOMIC_ACQUIRE) - pos;
-	uint32_t room = mask + 1 - i, want = URPC_MIN(ready, n);
+	/* Acquire pairs with the release in lane_publish(): slots and lengths. */
+	uint64_t pub = __atomic_load_n(&l->pub, __ATOMIC_ACQUIRE);
+	uint32_t ready = lane_tail(pub) - pos, room = mask + 1 - i, want = URPC_MIN(ready, n);
 
 	if (l->freed != pos) {
 		l->freed = pos;
@@ -148,7 +152,7 @@ static inline __attribute__((always_inline)) int lane_run(struct loop_ep *ep,
 		return 0;
 	l->head = pos + want;
 	ep->base.stats.rx_pkts += want;
-	lane_fold(ep);
+	lane_fold(ep, pub);
 	*rx = l->rx + i;
 	return (int)want;
 }
