@@ -129,16 +129,16 @@ void urpc__evloop_rx(struct urpc_rpc *rpc, const uint8_t *buf, uint32_t len)
  */
 static inline URPC_ALWAYS_INLINE int rx_walk(struct urpc_rpc *rpc, struct urpc_tp_rx *rx)
 {
-	const struct urpc_tp_rx *e = rx;
-	int n, i;
+	const struct urpc_tp_rx *e = rx, *p, *end;
+	int n;
 
 	n = rpc->rx_run ? rpc->rx_run(rpc->tp, &e, URPC_RX_BATCH) : -EAGAIN;
 	if (n < 0) {
 		e = rx;
 		n = rpc->tp->ops->rx_burst(rpc->tp, rx, URPC_RX_BATCH);
 	}
-	for (i = 0; i < n; i++)
-		evloop_rx(rpc, e[i].buf, e[i].len);
+	for (p = e, end = e + (n > 0 ? n : 0); p != end; p++)
+		evloop_rx(rpc, p->buf, p->len);
 	if (n > 0 && e == rx && !rpc->rx_reclaim)
 		rpc->tp->ops->rx_release(rpc->tp, rx, (unsigned)n);
 	return n;
