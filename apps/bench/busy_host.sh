@@ -12,6 +12,9 @@ bin=""
 hogs=2
 duration=3
 pairs=3
+tput_pairs=5
+idle_us=20
+hog_cpus=""
 windows=1,8,32
 do_tput=1
 do_kv=1
@@ -23,7 +26,8 @@ NAME
 
 SYNOPSIS
     apps/bench/busy_host.sh [--bin DIR] [--hogs N] [--duration SEC]
-                            [--pairs P] [--windows LIST] [--no-tput] [--no-kv]
+                            [--pairs P] [--tput-pairs T] [--windows LIST]
+                            [--idle-us US] [--hog-cpus LIST] [--no-tput] [--no-kv]
     apps/bench/busy_host.sh --help
 
 DESCRIPTION
@@ -31,10 +35,14 @@ DESCRIPTION
 
     1. Retransmissions beside CPU hogs. Starts N processes that only spin
        (default 2), then runs urpc-small-tput at each window with its raw
-       UDP echo baseline under the same load. The loopback loses nothing,
-       so every retransmission is a timeout that fired while the peer
-       thread merely waited for a core. Prints retransmissions per 1,000
-       RPCs (target: below 1) and urpc / raw echo (target: at least 0.8).
+       UDP echo baseline under the same load, T times each, alternately
+       (urpc-small-tput --pairs). The loopback loses nothing, so every
+       retransmission is a timeout that fired while the peer thread merely
+       waited for a core. Prints retransmissions per 1,000 RPCs (target:
+       below 1) and the median of the T urpc / raw echo ratios with their
+       interquartile range and range (target: at least 0.8). urpc runs as
+       an application that waits (urpc-small-tput --idle-us, the library's
+       default idle_block_us); the raw echo busy-polls.
 
     2. The key-value demo oversubscribed. Runs urpc-kv-server and a
        3-second verified YCSB-A load of urpc-kv-client with 1 server + 1
@@ -52,7 +60,14 @@ OPTIONS
     --hogs N         CPU-bound processes beside the throughput runs (default 2)
     --duration SEC   seconds per throughput measurement (default 3)
     --pairs P        1+1 / 2+2 KV pairs (default 3)
+    --tput-pairs T   urpc / raw echo pairs per window (default 5)
     --windows LIST   urpc-small-tput windows (default 1,8,32)
+    --idle-us US     urpc-small-tput --idle-us (default 20, the library's
+                     idle_block_us; 0: both urpc sides busy-poll)
+    --hog-cpus LIST  pin hog i to the i-th CPU of LIST (taskset), e.g. 0,1
+                     (one per core) or 0,0 (both on one core); default: the
+                     kernel places them. Where the four busy threads land
+                     decides much of the figure (docs/ENGINE.md).
     --no-tput, --no-kv  skip one of the two parts
     -h, --help       this text
 
@@ -68,21 +83,38 @@ while [ $# -gt 0 ]; do
 	--hogs) hogs="$2"; shift 2 ;;
 	--duration) duration="$2"; shift 2 ;;
 	--pairs) pairs="$2"; shift 2 ;;
+	--tput-pairs) tput_pairs="$2"; shift 2 ;;
 	--windows) windows="$2"; shift 2 ;;
+	--idle-us) idle_us="$2"; shift 2 ;;
+	--hog-cpus) hog_cpus="$2"; shift 2 ;;
 	--no-tput) do_tput=0; shift ;;
 	--no-kv) do_kv=0; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "$prog: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 	esac
 done
-for v in "$hogs" "$duration" "$pairs"; do
+for v in "$hogs" "$duration" "$pairs" "$tput_pairs" "$idle_us"; do
 	case "$v" in
-	'' | *[!0-9]*) echo "$prog: --hogs, --duration and --pairs take whole numbers" >&2; exit 2 ;;
+	'' | *[!0-9]*) echo "$prog: --hogs, --duration, --pairs, --tput-pairs and --idle-us take whole numbers" >&2; exit 2 ;;
 	esac
 done
-if [ "$pairs" -lt 1 ] || [ "$duration" -lt 1 ]; then
-	echo "$prog: --pairs and --duration must be at least 1" >&2
+if [ "$pairs" -lt 1 ] || [ "$tput_pairs" -lt 1 ] || [ "$duration" -lt 1 ]; then
+	echo "$prog: --pairs, --tput-pairs and --duration must be at least 1" >&2
 	exit 2
+fi
+hog_cpu=()
+if [ -n "$hog_cpus" ]; then
+	IFS=, read -r -a hog_cpu <<<"$hog_cpus"
+	for c in "${hog_cpu[@]}"; do
+		case "$c" in
+		'' | *[!0-9]*) echo "$prog: --hog-cpus takes a comma-separated list of CPU numbers" >&2; exit 2 ;;
+		esac
+		if [ "$c" -ge "$(nproc)" ]; then
+			echo "$prog: --hog-cpus: CPU $c is not among this machine's $(nproc)" >&2
+			exit 2
+		fi
+	done
+	command -v taskset >/dev/null || { echo "$prog: --hog-cpus needs taskset (util-linux)" >&2; exit 2; }
 fi
 if [ -z "$bin" ]; then
 	for c in "$root/build/release/apps" "$root/build/apps"; do
@@ -113,13 +145,17 @@ col() {
 }
 
 if [ "$do_tput" = 1 ]; then
-	echo "== urpc-small-tput beside $hogs CPU hogs, ${duration} s per window"
-	for _ in $(seq "$hogs"); do
-		sh -c 'while :; do :; done' &
+	echo "== urpc-small-tput --idle-us $idle_us beside $hogs CPU hogs${hog_cpus:+ on CPUs $hog_cpus}, ${duration} s per run, $tput_pairs pairs per window"
+	for i in $(seq 0 $((hogs - 1))); do
+		if [ ${#hog_cpu[@]} -gt 0 ]; then
+			taskset -c "${hog_cpu[$((i % ${#hog_cpu[@]}))]}" sh -c 'while :; do :; done' &
+		else
+			sh -c 'while :; do :; done' &
+		fi
 		hog_pids+=($!)
 	done
 	if ! "$bin/bench/urpc-small-tput" --transport udp --windows "$windows" \
-		--duration "$duration" --csv "$tmp/tput.csv" >"$tmp/tput.log" 2>&1; then
+		--duration "$duration" --pairs "$tput_pairs" --idle-us "$idle_us" --csv "$tmp/tput.csv" >"$tmp/tput.log" 2>&1; then
 		cat "$tmp/tput.log" >&2
 		echo "$prog: urpc-small-tput failed" >&2
 		exit 1
@@ -128,13 +164,15 @@ if [ "$do_tput" = 1 ]; then
 	hog_pids=()
 	paste -d, <(col "$tmp/tput.csv" window) <(col "$tmp/tput.csv" rpcs) \
 		<(col "$tmp/tput.csv" retransmits) <(col "$tmp/tput.csv" urpc_rate) \
-		<(col "$tmp/tput.csv" base_rate) |
+		<(col "$tmp/tput.csv" base_rate) <(col "$tmp/tput.csv" ratio) \
+		<(col "$tmp/tput.csv" ratio_q1) <(col "$tmp/tput.csv" ratio_q3) \
+		<(col "$tmp/tput.csv" ratio_min) <(col "$tmp/tput.csv" ratio_max) |
 		awk -F, 'BEGIN {
-			print "| window | RPCs | retransmissions | per 1,000 RPCs (< 1) | urpc RPCs/s | raw echo /s | urpc/raw (>= 0.8) |"
-			print "|---:|---:|---:|---:|---:|---:|---:|"
+			print "| window | RPCs | retransmissions | per 1,000 RPCs (< 1) | urpc RPCs/s | raw echo /s | urpc/raw, median (>= 0.8) | IQR | range |"
+			print "|---:|---:|---:|---:|---:|---:|---:|---|---|"
 		}
-		{ printf "| %s | %s | %s | %.2f | %.0f | %.0f | %.2f |\n", $1, $2, $3,
-			$2 ? 1000 * $3 / $2 : 0, $4, $5, $5 ? $4 / $5 : 0 }'
+		{ printf "| %s | %s | %s | %.2f | %.0f | %.0f | %.2f | %.2f-%.2f | %.2f-%.2f |\n", $1, $2, $3,
+			$2 ? 1000 * $3 / $2 : 0, $4, $5, $6, $7, $8, $9, $10 }'
 fi
 
 # One verified KV load run with @1 server and @2 client threads: "ops/s p99_us".

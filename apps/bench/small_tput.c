@@ -37,6 +37,8 @@ struct opts {
 	unsigned long batch; /* 0: the window */
 	unsigned long size;
 	unsigned long pairs;
+	unsigned long
+		idle_us; /* 0: busy-poll; else both Rpcs' idle_block_us, and the client waits */
 };
 
 /* One window's figures over all pairs. */
@@ -69,6 +71,7 @@ struct client {
 	unsigned long completed;
 	unsigned long errors;
 	int first_error;
+	bool refill; /* --idle-us: continuations send the slot's next request */
 };
 
 static void usage(FILE *f)
@@ -138,6 +141,16 @@ static void usage(FILE *f)
 		"    -p, --pairs N\n"
 		"        Measurements of urpc and of the raw echo per window, taken in turn,\n"
 		"        1 to %d (default %d). On verbs perftest runs once.\n"
+		"    -i, --idle-us US\n"
+		"        0 to 1000000 (default 0: both sides busy-poll). Else both Rpcs'\n"
+		"        idle_block_us, and the client runs as an application that waits:\n"
+		"        each continuation sends its slot's next request and the client\n"
+		"        runs urpc_rpc_run_event_loop() in slices of 1 ms, so that an Rpc\n"
+		"        with nothing to do but wait sleeps until an answer comes instead\n"
+		"        of spinning (--batch then bounds only the first fill). What a\n"
+		"        host with more busy threads than cores needs (busy_host.sh); udp\n"
+		"        and verbs only (loop cannot block). The raw echo busy-polls\n"
+		"        either way.\n"
 		"    --device DEV, --server-device DEV\n"
 		"        verbs: the client's and the server's RDMA devices (\"rxe1\", \"rxe0\");\n"
 		"        default URPC_DEVICE, else the first active port. perftest uses them\n"
@@ -188,6 +201,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{URPC_APP_ULONG("batch", 'b', &o->batch, 1, MAX_WINDOW)},
 		{URPC_APP_ULONG("size", 's', &o->size, MIN_SIZE, MAX_SIZE)},
 		{URPC_APP_ULONG("pairs", 'p', &o->pairs, 1, BENCH_MAX_PAIRS)},
+		{URPC_APP_ULONG("idle-us", 'i', &o->idle_us, 0, 1000000)},
 	};
 
 	memset(o, 0, sizeof(*o));
@@ -202,6 +216,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 
 /* ---- urpc ------------------------------------------------------------------------ */
 
+static int issue(struct client *c, struct slot *s);
+
 static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
 {
 	struct slot *s = tag;
@@ -214,6 +230,9 @@ static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf
 	if (status) {
 		if (!c->errors)
 			c->first_error = status;
+		c->errors++;
+	} else if (c->refill && issue(c, s) && !c->errors) {
+		c->first_error = -EIO;
 		c->errors++;
 	}
 }
@@ -274,6 +293,19 @@ static int alloc_slots(struct client *c, unsigned window)
 	return 0;
 }
 
+/* Send slot @s's next request (its first byte changed); 0 or -errno (the slot stays free). */
+static int issue(struct client *c, struct slot *s)
+{
+	int ret;
+
+	s->req.buf[0]++;
+	s->busy = true;
+	ret = urpc_req_enqueue_view(c->rpc, s->session, BENCH_REQ_TYPE, &s->req, cont, s, 0);
+	if (ret)
+		s->busy = false;
+	return ret;
+}
+
 /*
  * Keep the window full for @secs (after a warm-up of @warm_s), issuing at
  * most @batch per pass; the RPCs completed in the measured span and its
@@ -298,30 +330,39 @@ static int pump(struct client *c, unsigned long batch, double warm_s, double sec
 			s = &c->slots[i];
 			if (s->busy)
 				break;
-			s->req.buf[0]++;
-			s->busy = true;
-			ret = urpc_req_enqueue_view(c->rpc, s->session, BENCH_REQ_TYPE, &s->req,
-						    cont, s, 0);
+			ret = issue(c, s);
 			if (ret) {
-				s->busy = false;
 				if (ret == -ENOMEM)
 					break; /* the session's queue is full: poll, then retry */
 				fprintf(stderr, PROG ": enqueue: %s\n", urpc_strerror(ret));
+				c->refill = false;
 				return ret;
 			}
 			i = (i + 1) % c->nslots;
 		}
-		ret = bench_run_once(PROG, c->rpc, c->sv);
-		if (ret)
+		/*
+		 * --idle-us: continuations refill the window, and the loop runs
+		 * in slices of a millisecond, in which an Rpc with every request
+		 * in flight sleeps until an answer comes (idle_block_us), as an
+		 * application that waits does.
+		 */
+		c->refill = c->o->idle_us != 0;
+		ret = c->refill ? urpc_rpc_run_event_loop(c->rpc, 1)
+				: bench_run_once(PROG, c->rpc, c->sv);
+		if (ret) {
+			c->refill = false;
 			return ret;
+		}
 		if (c->errors) {
 			fprintf(stderr, PROG ": %lu RPCs failed or came back wrong (first: %s)\n",
 				c->errors, urpc_strerror(c->first_error));
+			c->refill = false;
 			return -EIO;
 		}
 		if (c->completed == seen) {
 			if (bench_now_s() - t_seen > STALL_S) {
 				fprintf(stderr, PROG ": no RPC completed for %.0f s\n", STALL_S);
+				c->refill = false;
 				return -ETIMEDOUT;
 			}
 			continue;
@@ -335,6 +376,7 @@ static int pump(struct client *c, unsigned long batch, double warm_s, double sec
 		} else if (t0 && t - t0 >= secs) {
 			*rpcs = c->completed - c0;
 			*span = t - t0;
+			c->refill = false;
 			return 0;
 		}
 	}
@@ -674,6 +716,11 @@ int main(int argc, char **argv)
 	ret = parse_opts(argc, argv, &o);
 	if (ret)
 		return ret == 1 ? 0 : 2;
+	if (o.idle_us && o.cli.transport == URPC_TRANSPORT_LOOP) {
+		fprintf(stderr, PROG ": --idle-us needs udp or verbs: the loop transport cannot "
+				     "block\n");
+		return 2;
+	}
 	if (bench_file_open(PROG, "--csv", o.cli.csv,
 			    "transport,size,window,batch,sessions,rpcs,urpc_rate,retransmits,"
 			    "baseline,base_rate,ratio," CSV_EXTRA "\n",
@@ -687,6 +734,7 @@ int main(int argc, char **argv)
 		goto out_csv;
 	bench_rpc_opts(&ro, o.cli.transport);
 	ro.peer_timeout_ms = 3600000; /* neither side polls while a baseline runs */
+	ro.idle_block_us = (uint32_t)o.idle_us;
 	sv.nx = nx;
 	sv.ro = ro;
 	sv.ro.device = o.cli.server_device;
