@@ -355,6 +355,8 @@ struct urpc_rpc {
 	int wake_fd; /* eventfd the SM thread signals while we sleep; -1: never sleeps */
 	uint64_t idle_ns, shared_until, yield_off_until; /* idle sleep, shared core (evloop.c) */
 	uint32_t yield_debt;				 /* long yields lately (evloop.c) */
+	uint64_t spin_ns; /* idle spin beside a CPU-bound thread, as spinning paid (evloop.c) */
+	bool spin_ok;	  /* the last yield gave the core to a CPU-bound thread (evloop.c) */
 	struct urpc_session **sessions;
 	uint32_t max_sessions;
 	uint32_t hi_session;	/* one past the highest session number in use */
