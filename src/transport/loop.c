@@ -193,9 +193,7 @@ static void lane_claim(struct loop_ep *self, struct urpc_tp_peer *peer)
 						 __ATOMIC_RELAXED))
 			return; /* another endpoint's */
 		if (!l->base) {
-			size_t n = (size_t)to->rx_mask + 1;
-
-			size_t i;
+			size_t n = (size_t)to->rx_mask + 1, i;
 
 			l->rx = calloc(n, sizeof(*l->rx));
 			if (!l->rx || urpc__hp_alloc(n * to->mtu, l->hp_flags, &l->mem)) {

@@ -2,13 +2,13 @@
 /*
  * The two sides of an endpoint's lane (struct loop_lane, loop_int.h), for
  * loop_dgram.c only, which inlines them: lane_put() on the owner's thread,
- * lane_lend() on the receiver's. Calls nothing but memcpy().
+ * lane_lend() and lane_run() on the receiver's. Calls nothing but memcpy().
  *
  * The owner (a peer's endpoint, on its owner's thread) copies into slot
  * tail & mask and publishes by storing tail + 1 (release); the receiver
- * lends up to the tail it reads (acquire) and, at its next rx_burst(),
- * gives everything back by publishing limit = head + size (release), which
- * the owner reads (acquire) before it copies.
+ * lends up to the tail it reads (acquire) and, at its next rx_burst() or
+ * rx_run(), gives everything back by publishing limit = head + size
+ * (release), which the owner reads (acquire) before it copies.
  */
 #ifndef URPC_TRANSPORT_LOOP_LANE_H
 #define URPC_TRANSPORT_LOOP_LANE_H
@@ -48,6 +48,30 @@ static inline void lane_fold(struct loop_ep *ep, uint64_t pub)
 
 	ep->base.stats.rx_bytes += (uint32_t)(b - ep->lane.bytes_seen);
 	ep->lane.bytes_seen = b;
+}
+
+/*
+ * The receiver's two steps around a lend from @ep's lane at position
+ * @pos: lane_give_back() returns every slot lent before to the owner (once
+ * per position), lane_lent() moves the head past @want datagrams and
+ * counts them, and the bytes published in @pub. Thread: @ep's owner.
+ */
+static inline void lane_give_back(struct loop_ep *ep, uint32_t pos)
+{
+	struct loop_lane *l = &ep->lane;
+
+	if (l->freed != pos) {
+		l->freed = pos;
+		/* Pairs with the acquire in lane_put() and tx_now(). */
+		__atomic_store_n(&l->limit, pos + ep->rx_mask + 1, __ATOMIC_RELEASE);
+	}
+}
+
+static inline void lane_lent(struct loop_ep *ep, uint32_t pos, uint32_t want, uint64_t pub)
+{
+	ep->lane.head = pos + want;
+	ep->base.stats.rx_pkts += want;
+	lane_fold(ep, pub);
 }
 
 /*
@@ -98,17 +122,11 @@ static inline __attribute__((always_inline)) int lane_lend(struct loop_ep *ep,
 	struct urpc_tp_rx *stop = pkts + URPC_MIN(want, mask + 1 - i);
 	const struct urpc_tp_rx *r;
 
-	if (l->freed != pos) {
-		l->freed = pos;
-		/* Pairs with the acquire in lane_put() and tx_now(). */
-		__atomic_store_n(&l->limit, pos + mask + 1, __ATOMIC_RELEASE);
-	}
+	lane_give_back(ep, pos);
 	if (!want)
 		return 0;
 	/* Before the walk: fewer values live across it. */
-	l->head = pos + want;
-	ep->base.stats.rx_pkts += want;
-	lane_fold(ep, pub);
+	lane_lent(ep, pos, want, pub);
 	r = l->rx + i;
 	for (;;) {
 		while (p != stop) {
@@ -142,17 +160,11 @@ static inline __attribute__((always_inline)) int lane_run(struct loop_ep *ep,
 	uint64_t pub = __atomic_load_n(&l->pub, __ATOMIC_ACQUIRE);
 	uint32_t ready = lane_tail(pub) - pos, room = mask + 1 - i, want = URPC_MIN(ready, n);
 
-	if (l->freed != pos) {
-		l->freed = pos;
-		/* Pairs with the acquire in lane_put() and tx_now(). */
-		__atomic_store_n(&l->limit, pos + mask + 1, __ATOMIC_RELEASE);
-	}
+	lane_give_back(ep, pos);
 	want = URPC_MIN(want, room);
 	if (!want)
 		return 0;
-	l->head = pos + want;
-	ep->base.stats.rx_pkts += want;
-	lane_fold(ep, pub);
+	lane_lent(ep, pos, want, pub);
 	*rx = l->rx + i;
 	return (int)want;
 }
