@@ -231,7 +231,7 @@ static inline URPC_ALWAYS_INLINE int enqueue(struct urpc_rpc *rpc, struct urpc_m
 	if (view)
 		resp = &rpc->resp_view;
 	s = rpc->sessions[session];
-	if (unlikely(!s || s->rx_word != URPC_PKT_WORD(URPC_PKT_RESP) || !s->cli.free_mask ||
+	if (unlikely(s->rx_word != URPC_PKT_WORD(URPC_PKT_RESP) || !s->cli.free_mask ||
 		     s->cli.wq_head != s->cli.wq_tail))
 		goto full;
 	i = (unsigned)__builtin_ctz(s->cli.free_mask);

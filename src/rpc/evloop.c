@@ -121,8 +121,8 @@ static inline URPC_ALWAYS_INLINE void evloop_rx(struct urpc_rpc *rpc, const uint
 	 * failure into its counter.
 	 */
 	num = le32toh(h->dest_session);
-	s = likely(num < rpc->hi_session) ? rpc->sessions[num] : NULL;
-	if (unlikely(!s || urpc__pkthdr_word(h) != s->rx_word || le32toh(h->msg_size) != plen ||
+	s = likely(num < rpc->hi_session) ? rpc->sessions[num] : &urpc__sess_none;
+	if (unlikely(urpc__pkthdr_word(h) != s->rx_word || le32toh(h->msg_size) != plen ||
 		     s->token != le64toh(h->token))) {
 		rx_drop(rpc, h, len);
 		return;
@@ -196,13 +196,13 @@ static void scan_timers(struct urpc_rpc *rpc)
 
 		while (bits) {
 			uint32_t num = w * 64 + (uint32_t)__builtin_ctzll(bits);
-			struct urpc_session *s = rpc->sessions[num];
+			struct urpc_session *s = urpc__sess_at(rpc, num);
 
 			bits &= bits - 1;
 			if (s && s->role == URPC_ROLE_CLIENT &&
 			    (s->state == URPC_SESS_CONNECTED || s->state == URPC_SESS_CONNECTING))
 				urpc__cli_timers(rpc, s);
-			s = rpc->sessions[num]; /* callbacks may have freed it */
+			s = urpc__sess_at(rpc, num); /* callbacks may have freed it */
 			if (!s || !urpc__cli_busy(s))
 				rpc->busy_map[w] &= ~(1ull << (num & 63));
 		}
@@ -229,12 +229,12 @@ static void scan_timers(struct urpc_rpc *rpc)
 
 		while (bits) {
 			uint32_t num = w * 64 + (uint32_t)__builtin_ctzll(bits);
-			struct urpc_session *s = rpc->sessions[num];
+			struct urpc_session *s = urpc__sess_at(rpc, num);
 
 			bits &= bits - 1;
 			if (s)
 				urpc__session_timers(rpc, s);
-			s = rpc->sessions[num]; /* callbacks may have freed it */
+			s = urpc__sess_at(rpc, num); /* callbacks may have freed it */
 			if (!s || urpc__session_next_timer(rpc, s) == UINT64_MAX)
 				rpc->sm_map[w] &= ~(1ull << (num & 63));
 		}
@@ -396,7 +396,7 @@ static bool idle_wake_time(const struct urpc_rpc *rpc, uint64_t *wake_ns)
 
 		while (bits) {
 			uint32_t num = w * 64 + (uint32_t)__builtin_ctzll(bits);
-			const struct urpc_session *s = rpc->sessions[num];
+			const struct urpc_session *s = urpc__sess_at(rpc, num);
 
 			bits &= bits - 1;
 			if (!s)

@@ -52,7 +52,7 @@ bool urpc__mb_is_lent(const struct urpc_rpc *rpc, const struct urpc_msgbuf *mb)
 	if (mb->priv_sess == URPC_MB_SESS_LIBRARY)
 		return true;
 	/* The session it was last lent to (a number beyond the table names none). */
-	s = mb->priv_sess < rpc->hi_session ? rpc->sessions[mb->priv_sess] : NULL;
+	s = mb->priv_sess < rpc->hi_session ? urpc__sess_at(rpc, mb->priv_sess) : NULL;
 	if (s && s->role == URPC_ROLE_CLIENT) {
 		for (i = 0; i < URPC_SESSION_SLOTS; i++) {
 			const struct urpc_cslot *sl = &s->cli.slots[i];
@@ -279,7 +279,7 @@ void urpc__mb_held(const struct urpc_rpc *rpc, size_t *bufs, size_t *views)
 		held_pair(rpc, r->req, r->resp, bufs, views);
 	}
 	for (i = 0; i < rpc->hi_session; i++) {
-		const struct urpc_session *s = rpc->sessions[i];
+		const struct urpc_session *s = urpc__sess_at(rpc, i);
 
 		if (!s)
 			continue;

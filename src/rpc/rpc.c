@@ -260,7 +260,7 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 
 	rpc->now = urpc__rpc_clock(rpc);
 	for (i = 0; i < rpc->hi_session; i++) {
-		struct urpc_session *s = rpc->sessions[i];
+		struct urpc_session *s = urpc__sess_at(rpc, i);
 
 		if (s)
 			urpc__session_transition(rpc, s, URPC_SEV_RPC_DESTROY, -ECONNRESET);
@@ -269,7 +269,7 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 	urpc__sm_out_flush(rpc);
 	/* Continuations may have allocated; they may not have destroyed us (in_cb). */
 	for (i = 0; i < rpc->hi_session; i++)
-		if (rpc->sessions[i])
+		if (urpc__sess_at(rpc, i))
 			urpc__sess_free(rpc, rpc->sessions[i]);
 	/* Their peers released, the transport completes what they had in flight. */
 	urpc__os_drain(rpc);
@@ -391,7 +391,7 @@ uint64_t urpc__rpc_grants(const struct urpc_rpc *rpc)
 	for (r = rpc->cli_retiring; r; r = r->next) /* large requests their server still holds */
 		n += r->grant.key != 0;
 	for (i = 0; i < rpc->hi_session; i++) {
-		const struct urpc_session *s = rpc->sessions[i];
+		const struct urpc_session *s = urpc__sess_at(rpc, i);
 
 		for (j = 0; s && j < URPC_SESSION_SLOTS; j++)
 			n += s->role == URPC_ROLE_CLIENT
@@ -505,7 +505,7 @@ int urpc__rpc_check(const struct urpc_rpc *rpc, uint64_t *pending_conts, char *w
 		return -EFAULT;
 	}
 	for (i = 0; i < rpc->hi_session; i++) {
-		const struct urpc_session *s = rpc->sessions[i];
+		const struct urpc_session *s = urpc__sess_at(rpc, i);
 
 		if (!s)
 			continue;

@@ -444,7 +444,7 @@ static void check_peers(struct urpc_rpc *rpc)
 	uint32_t i;
 
 	for (i = 0; i < rpc->hi_session; i++) {
-		struct urpc_session *s = rpc->sessions[i];
+		struct urpc_session *s = urpc__sess_at(rpc, i);
 
 		if (!s || s->state != URPC_SESS_CONNECTED)
 			continue;
@@ -560,7 +560,7 @@ void urpc__session_tp_ctl(struct urpc_rpc *rpc)
 	while ((n = rpc->tp->ops->ctl_pop(rpc->tp, &peer, buf)) > 0) {
 		/* A session over that peer carries it (cold: the RC handshake). */
 		for (i = 0; i < rpc->hi_session; i++) {
-			struct urpc_session *s = rpc->sessions[i];
+			struct urpc_session *s = urpc__sess_at(rpc, i);
 
 			if (!s || s->peer != peer || s->state != URPC_SESS_CONNECTED)
 				continue;

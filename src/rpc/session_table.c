@@ -167,6 +167,18 @@ struct urpc_session *urpc__sess_pend_pop(struct urpc_rpc *rpc)
 
 /* ---- sessions ---- */
 
+/*
+ * The free entries' placeholder (engine.h). Its rx_word and token (0) are
+ * those of a session that is not CONNECTED, so no datagram of a real peer
+ * reaches it; one forged to match (first word 0, token 0) is taken as a
+ * server's request and dropped as stale by whichever slot it names (each
+ * IDLE with cur_req_num UINT64_MAX): nothing ever writes it.
+ */
+struct urpc_session urpc__sess_none = {
+	.role = URPC_ROLE_SERVER,
+	.srv.slots = {[0 ... URPC_SESSION_SLOTS - 1] = {.cur_req_num = UINT64_MAX}},
+};
+
 size_t urpc__sess_size(enum urpc_session_role role)
 {
 	return offsetof(struct urpc_session, cli) + (role == URPC_ROLE_CLIENT
@@ -283,7 +295,7 @@ void urpc__sess_free(struct urpc_rpc *rpc, struct urpc_session *s)
 		index_remove(rpc, s);
 	else
 		pend_unlink(rpc, s);
-	rpc->sessions[s->local_num] = NULL;
+	rpc->sessions[s->local_num] = &urpc__sess_none;
 	urpc__idset_put(&rpc->nums, s->local_num);
 	rpc->hi_session = urpc__idset_end(&rpc->nums);
 	rpc->st.sessions--;

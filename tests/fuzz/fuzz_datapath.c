@@ -469,7 +469,7 @@ static struct urpc_session *rx_session(struct urpc_rpc *rpc)
 {
 	uint32_t num = rpc == w.srv ? w.srv_sess : (uint32_t)w.cli_sess;
 
-	return num < rpc->hi_session ? rpc->sessions[num] : NULL;
+	return num < rpc->hi_session ? urpc__sess_at(rpc, num) : NULL;
 }
 
 /* A datagram for @rpc's urpc__evloop_rx, patched as the command asks. */
@@ -727,10 +727,10 @@ static bool reconnect(void)
 		return false;
 	/* Server sessions left without a client (a reset or forged connect). */
 	for (i = 0; i < w.srv->hi_session; i++)
-		if (w.srv->sessions[i] && w.srv->sessions[i]->state == URPC_SESS_CONNECTED)
+		if (urpc__sess_at(w.srv, i) && w.srv->sessions[i]->state == URPC_SESS_CONNECTED)
 			drop_server_session(w.srv, w.srv->sessions[i]);
 	for (i = 0; i < w.cli->hi_session; i++)
-		if (w.cli->sessions[i] && w.cli->sessions[i]->role == URPC_ROLE_SERVER &&
+		if (urpc__sess_at(w.cli, i) && w.cli->sessions[i]->role == URPC_ROLE_SERVER &&
 		    w.cli->sessions[i]->state == URPC_SESS_CONNECTED)
 			drop_server_session(w.cli, w.cli->sessions[i]);
 	pump(2);

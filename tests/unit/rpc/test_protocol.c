@@ -16,6 +16,7 @@
 
 #include <urpc/urpc.h>
 
+#include "rpc/engine.h"
 #include "rpc/pkthdr.h"
 #include "rpc/rpc.h"
 #include "util/log.h"
@@ -305,6 +306,70 @@ Test(protocol, crafted_packets_are_checked)
 
 	/* The session still works. */
 	cr_assert_eq(do_rpc(&e, T_ECHO, 100, 0, &c), 0);
+	raw_close(&r);
+	env_down(&e);
+}
+
+/*
+ * A free session number below the highest in use names the table's
+ * placeholder (engine.h), not NULL: a datagram to it is dropped whatever it
+ * carries, and one forged to match the placeholder itself (first word 0,
+ * token 0, its size right) is dropped as stale and writes nothing.
+ */
+Test(protocol, a_free_session_number_takes_no_datagram)
+{
+	uint8_t pkt[128] __attribute__((aligned(8)));
+	static struct urpc_session copy;
+	struct urpc_rpc_stats before, after;
+	struct urpc_session_info info;
+	struct urpc_pkthdr *h = (struct urpc_pkthdr *)(void *)pkt;
+	char addr[64];
+	struct env e;
+	struct raw r;
+	uint64_t end, req_num;
+	int second;
+
+	env_up(&e);
+	cr_assert_eq(urpc__rpc_session_info(e.cli, e.sess, &info), 0);
+	e.connected = 0;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", urpc_nexus_port(e.nx));
+	cr_assert_eq(urpc_session_connect(e.cli, addr, 1, &second), 0);
+	pump_until(&e, &e.connected);
+	cr_assert_eq(urpc_session_disconnect(e.cli, e.sess), 0);
+	/* The server closes its side when the DISCONNECT comes: a few passes. */
+	end = urpc__now_ns() + 3000000000ull;
+	while (srv_stats(&e).sessions != 1 && urpc__now_ns() < end)
+		pump_n(&e, 1);
+	cr_assert_eq(srv_stats(&e).sessions, 1, "the server closed the first session");
+	cr_assert_lt(info.remote_num, e.srv->hi_session, "a free number below the highest");
+	cr_assert_null(urpc__sess_at(e.srv, info.remote_num));
+	cr_assert_eq(e.srv->sessions[info.remote_num], &urpc__sess_none);
+	raw_open(&e, &r);
+	memcpy(&copy, &urpc__sess_none, sizeof(copy));
+
+	/* A well-formed request to the free number: a bad session. */
+	before = srv_stats(&e);
+	urpc__pkthdr_fill(h, URPC_PKT_REQ, T_ECHO, 0, 8, info.remote_num, 8, info.token);
+	raw_send(&r, pkt, sizeof(*h) + 8);
+	pump_n(&e, 20);
+	after = srv_stats(&e);
+	cr_assert_eq(after.drop_bad_session, before.drop_bad_session + 1);
+
+	/* One that matches the placeholder's fields, to each of its slots. */
+	for (req_num = 0; req_num < 9; req_num++) {
+		memset(pkt, 0, sizeof(pkt));
+		h->msg_size = htole32(8);
+		h->dest_session = htole32(info.remote_num);
+		h->req_num = htole64(req_num == 8 ? UINT64_MAX : req_num);
+		before = srv_stats(&e);
+		raw_send(&r, pkt, sizeof(*h) + 8);
+		pump_n(&e, 20);
+		after = srv_stats(&e);
+		cr_assert_eq(after.drop_stale, before.drop_stale + 1, "request number %lu",
+			     (unsigned long)req_num);
+	}
+	cr_assert_eq(echo_runs, 0, "no handler ran");
+	cr_assert_eq(memcmp(&copy, &urpc__sess_none, sizeof(copy)), 0, "nothing wrote it");
 	raw_close(&r);
 	env_down(&e);
 }
