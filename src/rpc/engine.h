@@ -600,7 +600,7 @@ static inline void urpc__map_set(uint64_t *map, uint32_t num)
  * never written, that takes no datagram a peer sends (rx_word 0, as a
  * session that is not CONNECTED) and that no fast path of the client
  * takes, so that the datapath's lookups test no NULL (urpc__evloop_rx(),
- * the enqueue; callgrind on urpc-cpu-cost: 9 instructions per RPC).
+ * the enqueue; callgrind on urpc-cpu-cost: 7 instructions per RPC).
  * Everything else reads the table through urpc__sess_at(), which gives
  * NULL for it.
  */
