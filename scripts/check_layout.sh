@@ -35,6 +35,12 @@ DESCRIPTION
 
     2. No file over N lines (default 650: "about 600" in issue 14).
 
+    3. Folders are floors, and includes point down or across only. From the
+       ground: util, mem, transport, nexus, rpc (a file of rpc/ may include
+       nexus/, transport/, mem/ and util/; nexus/ may include transport/,
+       mem/ and util/ but never rpc/; and so on). A folder of TREE that is
+       not on that list is on no floor and is not checked by this rule.
+
     Includes are read from the text, conditionals and all: a file that
     includes a header only under #if still makes the edge.
 
@@ -238,6 +244,22 @@ for n in $(printf '%s\n' "${!nodes[@]}" | LC_ALL=C sort); do
 	[ -n "${colour[$n]:-}" ] || visit "$n"
 done
 
+# ---- rule 3: folders are floors; an include never points up -------------------
+declare -A floor=([util]=1 [mem]=2 [transport]=3 [nexus]=4 [rpc]=5)
+upward=0
+for e in $(printf '%s\n' "${!why[@]}" | tr ' ' '|' | LC_ALL=C sort); do
+	a=${e%%|*}
+	b=${e#*|}
+	fa=${floor[${a%%/*}]:-}
+	fb=${floor[${b%%/*}]:-}
+	[[ $a == */* && $b == */* && -n $fa && -n $fb ]] || continue
+	if [ "$fb" -gt "$fa" ]; then
+		echo "$prog: include up a floor: ${a%%/*}/ (floor $fa) -> ${b%%/*}/ (floor $fb):" \
+			"$show/${why["$a $b"]}" >&2
+		upward=$((upward + 1))
+	fi
+done
+
 # ---- rule 2: no file over the limit ------------------------------------------
 long=0
 declare -A nlines # FILE -> its lines (a last line without a newline counts too)
@@ -255,9 +277,10 @@ for f in "${files[@]}"; do
 	fi
 done
 
-if [ "$cycles" -gt 0 ] || [ "$long" -gt 0 ]; then
-	echo "$prog: $show: $cycles include cycle(s), $long file(s) over $max_lines lines" \
+if [ "$cycles" -gt 0 ] || [ "$long" -gt 0 ] || [ "$upward" -gt 0 ]; then
+	echo "$prog: $show: $cycles include cycle(s), $long file(s) over $max_lines lines," \
+		"$upward include(s) up a floor" \
 		"(rules: scripts/check_layout.sh --help)" >&2
 	exit 1
 fi
-echo "$prog: $show: ${#files[@]} files, no include cycle, none over $max_lines lines"
+echo "$prog: $show: ${#files[@]} files, no include cycle, none over $max_lines lines, no include up a floor"

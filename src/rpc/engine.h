@@ -20,16 +20,16 @@
 
 #include "../mem/pool.h"
 #include "../mem/regcache.h"
+#include "../nexus/nexus.h"
+#include "../nexus/nexus_peer.h"
+#include "../nexus/sm.h"
 #include "../transport/transport.h"
 #include "../util/compiler.h"
 #include "../util/csprng.h"
 #include "../util/idset.h"
 #include "../util/rand.h"
 #include "../util/seam.h"
-#include "nexus.h"
-#include "nexus_peer.h"
 #include "pkthdr.h"
-#include "sm.h"
 
 #ifdef __cplusplus
 extern "C" {

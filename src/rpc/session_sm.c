@@ -10,8 +10,8 @@
 
 #include <string.h>
 
+#include "../nexus/nexus_peer.h"
 #include "../util/log.h"
-#include "nexus_peer.h"
 
 static_assert(URPC_SM_OUT_BATCH <= UINT16_MAX, "rpc->smo_n is 16 bits");
 

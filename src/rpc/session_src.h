@@ -22,8 +22,8 @@
 
 #include <stdint.h>
 
+#include "../nexus/sm.h"
 #include "engine.h"
-#include "sm.h"
 
 #ifdef __cplusplus
 extern "C" {

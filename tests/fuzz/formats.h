@@ -71,7 +71,7 @@ enum dp_pkt_patch {
 	DP_P_CLEAR_FLAGS = 0x40, /* flags 0: a plain message */
 };
 
-/* Patches of an SM datagram (the wire layout of src/rpc/sm.c). */
+/* Patches of an SM datagram (the wire layout of src/nexus/sm.c). */
 enum dp_sm_patch {
 	DP_S_FROM_NEXUS = 0x01, /* sent from the Nexus's own address (else a stranger's) */
 	DP_S_HDR = 0x02,	/* magic, version, reserved byte, a small status code */

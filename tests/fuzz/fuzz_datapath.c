@@ -2,7 +2,7 @@
 /*
  * libFuzzer target: the datapath receive path of a connected Rpc
  * (urpc__evloop_rx, src/rpc/evloop.c, client.c, server.c) on both ends of a session, and the
- * session-management packets a Nexus routes to its Rpcs (src/rpc/sm.c,
+ * session-management packets a Nexus routes to its Rpcs (src/nexus/sm.c,
  * nexus.c, session.c).
  *
  * The world, built once and kept across inputs: a Nexus whose session
@@ -50,7 +50,7 @@
 
 #include "formats.h"
 #include "fuzz.h"
-#include "rpc/nexus.h"
+#include "nexus/nexus.h"
 #include "rpc/pkthdr.h"
 #include "rpc/rpc.h"
 #include "util/seam.h"

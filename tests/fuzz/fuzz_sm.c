@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target: the session-management packet parser (src/rpc/sm.c).
+ * libFuzzer target: the session-management packet parser (src/nexus/sm.c).
  *
  * Each input is used twice:
  *  1. as a received SM datagram: urpc__sm_decode() on an exact-size heap
@@ -12,7 +12,7 @@
  *     given (a known type, a status in range, ep_len <= URPC_TP_EP_MAX)
  *     must encode to at most URPC_SM_PKT_MAX bytes that decode back to it.
  *
- * Owns: nothing across inputs. Calls: src/rpc/sm.h only.
+ * Owns: nothing across inputs. Calls: src/nexus/sm.h only.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "rpc/sm.h"
+#include "nexus/sm.h"
 
 /* Largest status code the wire carries (sm.c's SM_STATUS_MAX). */
 #define FZ_SM_STATUS_MAX 4095

@@ -7,7 +7,7 @@
  * (regress_*) of bugs the fuzzers found. Deterministic: running it again
  * rewrites the same files; other files in DIR are left alone.
  *
- * Owns the files it writes. Calls: urpc__sm_encode (src/rpc/sm.h), the
+ * Owns the files it writes. Calls: urpc__sm_encode (src/nexus/sm.h), the
  * header helpers of src/rpc/pkthdr.h and apps/kv/kv_proto.h, libc.
  */
 #include <errno.h>
@@ -20,8 +20,8 @@
 #include "../../apps/kv/kv_proto.h"
 #include "formats.h"
 #include "fuzz.h"
+#include "nexus/sm.h"
 #include "rpc/pkthdr.h"
-#include "rpc/sm.h"
 
 static const char *root;
 

@@ -21,7 +21,7 @@ DESCRIPTION
     a copy of its seed corpus (tests/fuzz/corpus/TARGET; the repository is
     never written). Without TARGET, all of them:
 
-      sm        session-management packet decoder and encoder (src/rpc/sm.c)
+      sm        session-management packet decoder and encoder (src/nexus/sm.c)
       datapath  receive path of a connected client and server Rpc, and the
                 SM packets their Nexus routes (src/rpc/client.c, server.c, session.c)
       udp_os    the udp transport's emulated one-sided READ/WRITE, served and

@@ -28,8 +28,8 @@
 
 #include <urpc/urpc.h>
 
+#include "nexus/sm.h"
 #include "rpc/rpc.h" /* urpc__rpc_is_sleeping() */
-#include "rpc/sm.h"
 #include "transport/transport.h"
 
 #define SRV 1

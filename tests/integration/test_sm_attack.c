@@ -33,10 +33,10 @@
 
 #include <urpc/urpc.h>
 
+#include "nexus/nexus.h"
+#include "nexus/sm.h"
+#include "nexus/sm_cookie.h"
 #include "rpc/engine.h"
-#include "rpc/nexus.h"
-#include "rpc/sm.h"
-#include "rpc/sm_cookie.h"
 #include "util/rand.h"
 #include "util/seam.h"
 

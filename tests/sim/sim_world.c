@@ -40,7 +40,7 @@
 
 #include <urpc/urpc.h>
 
-#include "../../src/rpc/nexus.h"
+#include "../../src/nexus/nexus.h"
 #include "../../src/rpc/rpc.h"
 #include "../../src/transport/transport.h"
 #include "sim.h"

@@ -9,8 +9,8 @@
  * request or a response; requests are retried by their sender on a timer,
  * so the queue may drop when full.
  */
-#ifndef URPC_RPC_SM_H
-#define URPC_RPC_SM_H
+#ifndef URPC_NEXUS_SM_H
+#define URPC_NEXUS_SM_H
 
 #include <netinet/in.h>
 #include <stdatomic.h>
@@ -199,4 +199,4 @@ bool urpc__sm_queue_is_sleeping(const struct urpc_sm_queue *q);
 }
 #endif
 
-#endif /* URPC_RPC_SM_H */
+#endif /* URPC_NEXUS_SM_H */

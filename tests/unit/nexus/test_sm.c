@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rpc/sm.h"
-#include "rpc/sm_cookie.h"
+#include "nexus/sm.h"
+#include "nexus/sm_cookie.h"
 #include "util/log.h"
 #include "util/rand.h"
 

@@ -4,8 +4,8 @@
  * heartbeats, create/destroy), nexus_table.c (the Rpc and handler
  * tables and the accessors) and nexus_io.c (sending) and nobody else.
  */
-#ifndef URPC_RPC_NEXUS_INT_H
-#define URPC_RPC_NEXUS_INT_H
+#ifndef URPC_NEXUS_INT_H
+#define URPC_NEXUS_INT_H
 
 #include <arpa/inet.h>
 #include <pthread.h>
@@ -56,4 +56,4 @@ static inline void stat_inc(uint64_t *c)
 	__atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
 }
 
-#endif /* URPC_RPC_NEXUS_INT_H */
+#endif /* URPC_NEXUS_INT_H */

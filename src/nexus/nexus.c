@@ -18,6 +18,11 @@
  * briefly. No Rpc datapath ever takes it: an Rpc drains its queue lock-free
  * and reads the handler table, which is frozen (read-only) from the first
  * attach on.
+ *
+ * Floor: src/nexus/ (this file, its tables, peers, SM packets and cookies)
+ * stands below src/rpc/ and never includes or calls it; an Rpc reaches the
+ * Nexus through nexus.h and the SM queue (sm.h). May call: src/nexus/,
+ * transport.h (the SM queue's types), util/, libc and pthreads.
  */
 #define _GNU_SOURCE
 #define URPC_LOG_MODULE "nexus"

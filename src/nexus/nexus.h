@@ -20,8 +20,8 @@
  * address (sm_cookie.h); any other is answered by the SM thread with
  * CONNECT_COOKIE, for the client to echo, before the -ENOENT above.
  */
-#ifndef URPC_RPC_NEXUS_H
-#define URPC_RPC_NEXUS_H
+#ifndef URPC_NEXUS_H
+#define URPC_NEXUS_H
 
 #include <netinet/in.h>
 #include <stdint.h>
@@ -87,4 +87,4 @@ void urpc__nexus_set_mute(struct urpc_nexus *nx, bool mute);
 }
 #endif
 
-#endif /* URPC_RPC_NEXUS_H */
+#endif /* URPC_NEXUS_H */

@@ -18,9 +18,9 @@
 
 #include <urpc/urpc.h>
 
-#include "rpc/nexus.h"
-#include "rpc/nexus_peer.h"
-#include "rpc/sm.h"
+#include "nexus/nexus.h"
+#include "nexus/nexus_peer.h"
+#include "nexus/sm.h"
 #include "transport/verbs_dev.h"
 #include "util/log.h"
 

@@ -17,8 +17,8 @@
  * Owns nothing but the caller's key. Calls: util/csprng.h, util/seam.h.
  * Thread: any (the key is read-only once made).
  */
-#ifndef URPC_RPC_SM_COOKIE_H
-#define URPC_RPC_SM_COOKIE_H
+#ifndef URPC_NEXUS_SM_COOKIE_H
+#define URPC_NEXUS_SM_COOKIE_H
 
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -50,4 +50,4 @@ bool urpc__sm_cookie_check(const struct urpc_sm_cookie_key *key, const struct so
 }
 #endif
 
-#endif /* URPC_RPC_SM_COOKIE_H */
+#endif /* URPC_NEXUS_SM_COOKIE_H */

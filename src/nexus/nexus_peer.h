@@ -17,8 +17,8 @@
  * Threads: the table (urpc__nxp_*) is guarded by the Nexus lock, taken by
  * its caller; the generations are atomics any thread may read.
  */
-#ifndef URPC_RPC_NEXUS_PEER_H
-#define URPC_RPC_NEXUS_PEER_H
+#ifndef URPC_NEXUS_PEER_H
+#define URPC_NEXUS_PEER_H
 
 #include <netinet/in.h>
 #include <stdatomic.h>
@@ -151,4 +151,4 @@ static inline uint32_t urpc__nxp_rpc_gen(const struct urpc_nx_peer *p, uint8_t r
 }
 #endif
 
-#endif /* URPC_RPC_NEXUS_PEER_H */
+#endif /* URPC_NEXUS_PEER_H */

@@ -3,8 +3,8 @@
  * Types of the Nexus's interface (nexus.h) that its insides (nexus_int.h)
  * share: a handler entry, the simulated network, the counters. Types only.
  */
-#ifndef URPC_RPC_NEXUS_TYPES_H
-#define URPC_RPC_NEXUS_TYPES_H
+#ifndef URPC_NEXUS_TYPES_H
+#define URPC_NEXUS_TYPES_H
 
 #include <netinet/in.h>
 #include <stddef.h>
@@ -42,4 +42,4 @@ struct urpc_sm_net {
 }
 #endif
 
-#endif /* URPC_RPC_NEXUS_TYPES_H */
+#endif /* URPC_NEXUS_TYPES_H */

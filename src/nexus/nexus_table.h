@@ -3,8 +3,8 @@
  * The Nexus's tables and accessors (nexus_table.c), part of what the Nexus
  * offers its Rpcs (nexus.h includes this header).
  */
-#ifndef URPC_RPC_NEXUS_TABLE_H
-#define URPC_RPC_NEXUS_TABLE_H
+#ifndef URPC_NEXUS_TABLE_H
+#define URPC_NEXUS_TABLE_H
 
 #include <stdint.h>
 
@@ -40,4 +40,4 @@ const char *urpc__nexus_host(const struct urpc_nexus *nx);
 }
 #endif
 
-#endif /* URPC_RPC_NEXUS_TABLE_H */
+#endif /* URPC_NEXUS_TABLE_H */

@@ -6,8 +6,8 @@
  * Rpc sends what one event-loop pass produced in one system call), or
  * handed to a simulated network. Thread: any (the socket is shared).
  */
-#ifndef URPC_RPC_NEXUS_IO_H
-#define URPC_RPC_NEXUS_IO_H
+#ifndef URPC_NEXUS_IO_H
+#define URPC_NEXUS_IO_H
 
 #include <netinet/in.h>
 #include <stdint.h>
@@ -57,4 +57,4 @@ unsigned urpc__nexus_sm_send_batch(struct urpc_nexus *nx, const struct urpc_sm_d
 }
 #endif
 
-#endif /* URPC_RPC_NEXUS_IO_H */
+#endif /* URPC_NEXUS_IO_H */
