@@ -6,6 +6,7 @@
 # SYNOPSIS
 #     tests/stress.sh [--runs N] [--hogs K] [--jobs J] [--build DIR] [--asan]
 #                     [--exclude REGEX] [--results DIR] [--no-build] [--keep-logs]
+#     tests/stress.sh --whole [--runs N] [--hogs K] [--jobs J] [--results DIR]
 #
 # DESCRIPTION
 #     Starts K CPU-bound processes (busy shell loops) that compete with the
@@ -37,6 +38,12 @@
 #     --build DIR     build directory (default build/stress: gcc, RelWithDebInfo,
 #                     -DURPC_WERROR=ON, Ninja; with --asan, build/stress-asan:
 #                     clang, Debug, -DURPC_SANITIZE=address,undefined)
+#     --whole         each run is the whole of scripts/test.sh (gcc, ASan+UBSan
+#                     and TSan suites, the fuzzers, the Soft-RoCE stage in its
+#                     VM), which builds for itself: --build, --asan, --exclude
+#                     and --no-build do not apply. A failed run is named by
+#                     the stage it failed in and the tests ctest listed.
+#                     About 17 min a run on 2 idle cores; more beside hogs.
 #     --asan          use the clang ASan+UBSan build; ASAN_OPTIONS and
 #                     UBSAN_OPTIONS are set as scripts/test.sh sets them
 #     --exclude REGEX tests not to run (ctest -E REGEX). Default: none. The verbs
@@ -59,6 +66,7 @@
 # EXAMPLES
 #     tests/stress.sh                          20 runs, 2 hogs, gcc build
 #     tests/stress.sh --runs 5 --asan          5 runs of the ASan+UBSan build
+#     tests/stress.sh --whole --runs 5         5 runs of scripts/test.sh, 2 hogs
 #     tests/stress.sh --runs 50 --hogs 4 --exclude 'sim_seeds|test_install'
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -78,7 +86,7 @@ need_count() { # option value minimum
 	fi
 }
 
-runs=20 hogs=2 jobs=2 build='' asan=0 exclude='' results='' do_build=1 keep_logs=0
+runs=20 hogs=2 jobs=2 build='' asan=0 exclude='' results='' do_build=1 keep_logs=0 whole=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--runs | --hogs | --jobs | --build | --exclude | --results)
@@ -94,6 +102,7 @@ while [ $# -gt 0 ]; do
 		shift 2
 		;;
 	--asan) asan=1; shift ;;
+	--whole) whole=1; shift ;;
 	--no-build) do_build=0; shift ;;
 	--keep-logs) keep_logs=1; shift ;;
 	-h | --help) usage; exit 0 ;;
@@ -102,7 +111,13 @@ while [ $# -gt 0 ]; do
 done
 
 stamp=$(date +%Y%m%d-%H%M%S)
-if [ "$asan" = 1 ]; then
+if [ "$whole" = 1 ]; then
+	[ "$asan" = 0 ] && [ -z "$build" ] && [ -z "$exclude" ] && [ "$do_build" = 1 ] ||
+		die_usage "--whole runs scripts/test.sh as it is: no --asan, --build, --exclude or --no-build"
+	: "${results:=build/stress-whole-$stamp}"
+	build=build/ci-gcc # where scripts/test.sh's gcc stage builds (for its LastTest.log)
+	do_build=0
+elif [ "$asan" = 1 ]; then
 	: "${build:=build/stress-asan}"
 	: "${results:=build/stress-asan-$stamp}"
 	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
@@ -130,7 +145,7 @@ if [ "$do_build" = 1 ]; then
 		echo "stress.sh: the build failed (full log: $build/stress-build.log)" >&2
 		exit 3
 	}
-elif [ ! -f "$build/CTestTestfile.cmake" ]; then
+elif [ "$whole" = 0 ] && [ ! -f "$build/CTestTestfile.cmake" ]; then
 	echo "stress.sh: $build holds no configured build (drop --no-build)" >&2
 	exit 3
 fi
@@ -175,7 +190,11 @@ ctest_args=(--test-dir "$build" -j "$jobs" --output-on-failure)
 
 header() {
 	echo "stress.sh: $(date '+%F %T'), commit $(git describe --always --dirty 2>/dev/null || echo 'none (not a git checkout)')"
-	echo "  build $build, $runs runs, ctest -j $jobs, $hogs hogs on $(nproc) cores"
+	if [ "$whole" = 1 ]; then
+		echo "  scripts/test.sh -j $jobs (every stage), $runs runs, $hogs hogs on $(nproc) cores"
+	else
+		echo "  build $build, $runs runs, ctest -j $jobs, $hogs hogs on $(nproc) cores"
+	fi
 	echo "  exclude: ${exclude:-(nothing)}; results in $results"
 	echo "  load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 }
@@ -191,7 +210,11 @@ for ((k = 1; k <= runs; k++)); do
 	log="$results/run-$k.log"
 	t0=$SECONDS
 	rc=0
-	setsid -w ctest "${ctest_args[@]}" >"$log" 2>&1 &
+	if [ "$whole" = 1 ]; then
+		setsid -w scripts/test.sh -j "$jobs" >"$log" 2>&1 &
+	else
+		setsid -w ctest "${ctest_args[@]}" >"$log" 2>&1 &
+	fi
 	ctest_pid=$!
 	wait "$ctest_pid" || rc=$?
 	ctest_pid=
@@ -200,7 +223,12 @@ for ((k = 1; k <= runs; k++)); do
 	# ctest lists the failures as "\t 27 - test_e2e_udp (Failed)" after this line.
 	mapfile -t failed < <(sed -n '/^The following tests FAILED:/,$p' "$log" |
 		sed -n 's/^[[:space:]]*[0-9]\{1,\} - \(.*\) (\([^)]*\))$/\1 (\2)/p')
-	if [ "$rc" -ne 0 ] && [ ${#failed[@]} -eq 0 ]; then
+	if [ "$whole" = 1 ] && [ "$rc" -ne 0 ]; then
+		# The stage it stopped in: the last "==== NAME ====" line test.sh printed.
+		stage=$(sed -n 's/^==== \(.*\) ====$/\1/p' "$log" | tail -n 1)
+		failed=("${failed[@]/#/${stage:-?}: }")
+		[ ${#failed[@]} -gt 0 ] || failed=("stage '${stage:-before the first}' (exit status $rc)")
+	elif [ "$rc" -ne 0 ] && [ ${#failed[@]} -eq 0 ]; then
 		failed=("ctest itself (exit status $rc)")
 	fi
 

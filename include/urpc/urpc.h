@@ -554,6 +554,14 @@ struct urpc_rpc_stats {
 	 * CPU-bound threads: two of over 3 ms close together).
 	 */
 	uint64_t idle_yields;
+	/*
+	 * Pieces of this Rpc's own one-sided operations done: large messages'
+	 * READs and the users' urpc_rdma_* operations (udp: chunks
+	 * acknowledged; verbs: chunks of up to 1 MiB completed; loop: whole
+	 * operations). It moves while a transfer does: a watchdog that waits
+	 * on a large transfer can judge progress by it instead of by a total.
+	 */
+	uint64_t os_progress;
 };
 
 /**

@@ -339,6 +339,7 @@ URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
 	if (rpc->tx_now)
 		st->pkts_tx += rpc->tp->stats.tx_pkts;
 	st->tp_sys_tx = rpc->tp->stats.sys_tx;
+	st->os_progress = rpc->tp->stats.os_progress;
 	st->tp_sys_rx = rpc->tp->stats.sys_rx;
 	st->tp_sys_rx_empty = rpc->tp->stats.sys_rx_empty;
 	st->os_refused = rpc->tp->stats.os_rejected;

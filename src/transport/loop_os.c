@@ -452,6 +452,7 @@ int urpc__loop_os_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comp
 				 __ATOMIC_RELAXED);
 		ep->op_free[ep->nop_free++] = slot;
 		ep->outstanding--;
+		tp->stats.os_progress++;
 		got++;
 	}
 	return (int)got;

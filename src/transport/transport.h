@@ -236,6 +236,13 @@ struct urpc_tp_stats {
 	uint64_t grants_live; /* grants made and not yet revoked */
 	/* verbs: operations flushed by a renewal of their RC pair (a cancel) and re-posted */
 	uint64_t os_requeued;
+	/*
+	 * Pieces of own one-sided operations done (udp: chunks acknowledged;
+	 * verbs: chunks, work requests of up to rc_chunk bytes, completed;
+	 * loop: operations completed, one copy each): a figure that moves
+	 * while a transfer does (urpc_rpc_stats.os_progress).
+	 */
+	uint64_t os_progress;
 };
 
 /*

@@ -254,6 +254,7 @@ static void udp_op_pump(struct udp_tp *u, struct udp_op *op)
 static void udp_op_chunk_done(struct udp_tp *u, struct udp_op *op, uint32_t c, uint64_t now)
 {
 	op->done_mask |= 1ull << (c - op->base);
+	u->base.stats.os_progress++;
 	while (op->done_mask & 1) {
 		op->done_mask >>= 1;
 		op->base++;

@@ -503,6 +503,7 @@ static void chunk_done(struct verbs_tp *v, uint16_t idx, uint64_t now)
 	int ret;
 
 	op->inflight--;
+	v->base.stats.os_progress++;
 	if (op->kind == URPC_TP_OP_READ)
 		p->rd_out--;
 	op->progress_ns = now;

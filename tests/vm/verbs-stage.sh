@@ -66,6 +66,10 @@ OPTIONS
                   the emulated CPU has no AVX-512. A sanitizer build works
                   too: ASAN_OPTIONS, UBSAN_OPTIONS and LSAN_OPTIONS are
                   passed to the guest, and a sanitizer report fails the run.
+                  DIR must be one the guest sees at the same path: inside
+                  the repository, or elsewhere on this machine's disk, but
+                  not under /tmp, /run, /dev, /proc or /sys, which the guest
+                  mounts afresh (the stage refuses such a DIR at once).
     --no-build    use the binaries already in DIR, as they are
     --only LIST   run only these runs (comma-separated names from the table)
     --logs DIR    where each run's full output goes (default DIR/verbs-stage)
@@ -127,6 +131,24 @@ cd "$root"
 case "$build" in /*) ;; *) build=$root/$build ;; esac
 [ -n "$logs" ] || logs=$build/verbs-stage
 case "$logs" in /*) ;; *) logs=$root/$logs ;; esac
+# The guest sees this machine's root read-only and the repository read-write,
+# but mounts fresh file systems on /tmp, /run, /dev, /proc and /sys: a folder
+# there that is not inside the repository would be missing in the guest, and
+# every run would fail with "No such file or directory" (exit 127).
+guest_hidden() {
+	case "$1/" in
+	"$root"/*) return 1 ;;
+	/tmp/* | /run/* | /dev/* | /proc/* | /sys/*) return 0 ;;
+	esac
+	return 1
+}
+for d in "$build" "$logs"; do
+	if guest_hidden "$d"; then
+		die "$d is under ${d%"${d#/*/}"} on this machine, which the VM's guest mounts afresh:" \
+			"it cannot see it. Use a folder inside the repository (for example build/vm-gcc)" \
+			"or elsewhere on disk outside /tmp, /run, /dev, /proc and /sys"
+	fi
+done
 
 # The runs: name, veth MTU, netem spec ("_" for a space; "-": none), binary,
 # extra guest environment (comma-separated; "-": none), rxe-vm.sh timeout
