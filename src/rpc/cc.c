@@ -17,14 +17,15 @@ void urpc__cc_params_default(struct urpc_cc_params *p, uint64_t line_bps, uint32
 		.min_bps = line_bps / 4096 > 1000000 ? line_bps / 4096 : 1000000,
 		.target_ns = target_ns,
 		.t_high_ns = 5 * target_ns,
-		/* a 4 KiB packet per target delay: Swift's one packet per RTT as a rate */
-		.ai_bps = (uint64_t)4096 * 8 * 1000000000ull / (target_ns ? target_ns : 1),
-		.beta_milli = 800,
+		.fs_range_ns = target_ns,
+		/* tuned on urpc-sim --experiment incast (docs/CC.md) */
+		.ai_bps = line_bps / 100000,
+		.beta_milli = 300,
+		.ai_ramp = 2,
+		.timeout_div = 8,
 		.max_md_milli = 500,
 		.max_sample_ns = 100000000, /* 100 ms */
 	};
-	if (p->ai_bps > line_bps / 8)
-		p->ai_bps = line_bps / 8;
 	if (!p->ai_bps)
 		p->ai_bps = 1;
 }
@@ -42,6 +43,12 @@ int urpc__cc_params_check(const struct urpc_cc_params *p, const char **what)
 		*what = "cc_target_ns";
 	else if (p->t_high_ns < p->target_ns)
 		*what = "cc_t_high_ns";
+	else if (p->fs_range_ns > 100000000)
+		*what = "cc_fs_range_ns";
+	else if (!(p->ai_ramp >= 1.0 && p->ai_ramp <= 1e6))
+		*what = "cc_ai_ramp";
+	else if (!(p->timeout_div >= 1.0 && p->timeout_div <= 1e6))
+		*what = "cc_timeout_div";
 	else if (!p->ai_bps || p->ai_bps > p->line_bps)
 		*what = "cc_ai_bps";
 	else if (!p->beta_milli || p->beta_milli > 1000)
@@ -70,18 +77,53 @@ void urpc__cc_init(struct urpc_cc *cc, const struct urpc_cc_params *p)
 	set_rate(cc, p, (double)p->line_bps);
 }
 
+/* sqrt(@x) for x >= 1 by Newton's steps (no libm for one cold call). */
+static double root(double x)
+{
+	double g = x;
+	unsigned i;
+
+	if (x <= 1.0)
+		return 1.0;
+	while (g * g > 4.0 * x)
+		g *= 0.5;
+	for (i = 0; i < 8; i++)
+		g = 0.5 * (g + x / g);
+	return g;
+}
+
 /* Swift: additive increase below the target, one bounded decrease per round trip above. */
 static void swift(struct urpc_cc *cc, const struct urpc_cc_params *p, uint64_t rtt, bool ecn,
 		  uint32_t acked, uint64_t now)
 {
 	double r = (double)cc->rate_bps;
+	/*
+	 * Flow scaling (Swift, section 3.5): the slower a session, the higher
+	 * its target, up to fs_range at min_bps, as 1/sqrt(rate); so that when
+	 * many share a queue the fast ones give way first and they converge.
+	 */
+	double is = 1.0 / root(r), il = 1.0 / root((double)p->line_bps),
+	       im = 1.0 / root((double)p->min_bps);
+	uint64_t target = p->target_ns + (uint64_t)(p->fs_range_ns * (is - il) / (im - il));
 
-	if (rtt <= p->target_ns && !ecn) {
-		/* ai per round trip: a round trip's worth is rate x srtt */
-		double win = r * cc->srtt_ns / 8e9;
+	if (rtt <= target && !ecn) {
+		/*
+		 * ai per round trip, a round trip's worth being rate x srtt: a
+		 * session below a packet per round trip gets more than ai per
+		 * acknowledgement (as Swift's window below one packet), at most 64x.
+		 */
+		double win = r * cc->srtt_ns / 8e9, k = win > 0 ? acked / win : 64.0;
+		/*
+		 * Round trips since the last decrease, m: the increase grows with
+		 * them (a quadratic ramp), so that a small ai that keeps 100
+		 * sessions steady still fills a link a leaver gave back within
+		 * tens of round trips.
+		 */
+		double m = (double)(now - cc->last_dec_ns) / (cc->srtt_ns ? cc->srtt_ns : 1);
 
-		r += (double)p->ai_bps * (win > acked ? acked / win : 1.0);
-	} else if (now - cc->last_dec_ns >= cc->srtt_ns) {
+		m = m < 1.0 ? 1.0 : m > p->ai_ramp ? p->ai_ramp : m;
+		r += (double)p->ai_bps * (k < 64.0 ? k : 64.0) * m;
+	} else if (now - cc->last_dec_ns >= URPC_MAX(rtt, cc->srtt_ns)) {
 		double f = ecn && rtt <= p->target_ns
 				   ? p->max_md_milli / 2000.0
 				   : p->beta_milli / 1000.0 * (double)(rtt - p->target_ns) /
@@ -141,6 +183,15 @@ URPC_COLD void urpc__cc_update(struct urpc_cc *cc, const struct urpc_cc_params *
 		swift(cc, p, rtt_ns, ecn, acked, now_ns);
 	if (!cc->limited)
 		cc->next_tx_ns = 0;
+}
+
+URPC_COLD void urpc__cc_timeout(struct urpc_cc *cc, const struct urpc_cc_params *p, uint64_t now_ns)
+{
+	if (p->algo == URPC_CC_ALGO_OFF || now_ns - cc->last_dec_ns < cc->srtt_ns)
+		return;
+	cc->last_dec_ns = now_ns;
+	cc->decreases++;
+	set_rate(cc, p, (double)cc->rate_bps / p->timeout_div);
 }
 
 /* ---- the timing wheel ---- */

@@ -45,12 +45,16 @@ enum urpc_cc_algo_int {
 #define URPC_CC_MIN_SAMPLE_NS 500u
 
 struct urpc_cc_params {
-	uint8_t algo;	       /* enum urpc_cc_algo_int */
-	uint64_t line_bps;     /* the most a session may send */
-	uint64_t min_bps;      /* the least a controller may set */
-	uint32_t target_ns;    /* Swift: delay target; Timely: t_low */
-	uint32_t t_high_ns;    /* Timely: above this, decrease on delay alone */
-	uint64_t ai_bps;       /* additive increase per round trip */
+	uint8_t algo;	    /* enum urpc_cc_algo_int */
+	uint64_t line_bps;  /* the most a session may send */
+	uint64_t min_bps;   /* the least a controller may set */
+	uint32_t target_ns; /* Swift: delay target; Timely: t_low */
+	uint32_t t_high_ns; /* Timely: above this, decrease on delay alone */
+	uint32_t
+		fs_range_ns; /* Swift's flow scaling: a session at min_bps gets this on its target */
+	uint64_t ai_bps;     /* additive increase per round trip */
+	double ai_ramp;	     /* the most the increase grows, x ai_bps (>= 1) */
+	double timeout_div;  /* a retransmission timeout divides the rate by this */
 	uint16_t beta_milli;   /* multiplicative decrease gain, x1000 */
 	uint16_t max_md_milli; /* the largest decrease per round trip, x1000 */
 	uint32_t max_sample_ns;
@@ -77,6 +81,12 @@ void urpc__cc_init(struct urpc_cc *cc, const struct urpc_cc_params *p);
 /* The controller's step on a sample that is not plainly fine (cc.c). Cold. */
 void urpc__cc_update(struct urpc_cc *cc, const struct urpc_cc_params *p, uint64_t rtt_ns, bool ecn,
 		     uint32_t acked, uint64_t now_ns);
+
+/*
+ * A retransmission timeout at @now_ns (Swift's reaction to loss): the rate
+ * is divided by timeout_div, at most once per round trip. Cold.
+ */
+void urpc__cc_timeout(struct urpc_cc *cc, const struct urpc_cc_params *p, uint64_t now_ns);
 
 /*
  * Round-trip sample @rtt_ns (ECN-marked or not) acknowledging @acked bytes

@@ -174,5 +174,5 @@ void sim_fab_qreset(struct sim_port *p)
 {
 	if (p->qhist)
 		memset(p->qhist, 0, SIM_FAB_QBUCKETS * sizeof(uint32_t));
-	p->pkts = p->bytes = p->drops = p->marks = p->qmax = 0;
+	p->qmax = 0;
 }

@@ -79,6 +79,7 @@ void sim_fab_hop(struct sim_fabric *f, struct sim_net *n, struct sim_ev *e);
 uint64_t sim_fab_queued(const struct sim_port *p, uint64_t now_ns);
 /* The @q quantile (0..1) of the queue found by arrivals at @p, bytes. */
 uint64_t sim_fab_qpct(const struct sim_port *p, double q);
+/* Start @p's queue histogram and maximum again (the counters go on). */
 void sim_fab_qreset(struct sim_port *p);
 
 #endif /* URPC_SIM_FABRIC_H */
