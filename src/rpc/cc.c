@@ -23,8 +23,11 @@ void urpc__cc_params_default(struct urpc_cc_params *p, uint64_t line_bps, uint32
 		.beta_milli = 300,
 		.ai_ramp = 2,
 		.timeout_div = 8,
+		.max_gap_ns = 1000000,
+		.mi_div = 8,
 		.max_md_milli = 500,
-		.max_sample_ns = 100000000, /* 100 ms */
+		/* 100 ms, or t_high's worth and more for long targets */
+		.max_sample_ns = URPC_MAX(100000000u, 10 * target_ns),
 	};
 	if (!p->ai_bps)
 		p->ai_bps = 1;
@@ -49,6 +52,10 @@ int urpc__cc_params_check(const struct urpc_cc_params *p, const char **what)
 		*what = "cc_ai_ramp";
 	else if (!(p->timeout_div >= 1.0 && p->timeout_div <= 1e6))
 		*what = "cc_timeout_div";
+	else if (p->max_gap_ns < 1000)
+		*what = "cc_max_gap_ns";
+	else if (!(p->mi_div >= 0.0 && p->mi_div <= 1e6))
+		*what = "cc_mi_div";
 	else if (!p->ai_bps || p->ai_bps > p->line_bps)
 		*what = "cc_ai_bps";
 	else if (!p->beta_milli || p->beta_milli > 1000)
@@ -73,7 +80,7 @@ static void set_rate(struct urpc_cc *cc, const struct urpc_cc_params *p, double 
 
 void urpc__cc_init(struct urpc_cc *cc, const struct urpc_cc_params *p)
 {
-	*cc = (struct urpc_cc){0};
+	*cc = (struct urpc_cc){.max_gap_ns = p->max_gap_ns};
 	set_rate(cc, p, (double)p->line_bps);
 }
 
@@ -123,6 +130,14 @@ static void swift(struct urpc_cc *cc, const struct urpc_cc_params *p, uint64_t r
 
 		m = m < 1.0 ? 1.0 : m > p->ai_ramp ? p->ai_ramp : m;
 		r += (double)p->ai_bps * (k < 64.0 ? k : 64.0) * m;
+		/*
+		 * A round trip under half the target saw no queue at all: what
+		 * lowered the rate is gone (or was a host's hiccup, not a
+		 * fabric's queue); come back by 1/mi_div of the rate per round
+		 * trip's worth of such samples.
+		 */
+		if (rtt * 2 <= p->target_ns && p->mi_div > 0)
+			r += r / p->mi_div * (k < 1.0 ? k : 1.0);
 	} else if (now - cc->last_dec_ns >= URPC_MAX(rtt, cc->srtt_ns)) {
 		double f = ecn && rtt <= p->target_ns
 				   ? p->max_md_milli / 2000.0
@@ -185,9 +200,11 @@ URPC_COLD void urpc__cc_update(struct urpc_cc *cc, const struct urpc_cc_params *
 		cc->next_tx_ns = 0;
 }
 
-URPC_COLD void urpc__cc_timeout(struct urpc_cc *cc, const struct urpc_cc_params *p, uint64_t now_ns)
+URPC_COLD void urpc__cc_timeout(struct urpc_cc *cc, const struct urpc_cc_params *p, uint64_t now_ns,
+				uint64_t rto_ns)
 {
-	if (p->algo == URPC_CC_ALGO_OFF || now_ns - cc->last_dec_ns < cc->srtt_ns)
+	/* once per round trip, and per timeout: a window of requests timing out is one signal */
+	if (p->algo == URPC_CC_ALGO_OFF || now_ns - cc->last_dec_ns < URPC_MAX(cc->srtt_ns, rto_ns))
 		return;
 	cc->last_dec_ns = now_ns;
 	cc->decreases++;
@@ -216,9 +233,23 @@ void urpc__wheel_add(struct urpc_wheel *w, struct urpc_wheel_ent *e, uint64_t at
 	if (t - w->cur >= URPC_WHEEL_SLOTS)
 		t = w->cur + URPC_WHEEL_SLOTS - 1; /* past the horizon: re-added on release */
 	e->at_ns = at_ns;
-	e->next = w->slot[t & (URPC_WHEEL_SLOTS - 1)];
-	w->slot[t & (URPC_WHEEL_SLOTS - 1)] = e;
+	e->slot = (uint32_t)(t & (URPC_WHEEL_SLOTS - 1));
+	e->next = w->slot[e->slot];
+	w->slot[e->slot] = e;
 	w->n++;
+}
+
+void urpc__wheel_del(struct urpc_wheel *w, struct urpc_wheel_ent *e)
+{
+	struct urpc_wheel_ent **pp;
+
+	for (pp = &w->slot[e->slot]; *pp; pp = &(*pp)->next) {
+		if (*pp == e) {
+			*pp = e->next;
+			w->n--;
+			return;
+		}
+	}
 }
 
 unsigned urpc__wheel_poll(struct urpc_wheel *w, uint64_t now_ns,

@@ -55,6 +55,8 @@ struct urpc_cc_params {
 	uint64_t ai_bps;     /* additive increase per round trip */
 	double ai_ramp;	     /* the most the increase grows, x ai_bps (>= 1) */
 	double timeout_div;  /* a retransmission timeout divides the rate by this */
+	uint32_t max_gap_ns;   /* the pacer holds a session at most this long per send */
+	double mi_div;	       /* below target/2: + rate/mi_div per round trip; 0: never */
 	uint16_t beta_milli;   /* multiplicative decrease gain, x1000 */
 	uint16_t max_md_milli; /* the largest decrease per round trip, x1000 */
 	uint32_t max_sample_ns;
@@ -63,12 +65,13 @@ struct urpc_cc_params {
 struct urpc_cc {
 	uint64_t rate_bps;
 	uint64_t ps_per_byte; /* pacing: 8e12 / rate */
+	uint64_t max_gap_ns;  /* params' max_gap_ns */
 	uint64_t next_tx_ns;  /* the pacer's earliest next send */
 	uint64_t last_dec_ns;
 	uint32_t srtt_ns, prev_rtt_ns, min_rtt_ns;
 	int32_t rtt_diff_ns; /* Timely's smoothed difference */
 	bool limited;	     /* rate below the line: paced */
-	uint64_t samples, decreases, marks;
+	uint64_t samples, decreases, marks, paced;
 };
 
 /* Fill @p with the defaults for a @line_bps link and @target_ns. */
@@ -84,9 +87,11 @@ void urpc__cc_update(struct urpc_cc *cc, const struct urpc_cc_params *p, uint64_
 
 /*
  * A retransmission timeout at @now_ns (Swift's reaction to loss): the rate
- * is divided by timeout_div, at most once per round trip. Cold.
+ * is divided by timeout_div, at most once per round trip and per @rto_ns
+ * (the timeout's own length). Cold.
  */
-void urpc__cc_timeout(struct urpc_cc *cc, const struct urpc_cc_params *p, uint64_t now_ns);
+void urpc__cc_timeout(struct urpc_cc *cc, const struct urpc_cc_params *p, uint64_t now_ns,
+		      uint64_t rto_ns);
 
 /*
  * Round-trip sample @rtt_ns (ECN-marked or not) acknowledging @acked bytes
@@ -112,9 +117,18 @@ static inline uint64_t urpc__cc_tx(struct urpc_cc *cc, uint32_t bytes, uint64_t 
 		return 0;
 	if (cc->next_tx_ns > now_ns)
 		return cc->next_tx_ns;
-	/* an idle sender gets no credit for its idle time beyond one packet */
-	cc->next_tx_ns = (cc->next_tx_ns + 2000 > now_ns ? cc->next_tx_ns : now_ns) +
-			 bytes * cc->ps_per_byte / 1000;
+	/*
+	 * An idle sender gets no credit for its idle time beyond one packet;
+	 * one send holds the next back by its time at the rate, at most
+	 * max_gap_ns (a large message, or a rate at its floor, never stalls a
+	 * session for seconds: what it sends is how its rate comes back).
+	 */
+	{
+		uint64_t gap = (uint64_t)bytes * cc->ps_per_byte / 1000;
+
+		cc->next_tx_ns = (cc->next_tx_ns + 2000 > now_ns ? cc->next_tx_ns : now_ns) +
+				 (gap < cc->max_gap_ns ? gap : cc->max_gap_ns);
+	}
 	return 0;
 }
 
@@ -125,6 +139,7 @@ static inline uint64_t urpc__cc_tx(struct urpc_cc *cc, uint32_t bytes, uint64_t 
 struct urpc_wheel_ent {
 	struct urpc_wheel_ent *next;
 	uint64_t at_ns;
+	uint32_t slot; /* where it is held */
 };
 
 struct urpc_wheel {
@@ -137,9 +152,18 @@ struct urpc_wheel {
 void urpc__wheel_init(struct urpc_wheel *w, uint64_t now_ns, unsigned shift);
 /* Hold @e until @at_ns (past the wheel's horizon: released then re-added). */
 void urpc__wheel_add(struct urpc_wheel *w, struct urpc_wheel_ent *e, uint64_t at_ns);
+/* Take @e (held) out before its time. */
+void urpc__wheel_del(struct urpc_wheel *w, struct urpc_wheel_ent *e);
 /* Release every entry due by @now_ns to @fn; returns how many. */
 unsigned urpc__wheel_poll(struct urpc_wheel *w, uint64_t now_ns,
 			  void (*fn)(struct urpc_wheel_ent *e, void *arg), void *arg);
+
+/* A client session's congestion state (engine.h's struct urpc_cli_half). */
+struct urpc_cc_sess {
+	struct urpc_cc cc;
+	struct urpc_wheel_ent ent; /* on the Rpc's pacer while @queued */
+	bool queued;
+};
 
 #ifdef __cplusplus
 }

@@ -223,7 +223,7 @@ static void on_rto(struct exp *x, unsigned i)
 		f->retx += (f->snd_nxt - f->snd_una + MTU - 1) / MTU;
 		f->snd_nxt = f->snd_una; /* go back */
 		if (x->cc_on)
-			urpc__cc_timeout(&f->cc, &x->ccp, x->net.now);
+			urpc__cc_timeout(&f->cc, &x->ccp, x->net.now, 0);
 		f->last_progress = x->net.now;
 	}
 	f->rto_armed = true;
@@ -289,6 +289,8 @@ static int exp_init(struct exp *x, unsigned n, bool cc, uint64_t ecn_bytes)
 		x->ccp.fs_range_ns = (uint32_t)strtoul(getenv("SIM_CC_FS"), NULL, 0);
 	if (getenv("SIM_CC_TO"))
 		x->ccp.timeout_div = strtod(getenv("SIM_CC_TO"), NULL);
+	if (getenv("SIM_CC_MI"))
+		x->ccp.mi_div = strtod(getenv("SIM_CC_MI"), NULL);
 	if (getenv("SIM_CC_TARGET"))
 		x->ccp.target_ns = (uint32_t)strtoul(getenv("SIM_CC_TARGET"), NULL, 0);
 	if (getenv("SIM_CC_ALGO") && !strcmp(getenv("SIM_CC_ALGO"), "timely"))

@@ -1224,6 +1224,12 @@ static int rpc_up(struct snode *n)
 	o.ping_interval_ms = 20;
 	o.peer_timeout_ms = 120;
 	o.connect_timeout_ms = 400;
+	if (W->cfg.fabric) {
+		/* the fabric's runs also run the congestion controller and its pacer */
+		o.cc_algo = URPC_CC_SWIFT;
+		o.cc_target_us = 20;
+		o.cc_line_mbps = 10000;
+	}
 	ret = urpc_rpc_create(n->nx, 0, &o, &n->rpc);
 	if (ret) {
 		violation("node %d: urpc_rpc_create: %s", n->idx, urpc_strerror(ret));
@@ -1566,8 +1572,13 @@ static const char *engine_view(const struct sreq *r, char *buf, size_t n)
 			return buf;
 		}
 	}
-	snprintf(buf, n, "session %s holds it in no slot (waiting: %u)",
-		 urpc__session_state_str(s->state), s->cli.wq_tail - s->cli.wq_head);
+	snprintf(buf, n,
+		 "session %s holds it in no slot (waiting: %u; free slots 0x%x; congestion: rate "
+		 "%llu b/s%s, %llu decreases, srtt %u ns, next send %.3f ms, on the pacer %d)",
+		 urpc__session_state_str(s->state), s->cli.wq_tail - s->cli.wq_head,
+		 s->cli.free_mask, (unsigned long long)s->cli.cc.cc.rate_bps,
+		 s->cli.cc_limited ? " (paced)" : "", (unsigned long long)s->cli.cc.cc.decreases,
+		 s->cli.cc.cc.srtt_ns, s->cli.cc.cc.next_tx_ns / 1e6, s->cli.cc.queued);
 	return buf;
 }
 
