@@ -411,9 +411,10 @@ struct urpc_rpc_opts {
 	 * (a zero-initialised struct, or urpc_rpc_opts_init()): the default.
 	 * Out of range: urpc_rpc_create() fails with -EINVAL and logs the field.
 	 */
-	enum urpc_cc_algo cc_algo; /* default URPC_CC_OFF (for now) */
-	uint32_t cc_target_us;	   /* delay target, 1 to 100000; default 100 */
-	uint32_t cc_line_mbps;	   /* the line rate, 1 to 10^7 Mb/s; default 100000 */
+	/* default: URPC_CC=off|swift|timely[:TARGET_US[:LINE_MBPS]] from the environment, else off */
+	enum urpc_cc_algo cc_algo;
+	uint32_t cc_target_us; /* delay target, 1 to 100000; default 100 */
+	uint32_t cc_line_mbps; /* the line rate, 1 to 10^7 Mb/s; default 100000 */
 };
 
 /** urpc_rpc_opts_init() - Fill @o with the defaults (NULL: nothing). Thread: any. */

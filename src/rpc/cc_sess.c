@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../util/log.h"
 
@@ -31,12 +32,62 @@ URPC_API const char *urpc_cc_algo_str(enum urpc_cc_algo a)
 	return "?";
 }
 
-int urpc__cc_rpc_init(struct urpc_rpc *rpc, const struct urpc_rpc_opts *o)
+/*
+ * URPC_CC=off|swift|timely[:TARGET_US[:LINE_MBPS]] for an Rpc whose options
+ * leave cc_algo at its default (as URPC_TRANSPORT for the transport): @env
+ * into @o. 0, or -EINVAL.
+ */
+static int cc_from_env(const char *env, struct urpc_rpc_opts *o)
 {
-	uint32_t target = o->cc_target_us ? o->cc_target_us : 100;
-	uint64_t line = o->cc_line_mbps ? o->cc_line_mbps : 100000;
+	char *end;
+	unsigned long v;
+	size_t n = strcspn(env, ":");
+
+	if (n == 3 && !strncmp(env, "off", 3))
+		o->cc_algo = URPC_CC_OFF;
+	else if (n == 5 && !strncmp(env, "swift", 5))
+		o->cc_algo = URPC_CC_SWIFT;
+	else if (n == 6 && !strncmp(env, "timely", 6))
+		o->cc_algo = URPC_CC_TIMELY;
+	else
+		return -EINVAL;
+	if (!env[n])
+		return 0;
+	errno = 0;
+	v = strtoul(env + n + 1, &end, 10);
+	if (errno || end == env + n + 1 || !v || v > 100000 || (*end && *end != ':'))
+		return -EINVAL;
+	o->cc_target_us = (uint32_t)v;
+	if (!*end)
+		return 0;
+	v = strtoul(end + 1, &end, 10);
+	if (errno || !v || v > 10000000 || *end)
+		return -EINVAL;
+	o->cc_line_mbps = (uint32_t)v;
+	return 0;
+}
+
+int urpc__cc_rpc_init(struct urpc_rpc *rpc, const struct urpc_rpc_opts *opts)
+{
+	struct urpc_rpc_opts env_o = *opts;
+	const struct urpc_rpc_opts *o = opts;
+	const char *env = getenv("URPC_CC");
+	uint32_t target;
+	uint64_t line;
 	const char *what = NULL;
 
+	if (opts->cc_algo == URPC_CC_DEFAULT && env && *env) {
+		if (cc_from_env(env, &env_o)) {
+			URPC_ERR(rpc->id,
+				 "URPC_CC='%s': want off, swift or timely, then "
+				 "optionally :TARGET_US (1-100000) and :LINE_MBPS",
+				 env);
+			return -EINVAL;
+		}
+		o = &env_o;
+	}
+	target = o->cc_target_us ? o->cc_target_us : 100;
+	line = o->cc_line_mbps ? o->cc_line_mbps : 100000;
 	if ((unsigned)o->cc_algo > URPC_CC_TIMELY)
 		what = "cc_algo";
 	else if (target > 100000)
