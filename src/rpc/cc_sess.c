@@ -183,8 +183,7 @@ struct poll_arg {
 
 static void released(struct urpc_wheel_ent *e, void *arg)
 {
-	struct urpc_session *s =
-		(struct urpc_session *)((char *)e - offsetof(struct urpc_session, cli.cc.ent));
+	struct urpc_session *s = container_of(e, struct urpc_session, cli.cc.ent);
 	struct poll_arg *a = arg;
 
 	s->cli.cc.queued = false;
