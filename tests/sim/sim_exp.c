@@ -21,7 +21,7 @@
 #include "sim.h"
 #include "sim_fabric.h"
 
-enum { X_INCAST = 1, X_FAIRNESS, X_VICTIM };
+enum { X_INCAST = 1, X_FAIRNESS, X_VICTIM, X_SESSION };
 enum { T_SEND = 1, T_PKT, T_ACK, T_RTO, T_TICK };
 
 #define MTU 4096u
@@ -36,13 +36,14 @@ enum { T_SEND = 1, T_PKT, T_ACK, T_RTO, T_TICK };
 
 struct flow {
 	unsigned host;
-	bool active, victim, send_armed, rto_armed;
+	bool active, victim, send_armed, rto_armed, in_send;
 	uint64_t msg;			    /* bytes per message */
 	uint64_t snd_una, snd_nxt, msg_end; /* stream offsets */
 	uint64_t rcv_nxt;		    /* the server's side */
 	uint64_t msg_start, last_progress;
 	uint64_t delivered, retx;
-	struct urpc_cc cc;
+	struct urpc_cc own, *cc; /* the session's controller: its own, or shared (X_SESSION) */
+	int first, then; /* X_SESSION: the session's stream sent before this one / after; -1 */
 };
 
 struct lat {
@@ -130,12 +131,14 @@ static void send_pkt(struct exp *x, unsigned type, unsigned flow, unsigned src, 
 static void try_send(struct exp *x, unsigned i)
 {
 	struct flow *f = &x->f[i];
-
 	uint64_t win = WINDOW;
 
-	if (x->cc_on && f->cc.limited) {
+	if (f->in_send)
+		return;
+	f->in_send = true;
+	if (x->cc_on && f->cc->limited) {
 		/* Swift's window: what the rate carries in one round trip (one packet at least) */
-		win = f->cc.rate_bps / 8 * (f->cc.srtt_ns ? f->cc.srtt_ns : TARGET_NS) /
+		win = f->cc->rate_bps / 8 * (f->cc->srtt_ns ? f->cc->srtt_ns : TARGET_NS) /
 		      1000000000ull;
 		win = win < MTU ? MTU : win > WINDOW ? WINDOW : win;
 	}
@@ -143,8 +146,18 @@ static void try_send(struct exp *x, unsigned i)
 		uint32_t len =
 			(uint32_t)(f->msg_end - f->snd_nxt < MTU ? f->msg_end - f->snd_nxt : MTU);
 
+		if (f->first >= 0) {
+			/* the session's small RPCs go before its next bulk packet */
+			struct flow *g = &x->f[f->first];
+
+			if (g->active && g->snd_nxt < g->msg_end) {
+				try_send(x, (unsigned)f->first);
+				if (g->snd_nxt < g->msg_end)
+					break; /* it waits for the pacer: so does the bulk */
+			}
+		}
 		if (x->cc_on) {
-			uint64_t at = urpc__cc_tx(&f->cc, len + SIM_WIRE_OVERHEAD, x->net.now);
+			uint64_t at = urpc__cc_tx(f->cc, len + SIM_WIRE_OVERHEAD, x->net.now);
 
 			if (at) {
 				if (!f->send_armed) {
@@ -161,6 +174,9 @@ static void try_send(struct exp *x, unsigned i)
 		f->rto_armed = true;
 		push(x, T_RTO, i, x->net.now + RTO_NS, 0);
 	}
+	f->in_send = false;
+	if (f->then >= 0)
+		try_send(x, (unsigned)f->then);
 }
 
 static void next_msg(struct exp *x, unsigned i)
@@ -180,7 +196,7 @@ static void on_ack(struct exp *x, struct sim_ev *e)
 
 	/* every acknowledgement is a sample, a duplicate too (it echoes its packet's time) */
 	if (x->cc_on)
-		urpc__cc_sample(&f->cc, &x->ccp, x->net.now - ts, ecn,
+		urpc__cc_sample(f->cc, &x->ccp, x->net.now - ts, ecn,
 				(uint32_t)(ack > f->snd_una ? ack - f->snd_una : 0), x->net.now);
 	if (ack <= f->snd_una)
 		return; /* a duplicate (go-back-N's receiver) */
@@ -223,7 +239,7 @@ static void on_rto(struct exp *x, unsigned i)
 		f->retx += (f->snd_nxt - f->snd_una + MTU - 1) / MTU;
 		f->snd_nxt = f->snd_una; /* go back */
 		if (x->cc_on)
-			urpc__cc_timeout(&f->cc, &x->ccp, x->net.now, 0);
+			urpc__cc_timeout(f->cc, &x->ccp, x->net.now, 0);
 		f->last_progress = x->net.now;
 	}
 	f->rto_armed = true;
@@ -301,7 +317,9 @@ static int exp_init(struct exp *x, unsigned n, bool cc, uint64_t ecn_bytes)
 	}
 	for (i = 0; i < n; i++) {
 		x->f[i].host = i;
-		urpc__cc_init(&x->f[i].cc, &x->ccp);
+		urpc__cc_init(&x->f[i].own, &x->ccp);
+		x->f[i].cc = &x->f[i].own;
+		x->f[i].first = x->f[i].then = -1;
 	}
 	return 0;
 }
@@ -502,7 +520,7 @@ static void fair_tick(struct exp *x, uint64_t c)
 	for (i = 0; i < n; i++) {
 		on[i] = x->f[i].active;
 		k += on[i];
-		rates[i] = x->f[i].cc.rate_bps;
+		rates[i] = x->f[i].cc->rate_bps;
 		for (t = 0; t < FHIST; t++)
 			tp[i] += F.hist[t * n + i];
 		for (t = 0; t < 5; t++)
@@ -575,6 +593,70 @@ static int fairness(bool cc, unsigned n, double idle, FILE *csv)
 	return 0;
 }
 
+/*
+ * session: one client session carries a 64 MiB message (bulk 4 KiB
+ * packets) and 32 B RPCs one at a time, sent before the bulk's next packet
+ * and through the same pacer; the server's port runs at 25 Gb/s, a quarter
+ * of the client's, so the bulk alone fills the port's buffer without
+ * congestion control. 20 ms, measured after 5 ms. With @bulk false: the
+ * RPCs alone (their idle round trip).
+ */
+static int session(bool cc, bool bulk, double idle, FILE *csv, double *p50_out)
+{
+	const uint64_t warm = 5000000, run = 20000000;
+	struct exp x;
+	double gput, rpc50, rpc99;
+	uint64_t drops, retx;
+
+	if (exp_init(&x, 2, cc, 0))
+		return 2;
+	x.fab.down[x.server].ps_per_byte = 320; /* 25 Gb/s */
+	x.f[0].host = x.f[1].host = 0;
+	x.f[0].msg = 64ull << 20;
+	x.f[0].active = bulk;
+	x.f[1].victim = x.f[1].active = true;
+	x.f[1].msg = VICTIM_LEN;
+	x.f[1].cc = &x.f[0].own; /* one session: one controller, one pacer */
+	x.f[0].first = 1;
+	x.f[1].then = 0;
+	if (bulk)
+		next_msg(&x, 0);
+	next_msg(&x, 1);
+	exp_loop(&x, T0 + warm, no_tick);
+	start_measure(&x);
+	x.f[0].delivered = 0;
+	exp_loop(&x, T0 + run, no_tick);
+	gput = (double)x.f[0].delivered * 8 / ((run - warm) / 1e9);
+	rpc50 = lat_pct(&x.vic_lat, 0.5);
+	rpc99 = lat_pct(&x.vic_lat, 0.99);
+	drops = total_drops(&x);
+	retx = total_retx(&x);
+	if (p50_out)
+		*p50_out = rpc50;
+	if (bulk) {
+		printf("%-3s 64 MiB + 32 B RPCs on one session  bulk %6.2f Gb/s (%5.1f%% of 25)  "
+		       "RPC p50 %7.1f us  p99 %7.1f us (%.1fx / %.1fx idle %.1f us)  queue p99 %5.0f KB  "
+		       "drops %" PRIu64 "  retx %" PRIu64 " (steady %" PRIu64 ")\n",
+		       cc ? "on" : "off", gput / 1e9, gput / 25e7, rpc50, rpc99, rpc50 / idle,
+		       rpc99 / idle, idle, sim_fab_qpct(&x.fab.down[x.server], 0.99) / 1000.0,
+		       drops, retx, retx - x.retx_at_measure);
+		if (cc && (rpc99 > 5 * idle || retx != x.retx_at_measure)) {
+			printf("    GOAL MISSED: RPC p99 <= 5x idle, no retransmission in steady "
+			       "state\n");
+			missed++;
+		}
+		if (csv)
+			fprintf(csv,
+				"%s,1,%llu,%.3f,%.2f,0,0,%" PRIu64 ",%" PRIu64 ",0,%" PRIu64
+				",%" PRIu64 ",%.2f,%.2f,%.2f\n",
+				cc ? "on" : "off", 64ull << 20, gput / 1e9, gput / 25e7,
+				sim_fab_qpct(&x.fab.down[x.server], 0.99), drops, retx,
+				retx - x.retx_at_measure, rpc50, rpc99, idle);
+	}
+	exp_fini(&x);
+	return 0;
+}
+
 int sim_exp_parse(const char *name, int *exp)
 {
 	if (!strcmp(name, "incast"))
@@ -583,6 +665,8 @@ int sim_exp_parse(const char *name, int *exp)
 		*exp = X_FAIRNESS;
 	else if (!strcmp(name, "victim"))
 		*exp = X_VICTIM;
+	else if (!strcmp(name, "session"))
+		*exp = X_SESSION;
 	else
 		return -1;
 	return 0;
@@ -594,6 +678,9 @@ int sim_exp_run(int exp, const char *cc, const char *csv_path)
 	static const unsigned ns[] = {10, 25, 50, 100};
 	FILE *csv = NULL;
 	double idle = idle_rtt();
+
+	if (exp == X_SESSION && session(true, false, 1, NULL, &idle))
+		return 2;
 	int k, lo = strcmp(cc, "on") ? 0 : 1, hi = strcmp(cc, "off") ? 1 : 0, ret = 0;
 	unsigned s;
 
@@ -603,9 +690,10 @@ int sim_exp_run(int exp, const char *cc, const char *csv_path)
 	}
 	printf("# %s: 100 Gb/s ports, 1 us links, 1 MB buffer at the server's port, Swift "
 	       "target %u us; idle RTT %.1f us\n",
-	       exp == X_FAIRNESS ? "fairness"
-	       : exp == X_VICTIM ? "victim"
-				 : "incast",
+	       exp == X_FAIRNESS  ? "fairness"
+	       : exp == X_VICTIM  ? "victim"
+	       : exp == X_SESSION ? "session (server port 25 Gb/s)"
+				  : "incast",
 	       TARGET_NS / 1000, idle);
 	if (csv && exp != X_FAIRNESS)
 		fprintf(csv, "cc,clients,msg_bytes,goodput_gbps,goodput_pct,p50_us,"
@@ -614,6 +702,10 @@ int sim_exp_run(int exp, const char *cc, const char *csv_path)
 	else if (csv)
 		fprintf(csv, "cc,sessions,t_us,jain_tput_1ms,jain_rates,gbps_100us,active\n");
 	for (k = lo; k <= hi && !ret; k++) {
+		if (exp == X_SESSION) {
+			ret = session(k, true, idle, csv, NULL);
+			continue;
+		}
 		if (exp == X_FAIRNESS) {
 			for (s = 0; s < sizeof(ns) / sizeof(ns[0]) && !ret; s++)
 				ret = fairness(k, ns[s], idle, csv);
