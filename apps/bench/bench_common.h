@@ -227,6 +227,21 @@ struct bench_sm {
 	int status;	 /* the first failure's cause (-ECONNRESET when it gave none) */
 };
 
+/* One line: client session @session's congestion state (urpc_session_get_stats). */
+static inline void bench_print_session_stats(const char *prog, struct urpc_rpc *rpc, int session)
+{
+	struct urpc_session_stats st;
+
+	if (urpc_session_get_stats(rpc, session, &st))
+		return;
+	printf("%s: session %d: rate %.2f of %.2f Gb/s%s, srtt %.1f us (controller's %.1f us), "
+	       "%llu samples, %llu decreases, %llu paced\n",
+	       prog, session, st.cc_rate_bps / 1e9, st.cc_line_bps / 1e9,
+	       st.cc_limited ? " (paced)" : "", st.srtt_ns / 1e3, st.cc_srtt_ns / 1e3,
+	       (unsigned long long)st.cc_samples, (unsigned long long)st.cc_decreases,
+	       (unsigned long long)st.cc_paced);
+}
+
 static inline void bench_sm_event(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev,
 				  int status, void *arg)
 {

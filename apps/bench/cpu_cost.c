@@ -34,6 +34,7 @@ struct opts {
 	unsigned long count;
 	unsigned long window;
 	bool copy; /* responses copied into a buffer (urpc_req_enqueue), not viewed */
+	unsigned long cc_target_us; /* 0: congestion control off (the default) */
 };
 
 struct bench;
@@ -68,7 +69,7 @@ static void usage(FILE *f)
 		"    urpc-cpu-cost - CPU cost of small urpc RPCs, client and server on one core\n"
 		"\n"
 		"SYNOPSIS\n"
-		"    urpc-cpu-cost [--count N] [--window W] [--copy]\n"
+		"    urpc-cpu-cost [--count N] [--window W] [--copy] [--cc-target-us T]\n"
 		"    urpc-cpu-cost --help\n"
 		"\n"
 		"DESCRIPTION\n"
@@ -104,6 +105,10 @@ static void usage(FILE *f)
 		"        Send with urpc_req_enqueue() and a %d-byte response buffer per\n"
 		"        request, which the engine copies each response into, instead of\n"
 		"        reading the response in the receive ring.\n"
+		"    -t, --cc-target-us T\n"
+		"        Run the client with congestion control (Swift) and a delay target\n"
+		"        of T us, 1 to 100000 (default: off, the library's default). The\n"
+		"        last line gives the session's rate, round trip and pacing.\n"
 		"    -h, --help\n"
 		"        Show this help.\n"
 		"\n"
@@ -131,12 +136,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{URPC_APP_ULONG("count", 'n', &o->count, 1, 4000000000ul)},
 		{URPC_APP_ULONG("window", 'w', &o->window, 1, MAX_WINDOW)},
 		{URPC_APP_TRUE("copy", 'c', &o->copy)},
+		{URPC_APP_ULONG("cc-target-us", 't', &o->cc_target_us, 1, 100000)},
 	};
 	const struct urpc_app_cmdline cl = {URPC_APP_CMDLINE(PROG, usage, opts)};
 
 	o->count = 1000000;
 	o->window = 8;
 	o->copy = false;
+	o->cc_target_us = 0;
 	return urpc_app_parse_args(&cl, argc, argv, NULL);
 }
 
@@ -314,6 +321,10 @@ int main(int argc, char **argv)
 	ro.rto_max_us = 4000000;
 	ro.peer_timeout_ms = 600000;
 	ro.connect_timeout_ms = (uint32_t)(BENCH_SETUP_S * 1000);
+	if (o.cc_target_us) {
+		ro.cc_algo = URPC_CC_SWIFT;
+		ro.cc_target_us = (uint32_t)o.cc_target_us;
+	}
 	b.sv.nx = nx;
 	b.sv.ro = ro;
 	if (bench_rpcs_create(PROG, &b.sv, &ro, NULL, &b.sm, "loop", "loop", &b.cli))
@@ -368,6 +379,7 @@ int main(int argc, char **argv)
 	       "server handled %llu\n",
 	       (unsigned long long)cs.reqs_sent, (unsigned long long)cs.resps_rx,
 	       (unsigned long long)cs.retransmits, (unsigned long long)ss.reqs_handled);
+	bench_print_session_stats(PROG, b.cli, b.session);
 	status = 0;
 
 out_session:

@@ -17,7 +17,9 @@
 #   BINARY  urpc-cpu-cost (default: next to this script, else in build/)
 # Environment: N1 (default 20000), N2 (default 120000), WINDOW (default 8),
 #              COPY (1: responses copied into buffers, urpc-cpu-cost --copy;
-#              default 0: read in place), VALGRIND (default valgrind).
+#              default 0: read in place), CC_TARGET_US (congestion control
+#              on with this target, urpc-cpu-cost --cc-target-us; default
+#              off), VALGRIND (default valgrind).
 set -eu
 
 N1=${N1:-20000}
@@ -66,6 +68,10 @@ how="responses read in place"
 if [ "$COPY" = 1 ]; then
 	copy_arg=--copy
 	how="responses copied"
+fi
+if [ -n "${CC_TARGET_US:-}" ]; then
+	copy_arg="$copy_arg --cc-target-us $CC_TARGET_US"
+	how="$how, congestion control with a $CC_TARGET_US us target"
 fi
 
 tmp=$(mktemp -d)

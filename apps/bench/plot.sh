@@ -30,6 +30,11 @@ DESCRIPTION
                             number of sessions
       urpc-large-tput --csv bandwidth (MB/s) against message size (log),
                             urpc next to the memcpy bound
+      urpc-sim --experiment incast|victim --csv
+                            goodput (% of the port) and the victim's p99
+                            over its idle RTT against message size, CC on/off
+      urpc-sim --experiment fairness --csv
+                            Jain's index over time, per session count and CC
 
     gnuplot comes from Debian's gnuplot-nox package. When it is missing and
     this runs as root (or with sudo), it is installed with apt-get; otherwise
@@ -182,8 +187,29 @@ transport,direction,size,*)
 	extra="set logscale x 2; set yrange [0:*]; set key top left"
 	style="linespoints lw 2"
 	;;
+cc,clients,msg_bytes,*)
+	kind="incast goodput and victim p99"
+	awk -F, 'NR > 1 { print $3, $5 > "'"$tmp"'/s." $1 ".g"; if ($15 > 0) print $3, 100 * $14 / $15 > "'"$tmp"'/s." $1 ".v" }
+		END { }' "$csv"
+	for f in "$tmp"/s.*.g; do [ -e "$f" ] || continue; c=${f#"$tmp"/s.}; c=${c%.g}
+		mv "$f" "$tmp/s.1$c"; echo "goodput % of the port, CC $c" > "$tmp/s.1$c.name"; done
+	for f in "$tmp"/s.*.v; do [ -e "$f" ] || continue; c=${f#"$tmp"/s.}; c=${c%.v}
+		mv "$f" "$tmp/s.2$c"; echo "victim p99 / idle RTT x 100, CC $c" > "$tmp/s.2$c.name"; done
+	xlabel="message size (bytes, log scale)"
+	ylabel="percent (log scale)"
+	extra="set logscale x 2; set logscale y; set key top left"
+	style="linespoints lw 2"
+	;;
+cc,sessions,t_us,*)
+	kind="fairness: Jain index over time"
+	split_series "1 2" 3 4
+	xlabel="time (us)"
+	ylabel="Jain index of 1 ms throughput"
+	extra="set yrange [0:1.05]; set key bottom right"
+	style="lines lw 1"
+	;;
 *)
-	echo "$prog: '$csv' is not a CSV of urpc-latency, urpc-small-tput, urpc-sessions or urpc-large-tput (header: $header)" >&2
+	echo "$prog: '$csv' is not a CSV of urpc-latency, urpc-small-tput, urpc-sessions, urpc-large-tput or urpc-sim --experiment (header: $header)" >&2
 	exit 1
 	;;
 esac

@@ -310,6 +310,16 @@ URPC_API const char *urpc_sm_event_str(enum urpc_sm_event ev);
 typedef void (*urpc_sm_handler_fn)(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev,
 				   int status, void *arg);
 
+/* Congestion controllers (urpc_rpc_opts.cc_algo, docs/CC.md). */
+enum urpc_cc_algo {
+	URPC_CC_DEFAULT = 0, /* URPC_CC_OFF for now (docs/CC.md says why) */
+	URPC_CC_OFF = 1,     /* never paced */
+	URPC_CC_SWIFT = 2,   /* delay target, additive increase, bounded decrease */
+	URPC_CC_TIMELY = 3,  /* RTT gradient; for comparison: it paces jittery idle paths */
+};
+/** urpc_cc_algo_str() - The name of @a ("swift"), or "?". Thread: any. */
+URPC_API const char *urpc_cc_algo_str(enum urpc_cc_algo a);
+
 struct urpc_rpc_opts {
 	enum urpc_transport_kind transport; /* default: URPC_TRANSPORT env, else auto */
 	urpc_sm_handler_fn sm_handler;	    /* may be NULL */
@@ -392,6 +402,19 @@ struct urpc_rpc_opts {
 	uint32_t one_sided_timeout_ms;
 	/* The application's pointer for this Rpc, returned by urpc_rpc_ctx(); default NULL. */
 	void *ctx;
+	/*
+	 * Congestion control of this Rpc's client sessions (docs/CC.md): a
+	 * rate per session that a delay-based controller moves on round-trip
+	 * samples, and a pacer that holds a session to it once it is below
+	 * the line rate. A session that never saw a round trip above its
+	 * target is never paced and pays a test per request. 0 in each field
+	 * (a zero-initialised struct, or urpc_rpc_opts_init()): the default.
+	 * Out of range: urpc_rpc_create() fails with -EINVAL and logs the field.
+	 */
+	/* default: URPC_CC=off|swift|timely[:TARGET_US[:LINE_MBPS]] from the environment, else off */
+	enum urpc_cc_algo cc_algo;
+	uint32_t cc_target_us; /* delay target, 1 to 100000; default 100 */
+	uint32_t cc_line_mbps; /* the line rate, 1 to 10^7 Mb/s; default 100000 */
 };
 
 /** urpc_rpc_opts_init() - Fill @o with the defaults (NULL: nothing). Thread: any. */
@@ -630,6 +653,27 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
  *         one already disconnecting), -EPERM.
  */
 URPC_API int urpc_session_disconnect(struct urpc_rpc *rpc, int session);
+
+/* What urpc_session_get_stats() reports of one client session. */
+struct urpc_session_stats {
+	uint64_t cc_rate_bps;  /* the controller's rate (the line rate while free) */
+	uint64_t cc_line_bps;  /* the line rate it may reach */
+	uint64_t srtt_ns;      /* smoothed round trip (RFC 6298); 0: no sample yet */
+	uint64_t cc_srtt_ns;   /* ... as the controller smooths its samples; 0: none */
+	uint64_t cc_samples;   /* samples the controller took (a free session skips most) */
+	uint64_t cc_decreases; /* times it lowered the rate (delay, or a timeout) */
+	uint64_t cc_paced;     /* requests that waited for the pacer */
+	bool cc_limited;       /* below the line rate: paced */
+};
+
+/**
+ * urpc_session_get_stats() - Copy client session @session's round-trip
+ * estimate and congestion state.
+ * @return 0, or -EINVAL (no such client session, @st NULL, not the owner).
+ * Thread: the Rpc's owner.
+ */
+URPC_API int urpc_session_get_stats(struct urpc_rpc *rpc, int session,
+				    struct urpc_session_stats *st);
 
 /**
  * urpc_session_is_connected() - True when @session is ready for requests;

@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The client's side of the datapath (client.h). Owns client slots, the wait
- * queue, the free mask (the session's credits) and the busy bitmap; a request's continuation runs from
- * complete(), urpc__cli_fail_all() or an orphaned operation, exactly once.
- * May call: large.h (descriptors, grants, operations, orphans), msgbuf.h
- * (GPU staging), rtt.h (round-trip samples), tx.h, the transport's
- * post_read and tx_flush. Nothing here
- * allocates, locks, or makes a syscall beyond the transport's.
+ * The client's side of the datapath (client.h). Owns client slots, the wait queue, the free mask
+ * (the session's credits) and the busy bitmap; a request's continuation runs from complete(),
+ * urpc__cli_fail_all() or an orphaned operation, exactly once. May call: large.h (descriptors,
+ * grants, operations, orphans), msgbuf.h (GPU staging), rtt.h (round-trip samples), cc_sess.h
+ * (the pacer of a rate-limited session), tx.h, the transport's post_read and tx_flush. Nothing
+ * here allocates, locks, or makes a syscall beyond the transport's.
  */
 #define URPC_LOG_MODULE "client"
 #include "client.h"
@@ -14,6 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "cc_sess.h"
 #include "large.h"
 #include "msgbuf.h"
 #include "rtt.h"
@@ -60,10 +60,7 @@ static inline URPC_ALWAYS_INLINE uint64_t slot_take(struct urpc_rpc *rpc, struct
 	sl->rto_ns = s->cli.rtt.rto_ns;
 	sl->late_status = 0;
 	sl->large_req = large;
-	/*
-	 * A session with a request in a slot has its busy bit already: the
-	 * timer scan clears it only once the session is idle (urpc__cli_busy).
-	 */
+	/* A session with a request in a slot has its busy bit already (scan: urpc__cli_busy). */
 	if (s->cli.free_mask == (1u << URPC_SESSION_SLOTS) - 1)
 		urpc__cli_mark_busy(rpc, s);
 	s->cli.free_mask &= ~(1u << i);
@@ -118,6 +115,9 @@ void urpc__cli_kick(struct urpc_rpc *rpc, struct urpc_session *s)
 	while (s->cli.wq_head != s->cli.wq_tail && s->cli.free_mask) {
 		struct urpc_waiting_req *w = &s->cli.waitq[s->cli.wq_head & WAITQ_MASK];
 
+		if (unlikely(s->cli.cc_limited) &&
+		    !urpc__cc_sess_may_send(rpc, s, w->req->data_size + sizeof(struct urpc_pkthdr)))
+			break; /* the pacer kicks it again (cc_sess.c) */
 		s->cli.wq_head++;
 		start_req(rpc, s, (unsigned)__builtin_ctz(s->cli.free_mask),
 			  req_is_large(rpc, w->req), w->req_type, w->req, w->resp, w->cont, w->tag,
@@ -164,21 +164,17 @@ URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, unsig
 			return -EIO; /* staging out of GPU memory failed */
 	}
 	/*
-	 * Inside the loop, now is this pass's time. Outside it, now may be
-	 * stale by the application's idle time: a deadline then reads the
-	 * clock, and the send time is stamped by the next timer scan.
+	 * Inside the loop, now is this pass's time. Outside it, now may be stale by the idle
+	 * time: a deadline then reads the clock, and the next timer scan stamps the send time.
 	 */
 	if (unlikely(timeout_ms)) {
 		if (!rpc->in_loop)
 			rpc->now = urpc__rpc_clock(rpc);
 		deadline = rpc->now + (uint64_t)timeout_ms * 1000000;
 	}
-	/*
-	 * One test for the common case: connected, a free slot (its credit)
-	 * and nobody waiting ahead.
-	 */
+	/* One test for the common case: connected, a free slot (its credit), no one ahead, unpaced. */
 	if (likely(s->state == URPC_SESS_CONNECTED && s->cli.free_mask &&
-		   s->cli.wq_head == s->cli.wq_tail)) {
+		   s->cli.wq_head == s->cli.wq_tail && !s->cli.cc_limited)) {
 		/* Lent from here on: urpc_msgbuf_free() looks in this session's slots and queue. */
 		req->priv_sess = (uint32_t)session;
 		resp->priv_sess = (uint32_t)session;
@@ -201,7 +197,8 @@ URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, unsig
 		.deadline_ns = deadline,
 		.req_type = req_type,
 	};
-	s->cli.wq_tail++;
+	if (s->cli.wq_tail++ == s->cli.wq_head && s->cli.cc_limited) /* never CONNECTING */
+		urpc__cli_kick(rpc, s); /* paced: now, or when the pacer says */
 	return 0;
 }
 
@@ -232,7 +229,7 @@ static inline URPC_ALWAYS_INLINE int enqueue(struct urpc_rpc *rpc, struct urpc_m
 		resp = &rpc->resp_view;
 	s = rpc->sessions[session];
 	if (unlikely(s->rx_word != URPC_PKT_WORD(URPC_PKT_RESP) || !s->cli.free_mask ||
-		     s->cli.wq_head != s->cli.wq_tail))
+		     s->cli.wq_head != s->cli.wq_tail || s->cli.cc_limited))
 		goto full;
 	i = (unsigned)__builtin_ctz(s->cli.free_mask);
 	sl = &s->cli.slots[i];
@@ -467,6 +464,7 @@ void urpc__cli_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 				s->cli.rtt.next_ns = 0;
 			}
 			rpc->st.retransmits++;
+			urpc__cc_sess_timeout(rpc, s);
 			send_req(rpc, s, sl);
 		}
 	}

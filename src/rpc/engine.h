@@ -29,6 +29,7 @@
 #include "../util/idset.h"
 #include "../util/rand.h"
 #include "../util/seam.h"
+#include "cc.h"
 #include "pkthdr.h"
 
 #ifdef __cplusplus
@@ -288,8 +289,10 @@ struct urpc_cli_half {
 	uint32_t
 		free_mask; /* bit i set: slot i is FREE; the free slots are the session's credits */
 	uint32_t wq_head, wq_tail;
+	bool cc_limited; /* cc.cc.limited: requests go through the wait queue and the pacer */
 	struct urpc_cslot slots[URPC_SESSION_SLOTS];
 	struct urpc_waiting_req waitq[URPC_SESSION_WAITQ];
+	struct urpc_cc_sess cc; /* congestion control (cc_sess.c) */
 };
 
 /* What only a server session has. */
@@ -390,6 +393,8 @@ struct urpc_rpc {
 	uint64_t srv_deferred;	  /* server slots in a handler, all sessions together */
 	uint64_t *busy_map;	  /* bit per session number: client requests in flight or waiting */
 	uint64_t rto_ns, rto_max_ns, ping_ns, peer_timeout_ns, connect_timeout_ns, sm_retry_ns;
+	struct urpc_cc_params ccp; /* congestion control; its pacer (NULL: algo off): */
+	struct urpc_wheel *cc_wheel;
 	/* session-management round trips (ns), smoothed as TCP's (RFC 6298); 0: no sample */
 	uint64_t sm_srtt_ns, sm_rttvar_ns;
 	struct urpc_csprng secrets; /* session tokens: unpredictable from earlier ones */

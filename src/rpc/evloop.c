@@ -21,6 +21,7 @@
 
 #include "../util/log.h"
 #include "../util/seam.h"
+#include "cc_sess.h"
 #include "client.h"
 #include "large.h"
 #include "rop.h"
@@ -311,6 +312,9 @@ static unsigned loop_once(struct urpc_rpc *rpc)
 	}
 	if (unlikely(rpc->tp->ctl_pending))
 		urpc__session_tp_ctl(rpc);
+	/* Sessions held by the congestion pacer whose time came (cc_sess.c). */
+	if (unlikely(rpc->cc_wheel && rpc->cc_wheel->n))
+		urpc__cc_poll(rpc, urpc__cli_kick);
 	/* One test for the rare work (os_busy, have_pending, smo_n) and the scan. */
 	if (unlikely(rpc->rare || rpc->now >= rpc->next_scan_ns)) {
 		work += pass_rare(rpc);
@@ -388,7 +392,8 @@ static bool idle_wake_time(const struct urpc_rpc *rpc, uint64_t *wake_ns)
 	/* Retiring large responses: looked at again by the next scan. */
 	uint64_t t = rpc->retiring || rpc->cli_retiring ? rpc->next_scan_ns : UINT64_MAX;
 
-	if (rpc->have_pending || rpc->ntx || rpc->smo_n || rpc->os_busy || rpc->srv_deferred)
+	if (rpc->have_pending || rpc->ntx || rpc->smo_n || rpc->os_busy || rpc->srv_deferred ||
+	    (rpc->cc_wheel && rpc->cc_wheel->n)) /* paced sessions: their times are near */
 		return false;
 	/* Only sessions with a timer: busy clients and armed SM timers (the bitmaps). */
 	for (w = 0; w < nw; w++) {

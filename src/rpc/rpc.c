@@ -23,6 +23,7 @@
 
 #include "../mem/cuda.h"
 #include "../util/log.h"
+#include "cc_sess.h"
 #include "client.h"
 #include "large.h"
 #include "msgbuf.h"
@@ -121,6 +122,9 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 		goto out_free;
 	}
 	urpc__sm_queue_init(rpc->smq);
+	ret = urpc__cc_rpc_init(rpc, o);
+	if (ret)
+		goto out_free;
 
 	urpc__tp_cfg_init(&cfg, o->transport);
 	cfg.host = urpc__nexus_host(nx);
@@ -220,6 +224,7 @@ out_close_wake:
 out_tp:
 	rpc->tp->ops->destroy(rpc->tp);
 out_free:
+	urpc__cc_rpc_fini(rpc);
 	free(rpc->smq);
 	urpc__sess_table_fini(rpc);
 	urpc__src_fini(rpc);
@@ -304,6 +309,7 @@ URPC_API int urpc_rpc_destroy(struct urpc_rpc *rpc)
 	free(rpc->smq);
 	urpc__sess_table_fini(rpc);
 	urpc__src_fini(rpc);
+	urpc__cc_rpc_fini(rpc);
 	free(rpc->busy_map);
 	free(rpc);
 	return 0;

@@ -6,6 +6,8 @@
  */
 #include "rtt.h"
 
+#include "cc_sess.h"
+
 /*
  * Round-trip sampling (struct urpc_rtt): at most one sample per session in
  * RTT_GAP_NS, which costs a compare per response; the largest sample is
@@ -45,4 +47,5 @@ URPC_COLD void urpc__rtt_sample(struct urpc_rpc *rpc, struct urpc_session *s, ui
 	rto = URPC_MAX(t->srtt_ns + 4 * t->rttvar_ns, 2 * m);
 	t->rto_ns = URPC_MIN(URPC_MAX(rto, rpc->rto_ns), rpc->rto_max_ns);
 	t->next_ns = rpc->now + RTT_GAP_NS;
+	urpc__cc_sess_sample(rpc, s, r); /* may sample every answer: after next_ns */
 }

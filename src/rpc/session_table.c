@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "cc_sess.h"
 #include "large.h"
 #include "rmem.h"
 #include "session_src.h"
@@ -240,6 +241,7 @@ int urpc__sess_alloc(struct urpc_rpc *rpc, enum urpc_session_role role, struct u
 			s->cli.slots[i].cur_req_num = i;
 			s->cli.slots[i].idx = i;
 		}
+		urpc__cc_sess_init(rpc, s);
 	} else {
 		for (i = 0; i < URPC_SESSION_SLOTS; i++) {
 			s->srv.slots[i].cur_req_num = i;
@@ -291,10 +293,12 @@ void urpc__sess_free(struct urpc_rpc *rpc, struct urpc_session *s)
 	if (s->nxp)
 		urpc__nexus_peer_put(rpc->nx, s->nxp);
 	urpc__src_put(rpc, s);
-	if (s->role == URPC_ROLE_SERVER)
+	if (s->role == URPC_ROLE_SERVER) {
 		index_remove(rpc, s);
-	else
+	} else {
 		pend_unlink(rpc, s);
+		urpc__cc_sess_forget(rpc, s); /* off the pacer */
+	}
 	rpc->sessions[s->local_num] = &urpc__sess_none;
 	urpc__idset_put(&rpc->nums, s->local_num);
 	rpc->hi_session = urpc__idset_end(&rpc->nums);

@@ -219,9 +219,14 @@ void urpc__loop_os_serve(struct loop_ep *ep)
 		tag = r->tag;
 		op = &from->ops[slot];
 		cur = __atomic_load_n(&op->tag, __ATOMIC_RELAXED);
-		/* Partitioned: served once the net heals. A finished one goes at once. */
+		/* Partitioned, or its bytes still on the simulated fabric: served later. A finished one goes at once. */
 		if (cur == tag && ep->net &&
-		    !ep->net->reachable(ep->net->arg, from->ep_id, ep->ep_id))
+		    (!ep->net->reachable(ep->net->arg, from->ep_id, ep->ep_id) ||
+		     (ep->net->os_admit &&
+		      !ep->net->os_admit(ep->net->arg, from->ep_id, ep->ep_id,
+					 op->op == URPC_TP_OP_READ, op->len,
+					 ((uint64_t)from->ep_id << 40) ^ ((uint64_t)slot << 24) ^
+						 tag))))
 			break;
 		/* Free the cell for requesters; pairs with the acquire in post(). */
 		__atomic_store_n(&r->seq, pos + LOOP_INCOMING, __ATOMIC_RELEASE);

@@ -583,6 +583,14 @@ struct urpc_loop_net {
 	void (*send)(void *arg, uint32_t from_id, uint32_t to_id, const void *hdr, uint32_t hdr_len,
 		     const void *data, uint32_t data_len);
 	bool (*reachable)(void *arg, uint32_t from_id, uint32_t to_id);
+	/*
+	 * Optional (NULL: served at once): whether a one-sided operation's
+	 * bytes have crossed the network yet. Asked each time the target would
+	 * serve the operation @key (unique while it is queued) of @len bytes;
+	 * false holds it (and those queued behind it) until asked again.
+	 */
+	bool (*os_admit)(void *arg, uint32_t from_id, uint32_t to_id, bool read, size_t len,
+			 uint64_t key);
 	void *arg;
 };
 int urpc__loop_set_net(const struct urpc_loop_net *net);

@@ -43,6 +43,7 @@ struct sim_cfg {
 	unsigned trace;	      /* print every event */
 	unsigned verbose;     /* print the run's summary */
 	uint64_t max_events;  /* give up (a livelock) after this many events; 0: default */
+	unsigned fabric;      /* datagrams and one-sided transfers cross sim_fabric.h's switch */
 };
 
 #define SIM_F_DROP 0x01u
@@ -93,6 +94,9 @@ enum sim_ev_kind {
 	EV_CONNECT,  /* a client (re)connects its sessions */
 	EV_PHASE,    /* the run moves to its next phase */
 	EV_NX_TICK,  /* a node's Nexus runs its heartbeat timers (its SM thread would) */
+	EV_HOP,	     /* a packet reaches a port of the fabric (sim_fabric.h) */
+	EV_OS_CHUNK, /* a chunk of a one-sided transfer crossed the fabric */
+	EV_EXP,	     /* an experiment's own event (sim_exp.c) */
 };
 
 struct sim_ev {
@@ -104,6 +108,12 @@ struct sim_ev {
 	uint64_t c;
 	void *ptr;
 	struct sockaddr_in from; /* EV_SM */
+	/* in the fabric (EV_HOP): the kind it takes on arrival, its path and size */
+	enum sim_ev_kind fk;
+	uint16_t src, dst, hop;
+	bool ecn, lossless;
+	uint32_t wire;
+	uint64_t extra_ns;
 	uint32_t len;
 	uint8_t data[]; /* EV_DP, EV_SM */
 };
@@ -137,7 +147,9 @@ struct sim_net {
 	int (*node_of_ep)(void *arg, uint32_t ep_id);
 	int (*node_of_addr)(void *arg, const struct sockaddr_in *a);
 	bool (*node_up)(void *arg, int node);
+	void (*wake)(void *arg, int node, uint64_t at); /* run @node's loop at @at */
 	void *arg;
+	struct sim_fabric *fab; /* the fabric model, or NULL: links as above */
 };
 
 void sim_net_init(struct sim_net *n, uint64_t seed, unsigned trace);
@@ -155,6 +167,11 @@ void sim_ev_note(struct sim_net *n, const struct sim_ev *e);
 void sim_net_dump_last(const struct sim_net *n, FILE *f);
 const char *sim_ev_kind_str(enum sim_ev_kind k);
 
+/* Bytes a datagram or chunk takes on the wire besides its own (Ethernet, IP, UDP). */
+#define SIM_WIRE_OVERHEAD 64u
+/* Fabric: a chunk of a one-sided transfer arrived (EV_OS_CHUNK). */
+void sim_net_os_chunk(struct sim_net *n, const struct sim_ev *e);
+
 /* A delay on link @from -> @to, or UINT64_MAX when the datagram is lost. */
 uint64_t sim_link_transit(struct sim_net *n, int from, int to, bool *dup);
 
@@ -162,6 +179,11 @@ static inline uint64_t sim_rand_between(struct urpc_rand *r, uint64_t lo, uint64
 {
 	return lo + urpc__rand_below(r, hi - lo + 1);
 }
+
+/* ---- sim_exp.c: the congestion experiments (docs/CC.md) ---- */
+int sim_exp_parse(const char *name, int *exp);
+/* Run experiment @exp with @cc "on", "off" or "both"; CSV to @csv (or NULL). Exit status. */
+int sim_exp_run(int exp, const char *cc, const char *csv);
 
 /* ---- sim_gpu.c: device buffers over the fake CUDA driver ---- */
 #define SIM_GPU_BUF (256u * 1024)

@@ -16,6 +16,7 @@
 #include "../../src/transport/transport.h"
 #include "../../src/util/seam.h"
 #include "sim.h"
+#include "sim_fabric.h"
 
 static struct sim_net *the_net; /* the seams' callbacks find it here */
 
@@ -60,6 +61,12 @@ const char *sim_ev_kind_str(enum sim_ev_kind k)
 		return "phase";
 	case EV_NX_TICK:
 		return "nexus-tick";
+	case EV_HOP:
+		return "hop";
+	case EV_OS_CHUNK:
+		return "os-chunk";
+	case EV_EXP:
+		return "exp";
 	}
 	return "?";
 }
@@ -208,6 +215,10 @@ static void net_send(void *arg, uint32_t from_id, uint32_t to_id, const void *hd
 	transit = sim_link_transit(n, from, to, &dup);
 	if (transit == UINT64_MAX)
 		return;
+	if (n->fab) {
+		/* the link's faults stay; its delay is the fabric's, its jitter on top */
+		transit -= n->link[from][to].delay_ns;
+	}
 	for (k = 0; k < 1 + dup; k++) {
 		struct sim_ev *e = sim_ev_new(n, EV_DP, n->now + transit + (uint64_t)k * 1000, to,
 					      hdr_len + data_len);
@@ -217,8 +228,96 @@ static void net_send(void *arg, uint32_t from_id, uint32_t to_id, const void *hd
 		memcpy(e->data, hdr, hdr_len);
 		if (data_len)
 			memcpy(e->data + hdr_len, data, data_len);
-		sim_ev_push(n, e);
+		if (n->fab)
+			sim_fab_send(n->fab, n, e, (unsigned)from, (unsigned)to,
+				     hdr_len + data_len + SIM_WIRE_OVERHEAD, transit + k * 1000ull,
+				     false);
+		else
+			sim_ev_push(n, e);
 	}
+}
+
+/*
+ * The entry of @key, or with @add a new one: a free entry, else one whose
+ * operation was served, else one whose bytes all arrived (its operation
+ * failed before it was served). Entries are never emptied again, so a
+ * lookup probes until a never-used one.
+ */
+static struct sim_os *os_find(struct sim_fabric *f, uint64_t key, bool add)
+{
+	const unsigned cap = sizeof(f->os) / sizeof(f->os[0]);
+	unsigned i, h = (unsigned)((key * 0x9e3779b97f4a7c15ull) >> 54) % cap;
+	struct sim_os *served = NULL, *arrived = NULL, *o = NULL;
+
+	for (i = 0; i < cap; i++) {
+		o = &f->os[(h + i) % cap];
+		if (!o->used)
+			break;
+		if (o->key == key && !o->served)
+			return o;
+		if (!served && o->served)
+			served = o;
+		if (!arrived && !o->left)
+			arrived = o;
+		o = NULL;
+	}
+	if (!add)
+		return NULL;
+	o = o ? o : served ? served : arrived;
+	if (o) {
+		o->used = true;
+		o->served = false;
+		o->key = key;
+		o->left = 0;
+	}
+	return o;
+}
+
+/*
+ * Fabric: a one-sided operation is served once its bytes crossed, as chunks
+ * on the lossless class, from the side that holds the data to the other.
+ */
+static bool net_os_admit(void *arg, uint32_t from_id, uint32_t to_id, bool read, size_t len,
+			 uint64_t key)
+{
+	struct sim_net *n = arg;
+	struct sim_fabric *f = n->fab;
+	int from = n->node_of_ep(n->arg, from_id), to = n->node_of_ep(n->arg, to_id);
+	struct sim_os *o;
+	size_t off;
+
+	if (!f || from < 0 || to < 0)
+		return true;
+	o = os_find(f, key, false);
+	if (o) {
+		if (o->left)
+			return false;
+		o->served = true;
+		return true;
+	}
+	o = os_find(f, key, true);
+	if (!o)
+		return true; /* table full: not modelled */
+	for (off = 0; off < len || off == 0; off += f->cfg.os_chunk) {
+		uint32_t c = len - off < f->cfg.os_chunk ? (uint32_t)(len - off) : f->cfg.os_chunk;
+		struct sim_ev *e = sim_ev_new(n, EV_OS_CHUNK, n->now, to, 0);
+
+		e->c = key;
+		o->left++;
+		sim_fab_send(f, n, e, (unsigned)(read ? to : from), (unsigned)(read ? from : to),
+			     c + SIM_WIRE_OVERHEAD, 0, true);
+		if (!len)
+			break;
+	}
+	return false;
+}
+
+void sim_net_os_chunk(struct sim_net *n, const struct sim_ev *e)
+{
+	struct sim_os *o = n->fab ? os_find(n->fab, e->c, false) : NULL;
+
+	if (o && o->left && !--o->left && n->wake)
+		n->wake(n->arg, e->node, n->now);
 }
 
 /* One-sided requests cross a link only while neither side is cut off or down. */
@@ -251,7 +350,12 @@ int sim_net_install(struct sim_net *n)
 		.entropy = sim_entropy,
 		.entropy_arg = n,
 	};
-	struct urpc_loop_net ln = {.send = net_send, .reachable = net_reachable, .arg = n};
+	struct urpc_loop_net ln = {
+		.send = net_send,
+		.reachable = net_reachable,
+		.os_admit = n->fab ? net_os_admit : NULL,
+		.arg = n,
+	};
 	int ret;
 
 	the_net = n;

@@ -44,6 +44,7 @@
 #include "../../src/rpc/rpc.h"
 #include "../../src/transport/transport.h"
 #include "sim.h"
+#include "sim_fabric.h"
 
 enum { T_ECHO = 1, T_NEST = 2, T_DEFER = 3, T_TINY = 5, T_NONE = 9, T_RBUF = 11 };
 enum { N_S = 0, N_M = 1, N_C0 = 2 };
@@ -122,7 +123,8 @@ struct world {
 	struct sim_cfg cfg;
 	struct sim_result *res;
 	struct sim_net net;
-	struct urpc_rand rng; /* workload */
+	struct sim_fabric fab; /* cfg.fabric */
+	struct urpc_rand rng;  /* workload */
 	unsigned nnodes;
 	struct snode nodes[SIM_MAX_NODES];
 	struct sreq **reqs;
@@ -1222,6 +1224,12 @@ static int rpc_up(struct snode *n)
 	o.ping_interval_ms = 20;
 	o.peer_timeout_ms = 120;
 	o.connect_timeout_ms = 400;
+	if (W->cfg.fabric) {
+		/* the fabric's runs also run the congestion controller and its pacer */
+		o.cc_algo = URPC_CC_SWIFT;
+		o.cc_target_us = 20;
+		o.cc_line_mbps = 10000;
+	}
 	ret = urpc_rpc_create(n->nx, 0, &o, &n->rpc);
 	if (ret) {
 		violation("node %d: urpc_rpc_create: %s", n->idx, urpc_strerror(ret));
@@ -1564,8 +1572,13 @@ static const char *engine_view(const struct sreq *r, char *buf, size_t n)
 			return buf;
 		}
 	}
-	snprintf(buf, n, "session %s holds it in no slot (waiting: %u)",
-		 urpc__session_state_str(s->state), s->cli.wq_tail - s->cli.wq_head);
+	snprintf(buf, n,
+		 "session %s holds it in no slot (waiting: %u; free slots 0x%x; congestion: rate "
+		 "%llu b/s%s, %llu decreases, srtt %u ns, next send %.3f ms, on the pacer %d)",
+		 urpc__session_state_str(s->state), s->cli.wq_tail - s->cli.wq_head,
+		 s->cli.free_mask, (unsigned long long)s->cli.cc.cc.rate_bps,
+		 s->cli.cc_limited ? " (paced)" : "", (unsigned long long)s->cli.cc.cc.decreases,
+		 s->cli.cc.cc.srtt_ns, s->cli.cc.cc.next_tx_ns / 1e6, s->cli.cc.queued);
 	return buf;
 }
 
@@ -1664,6 +1677,38 @@ static void do_step(struct snode *n)
 	}
 }
 
+static void wake_node(void *arg, int node, uint64_t at)
+{
+	struct world *w = arg;
+
+	if (node >= 0 && (unsigned)node < w->nnodes)
+		wake(&w->nodes[node], at);
+}
+
+/*
+ * --fabric: every node on a 10 Gb/s port of one switch, or (odd seeds) two
+ * ToRs of 4 under a spine, 1 us links, 256 KiB per port, ECN above 64 KiB;
+ * one-sided transfers in 64 KiB chunks.
+ */
+static int fabric_setup(struct world *w)
+{
+	struct sim_fab_cfg c = {
+		.hosts = SIM_MAX_NODES,
+		.per_tor = (w->cfg.seed & 1) ? 4 : 0,
+		.host_gbps = 10,
+		.up_gbps = 10,
+		.prop_ns = 1000,
+		.buf_bytes = 256 * 1024,
+		.ecn_bytes = 64 * 1024,
+		.os_chunk = 64 * 1024,
+	};
+
+	if (sim_fab_init(&w->fab, &c))
+		return -1;
+	w->net.fab = &w->fab;
+	return 0;
+}
+
 static void dispatch(struct sim_ev *e)
 {
 	struct snode *n = e->node >= 0 ? &W->nodes[e->node] : NULL;
@@ -1686,6 +1731,12 @@ static void dispatch_one(struct sim_ev *e, struct snode *n)
 		break;
 	case EV_NX_TICK:
 		nx_tick(n, e->c);
+		break;
+	case EV_OS_CHUNK:
+		sim_net_os_chunk(&W->net, e);
+		break;
+	case EV_HOP: /* taken by sim_run()'s loop */
+	case EV_EXP:
 		break;
 	case EV_SM:
 		if (n->up && n->nx) {
@@ -1792,7 +1843,14 @@ int sim_run(const struct sim_cfg *cfg, struct sim_result *res)
 	w.net.node_of_ep = node_of_ep;
 	w.net.node_of_addr = node_of_addr;
 	w.net.node_up = node_up;
+	w.net.wake = wake_node;
 	w.net.arg = &w;
+	if (cfg->fabric && fabric_setup(&w)) {
+		snprintf(res->what, sizeof(res->what), "no memory for the fabric");
+		res->failed = 1;
+		W = NULL;
+		return 1;
+	}
 	ret = sim_net_install(&w.net);
 	if (ret) {
 		snprintf(res->what, sizeof(res->what), "cannot install the seams: %s",
@@ -1822,6 +1880,10 @@ int sim_run(const struct sim_cfg *cfg, struct sim_result *res)
 	phase_event(PH_DRAIN, w.net.now + cfg->work_ns);
 
 	while (!w.failed && (e = sim_ev_pop(&w.net))) {
+		if (e->kind == EV_HOP) {
+			sim_fab_hop(&w.fab, &w.net, e); /* takes it */
+			continue;
+		}
 		sim_ev_note(&w.net, e);
 		dispatch(e);
 		free(e);
@@ -1875,6 +1937,8 @@ int sim_run(const struct sim_cfg *cfg, struct sim_result *res)
 	sim_gpu_reset();
 	res->trace_hash = w.net.hash;
 	sim_net_fini(&w.net);
+	if (w.net.fab)
+		sim_fab_fini(&w.fab);
 	free_world();
 	W = NULL;
 	return res->failed;

@@ -60,6 +60,22 @@ static const char usage[] =
 	"  --release-lag N   readers let go of grants late: revoking one waits until\n"
 	"                    the owner polled N more times (0: never waits; a\n"
 	"                    regression case without it replays with 0)\n"
+	"  --fabric 0|1      datagrams and one-sided transfers cross a switch of\n"
+	"                    10 Gb/s ports with 256 KiB buffers (two tiers on odd\n"
+	"                    seeds), instead of the plain links, and every Rpc\n"
+	"                    runs congestion control (Swift, 20 us) (default 0)\n"
+	"\n"
+	"Congestion experiments (docs/CC.md), instead of seeds:\n"
+	"  --experiment incast|fairness|victim|session\n"
+	"                    run one on the fabric model (session: 32 B RPCs\n"
+	"                    beside a 64 MiB transfer on one session)\n"
+	"  --cc on|off|both  with the congestion controller, without, or both\n"
+	"                    (default both)\n"
+	"  --csv FILE        also write the experiment's series as CSV\n"
+	"                    (apps/bench/plot.sh draws it)\n"
+	"  The controller's parameters come from src/rpc/cc.c's defaults unless\n"
+	"  SIM_CC_{TARGET,AI_DIV,BETA,MAXMD,RAMP,FS,TO} or SIM_CC_ALGO=timely say\n"
+	"  otherwise (docs/CC.md)\n"
 	"\n"
 	"Other options:\n"
 	"  --jobs N          processes for --seeds and --soak (default 1)\n"
@@ -79,8 +95,9 @@ static const char usage[] =
 struct opts {
 	uint64_t seed, first, last;
 	int mode; /* 's' seed, 'r' range, 'p' replay, 'k' soak */
-	const char *replay, *out;
+	const char *replay, *out, *csv, *cc;
 	double hours;
+	int exp; /* --experiment */
 	unsigned jobs;
 	bool minimize, check_replay, quiet, list;
 	unsigned trace;
@@ -99,6 +116,7 @@ enum {
 	G_GPU = 64,
 	G_RMEM = 128,
 	G_LAG = 256,
+	G_FABRIC = 512,
 };
 
 static void cfg_for(const struct opts *o, uint64_t seed, struct sim_cfg *c)
@@ -122,6 +140,8 @@ static void cfg_for(const struct opts *o, uint64_t seed, struct sim_cfg *c)
 		c->rmem = o->over.rmem;
 	if (o->given & G_LAG)
 		c->release_lag = o->over.release_lag;
+	if (o->given & G_FABRIC)
+		c->fabric = o->over.fabric;
 	if (c->work_ns <= c->fault_ns)
 		c->work_ns = c->fault_ns + 10000000ull;
 	c->trace = o->trace;
@@ -138,6 +158,8 @@ static void cfg_line(const struct sim_cfg *c, char *buf, size_t n)
 		 c->seed, c->clients, c->reqs, sim_faults_str(c->faults, f, sizeof(f)),
 		 c->max_large, c->fault_ns / 1000000, c->work_ns / 1000000, c->gpu, c->rmem,
 		 c->release_lag);
+	if (c->fabric)
+		snprintf(buf + strlen(buf), n - strlen(buf), " --fabric %u", c->fabric);
 }
 
 static double now_s(void)
@@ -444,6 +466,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"gpu", required_argument, NULL, 'g'},
 		{"rmem", required_argument, NULL, 'M'},
 		{"release-lag", required_argument, NULL, 'G'},
+		{"fabric", required_argument, NULL, 'B'},
+		{"experiment", required_argument, NULL, 'X'},
+		{"csv", required_argument, NULL, 'V'},
+		{"cc", required_argument, NULL, 'C'},
 		{"jobs", required_argument, NULL, 'j'},
 		{"minimize", no_argument, NULL, 'm'},
 		{"out", required_argument, NULL, 'o'},
@@ -542,6 +568,25 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->over.release_lag = (unsigned)v;
 			o->given |= G_LAG;
 			break;
+		case 'B':
+			if (parse_u64(optarg, &v) || v > 1)
+				goto bad;
+			o->over.fabric = (unsigned)v;
+			o->given |= G_FABRIC;
+			break;
+		case 'X':
+			if (sim_exp_parse(optarg, &o->exp))
+				goto bad;
+			o->mode = 'x';
+			break;
+		case 'V':
+			o->csv = optarg;
+			break;
+		case 'C':
+			if (strcmp(optarg, "on") && strcmp(optarg, "off") && strcmp(optarg, "both"))
+				goto bad;
+			o->cc = optarg;
+			break;
 		case 'j':
 			if (parse_u64(optarg, &v) || v < 1 || v > 64)
 				goto bad;
@@ -596,6 +641,8 @@ int main(int argc, char **argv)
 	o.out = "urpc-sim-failures.txt";
 	if (parse_args(argc, argv, &o))
 		return 2;
+	if (o.mode == 'x')
+		return sim_exp_run(o.exp, o.cc ? o.cc : "both", o.csv);
 	if (!o.mode) {
 		fprintf(stderr, "urpc-sim: say what to run: --seed, --seeds, --replay or --soak "
 				"(see --help)\n");

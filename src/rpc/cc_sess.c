@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Congestion control of an Rpc's client sessions (cc_sess.h): options,
+ * per-session controllers (cc.c), the Rpc's pacer (a timing wheel) and
+ * urpc_session_get_stats(). Calls cc.c and the log; never the datapath
+ * (client.c kicks a released session itself).
+ */
+#define URPC_LOG_MODULE "cc"
+#include "cc_sess.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/log.h"
+
+#define CC_WHEEL_SHIFT 10 /* 1.024 us slots: 4.2 ms ahead */
+
+URPC_API const char *urpc_cc_algo_str(enum urpc_cc_algo a)
+{
+	switch (a) {
+	case URPC_CC_DEFAULT:
+		return "default";
+	case URPC_CC_OFF:
+		return "off";
+	case URPC_CC_SWIFT:
+		return "swift";
+	case URPC_CC_TIMELY:
+		return "timely";
+	}
+	return "?";
+}
+
+/*
+ * URPC_CC=off|swift|timely[:TARGET_US[:LINE_MBPS]] for an Rpc whose options
+ * leave cc_algo at its default (as URPC_TRANSPORT for the transport): @env
+ * into @o. 0, or -EINVAL.
+ */
+static int cc_from_env(const char *env, struct urpc_rpc_opts *o)
+{
+	char *end;
+	unsigned long v;
+	size_t n = strcspn(env, ":");
+
+	if (n == 3 && !strncmp(env, "off", 3))
+		o->cc_algo = URPC_CC_OFF;
+	else if (n == 5 && !strncmp(env, "swift", 5))
+		o->cc_algo = URPC_CC_SWIFT;
+	else if (n == 6 && !strncmp(env, "timely", 6))
+		o->cc_algo = URPC_CC_TIMELY;
+	else
+		return -EINVAL;
+	if (!env[n])
+		return 0;
+	errno = 0;
+	v = strtoul(env + n + 1, &end, 10);
+	if (errno || end == env + n + 1 || !v || v > 100000 || (*end && *end != ':'))
+		return -EINVAL;
+	o->cc_target_us = (uint32_t)v;
+	if (!*end)
+		return 0;
+	v = strtoul(end + 1, &end, 10);
+	if (errno || !v || v > 10000000 || *end)
+		return -EINVAL;
+	o->cc_line_mbps = (uint32_t)v;
+	return 0;
+}
+
+int urpc__cc_rpc_init(struct urpc_rpc *rpc, const struct urpc_rpc_opts *opts)
+{
+	struct urpc_rpc_opts env_o = *opts;
+	const struct urpc_rpc_opts *o = opts;
+	const char *env = getenv("URPC_CC");
+	uint32_t target;
+	uint64_t line;
+	const char *what = NULL;
+
+	if (opts->cc_algo == URPC_CC_DEFAULT && env && *env) {
+		if (cc_from_env(env, &env_o)) {
+			URPC_ERR(rpc->id,
+				 "URPC_CC='%s': want off, swift or timely, then "
+				 "optionally :TARGET_US (1-100000) and :LINE_MBPS",
+				 env);
+			return -EINVAL;
+		}
+		o = &env_o;
+	}
+	target = o->cc_target_us ? o->cc_target_us : 100;
+	line = o->cc_line_mbps ? o->cc_line_mbps : 100000;
+	if ((unsigned)o->cc_algo > URPC_CC_TIMELY)
+		what = "cc_algo";
+	else if (target > 100000)
+		what = "cc_target_us";
+	else if (line > 10000000)
+		what = "cc_line_mbps";
+	if (what) {
+		URPC_ERR(rpc->id, "urpc_rpc_opts.%s is out of range (docs/CC.md)", what);
+		return -EINVAL;
+	}
+	urpc__cc_params_default(&rpc->ccp, line * 1000000, target * 1000);
+	/* Default off: round trips of RPCs over a host's scheduler are not a fabric's (CC.md). */
+	rpc->ccp.algo = o->cc_algo == URPC_CC_SWIFT    ? URPC_CC_ALGO_SWIFT
+			: o->cc_algo == URPC_CC_TIMELY ? URPC_CC_ALGO_TIMELY
+						       : URPC_CC_ALGO_OFF;
+	if (urpc__cc_params_check(&rpc->ccp, &what)) {
+		URPC_ERR(rpc->id, "urpc_rpc_opts: congestion parameter %s out of range", what);
+		return -EINVAL;
+	}
+	if (rpc->ccp.algo == URPC_CC_ALGO_OFF)
+		return 0;
+	rpc->cc_wheel = malloc(sizeof(*rpc->cc_wheel));
+	if (!rpc->cc_wheel)
+		return -ENOMEM;
+	urpc__wheel_init(rpc->cc_wheel, urpc__rpc_clock(rpc), CC_WHEEL_SHIFT);
+	return 0;
+}
+
+void urpc__cc_rpc_fini(struct urpc_rpc *rpc)
+{
+	free(rpc->cc_wheel);
+	rpc->cc_wheel = NULL;
+}
+
+void urpc__cc_sess_init(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	urpc__cc_init(&s->cli.cc.cc, &rpc->ccp);
+	s->cli.cc.queued = false;
+	s->cli.cc_limited = false;
+}
+
+void urpc__cc_sess_forget(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	if (s->cli.cc.queued)
+		urpc__wheel_del(rpc->cc_wheel, &s->cli.cc.ent);
+	s->cli.cc.queued = false;
+}
+
+/* After the controller moved: limited sessions sample every answer, free ones now and then. */
+static void cc_moved(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	s->cli.cc_limited = s->cli.cc.cc.limited;
+	if (s->cli.cc_limited)
+		s->cli.rtt.next_ns = rpc->now;
+}
+
+URPC_COLD void urpc__cc_sess_sample(struct urpc_rpc *rpc, struct urpc_session *s, uint64_t rtt_ns)
+{
+	if (!rpc->cc_wheel)
+		return; /* off */
+	/* one request's worth acknowledged: an MTU's (the sample is one RPC's) */
+	urpc__cc_sample(&s->cli.cc.cc, &rpc->ccp, rtt_ns, false, 4096, rpc->now);
+	cc_moved(rpc, s);
+}
+
+URPC_COLD void urpc__cc_sess_timeout(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	urpc__cc_timeout(&s->cli.cc.cc, &rpc->ccp, rpc->now, s->cli.rtt.rto_ns);
+	cc_moved(rpc, s);
+}
+
+URPC_COLD bool urpc__cc_sess_may_send(struct urpc_rpc *rpc, struct urpc_session *s, uint64_t bytes)
+{
+	uint64_t at;
+
+	if (!rpc->cc_wheel)
+		return true;
+	at = urpc__cc_tx(&s->cli.cc.cc, (uint32_t)URPC_MIN(bytes, UINT32_MAX / 1024), rpc->now);
+	if (!at)
+		return true;
+	if (!s->cli.cc.queued) {
+		s->cli.cc.queued = true;
+		s->cli.cc.cc.paced++;
+		urpc__wheel_add(rpc->cc_wheel, &s->cli.cc.ent, at);
+	}
+	return false;
+}
+
+struct poll_arg {
+	struct urpc_rpc *rpc;
+	void (*kick)(struct urpc_rpc *rpc, struct urpc_session *s);
+};
+
+static void released(struct urpc_wheel_ent *e, void *arg)
+{
+	struct urpc_session *s = container_of(e, struct urpc_session, cli.cc.ent);
+	struct poll_arg *a = arg;
+
+	s->cli.cc.queued = false;
+	if (s->state == URPC_SESS_CONNECTED)
+		a->kick(a->rpc, s);
+}
+
+void urpc__cc_poll(struct urpc_rpc *rpc, void (*kick)(struct urpc_rpc *, struct urpc_session *))
+{
+	struct poll_arg a = {rpc, kick};
+
+	urpc__wheel_poll(rpc->cc_wheel, rpc->now, released, &a);
+}
+
+URPC_API int urpc_session_get_stats(struct urpc_rpc *rpc, int session,
+				    struct urpc_session_stats *st)
+{
+	struct urpc_session *s;
+
+	if (!rpc || !st || !urpc__rpc_is_owner(rpc))
+		return -EINVAL;
+	s = urpc__rpc_session(rpc, session);
+	if (!s || s->role != URPC_ROLE_CLIENT)
+		return -EINVAL;
+	*st = (struct urpc_session_stats){
+		.cc_rate_bps = s->cli.cc.cc.rate_bps,
+		.cc_line_bps = rpc->ccp.line_bps,
+		.srtt_ns = s->cli.rtt.srtt_ns,
+		.cc_srtt_ns = s->cli.cc.cc.srtt_ns,
+		.cc_samples = s->cli.cc.cc.samples,
+		.cc_decreases = s->cli.cc.cc.decreases,
+		.cc_paced = s->cli.cc.cc.paced,
+		.cc_limited = s->cli.cc.cc.limited,
+	};
+	return 0;
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Congestion control of an Rpc's client sessions (cc_sess.c, docs/CC.md):
+ * the options, each session's controller fed from the round-trip samples
+ * (rtt.c) and retransmission timeouts (client.c), and the Rpc's pacer that
+ * releases the wait queue of a rate-limited session (client.c's kick, run
+ * by evloop.c). A free session (at the line rate) takes none of this.
+ * Owner thread only.
+ */
+#ifndef URPC_RPC_CC_SESS_H
+#define URPC_RPC_CC_SESS_H
+
+#include "engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Check @o's cc_* fields into rpc->ccp and set up the pacer: 0, -EINVAL (logged), -ENOMEM. */
+int urpc__cc_rpc_init(struct urpc_rpc *rpc, const struct urpc_rpc_opts *o);
+void urpc__cc_rpc_fini(struct urpc_rpc *rpc);
+/* A new client session starts free, at the line rate. */
+void urpc__cc_sess_init(struct urpc_rpc *rpc, struct urpc_session *s);
+/* Take @s off the pacer (it is being freed or reset). */
+void urpc__cc_sess_forget(struct urpc_rpc *rpc, struct urpc_session *s);
+/* Round-trip sample @rtt_ns of @s (rtt.c). Cold. */
+void urpc__cc_sess_sample(struct urpc_rpc *rpc, struct urpc_session *s, uint64_t rtt_ns);
+/* A request of @s timed out and is sent again. Cold. */
+void urpc__cc_sess_timeout(struct urpc_rpc *rpc, struct urpc_session *s);
+/*
+ * May limited session @s send a request of @bytes now? If not, it waits on
+ * the pacer, whose release kicks its wait queue again. Cold.
+ */
+bool urpc__cc_sess_may_send(struct urpc_rpc *rpc, struct urpc_session *s, uint64_t bytes);
+/* Sessions whose pacing time came, each to @kick (evloop.c). */
+void urpc__cc_poll(struct urpc_rpc *rpc, void (*kick)(struct urpc_rpc *, struct urpc_session *));
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_RPC_CC_SESS_H */
