@@ -240,6 +240,7 @@ struct urpc_nexus_stats {
 	uint64_t heartbeats_tx;	  /* NX_PING and NX_PONG sent (one per peer process and interval) */
 	uint64_t heartbeats_rx;	  /* ... and received */
 	uint64_t cookies_tx;	  /* CONNECT_REQs without a valid cookie, answered with one */
+	uint64_t drop_auth; /* SM packets that failed the peer's MAC (or had none): no effect */
 };
 
 /**

@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The authenticated control plane on udp (issue 31, item 1): an off-path
+ * attacker who forges the source address of a peer's Nexus (a raw socket)
+ * sends every kind of SM packet a peer could send: heartbeats with another
+ * incarnation (a "restart") or a higher failure count, session pings,
+ * disconnects, resets and transport control, signed with a guessed MAC or
+ * not signed at all. None may end the victim's session or change what the
+ * Nexus believes of its peer; each is counted in drop_auth, and the victim
+ * keeps being served throughout (its echo success rate is printed). Before
+ * the control plane was signed, the first forged heartbeat made the server
+ * declare the client failed and free its session.
+ *
+ * Both processes are on 127.0.0.1; the forger needs CAP_NET_RAW (the test
+ * skips without it). Waits are bounded by what they wait for.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <urpc/urpc.h>
+
+#include "nexus/nexus.h"
+#include "nexus/nexus_peer.h"
+#include "nexus/sm.h"
+#include "udp_forge.h"
+#include "util/rand.h"
+#include "util/seam.h"
+
+#define HOST "127.0.0.1"
+#define SRV_ID 1
+#define CLI_ID 2
+#define T_ECHO 1
+#define PING_MS 20
+#define TIMEOUT_MS 200
+#define WAIT_NS 10000000000ull /* any single wait; far beyond what it waits for */
+
+struct side {
+	struct urpc_nexus *nx;
+	struct urpc_rpc *rpc;
+	unsigned connected, resets;
+};
+
+static struct side S, C;
+
+static void echo(struct urpc_req_handle *h, void *arg)
+{
+	struct urpc_msgbuf *r = urpc_req_resp_msgbuf(h);
+	size_t len;
+	const uint8_t *d = urpc_req_data(h, &len);
+
+	(void)arg;
+	memcpy(r->buf, d, len);
+	urpc_msgbuf_resize(r, len);
+	cr_assert_eq(urpc_resp_enqueue(h, r), 0);
+}
+
+static void sm_cb(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int status, void *arg)
+{
+	struct side *sd = arg;
+
+	(void)rpc, (void)session, (void)status;
+	if (ev == URPC_SM_CONNECTED)
+		sd->connected++;
+	else
+		sd->resets++; /* RESET, DISCONNECTED or a failed connect: none must happen */
+}
+
+static void side_up(struct side *sd, bool server)
+{
+	struct urpc_nexus_opts no;
+	struct urpc_rpc_opts o;
+
+	memset(sd, 0, sizeof(*sd));
+	urpc_nexus_opts_init(&no);
+	no.host = HOST;
+	cr_assert_eq(urpc_nexus_create(&no, &sd->nx), 0);
+	if (server)
+		cr_assert_eq(urpc_nexus_register_handler(sd->nx, T_ECHO, echo, NULL), 0);
+	urpc_rpc_opts_init(&o);
+	o.transport = URPC_TRANSPORT_UDP;
+	o.sm_handler = sm_cb;
+	o.sm_arg = sd;
+	o.ping_interval_ms = PING_MS;
+	o.peer_timeout_ms = TIMEOUT_MS;
+	o.idle_block_us = 0;
+	cr_assert_eq(urpc_rpc_create(sd->nx, server ? SRV_ID : CLI_ID, &o, &sd->rpc), 0);
+}
+
+static void side_down(struct side *sd)
+{
+	cr_assert_eq(urpc_rpc_destroy(sd->rpc), 0);
+	cr_assert_eq(urpc_nexus_destroy(sd->nx), 0);
+}
+
+static void pump(void)
+{
+	urpc_rpc_run_event_loop_once(S.rpc);
+	urpc_rpc_run_event_loop_once(C.rpc);
+}
+
+static struct sockaddr_in nx_addr(const struct side *sd)
+{
+	struct sockaddr_in a;
+
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons(urpc_nexus_port(sd->nx));
+	cr_assert_eq(inet_pton(AF_INET, HOST, &a.sin_addr), 1);
+	return a;
+}
+
+static unsigned echo_done;
+static int echo_status;
+
+static void echo_cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
+{
+	(void)rpc, (void)tag, (void)resp;
+	echo_status = status;
+	echo_done++;
+}
+
+/* One echo on session @sess of the client with a deadline; its status (0: served). */
+static int echo_once(int sess)
+{
+	struct urpc_msgbuf req, resp;
+	unsigned want = echo_done + 1;
+	uint64_t end = urpc__now_ns() + WAIT_NS;
+	int ret;
+
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, 32, &req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, 32, &resp), 0);
+	memset(req.buf, 0x5a, 32);
+	ret = urpc_req_enqueue(C.rpc, sess, T_ECHO, &req, &resp, echo_cont, NULL, 0);
+	if (!ret) {
+		while (echo_done < want && urpc__now_ns() < end)
+			pump();
+		cr_assert_eq(echo_done, want, "the echo never completed");
+		ret = echo_status;
+	}
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &req), 0);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &resp), 0);
+	return ret; /* a session that is gone refuses the enqueue */
+}
+
+/*
+ * Forged packet @i: a kind a peer's Nexus or Rpc sends, with fields an
+ * off-path attacker can know (Rpc ids, session numbers 0-3) and what it
+ * cannot (incarnation, tokens, MAC) guessed. @to_server: for the server.
+ */
+static size_t forged(struct urpc_rand *r, unsigned i, bool to_server, uint8_t *buf)
+{
+	static const enum urpc_sm_pkt_type to_srv[] = {
+		URPC_SM_PKT_NX_PONG,	    URPC_SM_PKT_NX_PING,    URPC_SM_PKT_PING_REQ,
+		URPC_SM_PKT_DISCONNECT_REQ, URPC_SM_PKT_TP_CTL_C2S,
+	};
+	static const enum urpc_sm_pkt_type to_cli[] = {
+		URPC_SM_PKT_NX_PONG,   URPC_SM_PKT_NX_PING,	    URPC_SM_PKT_RESET,
+		URPC_SM_PKT_PING_RESP, URPC_SM_PKT_DISCONNECT_RESP, URPC_SM_PKT_TP_CTL_S2C,
+	};
+	struct urpc_sm_pkt p;
+
+	memset(&p, 0, sizeof(p));
+	p.type = to_server ? to_srv[i % URPC_ARRAY_SIZE(to_srv)]
+			   : to_cli[i % URPC_ARRAY_SIZE(to_cli)];
+	p.status = p.type == URPC_SM_PKT_RESET || p.type == URPC_SM_PKT_PING_RESP ? -ECONNRESET : 0;
+	p.client_rpc_id = CLI_ID;
+	p.server_rpc_id = SRV_ID;
+	p.transport = (uint8_t)URPC_TRANSPORT_UDP;
+	p.client_sess = (uint32_t)urpc__rand_below(r, 4);
+	p.server_sess = (uint32_t)urpc__rand_below(r, 4);
+	p.token = urpc__rand_next(r);
+	/* Heartbeats: the count of failures it declared, higher than any so far. */
+	p.seq = 1000 + i;
+	/* A new incarnation (a "restart"), every other packet; else a guess of the current one. */
+	p.nexus_inc = urpc__rand_next(r) | 1;
+	p.nexus_epoch = 1000 + i;
+	p.rpc_inc = 1000 + i;
+	p.nx_nonce = urpc__rand_next(r);
+	p.mac = urpc__rand_below(r, 2) ? urpc__rand_next(r) : 0;
+	if (p.type == URPC_SM_PKT_NX_PING || p.type == URPC_SM_PKT_NX_PONG)
+		p.ep_len = URPC_NXP_RPC_BYTES; /* no Rpc listed: "every Rpc went" */
+	return urpc__sm_encode(&p, buf);
+}
+
+Test(nx_auth, forged_control_packets_from_a_peers_address_change_nothing, .timeout = 120)
+{
+	const unsigned rounds = 200, per_round = 10;
+	struct urpc_nexus_stats s0, s1, c0, c1;
+	struct sockaddr_in s_at, c_at;
+	uint8_t buf[URPC_SM_PKT_MAX];
+	unsigned i, k, served = 0, to_srv = 0;
+	uint64_t worst = 0, t0, t;
+	struct urpc_rand r;
+	int fd, sess, after;
+
+	fd = udp_forge_open();
+	if (fd < 0)
+		cr_skip_test("no raw socket (CAP_NET_RAW): cannot forge a source address (%s)",
+			     strerror(errno));
+	side_up(&S, true);
+	side_up(&C, false);
+	s_at = nx_addr(&S);
+	c_at = nx_addr(&C);
+	{
+		char hp[64];
+
+		snprintf(hp, sizeof(hp), "%s:%u", HOST, urpc_nexus_port(S.nx));
+		cr_assert_eq(urpc_session_connect(C.rpc, hp, SRV_ID, &sess), 0);
+	}
+	for (t0 = urpc__now_ns(); !C.connected && urpc__now_ns() - t0 < WAIT_NS;)
+		pump();
+	cr_assert_eq(C.connected, 1);
+	cr_assert_eq(echo_once(sess), 0);
+	urpc__nexus_get_stats(S.nx, &s0);
+	urpc__nexus_get_stats(C.nx, &c0);
+
+	urpc__rand_seed(&r, 0xf0f0);
+	for (i = 0; i < rounds; i++) {
+		/* The client's Nexus "says" it restarted, failed us, lost its Rpcs... */
+		for (k = 0; k < per_round; k++, to_srv++) {
+			size_t n = forged(&r, i * per_round + k, true, buf);
+
+			udp_forge_send(fd, &c_at, &s_at, buf, n);
+		}
+		/* ... and the server's says as much to the client. */
+		for (k = 0; k < per_round / 2; k++) {
+			size_t n = forged(&r, i * per_round + k, false, buf);
+
+			udp_forge_send(fd, &s_at, &c_at, buf, n);
+		}
+		t = urpc__now_ns();
+		if (echo_once(sess) == 0)
+			served++;
+		worst = URPC_MAX(worst, urpc__now_ns() - t);
+	}
+	/* Past a peer time-out after the last forgery: a failure would be declared by now. */
+	for (t0 = urpc__now_ns(); urpc__now_ns() - t0 < 2ull * TIMEOUT_MS * 1000000;)
+		pump();
+	after = echo_once(sess);
+	urpc__nexus_get_stats(S.nx, &s1);
+	urpc__nexus_get_stats(C.nx, &c1);
+	fprintf(stderr,
+		"forged control plane: %u packets from the client's Nexus address, %u from the "
+		"server's; victim served %u/%u echoes during, slowest %.2f ms; drop_auth server "
+		"%llu, client %llu\n",
+		rounds * per_round, rounds * per_round / 2, served, rounds, (double)worst / 1e6,
+		(unsigned long long)(s1.drop_auth - s0.drop_auth),
+		(unsigned long long)(c1.drop_auth - c0.drop_auth));
+	cr_assert_eq(after, 0, "the victim is no longer served");
+	cr_assert_eq(served, rounds, "a forged packet cost the victim an echo");
+	cr_assert_eq(C.resets, 0, "the client's session was reset or disconnected");
+	cr_assert(urpc_session_is_connected(C.rpc, sess));
+	/*
+	 * Every forgery that reached the server was refused and counted (none is
+	 * an answer it could route): all it received was those and the client's
+	 * signed heartbeats. (The kernel may drop some of a burst: most arrive.)
+	 */
+	cr_assert_eq(s1.sm_rx - s0.sm_rx,
+		     (s1.drop_auth - s0.drop_auth) + (s1.heartbeats_rx - s0.heartbeats_rx),
+		     "a forgery to the server went uncounted");
+	cr_assert_geq(s1.drop_auth - s0.drop_auth, to_srv / 2);
+	cr_assert_gt(c1.drop_auth - c0.drop_auth, 0);
+	/* Heartbeats kept flowing, signed: the peer was heard all along. */
+	cr_assert_gt(s1.heartbeats_rx - s0.heartbeats_rx, 0);
+
+	cr_assert_eq(urpc_session_disconnect(C.rpc, sess), 0);
+	for (t0 = urpc__now_ns(); C.resets == 0 && urpc__now_ns() - t0 < WAIT_NS;)
+		pump();
+	close(fd);
+	side_down(&C);
+	side_down(&S);
+}
