@@ -204,9 +204,12 @@ static void notify_rpcs(struct urpc_nexus *nx)
 			stat_inc(&nx->stats.drop_queue_full); /* its session scan still sees it */
 }
 
-/* A heartbeat of @type to @to, with what we said of it (@failed_it). nx->lock held. */
+/*
+ * A heartbeat of @type to @to, with what we said of it (@failed_it) and the
+ * sessions we hold with it (@sessions). nx->lock held.
+ */
 static void heartbeat_send(struct urpc_nexus *nx, const struct sockaddr_in *to,
-			   enum urpc_sm_pkt_type type, uint64_t failed_it)
+			   enum urpc_sm_pkt_type type, uint64_t failed_it, uint32_t sessions)
 {
 	struct urpc_sm_pkt p;
 	unsigned i;
@@ -214,6 +217,7 @@ static void heartbeat_send(struct urpc_nexus *nx, const struct sockaddr_in *to,
 	memset(&p, 0, sizeof(p));
 	p.type = type;
 	p.seq = failed_it;
+	p.client_sess = sessions;
 	p.ep_len = URPC_NXP_RPC_BYTES;
 	for (i = 0; i < NEXUS_MAX_RPCS; i++)
 		if (nx->rpcs[i])
@@ -228,7 +232,7 @@ static void ping_peer(void *arg, const struct urpc_nx_peer *peer)
 
 	/* Without a secret yet, nothing we say would be believed. */
 	if (!atomic_load_explicit(&nx->mute, memory_order_relaxed) && peer->nonce_remote)
-		heartbeat_send(nx, &peer->addr, URPC_SM_PKT_NX_PING, peer->failed_it);
+		heartbeat_send(nx, &peer->addr, URPC_SM_PKT_NX_PING, peer->failed_it, peer->refs);
 }
 
 uint32_t urpc__nexus_notices(const struct urpc_nexus *nx)
@@ -249,11 +253,12 @@ static void heartbeat_rx(struct urpc_nexus *nx, const struct urpc_sm_pkt *p)
 	stat_inc(&nx->stats.heartbeats_rx);
 	pthread_mutex_lock(&nx->lock);
 	if (urpc__nxp_heard(&nx->peers, &p->from, p->nexus_inc, p->nexus_epoch, p->seq, p->ep,
-			    urpc__now_ns()))
+			    p->client_sess, urpc__now_ns()))
 		notify_rpcs(nx);
 	if (p->type == URPC_SM_PKT_NX_PING) {
 		peer = urpc__nxp_find(&nx->peers, &p->from);
-		heartbeat_send(nx, &p->from, URPC_SM_PKT_NX_PONG, peer ? peer->failed_it : 0);
+		heartbeat_send(nx, &p->from, URPC_SM_PKT_NX_PONG, peer ? peer->failed_it : 0,
+			       peer ? peer->refs : 0);
 	}
 	pthread_mutex_unlock(&nx->lock);
 }

@@ -84,6 +84,7 @@ struct urpc_nx_peer *urpc__nxp_get(struct urpc_nx_peers *t, const struct sockadd
 	if (!p->last_heard_ns)
 		p->last_heard_ns = now; /* a new session after a failure: a fresh start */
 	p->refs++;
+	p->probe_backoff = 0; /* sessions moved: a disagreement now is news */
 	return p;
 }
 
@@ -121,6 +122,7 @@ static void drop(struct urpc_nx_peers *t, struct urpc_nx_peer *p)
 
 void urpc__nxp_put(struct urpc_nx_peers *t, struct urpc_nx_peer *p, uint64_t now)
 {
+	p->probe_backoff = 0;
 	if (--p->refs)
 		return;
 	t->idle++;
@@ -203,8 +205,37 @@ bool urpc__nxp_seen(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uin
 	return moved;
 }
 
+/*
+ * The session counts of a heartbeat (nexus_peer.h): probe when they keep
+ * disagreeing by the same counts; again, backing off, while they still do
+ * (a server that holds sessions its clients forgot keeps a difference no
+ * probe ends).
+ */
+static bool count_check(struct urpc_nx_peer *p, uint32_t sessions)
+{
+	if (sessions == p->refs) {
+		p->hb_mismatch = 0;
+		p->probe_backoff = 0;
+		return false;
+	}
+	if (p->seen_ours != p->refs || p->seen_theirs != sessions) {
+		p->seen_ours = p->refs;
+		p->seen_theirs = sessions;
+		p->hb_mismatch = 0;
+		p->probe_backoff = 0;
+	}
+	if (++p->hb_mismatch < URPC_NXP_MISMATCH << p->probe_backoff)
+		return false;
+	p->hb_mismatch = 0;
+	if (p->probe_backoff < URPC_NXP_BACKOFF_MAX)
+		p->probe_backoff++;
+	atomic_fetch_add_explicit(&p->probe_gen, 1, memory_order_relaxed);
+	return true;
+}
+
 bool urpc__nxp_heard(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uint64_t incarnation,
-		     uint64_t epoch, uint64_t it_failed, const uint8_t *rpcs, uint64_t now)
+		     uint64_t epoch, uint64_t it_failed, const uint8_t *rpcs, uint32_t sessions,
+		     uint64_t now)
 {
 	struct urpc_nx_peer *p = urpc__nxp_find(t, addr);
 	bool moved;
@@ -220,6 +251,8 @@ bool urpc__nxp_heard(struct urpc_nx_peers *t, const struct sockaddr_in *addr, ui
 	}
 	p->it_failed = it_failed;
 	p->hb_known = true;
+	if (count_check(p, sessions))
+		moved = true;
 	/* Older than what a packet already showed (reordered): its list is stale. */
 	if (epoch < p->epoch)
 		return moved;

@@ -70,8 +70,17 @@ struct urpc_nx_peer {
 	uint8_t rpcs[URPC_NXP_RPC_BYTES]; /* the Rpc ids it has attached, as it last said */
 	uint64_t epoch;			  /* the newest attach/detach count it sent */
 	uint32_t rpc_inc[URPC_NXP_RPCS];  /* the newest attach number of each of its Rpcs */
-	uint64_t nonce_local;		  /* our half of the pair's secret, never 0 */
-	uint64_t nonce_remote;		  /* its half, from a handshake; 0: none yet */
+	/*
+	 * Sessions it holds with us, as its heartbeats say, against our refs:
+	 * how many heartbeats in a row disagreed with the same pair of counts
+	 * (seen_*), and how many probes that pair made already (the next waits
+	 * URPC_NXP_MISMATCH << probe_backoff heartbeats).
+	 */
+	uint32_t hb_mismatch;
+	uint32_t seen_ours, seen_theirs;
+	uint32_t probe_backoff;
+	uint64_t nonce_local;  /* our half of the pair's secret, never 0 */
+	uint64_t nonce_remote; /* its half, from a handshake; 0: none yet */
 	struct urpc_nx_peer *next;
 };
 
@@ -118,11 +127,25 @@ bool urpc__nxp_seen(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uin
 
 /*
  * A heartbeat from @addr: its @incarnation, how many times it declared us
- * failed (@it_failed), and its Rpc ids (@rpcs: URPC_NXP_RPC_BYTES). True when a
- * generation advanced (Rpcs should look now). Unknown peers are ignored.
+ * failed (@it_failed), its Rpc ids (@rpcs: URPC_NXP_RPC_BYTES) and how many
+ * sessions it holds with us (@sessions: its refs). True when a generation
+ * advanced (Rpcs should look now). Unknown peers are ignored.
+ *
+ * No half-open session: when URPC_NXP_MISMATCH heartbeats in a row say it
+ * holds fewer or more sessions with us than we hold with it, by the same
+ * counts (a disagreement that stays, not sessions coming and going), probe_gen
+ * advances (again after twice as many, up to 2^URPC_NXP_BACKOFF_MAX times as
+ * many, while the same difference stays), and every client session to it asks
+ * its server Rpc whether it still knows it (a session PING_REQ; a server
+ * that forgot it answers -ECONNRESET and the session resets).
  */
 bool urpc__nxp_heard(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uint64_t incarnation,
-		     uint64_t epoch, uint64_t it_failed, const uint8_t *rpcs, uint64_t now);
+		     uint64_t epoch, uint64_t it_failed, const uint8_t *rpcs, uint32_t sessions,
+		     uint64_t now);
+
+/* Heartbeats in a row whose session count disagrees before client sessions probe. */
+#define URPC_NXP_MISMATCH 3u
+#define URPC_NXP_BACKOFF_MAX 6
 
 /*
  * Timers at @now: peers silent past their timeout fail (*@failed set when

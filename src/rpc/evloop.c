@@ -175,8 +175,9 @@ static void poll_os(struct urpc_rpc *rpc)
 			continue;
 		if (op.kind == URPC_OS_SRV_REQ)
 			urpc__srv_read_done(rpc, &op, c[k].status);
-		else
-			urpc__cli_read_done(rpc, &op, c[k].status);
+		else /* a response's grant revoked: the server dropped the session */
+			urpc__cli_read_done(rpc, &op,
+					    c[k].status == -EACCES ? -ECONNRESET : c[k].status);
 	}
 }
 

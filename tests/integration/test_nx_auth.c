@@ -11,6 +11,10 @@
  * the control plane was signed, the first forged heartbeat made the server
  * declare the client failed and free its session.
  *
+ * No half-open session (item 2): a server that frees a session and tells
+ * nobody (as a bug, or a limit, would) is found out by its client within a
+ * peer time-out, from the session counts the heartbeats carry.
+ *
  * Both processes are on 127.0.0.1; the forger needs CAP_NET_RAW (the test
  * skips without it). Waits are bounded by what they wait for.
  */
@@ -25,6 +29,8 @@
 #include "nexus/nexus.h"
 #include "nexus/nexus_peer.h"
 #include "nexus/sm.h"
+#include "rpc/rpc.h"
+#include "rpc/session.h"
 #include "udp_forge.h"
 #include "util/rand.h"
 #include "util/seam.h"
@@ -270,6 +276,56 @@ Test(nx_auth, forged_control_packets_from_a_peers_address_change_nothing, .timeo
 	for (t0 = urpc__now_ns(); C.resets == 0 && urpc__now_ns() - t0 < WAIT_NS;)
 		pump();
 	close(fd);
+	side_down(&C);
+	side_down(&S);
+}
+
+/* Connect the client to the server; the session number. */
+static int connect_one(void)
+{
+	char hp[64];
+	uint64_t t0;
+	int sess;
+
+	snprintf(hp, sizeof(hp), "%s:%u", HOST, urpc_nexus_port(S.nx));
+	cr_assert_eq(urpc_session_connect(C.rpc, hp, SRV_ID, &sess), 0);
+	for (t0 = urpc__now_ns(); !C.connected && urpc__now_ns() - t0 < WAIT_NS;)
+		pump();
+	cr_assert_eq(C.connected, 1);
+	return sess;
+}
+
+Test(nx_auth, a_session_the_server_forgot_is_reset_within_a_peer_timeout, .timeout = 60)
+{
+	struct urpc_session *ss = NULL;
+	uint64_t t0, took;
+	uint32_t i;
+	int sess;
+
+	side_up(&S, true);
+	side_up(&C, false);
+	sess = connect_one();
+	cr_assert_eq(echo_once(sess), 0);
+	/* The server frees its session and tells nobody. */
+	for (i = 0; i < S.rpc->hi_session && !ss; i++) {
+		ss = urpc__rpc_session(S.rpc, (int)i);
+		if (ss && ss->role != URPC_ROLE_SERVER)
+			ss = NULL;
+	}
+	cr_assert_not_null(ss);
+	urpc__session_transition(S.rpc, ss, URPC_SEV_PEER_CLOSED, 0);
+	t0 = urpc__now_ns();
+	while (!C.resets && urpc__now_ns() - t0 < WAIT_NS)
+		pump();
+	took = urpc__now_ns() - t0;
+	fprintf(stderr,
+		"half-open: the client learnt that the server forgot its session in %.1f ms "
+		"(ping %u ms, peer time-out %u ms)\n",
+		(double)took / 1e6, PING_MS, TIMEOUT_MS);
+	cr_assert_eq(C.resets, 1, "the client session stayed CONNECTED: half-open");
+	cr_assert(!urpc_session_is_connected(C.rpc, sess));
+	/* Within a peer time-out, with room for a loaded host. */
+	cr_assert_lt(took, 3ull * TIMEOUT_MS * 1000000, "%.1f ms", (double)took / 1e6);
 	side_down(&C);
 	side_down(&S);
 }
