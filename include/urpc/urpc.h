@@ -322,7 +322,8 @@ struct urpc_rpc_opts {
 	uint32_t connect_timeout_ms; /* connect fails after this; default 2000 */
 	/*
 	 * Sessions this Rpc may hold, client and server together, 1 to 2^24;
-	 * default URPC_RPC_DEFAULT_MAX_SESSIONS. Beyond it a connect gets
+	 * default sized to the host's memory (sessions of 1,280 B in 1/16 of
+	 * it), at most URPC_RPC_DEFAULT_MAX_SESSIONS. Beyond it a connect gets
 	 * -ENOSPC (urpc_session_connect() on this side; the client's
 	 * URPC_SM_CONNECT_FAILED event when this Rpc is the server). Its
 	 * tables take about 8.3 bytes of address space per possible session
@@ -333,9 +334,9 @@ struct urpc_rpc_opts {
 	 * Server sessions of this Rpc that clients at one IPv4 address may
 	 * hold together; beyond it their connects get -ENOSPC (in the
 	 * client's URPC_SM_CONNECT_FAILED event) and this Rpc logs which
-	 * address and limit. 0 (the default), or max_sessions and above: no
-	 * limit but max_sessions. Set it on a server that clients it does
-	 * not trust can reach (docs/SECURITY.md). Counted in 4096 buckets
+	 * address and limit. Default: max_sessions / 8 (as urpc_rpc_opts_init
+	 * sizes max_sessions). 0, or max_sessions and above: no limit but
+	 * max_sessions (docs/SECURITY.md). Counted in 4096 buckets
 	 * (16 KiB) by a secret hash of the address: addresses that share a
 	 * bucket share its limit.
 	 */
@@ -580,7 +581,7 @@ URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
  * failure; nothing is allocated per request).
  */
 #define URPC_SESSION_MAX_INFLIGHT 8
-/* The default of urpc_rpc_opts.max_sessions. */
+/* The largest default of urpc_rpc_opts.max_sessions (it is sized to memory). */
 #define URPC_RPC_DEFAULT_MAX_SESSIONS (1u << 20)
 #define URPC_SESSION_MAX_WAITING 64
 

@@ -10,10 +10,23 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "../util/log.h"
 
 static_assert(URPC_IS_POW2(URPC_SRC_BUCKETS), "the bucket count is a power of two");
+
+uint32_t urpc__src_default_max_sessions(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+	uint64_t n;
+
+	if (pages <= 0 || page <= 0)
+		return URPC_RPC_DEFAULT_MAX_SESSIONS;
+	n = (uint64_t)pages * (uint64_t)page / URPC_SRC_MEM_SHARE / URPC_SRC_SESSION_BYTES;
+	return (uint32_t)URPC_MAX(URPC_MIN(n, (uint64_t)URPC_RPC_DEFAULT_MAX_SESSIONS),
+				  (uint64_t)URPC_SRC_MIN_SESSIONS);
+}
 
 int urpc__src_init(struct urpc_rpc *rpc, uint32_t limit)
 {

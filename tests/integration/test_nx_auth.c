@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <urpc/urpc.h>
 
@@ -328,4 +329,26 @@ Test(nx_auth, a_session_the_server_forgot_is_reset_within_a_peer_timeout, .timeo
 	cr_assert_lt(took, 3ull * TIMEOUT_MS * 1000000, "%.1f ms", (double)took / 1e6);
 	side_down(&C);
 	side_down(&S);
+}
+
+/* Fair shares by default (item 3): max_sessions sized to memory, a per-source limit on. */
+Test(nx_auth, defaults_give_every_source_a_share)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+	struct urpc_rpc_opts o;
+	uint64_t mem_sessions;
+
+	urpc_rpc_opts_init(&o);
+	cr_assert_leq(o.max_sessions, URPC_RPC_DEFAULT_MAX_SESSIONS);
+	cr_assert_geq(o.max_sessions, 4096);
+	if (pages > 0 && page > 0) {
+		mem_sessions = (uint64_t)pages * (uint64_t)page / 16 / 1280;
+		cr_assert_leq(o.max_sessions, URPC_MAX(mem_sessions, 4096ull),
+			      "%u sessions would take more than 1/16 of %llu MiB", o.max_sessions,
+			      (unsigned long long)((uint64_t)pages * (uint64_t)page >> 20));
+	}
+	cr_assert_eq(o.max_sessions_per_source, o.max_sessions / 8);
+	cr_assert_gt(o.max_sessions_per_source, 0, "the per-source limit is on by default");
+	fprintf(stderr, "defaults: max_sessions %u, max_sessions_per_source %u\n", o.max_sessions,
+		o.max_sessions_per_source);
 }
