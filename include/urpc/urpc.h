@@ -556,6 +556,12 @@ struct urpc_rpc_stats {
 	 * CPU-bound threads: two of over 3 ms close together).
 	 */
 	uint64_t idle_yields;
+	/*
+	 * Server: large responses their client did not read within the
+	 * one-sided time-out: their grant revoked, their memory given back
+	 * (a READ after that fails; the request with -ECONNRESET).
+	 */
+	uint64_t grants_expired;
 };
 
 /**

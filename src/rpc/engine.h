@@ -213,6 +213,10 @@ struct urpc_srv_large {
 	struct urpc_tp_grant grant;  /* ... granted to the client while it is stored */
 	struct urpc_srv_large *next; /* on rpc->retiring, once its slot moved on */
 	uint32_t sess_num;	     /* ... from this session's slot */
+	/* While stored in @slot: on rpc->grants_live, revoked at @expires_ns (quota.c). */
+	struct urpc_srv_large *lprev, *lnext;
+	struct urpc_sslot *slot;
+	uint64_t expires_ns;
 };
 
 /*
@@ -426,6 +430,7 @@ struct urpc_rpc {
 	 * kept, untouched, until it may revoke without blocking (large.c).
 	 */
 	struct urpc_srv_large *retiring;
+	struct urpc_srv_large *grants_live, *grants_tail; /* stored in slots, oldest first */
 	struct urpc_cli_retiring *cli_retiring; /* ... and large requests (the same, client side) */
 	/* Users' exposures (rmem.c); NULL until the first. */
 	struct urpc_rmem_tab *rmem;

@@ -30,6 +30,7 @@
 #include "nexus/nexus.h"
 #include "nexus/nexus_peer.h"
 #include "nexus/sm.h"
+#include "rpc/engine.h"
 #include "rpc/rpc.h"
 #include "rpc/session.h"
 #include "udp_forge.h"
@@ -40,6 +41,8 @@
 #define SRV_ID 1
 #define CLI_ID 2
 #define T_ECHO 1
+#define T_BIG 2
+#define BIG_LEN (4u << 20)
 #define PING_MS 20
 #define TIMEOUT_MS 200
 #define WAIT_NS 10000000000ull /* any single wait; far beyond what it waits for */
@@ -64,6 +67,18 @@ static void echo(struct urpc_req_handle *h, void *arg)
 	cr_assert_eq(urpc_resp_enqueue(h, r), 0);
 }
 
+/* A large response of BIG_LEN bytes, whatever the request. */
+static void big(struct urpc_req_handle *h, void *arg)
+{
+	struct urpc_msgbuf *r = urpc_req_resp_msgbuf(h);
+	struct urpc_msgbuf mb;
+
+	(void)arg, (void)r;
+	cr_assert_eq(urpc_msgbuf_alloc(urpc_req_rpc(h), BIG_LEN, &mb), 0);
+	memset(mb.buf, 0xb1, BIG_LEN);
+	cr_assert_eq(urpc_resp_enqueue(h, &mb), 0);
+}
+
 static void sm_cb(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int status, void *arg)
 {
 	struct side *sd = arg;
@@ -84,8 +99,10 @@ static void side_up(struct side *sd, bool server)
 	urpc_nexus_opts_init(&no);
 	no.host = HOST;
 	cr_assert_eq(urpc_nexus_create(&no, &sd->nx), 0);
-	if (server)
+	if (server) {
 		cr_assert_eq(urpc_nexus_register_handler(sd->nx, T_ECHO, echo, NULL), 0);
+		cr_assert_eq(urpc_nexus_register_handler(sd->nx, T_BIG, big, NULL), 0);
+	}
 	urpc_rpc_opts_init(&o);
 	o.transport = URPC_TRANSPORT_UDP;
 	o.sm_handler = sm_cb;
@@ -351,4 +368,59 @@ Test(nx_auth, defaults_give_every_source_a_share)
 	cr_assert_gt(o.max_sessions_per_source, 0, "the per-source limit is on by default");
 	fprintf(stderr, "defaults: max_sessions %u, max_sessions_per_source %u\n", o.max_sessions,
 		o.max_sessions_per_source);
+}
+
+/*
+ * A large response its client does not READ (its process stops polling)
+ * is revoked after the one-sided time-out and the time its bytes take at
+ * URPC_QUOTA_MIN_RATE, and its memory and grant are given back (item 3);
+ * the client, once it runs again, fails that request with -ECONNRESET and
+ * keeps its session.
+ */
+Test(nx_auth, an_unread_large_response_is_revoked_and_its_memory_returned, .timeout = 60)
+{
+	struct urpc_msgbuf req, resp;
+	struct urpc_rpc_stats st;
+	uint64_t t0, want_ns;
+	unsigned want;
+	int sess;
+
+	side_up(&S, true);
+	side_up(&C, false);
+	sess = connect_one();
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, 16, &req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, BIG_LEN, &resp), 0);
+	want = echo_done + 1;
+	cr_assert_eq(urpc_req_enqueue(C.rpc, sess, T_BIG, &req, &resp, echo_cont, NULL, 0), 0);
+	/* The client sends its request, then stops: only the server runs. */
+	for (t0 = urpc__now_ns(); urpc__now_ns() - t0 < 20000000;)
+		urpc_rpc_run_event_loop_once(C.rpc);
+	while (!S.rpc->grants_live && urpc__now_ns() - t0 < WAIT_NS)
+		urpc_rpc_run_event_loop_once(S.rpc);
+	cr_assert_not_null(S.rpc->grants_live, "the large response was never stored");
+	cr_assert_eq(urpc__rpc_transport(S.rpc)->stats.grants_live, 1);
+	want_ns = S.rpc->grants_live->expires_ns - S.rpc->now;
+	t0 = urpc__now_ns();
+	while (S.rpc->grants_live && urpc__now_ns() - t0 < WAIT_NS)
+		urpc_rpc_run_event_loop_once(S.rpc);
+	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+	fprintf(stderr,
+		"grant quota: a %u-byte response unread for %.2f s (allowed %.2f s) was revoked; "
+		"grants_expired %llu\n",
+		BIG_LEN, (double)(urpc__now_ns() - t0) / 1e9, (double)want_ns / 1e9,
+		(unsigned long long)st.grants_expired);
+	cr_assert_eq(st.grants_expired, 1);
+	cr_assert_null(S.rpc->grants_live);
+	cr_assert_eq(urpc__rpc_transport(S.rpc)->stats.grants_live, 0, "the grant still lives");
+	/* The client runs again: that request fails, the session serves the next. */
+	for (t0 = urpc__now_ns(); echo_done < want && urpc__now_ns() - t0 < WAIT_NS;)
+		pump();
+	cr_assert_eq(echo_done, want);
+	cr_assert_eq(echo_status, -ECONNRESET, "status %d", echo_status);
+	cr_assert_eq(echo_once(sess), 0);
+	cr_assert_eq(C.resets, 0);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &req), 0);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &resp), 0);
+	side_down(&C);
+	side_down(&S);
 }

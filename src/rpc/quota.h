@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What one peer may hold of a server (issue 31, fair shares): the time a
+ * large response may wait for its client to READ it. A stored large
+ * response (large.c) lives on rpc->grants_live from the moment its handler
+ * answers; one its client has not read within the one-sided time-out,
+ * plus the time its bytes take at URPC_QUOTA_MIN_RATE, is revoked and its
+ * memory given back to the pool, so a client that never reads (or reads
+ * slower than that) cannot pin the server's memory.
+ * May call: the log.
+ */
+#ifndef URPC_RPC_QUOTA_H
+#define URPC_RPC_QUOTA_H
+
+#include "engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The slowest a client may READ a large response: 4 MiB/s. */
+#define URPC_QUOTA_MIN_RATE (4ull << 20)
+
+/* Large response @l, just stored in slot @sl: its time starts now. Owner thread. */
+void urpc__quota_grant_start(struct urpc_rpc *rpc, struct urpc_srv_large *l, struct urpc_sslot *sl);
+
+/* @l leaves its slot (read, replaced, its session gone): off the list. Owner thread. */
+void urpc__quota_grant_end(struct urpc_rpc *rpc, struct urpc_srv_large *l);
+
+/*
+ * The slot of the oldest stored large response if its time is up (taken
+ * off the list and counted in grants_expired; the caller retires it with
+ * urpc__srv_large_retire()), else NULL. The timer scan. Owner thread.
+ */
+struct urpc_sslot *urpc__quota_grant_expired(struct urpc_rpc *rpc);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_RPC_QUOTA_H */
