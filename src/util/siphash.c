@@ -7,6 +7,8 @@
  */
 #include "siphash.h"
 
+#include <string.h>
+
 #define ROTL64(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
 
 struct sip_state {
@@ -52,6 +54,19 @@ static inline uint64_t load_le(const uint8_t *b, size_t n)
 	return v;
 }
 
+/* A whole word: one load where the host is little-endian (memcpy: any alignment). */
+static inline uint64_t load_le64(const uint8_t *b)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	uint64_t v;
+
+	memcpy(&v, b, sizeof(v));
+	return v;
+#else
+	return load_le(b, 8);
+#endif
+}
+
 uint64_t urpc__siphash24(const uint64_t k[2], const void *data, size_t len)
 {
 	const uint8_t *b = data;
@@ -65,7 +80,7 @@ uint64_t urpc__siphash24(const uint64_t k[2], const void *data, size_t len)
 	size_t whole = len & ~(size_t)7, i;
 
 	for (i = 0; i < whole; i += 8)
-		sip_absorb(&s, load_le(b + i, 8));
+		sip_absorb(&s, load_le64(b + i));
 	/* The last word: the remaining bytes, and the length mod 256 in the top byte. */
 	sip_absorb(&s, load_le(b + whole, len - whole) | (uint64_t)(len & 0xff) << 56);
 	s.v2 ^= 0xff;
