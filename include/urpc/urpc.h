@@ -562,6 +562,11 @@ struct urpc_rpc_stats {
 	 * (a READ after that fails; the request with -ECONNRESET).
 	 */
 	uint64_t grants_expired;
+	/*
+	 * Server: large responses refused (the client gets EIO) because the
+	 * clients at its address held their share of unread ones (128 MiB).
+	 */
+	uint64_t grants_refused;
 };
 
 /**

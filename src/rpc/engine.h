@@ -217,6 +217,7 @@ struct urpc_srv_large {
 	struct urpc_srv_large *lprev, *lnext;
 	struct urpc_sslot *slot;
 	uint64_t expires_ns;
+	uint32_t src_bucket; /* its session's (session_src.h), whose share it counts in */
 };
 
 /*
@@ -399,6 +400,8 @@ struct urpc_rpc {
 	struct urpc_csprng secrets; /* session tokens: unpredictable from earlier ones */
 	/* Server sessions per source address (session_src.h); NULL: no limit. */
 	uint32_t *src_count;
+	uint64_t *src_bytes;	/* ... and the bytes of their stored large responses (quota.c) */
+	uint64_t src_bytes_max; /* ... at most (URPC_QUOTA_SRC_BYTES; tests lower it) */
 	uint32_t src_limit;
 	uint64_t src_key;
 	unsigned ntx;

@@ -81,8 +81,11 @@ URPC_COLD int urpc__srv_large_take(struct urpc_rpc *rpc, struct urpc_sslot *sl,
 {
 	struct urpc_msgbuf self;
 	struct urpc_srv_large *l;
-	int ret = urpc__pool_alloc(rpc->pool, sizeof(*l), &self);
+	int ret;
 
+	if (urpc__quota_bytes_refuse(rpc, sl, resp->data_size))
+		return -ENOBUFS;
+	ret = urpc__pool_alloc(rpc->pool, sizeof(*l), &self);
 	if (unlikely(ret)) {
 		URPC_WARN_RATELIMIT(rpc->id,
 				    "no room to store a %zu-byte response (%s): the Rpc's "

@@ -75,8 +75,9 @@ void urpc__cli_grant_read_done(struct urpc_rpc *rpc, struct urpc_tp_grant *g);
 /*
  * Server slot @sl stores the large response @resp, which the library takes
  * (@resp is zeroed; copies the application kept become stale): it moves to
- * an entry of its own (sl->large), not yet granted. 0, or -ENOMEM (no pool
- * buffer for the entry: logged, nothing taken). Cold.
+ * an entry of its own (sl->large), not yet granted. 0, -ENOBUFS (its source
+ * holds its share of stored responses, quota.h) or -ENOMEM (no pool buffer
+ * for the entry): logged, nothing taken. Cold.
  */
 int urpc__srv_large_take(struct urpc_rpc *rpc, struct urpc_sslot *sl, struct urpc_msgbuf *resp);
 

@@ -13,7 +13,12 @@
 void urpc__quota_grant_start(struct urpc_rpc *rpc, struct urpc_srv_large *l, struct urpc_sslot *sl)
 {
 	struct urpc_srv_large *p = rpc->grants_tail;
+	uint32_t b = sl->h.priv_sess->srv.src_bucket;
 
+	/* Its bytes count in its source's share of the pool while it is stored. */
+	l->src_bucket = rpc->src_bytes ? b : 0;
+	if (l->src_bucket)
+		rpc->src_bytes[b - 1] += l->resp.data_size;
 	/* The one-sided time-out, and the time its bytes take at the slowest rate allowed. */
 	l->slot = sl;
 	l->expires_ns = rpc->now + URPC_MAX(rpc->tp->one_sided_timeout_ns, URPC_OS_TIMEOUT_MIN_NS) +
@@ -37,6 +42,8 @@ void urpc__quota_grant_end(struct urpc_rpc *rpc, struct urpc_srv_large *l)
 {
 	if (!l->slot)
 		return;
+	if (l->src_bucket)
+		rpc->src_bytes[l->src_bucket - 1] -= l->resp.data_size;
 	if (l->lprev)
 		l->lprev->lnext = l->lnext;
 	else
@@ -68,4 +75,21 @@ struct urpc_sslot *urpc__quota_grant_expired(struct urpc_rpc *rpc)
 						 1000000));
 	urpc__quota_grant_end(rpc, l);
 	return sl;
+}
+
+bool urpc__quota_bytes_refuse(struct urpc_rpc *rpc, const struct urpc_sslot *sl, size_t len)
+{
+	uint32_t b = sl->h.priv_sess->srv.src_bucket;
+
+	if (!b || !rpc->src_bytes || rpc->src_bytes[b - 1] + len <= rpc->src_bytes_max)
+		return false;
+	rpc->st.grants_refused++;
+	URPC_WARN_RATELIMIT(
+		rpc->id,
+		"session %u: refusing to store a %zu-byte large response: the clients "
+		"at its address hold %llu bytes of unread large responses, their "
+		"share (%llu MiB, with max_sessions_per_source on); the client gets EIO",
+		sl->h.priv_sess->local_num, len, (unsigned long long)rpc->src_bytes[b - 1],
+		(unsigned long long)(URPC_QUOTA_SRC_BYTES >> 20));
+	return true;
 }

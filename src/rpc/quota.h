@@ -6,7 +6,8 @@
  * answers; one its client has not read within the one-sided time-out,
  * plus the time its bytes take at URPC_QUOTA_MIN_RATE, is revoked and its
  * memory given back to the pool, so a client that never reads (or reads
- * slower than that) cannot pin the server's memory.
+ * slower than that) cannot pin the server's memory; and the clients of
+ * one source address hold at most URPC_QUOTA_SRC_BYTES of them at once.
  * May call: the log.
  */
 #ifndef URPC_RPC_QUOTA_H
@@ -20,6 +21,19 @@ extern "C" {
 
 /* The slowest a client may READ a large response: 4 MiB/s. */
 #define URPC_QUOTA_MIN_RATE (4ull << 20)
+/*
+ * The bytes of stored large responses the clients at one source address
+ * may hold together (with the per-source limit on): an eighth of the
+ * pool's 1 GiB cap.
+ */
+#define URPC_QUOTA_SRC_BYTES (128ull << 20)
+
+/*
+ * Would storing a @len-byte large response in slot @sl take its source
+ * past URPC_QUOTA_SRC_BYTES? Then true, counted (grants_refused) and
+ * logged: the caller refuses the response (the client gets EIO).
+ */
+bool urpc__quota_bytes_refuse(struct urpc_rpc *rpc, const struct urpc_sslot *sl, size_t len);
 
 /* Large response @l, just stored in slot @sl: its time starts now. Owner thread. */
 void urpc__quota_grant_start(struct urpc_rpc *rpc, struct urpc_srv_large *l, struct urpc_sslot *sl);

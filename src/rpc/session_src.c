@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Admission of server sessions (session_src.h). Owns rpc->src_count and
+ * Admission of server sessions (session_src.h). Owns rpc->src_count (and
+ * allocates rpc->src_bytes, which quota.c keeps) and
  * each server session's srv.src_bucket. May call: the transport's ep_host,
  * the Rpc's secret generator (the hash key), the log.
  */
@@ -35,8 +36,12 @@ int urpc__src_init(struct urpc_rpc *rpc, uint32_t limit)
 	if (!rpc->src_limit)
 		return 0;
 	rpc->src_count = calloc(URPC_SRC_BUCKETS, sizeof(*rpc->src_count));
-	if (!rpc->src_count)
+	rpc->src_bytes = calloc(URPC_SRC_BUCKETS, sizeof(*rpc->src_bytes));
+	rpc->src_bytes_max = 128ull << 20; /* quota.h's URPC_QUOTA_SRC_BYTES */
+	if (!rpc->src_count || !rpc->src_bytes) {
+		urpc__src_fini(rpc);
 		return -ENOMEM;
+	}
 	rpc->src_key = urpc__csprng_next(&rpc->secrets);
 	return 0;
 }
@@ -44,7 +49,9 @@ int urpc__src_init(struct urpc_rpc *rpc, uint32_t limit)
 void urpc__src_fini(struct urpc_rpc *rpc)
 {
 	free(rpc->src_count);
+	free(rpc->src_bytes);
 	rpc->src_count = NULL;
+	rpc->src_bytes = NULL;
 }
 
 /* The bucket of @ip: MurmurHash3's finaliser of the address under the key. */
