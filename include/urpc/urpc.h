@@ -567,6 +567,12 @@ struct urpc_rpc_stats {
 	 * clients at its address held their share of unread ones (128 MiB).
 	 */
 	uint64_t grants_refused;
+	/*
+	 * Server: large requests not read yet (their client resends them)
+	 * because the sessions at their address held their share of the
+	 * one-sided operations (a quarter).
+	 */
+	uint64_t os_share_waits;
 };
 
 /**

@@ -152,6 +152,7 @@ struct urpc_os_op {
 	struct urpc_msgbuf *resp;
 	int status;
 	uint16_t next_free;
+	uint16_t src_bucket; /* SRV_REQ: its session's source (quota.h); 0: none */
 };
 
 /* Server slot: what was queued beyond the first send of a stored response. */
@@ -400,7 +401,8 @@ struct urpc_rpc {
 	struct urpc_csprng secrets; /* session tokens: unpredictable from earlier ones */
 	/* Server sessions per source address (session_src.h); NULL: no limit. */
 	uint32_t *src_count;
-	uint64_t *src_bytes;	/* ... and the bytes of their stored large responses (quota.c) */
+	uint64_t
+		*src_bytes; /* ... [2b]: bytes of stored large responses, [2b+1]: READs (quota.c) */
 	uint64_t src_bytes_max; /* ... at most (URPC_QUOTA_SRC_BYTES; tests lower it) */
 	uint32_t src_limit;
 	uint64_t src_key;

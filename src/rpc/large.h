@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "quota.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,6 +33,8 @@ static inline uint16_t urpc__os_get(struct urpc_rpc *rpc)
 
 static inline void urpc__os_put(struct urpc_rpc *rpc, uint16_t i)
 {
+	if (unlikely(rpc->os[i].src_bucket))
+		urpc__quota_op_put(rpc, &rpc->os[i]);
 	rpc->os[i].busy = false;
 	rpc->os[i].next_free = rpc->os_free;
 	rpc->os_free = i;

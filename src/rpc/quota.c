@@ -18,7 +18,7 @@ void urpc__quota_grant_start(struct urpc_rpc *rpc, struct urpc_srv_large *l, str
 	/* Its bytes count in its source's share of the pool while it is stored. */
 	l->src_bucket = rpc->src_bytes ? b : 0;
 	if (l->src_bucket)
-		rpc->src_bytes[b - 1] += l->resp.data_size;
+		rpc->src_bytes[2 * (b - 1)] += l->resp.data_size;
 	/* The one-sided time-out, and the time its bytes take at the slowest rate allowed. */
 	l->slot = sl;
 	l->expires_ns = rpc->now + URPC_MAX(rpc->tp->one_sided_timeout_ns, URPC_OS_TIMEOUT_MIN_NS) +
@@ -43,7 +43,7 @@ void urpc__quota_grant_end(struct urpc_rpc *rpc, struct urpc_srv_large *l)
 	if (!l->slot)
 		return;
 	if (l->src_bucket)
-		rpc->src_bytes[l->src_bucket - 1] -= l->resp.data_size;
+		rpc->src_bytes[2 * (l->src_bucket - 1)] -= l->resp.data_size;
 	if (l->lprev)
 		l->lprev->lnext = l->lnext;
 	else
@@ -81,7 +81,7 @@ bool urpc__quota_bytes_refuse(struct urpc_rpc *rpc, const struct urpc_sslot *sl,
 {
 	uint32_t b = sl->h.priv_sess->srv.src_bucket;
 
-	if (!b || !rpc->src_bytes || rpc->src_bytes[b - 1] + len <= rpc->src_bytes_max)
+	if (!b || !rpc->src_bytes || rpc->src_bytes[2 * (b - 1)] + len <= rpc->src_bytes_max)
 		return false;
 	rpc->st.grants_refused++;
 	URPC_WARN_RATELIMIT(
@@ -89,7 +89,26 @@ bool urpc__quota_bytes_refuse(struct urpc_rpc *rpc, const struct urpc_sslot *sl,
 		"session %u: refusing to store a %zu-byte large response: the clients "
 		"at its address hold %llu bytes of unread large responses, their "
 		"share (%llu MiB, with max_sessions_per_source on); the client gets EIO",
-		sl->h.priv_sess->local_num, len, (unsigned long long)rpc->src_bytes[b - 1],
+		sl->h.priv_sess->local_num, len, (unsigned long long)rpc->src_bytes[2 * (b - 1)],
 		(unsigned long long)(URPC_QUOTA_SRC_BYTES >> 20));
 	return true;
+}
+
+bool urpc__quota_op_refuse(struct urpc_rpc *rpc, const struct urpc_session *s)
+{
+	uint32_t b = s->srv.src_bucket;
+
+	if (!b || !rpc->src_bytes || rpc->src_bytes[2 * (b - 1) + 1] < URPC_QUOTA_SRC_OPS)
+		return false;
+	rpc->st.os_share_waits++;
+	return true;
+}
+
+void urpc__quota_op_take(struct urpc_rpc *rpc, const struct urpc_session *s, struct urpc_os_op *op)
+{
+	uint32_t b = rpc->src_bytes ? s->srv.src_bucket : 0;
+
+	op->src_bucket = (uint16_t)b;
+	if (b)
+		rpc->src_bytes[2 * (b - 1) + 1]++;
 }

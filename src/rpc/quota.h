@@ -35,6 +35,31 @@ extern "C" {
  */
 bool urpc__quota_bytes_refuse(struct urpc_rpc *rpc, const struct urpc_sslot *sl, size_t len);
 
+/*
+ * The server's one-sided operations (URPC_OS_OPS, READs of large requests):
+ * the sessions of one source address hold at most URPC_QUOTA_SRC_OPS of
+ * them at once, so that one slow reader cannot hold them all.
+ */
+#define URPC_QUOTA_SRC_OPS (URPC_OS_OPS / 4)
+
+/*
+ * May server session @s start another READ? True (refuse: the request is
+ * dropped and its client's retransmission brings it again; counted in
+ * os_share_waits) when its source holds its share.
+ */
+bool urpc__quota_op_refuse(struct urpc_rpc *rpc, const struct urpc_session *s);
+
+/* Operation @op reads a request of @s now: counted in its source's share until urpc__os_put(). */
+void urpc__quota_op_take(struct urpc_rpc *rpc, const struct urpc_session *s, struct urpc_os_op *op);
+
+/* Operation @op is over: its source's share. */
+static inline void urpc__quota_op_put(struct urpc_rpc *rpc, struct urpc_os_op *op)
+{
+	if (op->src_bucket && rpc->src_bytes)
+		rpc->src_bytes[2 * (op->src_bucket - 1u) + 1]--;
+	op->src_bucket = 0;
+}
+
 /* Large response @l, just stored in slot @sl: its time starts now. Owner thread. */
 void urpc__quota_grant_start(struct urpc_rpc *rpc, struct urpc_srv_large *l, struct urpc_sslot *sl);
 

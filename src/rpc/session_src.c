@@ -36,7 +36,7 @@ int urpc__src_init(struct urpc_rpc *rpc, uint32_t limit)
 	if (!rpc->src_limit)
 		return 0;
 	rpc->src_count = calloc(URPC_SRC_BUCKETS, sizeof(*rpc->src_count));
-	rpc->src_bytes = calloc(URPC_SRC_BUCKETS, sizeof(*rpc->src_bytes));
+	rpc->src_bytes = calloc(2 * URPC_SRC_BUCKETS, sizeof(*rpc->src_bytes));
 	rpc->src_bytes_max = 128ull << 20; /* quota.h's URPC_QUOTA_SRC_BYTES */
 	if (!rpc->src_count || !rpc->src_bytes) {
 		urpc__src_fini(rpc);

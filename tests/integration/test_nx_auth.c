@@ -43,6 +43,8 @@
 #define CLI_ID 2
 #define T_ECHO 1
 #define T_BIG 2
+#define T_SINK 3
+#define PUT_LEN (1u << 20)
 #define BIG_LEN (4u << 20)
 #define PING_MS 20
 #define TIMEOUT_MS 200
@@ -82,6 +84,17 @@ static void big(struct urpc_req_handle *h, void *arg)
 		cr_assert_eq(urpc_msgbuf_free(urpc_req_rpc(h), &mb), 0);
 }
 
+/* Any request: an 8-byte answer (a large request is READ before it runs). */
+static void sink_h(struct urpc_req_handle *h, void *arg)
+{
+	struct urpc_msgbuf *r = urpc_req_resp_msgbuf(h);
+
+	(void)arg;
+	memset(r->buf, 0, 8);
+	urpc_msgbuf_resize(r, 8);
+	cr_assert_eq(urpc_resp_enqueue(h, r), 0);
+}
+
 static void sm_cb(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int status, void *arg)
 {
 	struct side *sd = arg;
@@ -93,18 +106,26 @@ static void sm_cb(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int 
 		sd->resets++; /* RESET, DISCONNECTED or a failed connect: none must happen */
 }
 
+static void side_up_at(struct side *sd, bool server, const char *host);
+
 static void side_up(struct side *sd, bool server)
+{
+	side_up_at(sd, server, HOST);
+}
+
+static void side_up_at(struct side *sd, bool server, const char *host)
 {
 	struct urpc_nexus_opts no;
 	struct urpc_rpc_opts o;
 
 	memset(sd, 0, sizeof(*sd));
 	urpc_nexus_opts_init(&no);
-	no.host = HOST;
+	no.host = host;
 	cr_assert_eq(urpc_nexus_create(&no, &sd->nx), 0);
 	if (server) {
 		cr_assert_eq(urpc_nexus_register_handler(sd->nx, T_ECHO, echo, NULL), 0);
 		cr_assert_eq(urpc_nexus_register_handler(sd->nx, T_BIG, big, NULL), 0);
+		cr_assert_eq(urpc_nexus_register_handler(sd->nx, T_SINK, sink_h, NULL), 0);
 	}
 	urpc_rpc_opts_init(&o);
 	o.transport = URPC_TRANSPORT_UDP;
@@ -508,6 +529,93 @@ Test(nx_auth, one_address_holds_at_most_its_share_of_unread_responses, .timeout 
 		cr_assert_eq(urpc_msgbuf_free(C.rpc, &resp[i]), 0);
 	}
 	cr_assert_eq(echo_once(sess), 0);
+	side_down(&C);
+	side_down(&S);
+}
+
+/*
+ * One slow reader cannot hold every one-sided operation of a server (item
+ * 3): a client at 127.0.0.2 sends 64 large requests on 8 sessions and then
+ * stops serving its READs; it holds at most URPC_OS_OPS / 4 of the server's
+ * operations, and a client at 127.0.0.1 has its own large request read
+ * and answered meanwhile (before: all 64 were held, and the victim waited
+ * for the one-sided time-out).
+ */
+Test(nx_auth, a_slow_reader_holds_at_most_its_share_of_one_sided_operations, .timeout = 60)
+{
+	enum { NS = 8, PER = 8 };
+	static struct urpc_msgbuf ereq[NS * PER], eresp[NS * PER];
+	struct urpc_msgbuf vreq, vresp;
+	struct side E;
+	char hp[64];
+	int es[NS], sess;
+	unsigned i, k, want, e_conn = 0;
+	uint64_t t0, took;
+	struct urpc_rpc_stats st;
+
+	side_up(&S, true);
+	side_up(&C, false);
+	side_up_at(&E, false, "127.0.0.2");
+	sess = connect_one();
+	snprintf(hp, sizeof(hp), "%s:%u", HOST, urpc_nexus_port(S.nx));
+	for (i = 0; i < NS; i++)
+		cr_assert_eq(urpc_session_connect(E.rpc, hp, SRV_ID, &es[i]), 0);
+	for (t0 = urpc__now_ns(); E.connected < NS && urpc__now_ns() - t0 < WAIT_NS;) {
+		pump();
+		urpc_rpc_run_event_loop_once(E.rpc);
+	}
+	cr_assert_eq(E.connected, NS);
+	for (i = 0; i < NS; i++)
+		for (k = 0; k < PER; k++) {
+			struct urpc_msgbuf *q = &ereq[i * PER + k], *r = &eresp[i * PER + k];
+
+			cr_assert_eq(urpc_msgbuf_alloc(E.rpc, PUT_LEN, q), 0);
+			cr_assert_eq(urpc_msgbuf_alloc(E.rpc, 64, r), 0);
+			memset(q->buf, 0xe1, PUT_LEN);
+			cr_assert_eq(
+				urpc_req_enqueue(E.rpc, es[i], T_SINK, q, r, count_cont, NULL, 0),
+				0);
+		}
+	/* Its descriptors leave; then it stops: the server's READs of it stall. */
+	for (t0 = urpc__now_ns(); urpc__now_ns() - t0 < 20000000;)
+		urpc_rpc_run_event_loop_once(E.rpc);
+	for (t0 = urpc__now_ns(); urpc__now_ns() - t0 < 50000000;)
+		pump();
+	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+	e_conn = S.rpc->os_busy;
+	/* The victim's large request, meanwhile. */
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, PUT_LEN, &vreq), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, 64, &vresp), 0);
+	memset(vreq.buf, 0x5a, PUT_LEN);
+	want = echo_done + 1;
+	cr_assert_eq(urpc_req_enqueue(C.rpc, sess, T_SINK, &vreq, &vresp, echo_cont, NULL, 0), 0);
+	for (t0 = urpc__now_ns(); echo_done < want && urpc__now_ns() - t0 < WAIT_NS;)
+		pump();
+	took = urpc__now_ns() - t0;
+	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+	fprintf(stderr,
+		"one-sided share: a stalled reader held %u of the server's %u operations "
+		"(os_share_waits %llu); the victim's 1 MiB request took %.1f ms\n",
+		e_conn, URPC_OS_OPS, (unsigned long long)st.os_share_waits, (double)took / 1e6);
+	cr_assert_eq(echo_done, want);
+	cr_assert_eq(echo_status, 0);
+	cr_assert_leq(e_conn, URPC_OS_OPS / 4);
+	cr_assert_gt(st.os_share_waits, 0);
+	cr_assert_lt(took, 500000000ull, "the victim waited %.1f ms", (double)took / 1e6);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &vreq), 0);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &vresp), 0);
+	/* The slow reader runs again: its requests end, one way or another. */
+	want = echo_done + NS * PER;
+	for (t0 = urpc__now_ns(); echo_done < want && urpc__now_ns() - t0 < 3 * WAIT_NS;) {
+		pump();
+		urpc_rpc_run_event_loop_once(E.rpc);
+	}
+	cr_assert_eq(echo_done, want);
+	for (i = 0; i < NS * PER; i++) {
+		cr_assert_eq(urpc_msgbuf_free(E.rpc, &ereq[i]), 0);
+		cr_assert_eq(urpc_msgbuf_free(E.rpc, &eresp[i]), 0);
+	}
+	side_down(&E);
 	side_down(&C);
 	side_down(&S);
 }
