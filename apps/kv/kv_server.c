@@ -26,6 +26,9 @@
 
 #define PROG "urpc-kv-server"
 
+/* Default --max-sessions-per-source: 128 client processes of a host, two sessions each. */
+#define KV_PER_SOURCE 256u
+
 struct opts {
 	const char *host;
 	const char *device;
@@ -33,6 +36,7 @@ struct opts {
 	unsigned long threads;
 	unsigned long memory_mib;
 	unsigned long peer_timeout_ms;
+	unsigned long per_source; /* sessions one client address may hold per thread */
 	enum urpc_transport_kind kind;
 	bool kind_set;
 };
@@ -126,6 +130,11 @@ static void usage(FILE *f)
 		"                        for dead too; a dead one is noticed only after MS.\n"
 		"                        Whichever side's timeout runs out first fails both:\n"
 		"                        give urpc-kv-client the same value\n"
+		"      --max-sessions-per-source N\n"
+		"                        sessions the clients at one IPv4 address may hold\n"
+		"                        with each thread, 1 to %u (default %u); beyond it a\n"
+		"                        connect is refused (-ENOSPC) and the server logs\n"
+		"                        the address: one host cannot take every session\n"
 		"  -h, --help            show this help\n"
 		"\n"
 		"Signals: SIGUSR1 prints the statistics (operations per type and thread,\n"
@@ -134,7 +143,8 @@ static void usage(FILE *f)
 		"\n"
 		"Exit status: 0 on a clean stop, 1 on a runtime error, 2 on bad usage.\n",
 		KV_MAX_VALUE >> 20, KV_MAX_THREADS, KV_PEER_TIMEOUT_MIN_MS, KV_PEER_TIMEOUT_MAX_MS,
-		def.peer_timeout_ms, def.ping_interval_ms);
+		def.peer_timeout_ms, def.ping_interval_ms, URPC_RPC_DEFAULT_MAX_SESSIONS,
+		KV_PER_SOURCE);
 }
 
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
@@ -149,6 +159,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{URPC_APP_STR("device", 'd', &o->device)},
 		{URPC_APP_ULONG("peer-timeout", 0, &o->peer_timeout_ms, KV_PEER_TIMEOUT_MIN_MS,
 				KV_PEER_TIMEOUT_MAX_MS)},
+		{URPC_APP_ULONG("max-sessions-per-source", 0, &o->per_source, 1,
+				URPC_RPC_DEFAULT_MAX_SESSIONS)},
 	};
 	const struct urpc_app_cmdline cl = {URPC_APP_CMDLINE(PROG, usage, opts),
 					    .refusal = URPC_APP_REFUSE_TRY};
@@ -161,6 +173,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	o->threads = 2;
 	o->memory_mib = 256;
 	o->peer_timeout_ms = def.peer_timeout_ms;
+	o->per_source = KV_PER_SOURCE;
 	o->kind_set = false;
 	return urpc_app_parse_args(&cl, argc, argv, NULL);
 }
@@ -561,6 +574,8 @@ static void *thread_main(void *arg)
 		ro.transport = srv->o.kind;
 	ro.device = srv->o.device;
 	ro.peer_timeout_ms = (uint32_t)srv->o.peer_timeout_ms;
+	/* A fair share of every thread for every client host (docs/SECURITY.md). */
+	ro.max_sessions_per_source = (uint32_t)srv->o.per_source;
 	ret = urpc_rpc_create(srv->nx, (uint8_t)t->id, &ro, &t->rpc);
 	if (ret) {
 		t->err = ret;

@@ -240,6 +240,7 @@ struct urpc_nexus_stats {
 	uint64_t heartbeats_tx;	  /* NX_PING and NX_PONG sent (one per peer process and interval) */
 	uint64_t heartbeats_rx;	  /* ... and received */
 	uint64_t cookies_tx;	  /* CONNECT_REQs without a valid cookie, answered with one */
+	uint64_t drop_auth; /* SM packets that failed the peer's MAC (or had none): no effect */
 };
 
 /**
@@ -331,7 +332,8 @@ struct urpc_rpc_opts {
 	uint32_t connect_timeout_ms; /* connect fails after this; default 2000 */
 	/*
 	 * Sessions this Rpc may hold, client and server together, 1 to 2^24;
-	 * default URPC_RPC_DEFAULT_MAX_SESSIONS. Beyond it a connect gets
+	 * default sized to the host's memory (sessions of 1,280 B in 1/16 of
+	 * it), at most URPC_RPC_DEFAULT_MAX_SESSIONS. Beyond it a connect gets
 	 * -ENOSPC (urpc_session_connect() on this side; the client's
 	 * URPC_SM_CONNECT_FAILED event when this Rpc is the server). Its
 	 * tables take about 8.3 bytes of address space per possible session
@@ -342,9 +344,9 @@ struct urpc_rpc_opts {
 	 * Server sessions of this Rpc that clients at one IPv4 address may
 	 * hold together; beyond it their connects get -ENOSPC (in the
 	 * client's URPC_SM_CONNECT_FAILED event) and this Rpc logs which
-	 * address and limit. 0 (the default), or max_sessions and above: no
-	 * limit but max_sessions. Set it on a server that clients it does
-	 * not trust can reach (docs/SECURITY.md). Counted in 4096 buckets
+	 * address and limit. Default: max_sessions / 8 (as urpc_rpc_opts_init
+	 * sizes max_sessions). 0, or max_sessions and above: no limit but
+	 * max_sessions (docs/SECURITY.md). Counted in 4096 buckets
 	 * (16 KiB) by a secret hash of the address: addresses that share a
 	 * bucket share its limit.
 	 */
@@ -585,6 +587,23 @@ struct urpc_rpc_stats {
 	 * on a large transfer can judge progress by it instead of by a total.
 	 */
 	uint64_t os_progress;
+	/*
+	 * Server: large responses their client did not read within the
+	 * one-sided time-out: their grant revoked, their memory given back
+	 * (a READ after that fails; the request with -ECONNRESET).
+	 */
+	uint64_t grants_expired;
+	/*
+	 * Server: large responses refused (the client gets EIO) because the
+	 * clients at its address held their share of unread ones (128 MiB).
+	 */
+	uint64_t grants_refused;
+	/*
+	 * Server: large requests not read yet (their client resends them)
+	 * because the sessions at their address held their share of the
+	 * one-sided operations (a quarter).
+	 */
+	uint64_t os_share_waits;
 };
 
 /**
@@ -610,7 +629,7 @@ URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
  * failure; nothing is allocated per request).
  */
 #define URPC_SESSION_MAX_INFLIGHT 8
-/* The default of urpc_rpc_opts.max_sessions. */
+/* The largest default of urpc_rpc_opts.max_sessions (it is sized to memory). */
 #define URPC_RPC_DEFAULT_MAX_SESSIONS (1u << 20)
 #define URPC_SESSION_MAX_WAITING 64
 

@@ -43,6 +43,7 @@
 
 #include "../util/log.h"
 #include "../util/seam.h"
+#include "nexus_auth.h"
 #include "nexus_io.h"
 #include "nexus_peer.h"
 
@@ -203,9 +204,12 @@ static void notify_rpcs(struct urpc_nexus *nx)
 			stat_inc(&nx->stats.drop_queue_full); /* its session scan still sees it */
 }
 
-/* A heartbeat of @type to @to, with what we said of it (@failed_it). nx->lock held. */
+/*
+ * A heartbeat of @type to @to, with what we said of it (@failed_it) and the
+ * sessions we hold with it (@sessions). nx->lock held.
+ */
 static void heartbeat_send(struct urpc_nexus *nx, const struct sockaddr_in *to,
-			   enum urpc_sm_pkt_type type, uint64_t failed_it)
+			   enum urpc_sm_pkt_type type, uint64_t failed_it, uint32_t sessions)
 {
 	struct urpc_sm_pkt p;
 	unsigned i;
@@ -213,6 +217,7 @@ static void heartbeat_send(struct urpc_nexus *nx, const struct sockaddr_in *to,
 	memset(&p, 0, sizeof(p));
 	p.type = type;
 	p.seq = failed_it;
+	p.client_sess = sessions;
 	p.ep_len = URPC_NXP_RPC_BYTES;
 	for (i = 0; i < NEXUS_MAX_RPCS; i++)
 		if (nx->rpcs[i])
@@ -225,8 +230,9 @@ static void ping_peer(void *arg, const struct urpc_nx_peer *peer)
 {
 	struct urpc_nexus *nx = arg;
 
-	if (!atomic_load_explicit(&nx->mute, memory_order_relaxed))
-		heartbeat_send(nx, &peer->addr, URPC_SM_PKT_NX_PING, peer->failed_it);
+	/* Without a secret yet, nothing we say would be believed. */
+	if (!atomic_load_explicit(&nx->mute, memory_order_relaxed) && peer->nonce_remote)
+		heartbeat_send(nx, &peer->addr, URPC_SM_PKT_NX_PING, peer->failed_it, peer->refs);
 }
 
 uint32_t urpc__nexus_notices(const struct urpc_nexus *nx)
@@ -239,7 +245,7 @@ void urpc__nexus_set_mute(struct urpc_nexus *nx, bool mute)
 	atomic_store_explicit(&nx->mute, mute, memory_order_relaxed);
 }
 
-/* A heartbeat @p arrived: refresh its peer; answer a ping. SM thread. */
+/* A signed heartbeat @p arrived: refresh its peer; answer a ping. SM thread. */
 static void heartbeat_rx(struct urpc_nexus *nx, const struct urpc_sm_pkt *p)
 {
 	const struct urpc_nx_peer *peer;
@@ -247,11 +253,12 @@ static void heartbeat_rx(struct urpc_nexus *nx, const struct urpc_sm_pkt *p)
 	stat_inc(&nx->stats.heartbeats_rx);
 	pthread_mutex_lock(&nx->lock);
 	if (urpc__nxp_heard(&nx->peers, &p->from, p->nexus_inc, p->nexus_epoch, p->seq, p->ep,
-			    urpc__now_ns()))
+			    p->client_sess, urpc__now_ns()))
 		notify_rpcs(nx);
 	if (p->type == URPC_SM_PKT_NX_PING) {
 		peer = urpc__nxp_find(&nx->peers, &p->from);
-		heartbeat_send(nx, &p->from, URPC_SM_PKT_NX_PONG, peer ? peer->failed_it : 0);
+		heartbeat_send(nx, &p->from, URPC_SM_PKT_NX_PONG, peer ? peer->failed_it : 0,
+			       peer ? peer->refs : 0);
 	}
 	pthread_mutex_unlock(&nx->lock);
 }
@@ -297,6 +304,7 @@ void urpc__nexus_peer_put(struct urpc_nexus *nx, struct urpc_nx_peer *p)
 static void sm_input(struct urpc_nexus *nx, const uint8_t *buf, size_t n,
 		     const struct sockaddr_in *from, struct rx_batch *b)
 {
+	enum urpc_nxa_verdict verdict;
 	struct urpc_sm_pkt pkt;
 
 	stat_inc(&nx->stats.sm_rx);
@@ -319,18 +327,28 @@ static void sm_input(struct urpc_nexus *nx, const uint8_t *buf, size_t n,
 		reply_cookie(nx, &pkt);
 		return;
 	}
+	/* Every heartbeat lists the Rpc ids; a shorter one would get a longer PONG. */
+	if ((pkt.type == URPC_SM_PKT_NX_PING || pkt.type == URPC_SM_PKT_NX_PONG) &&
+	    pkt.ep_len != URPC_NXP_RPC_BYTES) {
+		stat_inc(&nx->stats.drop_bad_pkt);
+		return;
+	}
+	/* Signed by the peer, or it changes nothing of it (nexus_auth.h). */
+	pthread_mutex_lock(&nx->lock);
+	verdict = urpc__nxa_check(&nx->peers, &pkt, buf, n, NEXUS_HELLO_TTL_NS, urpc__now_ns());
+	if (verdict == URPC_NXA_REFUSED) {
+		pthread_mutex_unlock(&nx->lock);
+		stat_inc(&nx->stats.drop_auth);
+		return;
+	}
 	if (pkt.type == URPC_SM_PKT_NX_PING || pkt.type == URPC_SM_PKT_NX_PONG) {
-		/* Every heartbeat lists the Rpc ids; a shorter one would get a longer PONG. */
-		if (pkt.ep_len != URPC_NXP_RPC_BYTES) {
-			stat_inc(&nx->stats.drop_bad_pkt);
-			return;
-		}
+		pthread_mutex_unlock(&nx->lock);
 		heartbeat_rx(nx, &pkt);
 		return;
 	}
 	/* A restarted peer fails before what it sends now opens a session. */
-	pthread_mutex_lock(&nx->lock);
-	if (urpc__nxp_seen(&nx->peers, from, pkt.nexus_inc, pkt.nexus_epoch,
+	if (verdict == URPC_NXA_OK &&
+	    urpc__nxp_seen(&nx->peers, from, pkt.nexus_inc, pkt.nexus_epoch,
 			   urpc__sm_pkt_to_server(pkt.type) ? pkt.client_rpc_id : pkt.server_rpc_id,
 			   pkt.rpc_inc, urpc__now_ns()))
 		notify_rpcs(nx);
@@ -434,6 +452,24 @@ static void *sm_thread(void *arg)
 /* ---- create / destroy ---------------------------------------------------- */
 
 /*
+ * nx->lock, recursive: an SM send signs its packet under it (nexus_io.c),
+ * and heartbeats are sent with it held. 0 or -errno.
+ */
+static int lock_init(struct urpc_nexus *nx)
+{
+	pthread_mutexattr_t a;
+	int ret;
+
+	ret = pthread_mutexattr_init(&a);
+	if (!ret)
+		ret = pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+	if (!ret)
+		ret = pthread_mutex_init(&nx->lock, &a);
+	pthread_mutexattr_destroy(&a);
+	return -ret;
+}
+
+/*
  * Bind the SM socket at @host:@port, start the SM thread. The caller owns
  * *@out until urpc_nexus_destroy(). Thread: any.
  */
@@ -469,11 +505,9 @@ URPC_API int urpc_nexus_create(const struct urpc_nexus_opts *o, struct urpc_nexu
 	atomic_init(&nx->stop, false);
 	nx->incarnation = urpc__entropy64() | 1;
 	urpc__sm_cookie_key_init(&nx->cookie_key);
-	ret = pthread_mutex_init(&nx->lock, NULL);
-	if (ret) {
-		ret = -ret;
+	ret = lock_init(nx);
+	if (ret)
 		goto out_free;
-	}
 
 	nx->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (nx->fd < 0) {
@@ -579,10 +613,10 @@ int urpc__nexus_create_sim(const char *host, uint16_t port, const struct urpc_sm
 	nx = calloc(1, sizeof(*nx));
 	if (!nx)
 		return -ENOMEM;
-	ret = pthread_mutex_init(&nx->lock, NULL);
+	ret = lock_init(nx);
 	if (ret) {
 		free(nx);
-		return -ret;
+		return ret;
 	}
 	inet_ntop(AF_INET, &a, nx->host, sizeof(nx->host));
 	nx->port = port;

@@ -22,6 +22,8 @@
 #define SM_POLL_MS 50	       /* the SM thread re-checks its stop flag this often */
 #define SM_RX_BUDGET 64	       /* datagrams handled per wake-up before re-checking */
 #define SM_RX_BATCH 32	       /* datagrams taken per system call (recvmmsg) */
+/* A handshake's peer entry waits this long for a session to take it: two cookie slots. */
+#define NEXUS_HELLO_TTL_NS (2ull << URPC_SM_COOKIE_SLOT_SHIFT)
 
 struct urpc_nexus {
 	struct urpc_sm_net net; /* simulated: send through it; no socket, no thread */
@@ -41,6 +43,7 @@ struct urpc_nexus {
 	struct urpc_handler handlers[NEXUS_MAX_HANDLERS];
 	struct urpc_nx_peers peers;
 	uint64_t incarnation; /* random, nonzero: tells a restarted process from this one */
+	/* nx->lock is recursive (nexus.c lock_init()): nexus_io.c signs under it. */
 	struct urpc_sm_cookie_key cookie_key; /* connect cookies (sm_cookie.h); read-only */
 	/* Sent in every SM packet (nexus_peer.h): */
 	_Atomic uint64_t epoch;			  /* Rpc attaches and detaches so far */

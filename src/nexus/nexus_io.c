@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The Nexus's SM sends (nexus_io.h). Owns nothing; reads the Nexus's
- * incarnation, epoch and attach numbers, counts its sm_tx.
- * May call: the SM encoder (sm.h), sendto/sendmmsg on the SM socket, or the
- * simulated network's send.
+ * incarnation, epoch and attach numbers, counts its sm_tx, and signs every
+ * packet to a peer it shares a secret with (nexus_auth.h).
+ * May call: the SM encoder (sm.h), nexus_auth.h, sendto/sendmmsg on the SM
+ * socket, or the simulated network's send.
  */
 #define _GNU_SOURCE /* sendmmsg */
 #define URPC_LOG_MODULE "nexus"
@@ -15,6 +16,7 @@
 #include <sys/socket.h>
 
 #include "../util/log.h"
+#include "nexus_auth.h"
 #include "nexus_int.h"
 
 static_assert(URPC_SM_PKT_MAX <= UINT16_MAX, "a packed datagram's length fits its field");
@@ -23,6 +25,7 @@ void urpc__nexus_sm_pack(struct urpc_nexus *nx, const struct sockaddr_in *to,
 			 const struct urpc_sm_pkt *p, struct urpc_sm_dgram *d)
 {
 	struct urpc_sm_pkt out = *p;
+	const struct urpc_nx_peer *peer;
 
 	out.nexus_inc = nx->incarnation;
 	out.nexus_epoch = atomic_load_explicit(&nx->epoch, memory_order_relaxed);
@@ -35,7 +38,15 @@ void urpc__nexus_sm_pack(struct urpc_nexus *nx, const struct sockaddr_in *to,
 			memory_order_relaxed);
 	d->to = *to;
 	d->type = (uint8_t)p->type;
+	out.mac = 0;
+	/* The lock is recursive: heartbeats are sent with it held. */
+	pthread_mutex_lock(&nx->lock);
+	peer = urpc__nxp_find(&nx->peers, to);
+	out.nx_nonce = peer ? peer->nonce_local : 0;
 	d->len = (uint16_t)urpc__sm_encode(&out, d->buf);
+	if (peer && peer->nonce_remote)
+		urpc__nxa_sign(peer, d->buf, d->len);
+	pthread_mutex_unlock(&nx->lock);
 }
 
 /* Send @d alone. 0 or -errno. */

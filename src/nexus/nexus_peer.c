@@ -17,6 +17,8 @@
 
 /* How long, in peer time-outs, a failed peer's entry outlives its sessions. */
 #define TOMB_TIMEOUTS 16
+/* ... and any other entry (its secret signs the last packets of a session). */
+#define IDLE_TIMEOUTS 2
 /* A tick later than asked by more than this is a stall of ours (urpc__nxp_tick). */
 #define NXP_STALL_NS 50000000ull
 
@@ -35,29 +37,69 @@ struct urpc_nx_peer *urpc__nxp_find(struct urpc_nx_peers *t, const struct sockad
 	return NULL;
 }
 
+/* A new entry for @addr, without a reference (counted idle). NULL: out of memory. */
+static struct urpc_nx_peer *make(struct urpc_nx_peers *t, const struct sockaddr_in *addr)
+{
+	struct urpc_nx_peer *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	if (!t->rng_ready) {
+		urpc__csprng_init(&t->rng, 0);
+		t->rng_ready = true;
+	}
+	do
+		p->nonce_local = urpc__csprng_next(&t->rng);
+	while (!p->nonce_local);
+	p->addr = *addr;
+	p->ping_ns = UINT64_MAX;
+	p->timeout_ns = UINT64_MAX;
+	p->next = t->head;
+	t->head = p;
+	t->count++;
+	t->idle++;
+	return p;
+}
+
 struct urpc_nx_peer *urpc__nxp_get(struct urpc_nx_peers *t, const struct sockaddr_in *addr,
 				   uint64_t ping_ns, uint64_t timeout_ns, uint64_t now)
 {
 	struct urpc_nx_peer *p = urpc__nxp_find(t, addr);
 
 	if (!p) {
-		p = calloc(1, sizeof(*p));
+		p = make(t, addr);
 		if (!p)
 			return NULL;
-		p->addr = *addr;
+	}
+	if (!p->refs) {
+		/* Its first session, or the first after a while without: a fresh start. */
+		t->idle--;
 		p->ping_ns = ping_ns;
 		p->timeout_ns = timeout_ns;
 		p->last_heard_ns = now;
 		p->next_ping_ns = now; /* the first heartbeat leaves at once */
-		p->next = t->head;
-		t->head = p;
-		t->count++;
 	}
 	p->ping_ns = URPC_MIN(p->ping_ns, ping_ns);
 	p->timeout_ns = URPC_MIN(p->timeout_ns, timeout_ns);
 	if (!p->last_heard_ns)
 		p->last_heard_ns = now; /* a new session after a failure: a fresh start */
 	p->refs++;
+	p->probe_backoff = 0; /* sessions moved: a disagreement now is news */
+	return p;
+}
+
+struct urpc_nx_peer *urpc__nxp_hello(struct urpc_nx_peers *t, const struct sockaddr_in *addr,
+				     uint64_t ttl_ns, uint64_t now)
+{
+	struct urpc_nx_peer *p = urpc__nxp_find(t, addr);
+
+	if (p)
+		return p;
+	if (t->idle >= URPC_NXP_IDLE_MAX)
+		return NULL;
+	p = make(t, addr);
+	if (p)
+		p->tomb_until_ns = now + ttl_ns;
 	return p;
 }
 
@@ -70,6 +112,8 @@ static void drop(struct urpc_nx_peers *t, struct urpc_nx_peer *p)
 		if (*pp == p) {
 			*pp = p->next;
 			t->count--;
+			if (!p->refs)
+				t->idle--;
 			free(p);
 			return;
 		}
@@ -78,18 +122,26 @@ static void drop(struct urpc_nx_peers *t, struct urpc_nx_peer *p)
 
 void urpc__nxp_put(struct urpc_nx_peers *t, struct urpc_nx_peer *p, uint64_t now)
 {
+	p->probe_backoff = 0;
 	if (--p->refs)
 		return;
+	t->idle++;
 	/*
 	 * A peer we declared failed keeps its entry a while without sessions,
 	 * so that our answers to its pings still say so (it then fails us
-	 * too) when its side never noticed: a partition that healed.
+	 * too) when its side never noticed: a partition that healed. Any
+	 * other keeps it a little while: the answers to a session's last
+	 * packets (a DISCONNECT_RESP) are signed with its secret.
 	 */
 	if (p->failed_it) {
 		p->tomb_until_ns = now + TOMB_TIMEOUTS * p->timeout_ns;
 		return;
 	}
-	drop(t, p);
+	if (t->idle > URPC_NXP_IDLE_MAX) {
+		drop(t, p);
+		return;
+	}
+	p->tomb_until_ns = now + IDLE_TIMEOUTS * p->timeout_ns;
 }
 
 /* @p failed (@why for the log): every session to it goes. */
@@ -153,8 +205,37 @@ bool urpc__nxp_seen(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uin
 	return moved;
 }
 
+/*
+ * The session counts of a heartbeat (nexus_peer.h): probe when they keep
+ * disagreeing by the same counts; again, backing off, while they still do
+ * (a server that holds sessions its clients forgot keeps a difference no
+ * probe ends).
+ */
+static bool count_check(struct urpc_nx_peer *p, uint32_t sessions)
+{
+	if (sessions == p->refs) {
+		p->hb_mismatch = 0;
+		p->probe_backoff = 0;
+		return false;
+	}
+	if (p->seen_ours != p->refs || p->seen_theirs != sessions) {
+		p->seen_ours = p->refs;
+		p->seen_theirs = sessions;
+		p->hb_mismatch = 0;
+		p->probe_backoff = 0;
+	}
+	if (++p->hb_mismatch < URPC_NXP_MISMATCH << p->probe_backoff)
+		return false;
+	p->hb_mismatch = 0;
+	if (p->probe_backoff < URPC_NXP_BACKOFF_MAX)
+		p->probe_backoff++;
+	atomic_fetch_add_explicit(&p->probe_gen, 1, memory_order_relaxed);
+	return true;
+}
+
 bool urpc__nxp_heard(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uint64_t incarnation,
-		     uint64_t epoch, uint64_t it_failed, const uint8_t *rpcs, uint64_t now)
+		     uint64_t epoch, uint64_t it_failed, const uint8_t *rpcs, uint32_t sessions,
+		     uint64_t now)
 {
 	struct urpc_nx_peer *p = urpc__nxp_find(t, addr);
 	bool moved;
@@ -170,6 +251,8 @@ bool urpc__nxp_heard(struct urpc_nx_peers *t, const struct sockaddr_in *addr, ui
 	}
 	p->it_failed = it_failed;
 	p->hb_known = true;
+	if (count_check(p, sessions))
+		moved = true;
 	/* Older than what a packet already showed (reordered): its list is stale. */
 	if (epoch < p->epoch)
 		return moved;
@@ -244,4 +327,5 @@ void urpc__nxp_clear(struct urpc_nx_peers *t)
 		free(p);
 	}
 	t->count = 0;
+	t->idle = 0;
 }

@@ -14,6 +14,11 @@
  * compares the generations a session recorded at its start with the
  * current ones (lock-free reads) and resets the session when they differ.
  *
+ * Each entry also holds this side's half of the secret the pair shares
+ * (nexus_auth.h): nonce_local, drawn when the entry is made, and the peer's
+ * nonce_remote, learnt in a handshake. Nothing the peer sends changes an
+ * entry unless it is signed with that secret.
+ *
  * Threads: the table (urpc__nxp_*) is guarded by the Nexus lock, taken by
  * its caller; the generations are atomics any thread may read.
  */
@@ -24,6 +29,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "../util/csprng.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,12 +70,29 @@ struct urpc_nx_peer {
 	uint8_t rpcs[URPC_NXP_RPC_BYTES]; /* the Rpc ids it has attached, as it last said */
 	uint64_t epoch;			  /* the newest attach/detach count it sent */
 	uint32_t rpc_inc[URPC_NXP_RPCS];  /* the newest attach number of each of its Rpcs */
+	/*
+	 * Sessions it holds with us, as its heartbeats say, against our refs:
+	 * how many heartbeats in a row disagreed with the same pair of counts
+	 * (seen_*), and how many probes that pair made already (the next waits
+	 * URPC_NXP_MISMATCH << probe_backoff heartbeats).
+	 */
+	uint32_t hb_mismatch;
+	uint32_t seen_ours, seen_theirs;
+	uint32_t probe_backoff;
+	uint64_t nonce_local;  /* our half of the pair's secret, never 0 */
+	uint64_t nonce_remote; /* its half, from a handshake; 0: none yet */
 	struct urpc_nx_peer *next;
 };
+
+/* Entries without a session (tombstones, handshakes not taken yet) at most. */
+#define URPC_NXP_IDLE_MAX 4096
 
 struct urpc_nx_peers {
 	struct urpc_nx_peer *head;
 	unsigned count;
+	unsigned idle;		/* entries without a reference */
+	struct urpc_csprng rng; /* draws nonce_local; keyed on first use */
+	bool rng_ready;
 	uint64_t wake_ns; /* when the last tick asked to run next (its due); 0: none */
 };
 
@@ -84,8 +108,9 @@ struct urpc_nx_peer *urpc__nxp_get(struct urpc_nx_peers *t, const struct sockadd
 				   uint64_t ping_ns, uint64_t timeout_ns, uint64_t now);
 
 /*
- * Drop a reference; the entry goes with its last one, or a while later
- * when we declared the peer failed (see urpc__nxp_tick()).
+ * Drop a reference. The entry outlives its last one a while (a few peer
+ * time-outs, more when we declared the peer failed; see urpc__nxp_tick()),
+ * so that the pair's secret still signs the last packets of a session.
  */
 void urpc__nxp_put(struct urpc_nx_peers *t, struct urpc_nx_peer *p, uint64_t now);
 
@@ -102,11 +127,25 @@ bool urpc__nxp_seen(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uin
 
 /*
  * A heartbeat from @addr: its @incarnation, how many times it declared us
- * failed (@it_failed), and its Rpc ids (@rpcs: URPC_NXP_RPC_BYTES). True when a
- * generation advanced (Rpcs should look now). Unknown peers are ignored.
+ * failed (@it_failed), its Rpc ids (@rpcs: URPC_NXP_RPC_BYTES) and how many
+ * sessions it holds with us (@sessions: its refs). True when a generation
+ * advanced (Rpcs should look now). Unknown peers are ignored.
+ *
+ * No half-open session: when URPC_NXP_MISMATCH heartbeats in a row say it
+ * holds fewer or more sessions with us than we hold with it, by the same
+ * counts (a disagreement that stays, not sessions coming and going), probe_gen
+ * advances (again after twice as many, up to 2^URPC_NXP_BACKOFF_MAX times as
+ * many, while the same difference stays), and every client session to it asks
+ * its server Rpc whether it still knows it (a session PING_REQ; a server
+ * that forgot it answers -ECONNRESET and the session resets).
  */
 bool urpc__nxp_heard(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uint64_t incarnation,
-		     uint64_t epoch, uint64_t it_failed, const uint8_t *rpcs, uint64_t now);
+		     uint64_t epoch, uint64_t it_failed, const uint8_t *rpcs, uint32_t sessions,
+		     uint64_t now);
+
+/* Heartbeats in a row whose session count disagrees before client sessions probe. */
+#define URPC_NXP_MISMATCH 3u
+#define URPC_NXP_BACKOFF_MAX 6
 
 /*
  * Timers at @now: peers silent past their timeout fail (*@failed set when
@@ -116,6 +155,15 @@ bool urpc__nxp_heard(struct urpc_nx_peers *t, const struct sockaddr_in *addr, ui
  */
 uint64_t urpc__nxp_tick(struct urpc_nx_peers *t, uint64_t now, bool *failed,
 			void (*send)(void *arg, const struct urpc_nx_peer *p), void *arg);
+
+/*
+ * A handshake from @addr proved by a connect cookie (nexus_auth.c): the
+ * entry of @addr, made without a reference if needed (it lives
+ * @ttl_ns unless a session takes it). NULL when URPC_NXP_IDLE_MAX entries
+ * are idle already, or out of memory.
+ */
+struct urpc_nx_peer *urpc__nxp_hello(struct urpc_nx_peers *t, const struct sockaddr_in *addr,
+				     uint64_t ttl_ns, uint64_t now);
 
 /* Free every entry (Nexus destroy; no session holds one any more). */
 void urpc__nxp_clear(struct urpc_nx_peers *t);

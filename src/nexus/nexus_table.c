@@ -11,6 +11,7 @@
 
 #include "nexus_table.h"
 
+#include "nexus_auth.h"
 #include "nexus_int.h"
 
 /* Fill @o with the defaults. Owns nothing. Thread: any. */
@@ -101,6 +102,7 @@ void urpc__nexus_get_stats(const struct urpc_nexus *nx, struct urpc_nexus_stats 
 	st->heartbeats_tx = __atomic_load_n(&nx->stats.heartbeats_tx, __ATOMIC_RELAXED);
 	st->heartbeats_rx = __atomic_load_n(&nx->stats.heartbeats_rx, __ATOMIC_RELAXED);
 	st->cookies_tx = __atomic_load_n(&nx->stats.cookies_tx, __ATOMIC_RELAXED);
+	st->drop_auth = __atomic_load_n(&nx->stats.drop_auth, __ATOMIC_RELAXED);
 }
 
 URPC_API int urpc_nexus_get_stats(const struct urpc_nexus *nx, struct urpc_nexus_stats *st)
@@ -125,4 +127,33 @@ const struct urpc_handler *urpc__nexus_handlers(const struct urpc_nexus *nx)
 const char *urpc__nexus_host(const struct urpc_nexus *nx)
 {
 	return nx->host;
+}
+
+bool urpc__nexus_peer_is_keyed(struct urpc_nexus *nx, const struct sockaddr_in *addr)
+{
+	const struct urpc_nx_peer *p;
+	bool keyed;
+
+	pthread_mutex_lock(&nx->lock);
+	p = urpc__nxp_find(&nx->peers, addr);
+	keyed = p && p->nonce_remote;
+	pthread_mutex_unlock(&nx->lock);
+	return keyed;
+}
+
+void urpc__nexus_sign_as_peer(struct urpc_nexus *nx, const struct sockaddr_in *from, uint8_t *buf,
+			      size_t len)
+{
+	const struct urpc_nx_peer *p;
+	uint64_t mac;
+	unsigned i;
+
+	pthread_mutex_lock(&nx->lock);
+	p = urpc__nxp_find(&nx->peers, from);
+	if (p && p->nonce_remote && len >= URPC_SM_OFF_MAC + 8) {
+		mac = urpc__nxa_mac(p->nonce_remote, p->nonce_local, buf, len);
+		for (i = 0; i < 8; i++)
+			buf[URPC_SM_OFF_MAC + i] = (uint8_t)(mac >> (8 * i));
+	}
+	pthread_mutex_unlock(&nx->lock);
 }

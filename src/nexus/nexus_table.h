@@ -36,6 +36,20 @@ const struct urpc_handler *urpc__nexus_handlers(const struct urpc_nexus *nx);
 /* The host the Nexus is bound to (used as the default transport host). */
 const char *urpc__nexus_host(const struct urpc_nexus *nx);
 
+/*
+ * Does @nx share a secret with the Nexus at @addr (nexus_auth.h), so that
+ * what it sends there is signed? Tests and diagnostics. Thread: any.
+ */
+bool urpc__nexus_peer_is_keyed(struct urpc_nexus *nx, const struct sockaddr_in *addr);
+
+/*
+ * Test hook (fuzzers, crafted packets): sign the encoded packet @buf of
+ * @len bytes as the peer at @from would for @nx, if they share a secret
+ * (else leave it unsigned). Thread: any.
+ */
+void urpc__nexus_sign_as_peer(struct urpc_nexus *nx, const struct sockaddr_in *from, uint8_t *buf,
+			      size_t len);
+
 #ifdef __cplusplus
 }
 #endif

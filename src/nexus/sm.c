@@ -24,7 +24,11 @@
  *    50     8  nexus_epoch: its attach/detach count when it sent
  *    58     4  rpc_inc: the sending Rpc's attach number; 0: from the Nexus
  *    62     8  cookie: the connect cookie (version 3; sm_cookie.h)
- *    70 ep_len ep
+ *    70     8  nx_nonce: the sender's half of the pair's secret (version 4;
+ *              nexus_auth.h)
+ *    78     8  mac: SipHash-2-4 of the packet (this field as 0) under the
+ *              pair's secret; 0: unsigned
+ *    86 ep_len ep
  *
  * A packet is exactly SM_HDR_LEN + ep_len bytes long.
  */
@@ -35,7 +39,7 @@
 #include <unistd.h>
 
 #define URPC_SM_MAGIC 0x4d53u /* "SM" once written little-endian */
-#define URPC_SM_VERSION 3u
+#define URPC_SM_VERSION 4u
 
 /* Largest status code accepted on the wire (the kernel's MAX_ERRNO). */
 #define SM_STATUS_MAX 4095u
@@ -59,10 +63,13 @@ enum {
 	SM_OFF_NEXUS_EPOCH = 50,
 	SM_OFF_RPC_INC = 58,
 	SM_OFF_COOKIE = 62,
-	SM_HDR_LEN = 70,
+	SM_OFF_NX_NONCE = 70,
+	SM_OFF_MAC = 78,
+	SM_HDR_LEN = 86,
 };
 
 static_assert(SM_HDR_LEN == URPC_SM_HDR_LEN, "sm.h states the header's length");
+static_assert(SM_OFF_MAC == URPC_SM_OFF_MAC, "sm.h states where the MAC lies");
 
 static_assert(SM_HDR_LEN + URPC_TP_EP_MAX <= URPC_SM_PKT_MAX,
 	      "the largest SM packet must fit URPC_SM_PKT_MAX");
@@ -182,6 +189,8 @@ size_t urpc__sm_encode(const struct urpc_sm_pkt *p, uint8_t *buf)
 	put_le64(buf + SM_OFF_NEXUS_EPOCH, p->nexus_epoch);
 	put_le32(buf + SM_OFF_RPC_INC, p->rpc_inc);
 	put_le64(buf + SM_OFF_COOKIE, p->cookie);
+	put_le64(buf + SM_OFF_NX_NONCE, p->nx_nonce);
+	put_le64(buf + SM_OFF_MAC, p->mac);
 	put_le16(buf + SM_OFF_EP_LEN, ep_len);
 	memcpy(buf + SM_HDR_LEN, p->ep, ep_len);
 	return (size_t)SM_HDR_LEN + ep_len;
@@ -230,6 +239,8 @@ int urpc__sm_decode(const uint8_t *buf, size_t len, struct urpc_sm_pkt *p)
 	p->nexus_epoch = get_le64(buf + SM_OFF_NEXUS_EPOCH);
 	p->rpc_inc = get_le32(buf + SM_OFF_RPC_INC);
 	p->cookie = get_le64(buf + SM_OFF_COOKIE);
+	p->nx_nonce = get_le64(buf + SM_OFF_NX_NONCE);
+	p->mac = get_le64(buf + SM_OFF_MAC);
 	p->ep_len = ep_len;
 	memcpy(p->ep, buf + SM_HDR_LEN, ep_len);
 	return 0;

@@ -44,7 +44,8 @@ enum urpc_sm_pkt_type {
 	/*
 	 * Nexus to Nexus heartbeats (nexus_peer.h), sent and answered by the
 	 * SM thread, never by an Rpc: seq
-	 * how many times the sender declared the receiver failed, ep[32] the
+	 * how many times the sender declared the receiver failed, client_sess
+	 * how many sessions it holds with the receiver, ep[32] the
 	 * bitmap of the sender's attached Rpc ids (as of nexus_epoch). NX_PING is answered with
 	 * NX_PONG; both refresh the peer.
 	 */
@@ -106,6 +107,14 @@ struct urpc_sm_pkt {
 	 * address (0: none yet); CONNECT_COOKIE: the one to use. 0 elsewhere.
 	 */
 	uint64_t cookie;
+	/*
+	 * Set by the sending Nexus (nexus_auth.h): its random contribution to
+	 * the secret it shares with the receiver (0: it has none yet), and the
+	 * packet's MAC under that secret (0: not signed). The receiver checks
+	 * the MAC on the wire bytes; here it is only what was read.
+	 */
+	uint64_t nx_nonce;
+	uint64_t mac;
 	struct sockaddr_in from; /* filled on receive: the sending Nexus's address */
 };
 
@@ -113,7 +122,10 @@ struct urpc_sm_pkt {
 #define URPC_SM_PKT_MAX 160
 
 /* Bytes of an SM packet without its endpoint: the smallest on the wire. */
-#define URPC_SM_HDR_LEN 70
+#define URPC_SM_HDR_LEN 86
+
+/* Where the MAC lies in an encoded packet (8 bytes, little-endian). */
+#define URPC_SM_OFF_MAC 78
 
 /* Encode @p into @buf (at least URPC_SM_PKT_MAX bytes); returns the length. */
 size_t urpc__sm_encode(const struct urpc_sm_pkt *p, uint8_t *buf);

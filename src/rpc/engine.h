@@ -153,6 +153,7 @@ struct urpc_os_op {
 	struct urpc_msgbuf *resp;
 	int status;
 	uint16_t next_free;
+	uint16_t src_bucket; /* SRV_REQ: its session's source (quota.h); 0: none */
 };
 
 /* Server slot: what was queued beyond the first send of a stored response. */
@@ -214,6 +215,11 @@ struct urpc_srv_large {
 	struct urpc_tp_grant grant;  /* ... granted to the client while it is stored */
 	struct urpc_srv_large *next; /* on rpc->retiring, once its slot moved on */
 	uint32_t sess_num;	     /* ... from this session's slot */
+	/* While stored in @slot: on rpc->grants_live, revoked at @expires_ns (quota.c). */
+	struct urpc_srv_large *lprev, *lnext;
+	struct urpc_sslot *slot;
+	uint64_t expires_ns;
+	uint32_t src_bucket; /* its session's (session_src.h), whose share it counts in */
 };
 
 /*
@@ -400,6 +406,9 @@ struct urpc_rpc {
 	struct urpc_csprng secrets; /* session tokens: unpredictable from earlier ones */
 	/* Server sessions per source address (session_src.h); NULL: no limit. */
 	uint32_t *src_count;
+	uint64_t
+		*src_bytes; /* ... [2b]: bytes of stored large responses, [2b+1]: READs (quota.c) */
+	uint64_t src_bytes_max; /* ... at most (URPC_QUOTA_SRC_BYTES; tests lower it) */
 	uint32_t src_limit;
 	uint64_t src_key;
 	unsigned ntx;
@@ -431,6 +440,7 @@ struct urpc_rpc {
 	 * kept, untouched, until it may revoke without blocking (large.c).
 	 */
 	struct urpc_srv_large *retiring;
+	struct urpc_srv_large *grants_live, *grants_tail; /* stored in slots, oldest first */
 	struct urpc_cli_retiring *cli_retiring; /* ... and large requests (the same, client side) */
 	/* Users' exposures (rmem.c); NULL until the first. */
 	struct urpc_rmem_tab *rmem;

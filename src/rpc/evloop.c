@@ -24,6 +24,7 @@
 #include "cc_sess.h"
 #include "client.h"
 #include "large.h"
+#include "quota.h"
 #include "rop.h"
 #include "server.h"
 #include "session.h"
@@ -176,8 +177,9 @@ static void poll_os(struct urpc_rpc *rpc)
 			continue;
 		if (op.kind == URPC_OS_SRV_REQ)
 			urpc__srv_read_done(rpc, &op, c[k].status);
-		else
-			urpc__cli_read_done(rpc, &op, c[k].status);
+		else /* a response's grant revoked: the server dropped the session */
+			urpc__cli_read_done(rpc, &op,
+					    c[k].status == -EACCES ? -ECONNRESET : c[k].status);
 	}
 }
 
@@ -219,6 +221,13 @@ static void scan_timers(struct urpc_rpc *rpc)
 	/* Users' one-sided batches: deadlines, the queue behind the window. */
 	if (unlikely(rpc->rop != NULL))
 		urpc__rop_timers(rpc);
+	/* Large responses not read within the one-sided time-out (quota.h). */
+	if (unlikely(rpc->grants_live != NULL)) {
+		struct urpc_sslot *sl;
+
+		while ((sl = urpc__quota_grant_expired(rpc)) != NULL)
+			urpc__srv_large_retire(rpc, sl);
+	}
 	/* Large responses whose client has not let go of them yet. */
 	if (unlikely(rpc->retiring != NULL))
 		urpc__srv_large_retiring(rpc, false);

@@ -20,6 +20,7 @@
 #include "../util/log.h"
 #include "../util/seam.h"
 #include "msgbuf.h"
+#include "quota.h"
 #include "rop.h"
 #include "states.h"
 #include "tx.h"
@@ -69,6 +70,7 @@ static void srv_large_end(struct urpc_rpc *rpc, struct urpc_srv_large *l)
 {
 	struct urpc_msgbuf self = l->self;
 
+	urpc__quota_grant_end(rpc, l);
 	urpc__grant_revoke(rpc, &l->grant);
 	urpc__mb_release(rpc, &l->resp);
 	(void)urpc__pool_free(rpc->pool, &self);
@@ -79,8 +81,11 @@ URPC_COLD int urpc__srv_large_take(struct urpc_rpc *rpc, struct urpc_sslot *sl,
 {
 	struct urpc_msgbuf self;
 	struct urpc_srv_large *l;
-	int ret = urpc__pool_alloc(rpc->pool, sizeof(*l), &self);
+	int ret;
 
+	if (urpc__quota_bytes_refuse(rpc, sl, resp->data_size))
+		return -ENOBUFS;
+	ret = urpc__pool_alloc(rpc->pool, sizeof(*l), &self);
 	if (unlikely(ret)) {
 		URPC_WARN_RATELIMIT(rpc->id,
 				    "no room to store a %zu-byte response (%s): the Rpc's "
@@ -97,6 +102,7 @@ URPC_COLD int urpc__srv_large_take(struct urpc_rpc *rpc, struct urpc_sslot *sl,
 	if (!urpc__mb_is_view(&l->resp))
 		urpc__pool_restamp(rpc->pool, &l->resp);
 	sl->large = l;
+	urpc__quota_grant_start(rpc, l, sl);
 	return 0;
 }
 
@@ -116,6 +122,7 @@ URPC_COLD void urpc__srv_large_retire(struct urpc_rpc *rpc, struct urpc_sslot *s
 		urpc__srv_large_free(rpc, sl);
 		return;
 	}
+	urpc__quota_grant_end(rpc, l); /* the client read it, or its time is up */
 	l->next = rpc->retiring;
 	l->sess_num = sl->h.priv_sess->local_num;
 	rpc->retiring = l;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "quota.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,6 +33,8 @@ static inline uint16_t urpc__os_get(struct urpc_rpc *rpc)
 
 static inline void urpc__os_put(struct urpc_rpc *rpc, uint16_t i)
 {
+	if (unlikely(rpc->os[i].src_bucket))
+		urpc__quota_op_put(rpc, &rpc->os[i]);
 	rpc->os[i].busy = false;
 	rpc->os[i].next_free = rpc->os_free;
 	rpc->os_free = i;
@@ -75,8 +78,9 @@ void urpc__cli_grant_read_done(struct urpc_rpc *rpc, struct urpc_tp_grant *g);
 /*
  * Server slot @sl stores the large response @resp, which the library takes
  * (@resp is zeroed; copies the application kept become stale): it moves to
- * an entry of its own (sl->large), not yet granted. 0, or -ENOMEM (no pool
- * buffer for the entry: logged, nothing taken). Cold.
+ * an entry of its own (sl->large), not yet granted. 0, -ENOBUFS (its source
+ * holds its share of stored responses, quota.h) or -ENOMEM (no pool buffer
+ * for the entry): logged, nothing taken. Cold.
  */
 int urpc__srv_large_take(struct urpc_rpc *rpc, struct urpc_sslot *sl, struct urpc_msgbuf *resp);
 

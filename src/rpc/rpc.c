@@ -49,7 +49,8 @@ URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o)
 	o->ping_interval_ms = 100;
 	o->peer_timeout_ms = 500;
 	o->connect_timeout_ms = 2000;
-	o->max_sessions = URPC_RPC_DEFAULT_MAX_SESSIONS;
+	o->max_sessions = urpc__src_default_max_sessions();
+	o->max_sessions_per_source = o->max_sessions / URPC_SRC_SOURCE_SHARE;
 	o->numa_node = -1;
 	o->cuda_device = -1;
 	o->idle_block_us = 20;

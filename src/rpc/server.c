@@ -203,6 +203,9 @@ static bool server_read_req(struct urpc_rpc *rpc, struct urpc_session *s, struct
 		server_error_resp(rpc, s, sl, h->req_type, EMSGSIZE);
 		return true;
 	}
+	/* A fair share of the operations per source address (quota.h). */
+	if (unlikely(urpc__quota_op_refuse(rpc, s)))
+		goto out_drop;
 	i = urpc__os_get(rpc);
 	if (unlikely(i == URPC_OS_NIL))
 		goto out_drop;
@@ -227,6 +230,7 @@ static bool server_read_req(struct urpc_rpc *rpc, struct urpc_session *s, struct
 		return true;
 	}
 	op->kind = URPC_OS_SRV_REQ;
+	urpc__quota_op_take(rpc, s, op);
 	op->sess_num = s->local_num;
 	op->slot = sl->idx;
 	op->req_num = sl->cur_req_num;

@@ -211,6 +211,9 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 		return;
 	case URPC_SEV_PEER_FAILED:
 		if (s->role == URPC_ROLE_SERVER) {
+			/* Signed (nexus_auth.h): a client still there learns it now. */
+			if (from == URPC_SESS_CONNECTED)
+				urpc__sm_out_session(rpc, s, URPC_SM_PKT_RESET, -ECONNRESET);
 			urpc__sess_set_state(s, URPC_SESS_RESET);
 			rpc->st.resets++;
 			server_drop(rpc, s);

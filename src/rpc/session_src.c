@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Admission of server sessions (session_src.h). Owns rpc->src_count and
+ * Admission of server sessions (session_src.h). Owns rpc->src_count (and
+ * allocates rpc->src_bytes, which quota.c keeps) and
  * each server session's srv.src_bucket. May call: the transport's ep_host,
  * the Rpc's secret generator (the hash key), the log.
  */
@@ -10,10 +11,23 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "../util/log.h"
 
 static_assert(URPC_IS_POW2(URPC_SRC_BUCKETS), "the bucket count is a power of two");
+
+uint32_t urpc__src_default_max_sessions(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+	uint64_t n;
+
+	if (pages <= 0 || page <= 0)
+		return URPC_RPC_DEFAULT_MAX_SESSIONS;
+	n = (uint64_t)pages * (uint64_t)page / URPC_SRC_MEM_SHARE / URPC_SRC_SESSION_BYTES;
+	return (uint32_t)URPC_MAX(URPC_MIN(n, (uint64_t)URPC_RPC_DEFAULT_MAX_SESSIONS),
+				  (uint64_t)URPC_SRC_MIN_SESSIONS);
+}
 
 int urpc__src_init(struct urpc_rpc *rpc, uint32_t limit)
 {
@@ -22,8 +36,12 @@ int urpc__src_init(struct urpc_rpc *rpc, uint32_t limit)
 	if (!rpc->src_limit)
 		return 0;
 	rpc->src_count = calloc(URPC_SRC_BUCKETS, sizeof(*rpc->src_count));
-	if (!rpc->src_count)
+	rpc->src_bytes = calloc(2 * URPC_SRC_BUCKETS, sizeof(*rpc->src_bytes));
+	rpc->src_bytes_max = 128ull << 20; /* quota.h's URPC_QUOTA_SRC_BYTES */
+	if (!rpc->src_count || !rpc->src_bytes) {
+		urpc__src_fini(rpc);
 		return -ENOMEM;
+	}
 	rpc->src_key = urpc__csprng_next(&rpc->secrets);
 	return 0;
 }
@@ -31,7 +49,9 @@ int urpc__src_init(struct urpc_rpc *rpc, uint32_t limit)
 void urpc__src_fini(struct urpc_rpc *rpc)
 {
 	free(rpc->src_count);
+	free(rpc->src_bytes);
 	rpc->src_count = NULL;
+	rpc->src_bytes = NULL;
 }
 
 /* The bucket of @ip: MurmurHash3's finaliser of the address under the key. */

@@ -31,6 +31,21 @@ extern "C" {
 
 #define URPC_SRC_BUCKETS 4096u /* 16 KiB of counts per Rpc with a limit */
 
+/*
+ * Fair shares by default (issue 31): max_sessions is sized so that the
+ * sessions of one Rpc take at most 1/URPC_SRC_MEM_SHARE of the host's
+ * memory at URPC_SRC_SESSION_BYTES each (measured: 1,256 B a session), at
+ * least URPC_SRC_MIN_SESSIONS and at most URPC_RPC_DEFAULT_MAX_SESSIONS;
+ * one source address may hold 1/URPC_SRC_SOURCE_SHARE of them.
+ */
+#define URPC_SRC_MEM_SHARE 16u
+#define URPC_SRC_SESSION_BYTES 1280u
+#define URPC_SRC_MIN_SESSIONS 4096u
+#define URPC_SRC_SOURCE_SHARE 8u
+
+/* The default of urpc_rpc_opts.max_sessions on this host. Thread: any. */
+uint32_t urpc__src_default_max_sessions(void);
+
 /* Set up @rpc's counts for a limit of @limit (0 or >= max_sessions: off). 0 or -ENOMEM. */
 int urpc__src_init(struct urpc_rpc *rpc, uint32_t limit);
 void urpc__src_fini(struct urpc_rpc *rpc);

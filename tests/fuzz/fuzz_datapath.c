@@ -562,7 +562,7 @@ static void cmd_sm(struct fz_in *in)
 	if (patch & DP_S_HDR) {
 		d[0] = 0x53; /* magic "SM", little-endian */
 		d[1] = 0x4d;
-		d[2] = 3;		/* version */
+		d[2] = 4;		/* version */
 		d[5] = d[6] = d[7] = 0; /* status: 0 to 255 */
 		d[11] = 0;		/* reserved */
 	}
@@ -588,6 +588,9 @@ static void cmd_sm(struct fz_in *in)
 									       : &stranger_addr));
 	if (patch & (DP_S_LEN | DP_S_EP))
 		len = URPC_SM_HDR_LEN + (d[40] | (size_t)d[41] << 8) % (URPC_TP_EP_MAX + 1);
+	/* From the Nexus itself: signed as it signs (nexus_auth.h), so that it reaches the Rpcs. */
+	if (patch & DP_S_FROM_NEXUS)
+		urpc__nexus_sign_as_peer(w.nx, &nx_addr, d, len);
 	copy = malloc(len ? len : 1);
 	FUZZ_CHECK(copy, "out of memory");
 	memcpy(copy, d, len);
@@ -699,6 +702,7 @@ static void drop_server_session(const struct urpc_rpc *rpc, const struct urpc_se
 	p.server_sess = ss->local_num;
 	p.token = ss->token;
 	n = urpc__sm_encode(&p, buf);
+	urpc__nexus_sign_as_peer(w.nx, &nx_addr, buf, n);
 	urpc__nexus_sm_input(w.nx, buf, n, &nx_addr);
 }
 

@@ -10,9 +10,11 @@
  *     same fields, name a known type, and survive the Rpc's SM queue;
  *  2. as the fields of a packet to send: any packet the encoder may be
  *     given (a known type, a status in range, ep_len <= URPC_TP_EP_MAX)
- *     must encode to at most URPC_SM_PKT_MAX bytes that decode back to it.
+ *     must encode to at most URPC_SM_PKT_MAX bytes that decode back to it;
+ *     its MAC (nexus_auth.h) ignores the MAC field, changes with any other
+ *     byte and with the direction of the key.
  *
- * Owns: nothing across inputs. Calls: src/nexus/sm.h only.
+ * Owns: nothing across inputs. Calls: src/nexus/sm.h, nexus_auth.h.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -20,6 +22,7 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "nexus/nexus_auth.h"
 #include "nexus/sm.h"
 
 /* Largest status code the wire carries (sm.c's SM_STATUS_MAX). */
@@ -51,6 +54,9 @@ static void check_same(const struct urpc_sm_pkt *a, const struct urpc_sm_pkt *b,
 	FUZZ_CHECK(a->nexus_inc == b->nexus_inc, "%s: nexus_inc", what);
 	FUZZ_CHECK(a->nexus_epoch == b->nexus_epoch, "%s: nexus_epoch", what);
 	FUZZ_CHECK(a->rpc_inc == b->rpc_inc, "%s: rpc_inc", what);
+	FUZZ_CHECK(a->cookie == b->cookie, "%s: cookie", what);
+	FUZZ_CHECK(a->nx_nonce == b->nx_nonce, "%s: nx_nonce", what);
+	FUZZ_CHECK(a->mac == b->mac, "%s: mac", what);
 	FUZZ_CHECK(a->ep_len == b->ep_len, "%s: ep_len %u != %u", what, a->ep_len, b->ep_len);
 	FUZZ_CHECK(!memcmp(a->ep, b->ep, a->ep_len), "%s: ep bytes", what);
 }
@@ -101,6 +107,29 @@ static void as_datagram(const uint8_t *data, size_t size)
 	check_same(&p, &popped, "queue");
 }
 
+/*
+ * The MAC of encoded packet @out (@n bytes) from nonce @a to nonce @b: the
+ * same whatever its MAC field holds, another when byte @at (not in the MAC
+ * field) changes, and another for the other direction. A collision is a
+ * 2^-64 event: a failure here is a bug.
+ */
+static void check_mac(uint8_t *out, size_t n, uint64_t a, uint64_t b, uint8_t at)
+{
+	uint64_t m = urpc__nxa_mac(a, b, out, n);
+	size_t i = at % n;
+
+	FUZZ_CHECK(m != 0, "a MAC of 0 reads as unsigned");
+	memset(out + URPC_SM_OFF_MAC, 0xa5, 8);
+	FUZZ_CHECK(urpc__nxa_mac(a, b, out, n) == m, "the MAC covers its own field");
+	if (a != b)
+		FUZZ_CHECK(urpc__nxa_mac(b, a, out, n) != m, "both directions share a MAC");
+	if (i < URPC_SM_OFF_MAC || i >= URPC_SM_OFF_MAC + 8) {
+		out[i] ^= 0x01;
+		FUZZ_CHECK(urpc__nxa_mac(a, b, out, n) != m, "byte %zu is not covered", i);
+		out[i] ^= 0x01;
+	}
+}
+
 /* Stage 2: the input as the fields of a packet to send. */
 static void as_fields(const uint8_t *data, size_t size)
 {
@@ -125,6 +154,9 @@ static void as_fields(const uint8_t *data, size_t size)
 	p.nexus_inc = fz_u64(&in);
 	p.nexus_epoch = fz_u64(&in);
 	p.rpc_inc = fz_u32(&in);
+	p.cookie = fz_u64(&in);
+	p.nx_nonce = fz_u64(&in);
+	p.mac = fz_u64(&in);
 	p.ep_len = (uint16_t)(fz_u8(&in) % (URPC_TP_EP_MAX + 1));
 	ep = fz_bytes(&in, p.ep_len, &got);
 	memcpy(p.ep, ep, got); /* short inputs: the rest stays zero */
@@ -136,6 +168,7 @@ static void as_fields(const uint8_t *data, size_t size)
 	check_same(&p, &back, "decode(encode(p))");
 	/* A byte less is never a packet. */
 	FUZZ_CHECK(urpc__sm_decode(out, n - 1, &back) == -EPROTO, "a truncated packet decodes");
+	check_mac(out, n, p.nx_nonce, p.token, fz_u8(&in));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -121,6 +121,10 @@ static size_t sm_pkt(uint8_t *out, enum urpc_sm_pkt_type t, int status, uint16_t
 	p.max_msg = 1392;
 	if (t == URPC_SM_PKT_CONNECT_REQ || t == URPC_SM_PKT_CONNECT_COOKIE)
 		p.cookie = 0x0c00c1e0c00c1e01ull;
+	/* The sender's half of the pair's secret, and a MAC (nexus_auth.h). */
+	p.nx_nonce = 0x0a0b0c0d0e0f1011ull;
+	if (t != URPC_SM_PKT_CONNECT_COOKIE)
+		p.mac = 0x5151515151515151ull;
 	p.ep_len = ep_len;
 	for (i = 0; i < ep_len; i++)
 		p.ep[i] = (uint8_t)(i + 1);

@@ -53,7 +53,10 @@ struct sim_cfg {
 #define SIM_F_CRASH 0x10u /* a process vanishes and restarts on its address */
 #define SIM_F_RPC 0x20u	  /* an Rpc is destroyed and created again */
 #define SIM_F_DISC 0x40u  /* a client disconnects a session in mid-transfer */
-#define SIM_F_ALL 0x7fu
+/* A server frees a session and tells nobody (its client must learn it: no half-open session). */
+#define SIM_F_FORGET 0x80u
+#define SIM_F_ALL 0xffu
+#define SIM_F_DRAWN 0x7fu /* what a seed draws uniformly; forget is drawn apart */
 
 /* Fill @c from @seed alone (the shape of the run). */
 void sim_cfg_from_seed(struct sim_cfg *c, uint64_t seed);
@@ -76,7 +79,7 @@ struct sim_result {
 	uint64_t rmem_batches, rmem_ok; /* batches submitted, ... that ended with 0 */
 	uint64_t retired_late;	/* large responses kept until their reader let go (release lag) */
 	uint64_t answered_late; /* large requests whose continuation waited for the same */
-	uint64_t crashes, rpc_restarts, partitions, disconnects;
+	uint64_t crashes, rpc_restarts, partitions, disconnects, forgets;
 };
 
 /* Run one simulation. Returns 0, or 1 with res->failed set. */

@@ -42,16 +42,30 @@
 
 #include "../../src/nexus/nexus.h"
 #include "../../src/rpc/rpc.h"
+#include "../../src/rpc/session.h"
 #include "../../src/transport/transport.h"
 #include "sim.h"
 #include "sim_fabric.h"
 
 enum { T_ECHO = 1, T_NEST = 2, T_DEFER = 3, T_TINY = 5, T_NONE = 9, T_RBUF = 11 };
 enum { N_S = 0, N_M = 1, N_C0 = 2 };
+#define PEER_TIMEOUT_MS 120
 enum { SESS_DOWN = 0, SESS_CONNECTING, SESS_UP };
 enum { PH_FAULTS = 0, PH_CALM, PH_DRAIN, PH_PROBE, PH_DONE };
 
-enum { FK_LINKS = 1, FK_PART, FK_HEAL, FK_CRASH, FK_RESTART, FK_RPC, FK_RPC_UP, FK_DISC };
+enum {
+	FK_LINKS = 1,
+	FK_PART,
+	FK_HEAL,
+	FK_CRASH,
+	FK_RESTART,
+	FK_RPC,
+	FK_RPC_UP,
+	FK_DISC,
+	FK_FORGET
+};
+/* No half-open session: a client session CONNECTED while its server has none, at most this long. */
+#define HALF_OPEN_MAX_NS (2 * PEER_TIMEOUT_MS * 1000000ull)
 
 #define HDR_LEN 16u
 #define NEST_FAIL_MAGIC 0x4c494146545345ull /* "ESTFAIL" */
@@ -113,6 +127,8 @@ struct snode {
 	bool have_rb, rb_asked;
 	struct urpc_rbuf rb;
 	int sess[2]; /* clients: to S, to M; M: [0] to S */
+	/* Since when session sess[k] (of token half_tok[k]) is CONNECTED with no server session */
+	uint64_t half_since[2], half_tok[2];
 	int sstate[2];
 	bool connect_queued;
 	bool probe_ok;
@@ -1222,7 +1238,7 @@ static int rpc_up(struct snode *n)
 	o.idle_block_us = 0;
 	o.rto_us = 2000;
 	o.ping_interval_ms = 20;
-	o.peer_timeout_ms = 120;
+	o.peer_timeout_ms = PEER_TIMEOUT_MS;
 	o.connect_timeout_ms = 400;
 	if (W->cfg.fabric) {
 		/* the fabric's runs also run the congestion controller and its pacer */
@@ -1373,6 +1389,47 @@ static uint64_t activity_of(struct snode *n)
 	       n->rpc->os_busy;
 }
 
+/*
+ * No half-open session (issue 31): a client session of @n that is CONNECTED
+ * while its server (up or not) holds no CONNECTED session of its token is
+ * reset within HALF_OPEN_MAX_NS, whatever caused it (a crash or restart of
+ * the server, a partition, a server that forgot the session).
+ */
+static void check_half_open(struct snode *n)
+{
+	unsigned k;
+
+	for (k = 0; k < 2; k++) {
+		const struct snode *srv = &W->nodes[k == 0 || n->idx == N_M ? N_S : N_M];
+		const struct urpc_session *cs, *ss = NULL;
+
+		if (n->idx == N_S || (n->idx == N_M && k == 1) || n->sess[k] < 0)
+			continue;
+		cs = urpc__rpc_session(n->rpc, n->sess[k]);
+		if (!cs || cs->role != URPC_ROLE_CLIENT || cs->state != URPC_SESS_CONNECTED) {
+			n->half_since[k] = 0;
+			continue;
+		}
+		if (srv->up && srv->rpc_up)
+			ss = urpc__rpc_session(srv->rpc, (int)cs->remote_num);
+		if (ss && ss->role == URPC_ROLE_SERVER && ss->token == cs->token &&
+		    ss->state == URPC_SESS_CONNECTED) {
+			n->half_since[k] = 0;
+			continue;
+		}
+		if (!n->half_since[k] || n->half_tok[k] != cs->token) {
+			n->half_since[k] = W->net.now;
+			n->half_tok[k] = cs->token;
+		} else if (W->net.now - n->half_since[k] > HALF_OPEN_MAX_NS) {
+			violation(
+				"half-open: node %d session %d (token %016llx) CONNECTED for %.1f ms "
+				"while node %d holds no session for it",
+				n->idx, n->sess[k], (unsigned long long)cs->token,
+				(double)(W->net.now - n->half_since[k]) / 1e6, srv->idx);
+		}
+	}
+}
+
 static void check_node(struct snode *n)
 {
 	char why[256];
@@ -1380,6 +1437,7 @@ static void check_node(struct snode *n)
 
 	if (!n->rpc_up)
 		return;
+	check_half_open(n);
 	if (urpc__rpc_check(n->rpc, &owed, why, sizeof(why))) {
 		violation("node %d: engine bookkeeping: %s", n->idx, why);
 		return;
@@ -1462,6 +1520,41 @@ static void plan_faults(void)
 			schedule_fault(FK_DISC, at, client, which);
 		}
 	}
+	if (!(f & SIM_F_FORGET))
+		return;
+	nf = (unsigned)sim_rand_between(&W->rng, 1, 4);
+	for (k = 0; k < nf; k++) {
+		uint64_t at = t0 + urpc__rand_below(&W->rng, end);
+		int node = (int)urpc__rand_below(&W->rng, 2); /* S or M */
+
+		schedule_fault(FK_FORGET, at, node, (uint32_t)urpc__rand_next(&W->rng));
+	}
+}
+
+/* Server @n frees its (@pick % count)-th connected session and tells nobody. */
+static void forget_one(struct snode *n, uint32_t pick)
+{
+	struct urpc_session *s;
+	uint32_t i, count = 0;
+
+	for (i = 0; i < n->rpc->hi_session; i++) {
+		s = urpc__rpc_session(n->rpc, (int)i);
+		count += s && s->role == URPC_ROLE_SERVER && s->state == URPC_SESS_CONNECTED;
+	}
+	if (!count)
+		return;
+	pick %= count;
+	for (i = 0; i < n->rpc->hi_session; i++) {
+		s = urpc__rpc_session(n->rpc, (int)i);
+		if (!s || s->role != URPC_ROLE_SERVER || s->state != URPC_SESS_CONNECTED)
+			continue;
+		if (pick--)
+			continue;
+		W->res->forgets++;
+		/* As a client's DISCONNECT_REQ frees it, but no client asked. */
+		urpc__session_transition(n->rpc, s, URPC_SEV_PEER_CLOSED, 0);
+		return;
+	}
 }
 
 static void do_fault(const struct sim_ev *e)
@@ -1504,6 +1597,10 @@ static void do_fault(const struct sim_ev *e)
 	case FK_RPC_UP:
 		if (n->up && !n->rpc_up)
 			rpc_up(n);
+		break;
+	case FK_FORGET:
+		if (n->rpc_up)
+			forget_one(n, e->b);
 		break;
 	case FK_DISC:
 		if (!n->rpc_up || n->sstate[e->b] == SESS_DOWN)
@@ -1956,7 +2053,7 @@ void sim_cfg_from_seed(struct sim_cfg *c, uint64_t seed)
 	c->seed = seed;
 	c->clients = 1 + (unsigned)urpc__rand_below(&r, 3);
 	c->reqs = 5 + (unsigned)urpc__rand_below(&r, 60);
-	c->faults = (unsigned)urpc__rand_below(&r, SIM_F_ALL + 1);
+	c->faults = (unsigned)urpc__rand_below(&r, SIM_F_DRAWN + 1);
 	c->max_large = urpc__rand_below(&r, 4) ? 64 * 1024 : 2 * 1024 * 1024;
 	c->gpu = urpc__rand_below(&r, 3) == 0;
 	c->fault_ns = 50000000ull + urpc__rand_below(&r, 250000000ull);
@@ -1966,9 +2063,12 @@ void sim_cfg_from_seed(struct sim_cfg *c, uint64_t seed)
 	h = (seed + 0x632be59bd9b4e019ull) * 0x9e3779b97f4a7c15ull;
 	h ^= h >> 29;
 	c->release_lag = h & 1 ? 0 : 1 + (unsigned)((h >> 8) % 64);
+	if ((h >> 20) & 1)
+		c->faults |= SIM_F_FORGET;
 }
 
-static const char *const fault_names[] = {"drop", "dup", "delay", "part", "crash", "rpc", "disc"};
+static const char *const fault_names[] = {"drop",  "dup", "delay", "part",
+					  "crash", "rpc", "disc",  "forget"};
 
 const char *sim_faults_str(unsigned mask, char *buf, size_t n)
 {

@@ -47,7 +47,7 @@ static const char usage[] =
 	"The shape of a run (default: drawn from the seed):\n"
 	"  --clients N       client processes, 1-4\n"
 	"  --reqs N          requests each client issues\n"
-	"  --faults LIST     comma-separated subset of drop,dup,delay,part,crash,rpc,disc,\n"
+	"  --faults LIST     comma-separated subset of drop,dup,delay,part,crash,rpc,disc,forget,\n"
 	"                    or all, or none\n"
 	"  --max-large BYTES largest message (default 64 KiB or 2 MiB)\n"
 	"  --fault-ms MS     virtual time during which faults happen\n"

@@ -14,7 +14,7 @@
 #include "util/log.h"
 #include "util/rand.h"
 
-#define SM_HDR_LEN 70 /* the fixed part of the layout documented in sm.c */
+#define SM_HDR_LEN 86 /* the fixed part of the layout documented in sm.c */
 
 static const enum urpc_sm_pkt_type all_types[] = {
 	URPC_SM_PKT_CONNECT_REQ,     URPC_SM_PKT_CONNECT_RESP, URPC_SM_PKT_DISCONNECT_REQ,
@@ -43,6 +43,8 @@ static void fill_pkt(struct urpc_sm_pkt *p, enum urpc_sm_pkt_type t, uint16_t ep
 	p->nexus_epoch = 0x2122232425262728ull;
 	p->rpc_inc = 0x31323334u;
 	p->cookie = 0x4142434445464748ull;
+	p->nx_nonce = 0x5152535455565758ull;
+	p->mac = 0x6162636465666768ull;
 	p->ep_len = ep_len;
 	for (i = 0; i < ep_len; i++)
 		p->ep[i] = (uint8_t)(0x40 + i);
@@ -64,6 +66,8 @@ static void assert_pkt_eq(const struct urpc_sm_pkt *a, const struct urpc_sm_pkt 
 	cr_assert_eq(a->nexus_epoch, b->nexus_epoch);
 	cr_assert_eq(a->rpc_inc, b->rpc_inc);
 	cr_assert_eq(a->cookie, b->cookie);
+	cr_assert_eq(a->nx_nonce, b->nx_nonce);
+	cr_assert_eq(a->mac, b->mac);
 	cr_assert_eq(a->ep_len, b->ep_len);
 	cr_assert_arr_eq(a->ep, b->ep, a->ep_len);
 }
@@ -123,7 +127,7 @@ Test(sm, wire_layout_is_fixed_little_endian)
 {
 	/* The bytes a peer of another build must see; any layout change breaks this. */
 	static const uint8_t want[SM_HDR_LEN + 2] = {
-		0x53, 0x4d, 0x03, 0x02, /* magic "SM", version 3, CONNECT_RESP */
+		0x53, 0x4d, 0x04, 0x02, /* magic "SM", version 4, CONNECT_RESP */
 		0x6f, 0x00, 0x00, 0x00, /* status: ECONNREFUSED (111) */
 		0xa1, 0xb2, 0x02, 0x00, /* rpc ids, transport udp, reserved */
 		0xc6, 0xc5, 0xc4, 0xc3, /* client_sess */
@@ -136,6 +140,8 @@ Test(sm, wire_layout_is_fixed_little_endian)
 		0x28, 0x27, 0x26, 0x25, 0x24, 0x23, 0x22, 0x21, /* nexus_epoch */
 		0x34, 0x33, 0x32, 0x31,				/* rpc_inc */
 		0x48, 0x47, 0x46, 0x45, 0x44, 0x43, 0x42, 0x41, /* cookie */
+		0x58, 0x57, 0x56, 0x55, 0x54, 0x53, 0x52, 0x51, /* nx_nonce */
+		0x68, 0x67, 0x66, 0x65, 0x64, 0x63, 0x62, 0x61, /* mac */
 		0x40, 0x41,					/* ep */
 	};
 	uint8_t buf[URPC_SM_PKT_MAX];

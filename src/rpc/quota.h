@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What one peer may hold of a server (issue 31, fair shares): the time a
+ * large response may wait for its client to READ it. A stored large
+ * response (large.c) lives on rpc->grants_live from the moment its handler
+ * answers; one its client has not read within the one-sided time-out,
+ * plus the time its bytes take at URPC_QUOTA_MIN_RATE, is revoked and its
+ * memory given back to the pool, so a client that never reads (or reads
+ * slower than that) cannot pin the server's memory; and the clients of
+ * one source address hold at most URPC_QUOTA_SRC_BYTES of them at once.
+ * May call: the log.
+ */
+#ifndef URPC_RPC_QUOTA_H
+#define URPC_RPC_QUOTA_H
+
+#include "engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The slowest a client may READ a large response: 4 MiB/s. */
+#define URPC_QUOTA_MIN_RATE (4ull << 20)
+/*
+ * The bytes of stored large responses the clients at one source address
+ * may hold together (with the per-source limit on): an eighth of the
+ * pool's 1 GiB cap.
+ */
+#define URPC_QUOTA_SRC_BYTES (128ull << 20)
+
+/*
+ * Would storing a @len-byte large response in slot @sl take its source
+ * past URPC_QUOTA_SRC_BYTES? Then true, counted (grants_refused) and
+ * logged: the caller refuses the response (the client gets EIO).
+ */
+bool urpc__quota_bytes_refuse(struct urpc_rpc *rpc, const struct urpc_sslot *sl, size_t len);
+
+/*
+ * The server's one-sided operations (URPC_OS_OPS, READs of large requests):
+ * the sessions of one source address hold at most URPC_QUOTA_SRC_OPS of
+ * them at once, so that one slow reader cannot hold them all.
+ */
+#define URPC_QUOTA_SRC_OPS (URPC_OS_OPS / 4)
+
+/*
+ * May server session @s start another READ? True (refuse: the request is
+ * dropped and its client's retransmission brings it again; counted in
+ * os_share_waits) when its source holds its share.
+ */
+bool urpc__quota_op_refuse(struct urpc_rpc *rpc, const struct urpc_session *s);
+
+/* Operation @op reads a request of @s now: counted in its source's share until urpc__os_put(). */
+void urpc__quota_op_take(struct urpc_rpc *rpc, const struct urpc_session *s, struct urpc_os_op *op);
+
+/* Operation @op is over: its source's share. */
+static inline void urpc__quota_op_put(struct urpc_rpc *rpc, struct urpc_os_op *op)
+{
+	if (op->src_bucket && rpc->src_bytes)
+		rpc->src_bytes[2 * (op->src_bucket - 1u) + 1]--;
+	op->src_bucket = 0;
+}
+
+/* Large response @l, just stored in slot @sl: its time starts now. Owner thread. */
+void urpc__quota_grant_start(struct urpc_rpc *rpc, struct urpc_srv_large *l, struct urpc_sslot *sl);
+
+/* @l leaves its slot (read, replaced, its session gone): off the list. Owner thread. */
+void urpc__quota_grant_end(struct urpc_rpc *rpc, struct urpc_srv_large *l);
+
+/*
+ * The slot of the oldest stored large response if its time is up (taken
+ * off the list and counted in grants_expired; the caller retires it with
+ * urpc__srv_large_retire()), else NULL. The timer scan. Owner thread.
+ */
+struct urpc_sslot *urpc__quota_grant_expired(struct urpc_rpc *rpc);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* URPC_RPC_QUOTA_H */
