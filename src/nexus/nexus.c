@@ -205,11 +205,13 @@ static void notify_rpcs(struct urpc_nexus *nx)
 }
 
 /*
- * A heartbeat of @type to @to, with what we said of it (@failed_it) and the
- * sessions we hold with it (@sessions). nx->lock held.
+ * A heartbeat of @type to @to, with what we said of it (@failed_it), how
+ * many sessions we hold with it (@sessions) and their digest (@digest, the
+ * XOR of their tokens: nexus_peer.h). nx->lock held.
  */
 static void heartbeat_send(struct urpc_nexus *nx, const struct sockaddr_in *to,
-			   enum urpc_sm_pkt_type type, uint64_t failed_it, uint32_t sessions)
+			   enum urpc_sm_pkt_type type, uint64_t failed_it, uint32_t sessions,
+			   uint64_t digest)
 {
 	struct urpc_sm_pkt p;
 	unsigned i;
@@ -218,6 +220,7 @@ static void heartbeat_send(struct urpc_nexus *nx, const struct sockaddr_in *to,
 	p.type = type;
 	p.seq = failed_it;
 	p.client_sess = sessions;
+	p.token = digest;
 	p.ep_len = URPC_NXP_RPC_BYTES;
 	for (i = 0; i < NEXUS_MAX_RPCS; i++)
 		if (nx->rpcs[i])
@@ -232,7 +235,8 @@ static void ping_peer(void *arg, const struct urpc_nx_peer *peer)
 
 	/* Without a secret yet, nothing we say would be believed. */
 	if (!atomic_load_explicit(&nx->mute, memory_order_relaxed) && peer->nonce_remote)
-		heartbeat_send(nx, &peer->addr, URPC_SM_PKT_NX_PING, peer->failed_it, peer->refs);
+		heartbeat_send(nx, &peer->addr, URPC_SM_PKT_NX_PING, peer->failed_it, peer->refs,
+			       peer->digest);
 }
 
 uint32_t urpc__nexus_notices(const struct urpc_nexus *nx)
@@ -253,12 +257,12 @@ static void heartbeat_rx(struct urpc_nexus *nx, const struct urpc_sm_pkt *p)
 	stat_inc(&nx->stats.heartbeats_rx);
 	pthread_mutex_lock(&nx->lock);
 	if (urpc__nxp_heard(&nx->peers, &p->from, p->nexus_inc, p->nexus_epoch, p->seq, p->ep,
-			    p->client_sess, urpc__now_ns()))
+			    p->token, urpc__now_ns()))
 		notify_rpcs(nx);
 	if (p->type == URPC_SM_PKT_NX_PING) {
 		peer = urpc__nxp_find(&nx->peers, &p->from);
 		heartbeat_send(nx, &p->from, URPC_SM_PKT_NX_PONG, peer ? peer->failed_it : 0,
-			       peer ? peer->refs : 0);
+			       peer ? peer->refs : 0, peer ? peer->digest : 0);
 	}
 	pthread_mutex_unlock(&nx->lock);
 }
@@ -277,21 +281,21 @@ uint64_t urpc__nexus_tick(struct urpc_nexus *nx)
 }
 
 struct urpc_nx_peer *urpc__nexus_peer_get(struct urpc_nexus *nx, const struct sockaddr_in *addr,
-					  uint64_t ping_ns, uint64_t timeout_ns)
+					  uint64_t ping_ns, uint64_t timeout_ns, uint64_t token)
 {
 	struct urpc_nx_peer *p;
 
 	pthread_mutex_lock(&nx->lock);
-	p = urpc__nxp_get(&nx->peers, addr, ping_ns, timeout_ns, urpc__now_ns());
+	p = urpc__nxp_get(&nx->peers, addr, ping_ns, timeout_ns, token, urpc__now_ns());
 	pthread_mutex_unlock(&nx->lock);
 	/* The SM thread pings it on its next wake-up (within SM_POLL_MS). */
 	return p;
 }
 
-void urpc__nexus_peer_put(struct urpc_nexus *nx, struct urpc_nx_peer *p)
+void urpc__nexus_peer_put(struct urpc_nexus *nx, struct urpc_nx_peer *p, uint64_t token)
 {
 	pthread_mutex_lock(&nx->lock);
-	urpc__nxp_put(&nx->peers, p, urpc__now_ns());
+	urpc__nxp_put(&nx->peers, p, token, urpc__now_ns());
 	pthread_mutex_unlock(&nx->lock);
 }
 

@@ -48,11 +48,12 @@ struct urpc_nx_peer; /* nexus_peer.h */
 /*
  * A reference to the heartbeat entry of the peer Nexus at @addr, for one
  * session; @ping_ns and @timeout_ns are its Rpc's interval and silence
- * limit. NULL: out of memory. Thread: any (takes the Nexus lock; cold).
+ * limit, @token the session's (in the peer's digest until the put with the
+ * same token). NULL: out of memory. Thread: any (takes the Nexus lock; cold).
  */
 struct urpc_nx_peer *urpc__nexus_peer_get(struct urpc_nexus *nx, const struct sockaddr_in *addr,
-					  uint64_t ping_ns, uint64_t timeout_ns);
-void urpc__nexus_peer_put(struct urpc_nexus *nx, struct urpc_nx_peer *p);
+					  uint64_t ping_ns, uint64_t timeout_ns, uint64_t token);
+void urpc__nexus_peer_put(struct urpc_nexus *nx, struct urpc_nx_peer *p, uint64_t token);
 
 /*
  * How many times the Nexus has told its Rpcs to look at their peers'

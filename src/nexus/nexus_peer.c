@@ -62,7 +62,8 @@ static struct urpc_nx_peer *make(struct urpc_nx_peers *t, const struct sockaddr_
 }
 
 struct urpc_nx_peer *urpc__nxp_get(struct urpc_nx_peers *t, const struct sockaddr_in *addr,
-				   uint64_t ping_ns, uint64_t timeout_ns, uint64_t now)
+				   uint64_t ping_ns, uint64_t timeout_ns, uint64_t token,
+				   uint64_t now)
 {
 	struct urpc_nx_peer *p = urpc__nxp_find(t, addr);
 
@@ -84,6 +85,7 @@ struct urpc_nx_peer *urpc__nxp_get(struct urpc_nx_peers *t, const struct sockadd
 	if (!p->last_heard_ns)
 		p->last_heard_ns = now; /* a new session after a failure: a fresh start */
 	p->refs++;
+	p->digest ^= token;
 	p->probe_backoff = 0; /* sessions moved: a disagreement now is news */
 	return p;
 }
@@ -120,8 +122,9 @@ static void drop(struct urpc_nx_peers *t, struct urpc_nx_peer *p)
 	}
 }
 
-void urpc__nxp_put(struct urpc_nx_peers *t, struct urpc_nx_peer *p, uint64_t now)
+void urpc__nxp_put(struct urpc_nx_peers *t, struct urpc_nx_peer *p, uint64_t token, uint64_t now)
 {
+	p->digest ^= token;
 	p->probe_backoff = 0;
 	if (--p->refs)
 		return;
@@ -206,21 +209,21 @@ bool urpc__nxp_seen(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uin
 }
 
 /*
- * The session counts of a heartbeat (nexus_peer.h): probe when they keep
- * disagreeing by the same counts; again, backing off, while they still do
+ * The session digest of a heartbeat (nexus_peer.h): probe when it keeps
+ * disagreeing with ours by the same pair; again, backing off, while they still do
  * (a server that holds sessions its clients forgot keeps a difference no
  * probe ends).
  */
-static bool count_check(struct urpc_nx_peer *p, uint32_t sessions)
+static bool count_check(struct urpc_nx_peer *p, uint64_t digest)
 {
-	if (sessions == p->refs) {
+	if (digest == p->digest) {
 		p->hb_mismatch = 0;
 		p->probe_backoff = 0;
 		return false;
 	}
-	if (p->seen_ours != p->refs || p->seen_theirs != sessions) {
-		p->seen_ours = p->refs;
-		p->seen_theirs = sessions;
+	if (p->seen_ours != p->digest || p->seen_theirs != digest) {
+		p->seen_ours = p->digest;
+		p->seen_theirs = digest;
 		p->hb_mismatch = 0;
 		p->probe_backoff = 0;
 	}
@@ -234,7 +237,7 @@ static bool count_check(struct urpc_nx_peer *p, uint32_t sessions)
 }
 
 bool urpc__nxp_heard(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uint64_t incarnation,
-		     uint64_t epoch, uint64_t it_failed, const uint8_t *rpcs, uint32_t sessions,
+		     uint64_t epoch, uint64_t it_failed, const uint8_t *rpcs, uint64_t digest,
 		     uint64_t now)
 {
 	struct urpc_nx_peer *p = urpc__nxp_find(t, addr);
@@ -251,7 +254,7 @@ bool urpc__nxp_heard(struct urpc_nx_peers *t, const struct sockaddr_in *addr, ui
 	}
 	p->it_failed = it_failed;
 	p->hb_known = true;
-	if (count_check(p, sessions))
+	if (count_check(p, digest))
 		moved = true;
 	/* Older than what a packet already showed (reordered): its list is stale. */
 	if (epoch < p->epoch)

@@ -71,13 +71,20 @@ struct urpc_nx_peer {
 	uint64_t epoch;			  /* the newest attach/detach count it sent */
 	uint32_t rpc_inc[URPC_NXP_RPCS];  /* the newest attach number of each of its Rpcs */
 	/*
-	 * Sessions it holds with us, as its heartbeats say, against our refs:
-	 * how many heartbeats in a row disagreed with the same pair of counts
-	 * (seen_*), and how many probes that pair made already (the next waits
-	 * URPC_NXP_MISMATCH << probe_backoff heartbeats).
+	 * The set of sessions we hold with it (either role), as the XOR of
+	 * their tokens (a session's token is the same on both sides): equal
+	 * sets, equal digests; a session one side lost and another only the
+	 * other side holds do not cancel, as counts would.
+	 */
+	uint64_t digest;
+	/*
+	 * The digest its heartbeats say, against ours: how many heartbeats in
+	 * a row disagreed with the same pair of digests (seen_*), and how many
+	 * probes that pair made already (the next waits URPC_NXP_MISMATCH <<
+	 * probe_backoff heartbeats).
 	 */
 	uint32_t hb_mismatch;
-	uint32_t seen_ours, seen_theirs;
+	uint64_t seen_ours, seen_theirs;
 	uint32_t probe_backoff;
 	uint64_t nonce_local;  /* our half of the pair's secret, never 0 */
 	uint64_t nonce_remote; /* its half, from a handshake; 0: none yet */
@@ -105,14 +112,15 @@ struct urpc_nx_peer *urpc__nxp_find(struct urpc_nx_peers *t, const struct sockad
  * silence limit; the entry keeps the shortest. NULL: out of memory.
  */
 struct urpc_nx_peer *urpc__nxp_get(struct urpc_nx_peers *t, const struct sockaddr_in *addr,
-				   uint64_t ping_ns, uint64_t timeout_ns, uint64_t now);
+				   uint64_t ping_ns, uint64_t timeout_ns, uint64_t token,
+				   uint64_t now);
 
 /*
  * Drop a reference. The entry outlives its last one a while (a few peer
  * time-outs, more when we declared the peer failed; see urpc__nxp_tick()),
  * so that the pair's secret still signs the last packets of a session.
  */
-void urpc__nxp_put(struct urpc_nx_peers *t, struct urpc_nx_peer *p, uint64_t now);
+void urpc__nxp_put(struct urpc_nx_peers *t, struct urpc_nx_peer *p, uint64_t token, uint64_t now);
 
 /*
  * Any packet @p (its sender's fields: incarnation, epoch, and the attach
@@ -127,20 +135,20 @@ bool urpc__nxp_seen(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uin
 
 /*
  * A heartbeat from @addr: its @incarnation, how many times it declared us
- * failed (@it_failed), its Rpc ids (@rpcs: URPC_NXP_RPC_BYTES) and how many
- * sessions it holds with us (@sessions: its refs). True when a generation
+ * failed (@it_failed), its Rpc ids (@rpcs: URPC_NXP_RPC_BYTES) and the
+ * sessions it holds with us (@digest: its digest of them). True when a generation
  * advanced (Rpcs should look now). Unknown peers are ignored.
  *
  * No half-open session: when URPC_NXP_MISMATCH heartbeats in a row say it
- * holds fewer or more sessions with us than we hold with it, by the same
- * counts (a disagreement that stays, not sessions coming and going), probe_gen
+ * holds other sessions with us than we hold with it, by the same pair of
+ * digests (a disagreement that stays, not sessions coming and going), probe_gen
  * advances (again after twice as many, up to 2^URPC_NXP_BACKOFF_MAX times as
  * many, while the same difference stays), and every client session to it asks
  * its server Rpc whether it still knows it (a session PING_REQ; a server
  * that forgot it answers -ECONNRESET and the session resets).
  */
 bool urpc__nxp_heard(struct urpc_nx_peers *t, const struct sockaddr_in *addr, uint64_t incarnation,
-		     uint64_t epoch, uint64_t it_failed, const uint8_t *rpcs, uint32_t sessions,
+		     uint64_t epoch, uint64_t it_failed, const uint8_t *rpcs, uint64_t digest,
 		     uint64_t now);
 
 /* Heartbeats in a row whose session count disagrees before client sessions probe. */

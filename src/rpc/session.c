@@ -113,7 +113,15 @@ static void probe(struct urpc_rpc *rpc, struct urpc_session *s)
 		urpc__map_set(rpc->sm_map, s->local_num);
 	}
 	if (s->cli.probe_next_ns && rpc->now >= s->cli.probe_next_ns) {
-		s->cli.probe_next_ns = rpc->now + rpc->sm_retry_ns;
+		/*
+		 * Resent at the heartbeat interval, not the SM retry (up to
+		 * 100 ms): one probe lost must not make a half-open session
+		 * outlive the peer time-out (simulator seed 483 with the
+		 * fabric: a forget, the probe lost, then the server crashed).
+		 */
+		s->cli.probe_next_ns =
+			rpc->now + (rpc->ping_ns ? URPC_MIN(rpc->ping_ns, rpc->sm_retry_ns)
+						 : rpc->sm_retry_ns);
 		urpc__sm_out_session(rpc, s, URPC_SM_PKT_PING_REQ, 0);
 	}
 }
@@ -301,7 +309,10 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 				    rpc->max_sessions, urpc__sess_limit_str(ret));
 		return ret;
 	}
-	s->nxp = urpc__nexus_peer_get(rpc->nx, &addr, rpc->ping_ns, rpc->peer_timeout_ns);
+	do /* first: the peer's session digest counts it (nexus_peer.h) */
+		s->token = urpc__csprng_next(&rpc->secrets);
+	while (!s->token);
+	s->nxp = urpc__nexus_peer_get(rpc->nx, &addr, rpc->ping_ns, rpc->peer_timeout_ns, s->token);
 	if (!s->nxp) {
 		urpc__sess_free(rpc, s);
 		return -ENOMEM;
@@ -310,9 +321,6 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 	urpc__cli_rtt_init(rpc, s);
 	s->remote_rpc_id = remote_rpc_id;
 	s->peer_nexus = addr;
-	do
-		s->token = urpc__csprng_next(&rpc->secrets);
-	while (!s->token);
 	urpc__session_transition(rpc, s, URPC_SEV_CONNECT_START, 0);
 	*session_out = (int)s->local_num;
 	return 0;
@@ -387,7 +395,8 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 	s->sm_seq = p->seq;
 	s->peer_nexus = p->from;
 	urpc__src_take(rpc, s, p->from.sin_addr.s_addr);
-	s->nxp = urpc__nexus_peer_get(rpc->nx, &p->from, rpc->ping_ns, rpc->peer_timeout_ns);
+	s->nxp = urpc__nexus_peer_get(rpc->nx, &p->from, rpc->ping_ns, rpc->peer_timeout_ns,
+				      s->token);
 	ret = s->nxp ? rpc->tp->ops->resolve_peer(rpc->tp, p->ep, p->ep_len, &s->peer) : -ENOMEM;
 	if (!ret) /* one-sided requests on this session carry its token */
 		rpc->tp->ops->set_peer_token(rpc->tp, s->peer, s->token);

@@ -291,7 +291,7 @@ void urpc__sess_free(struct urpc_rpc *rpc, struct urpc_session *s)
 		}
 	}
 	if (s->nxp)
-		urpc__nexus_peer_put(rpc->nx, s->nxp);
+		urpc__nexus_peer_put(rpc->nx, s->nxp, s->token);
 	urpc__src_put(rpc, s);
 	if (s->role == URPC_ROLE_SERVER) {
 		index_remove(rpc, s);

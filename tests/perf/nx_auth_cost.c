@@ -104,8 +104,8 @@ int main(int argc, char **argv)
 	memset(&ta, 0, sizeof(ta));
 	memset(&tb, 0, sizeof(tb));
 	/* A's entry for B and B's for A, keyed as a handshake leaves them. */
-	pa = urpc__nxp_get(&ta, &b, 100000000ull, 500000000ull, 1);
-	pb = urpc__nxp_get(&tb, &a, 100000000ull, 500000000ull, 1);
+	pa = urpc__nxp_get(&ta, &b, 100000000ull, 500000000ull, 7, 1);
+	pb = urpc__nxp_get(&tb, &a, 100000000ull, 500000000ull, 7, 1);
 	if (!pa || !pb)
 		return 1;
 	pa->nonce_remote = pb->nonce_local;

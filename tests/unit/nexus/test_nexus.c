@@ -143,10 +143,10 @@ static int bound_socket(struct sockaddr_in *a)
 static void nonce_for(struct urpc_nexus *from, struct urpc_nexus *to)
 {
 	struct sockaddr_in a = addr_of(to);
-	struct urpc_nx_peer *p = urpc__nexus_peer_get(from, &a, HOUR_NS, HOUR_NS);
+	struct urpc_nx_peer *p = urpc__nexus_peer_get(from, &a, HOUR_NS, HOUR_NS, 1);
 
 	cr_assert_not_null(p);
-	urpc__nexus_peer_put(from, p);
+	urpc__nexus_peer_put(from, p, 1);
 }
 
 /*
@@ -698,7 +698,7 @@ Test(nexus, own_stall_is_not_the_peers_silence)
 	a.sin_family = AF_INET;
 	a.sin_port = htons(4242);
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	p = urpc__nxp_get(&t, &a, ping, timeout, now);
+	p = urpc__nxp_get(&t, &a, ping, timeout, 1, now);
 	cr_assert_not_null(p);
 	due = urpc__nxp_tick(&t, now, &failed, count_ping, &pings);
 	cr_assert_not(failed);
@@ -720,7 +720,7 @@ Test(nexus, own_stall_is_not_the_peers_silence)
 	cr_assert(failed, "a silent peer was not failed while we ticked on time");
 	cr_assert_geq(now - silent_from, timeout, "failed after %llu ms of silence",
 		      (unsigned long long)((now - silent_from) / ms));
-	urpc__nxp_put(&t, p, now);
+	urpc__nxp_put(&t, p, 1, now);
 	urpc__nxp_clear(&t);
 }
 
