@@ -392,6 +392,17 @@ struct urpc_rpc_opts {
 	uint32_t one_sided_timeout_ms;
 	/* The application's pointer for this Rpc, returned by urpc_rpc_ctx(); default NULL. */
 	void *ctx;
+	/*
+	 * Requests a session carries at once (its slots and credits): a power
+	 * of two from 1 to URPC_SESSION_WINDOW_MAX (64), default 8; anything
+	 * else makes urpc_rpc_create() fail with -EINVAL. Agreed at connect:
+	 * a client proposes its own, the server's bounds it (a session gets
+	 * the smaller of the two), so a server caps what each client may
+	 * have in flight. A session costs a client about 200 bytes per slot,
+	 * a server 128. Requests beyond the window wait in the session's
+	 * queue (URPC_SESSION_MAX_WAITING).
+	 */
+	uint32_t session_window;
 };
 
 /** urpc_rpc_opts_init() - Fill @o with the defaults (NULL: nothing). Thread: any. */
@@ -573,12 +584,15 @@ URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
  * ------------------------------------------------------------------------ */
 
 /*
- * Requests one session carries at once; further ones wait in its queue, up
+ * A session's window: the requests it carries at once (urpc_rpc_opts.
+ * session_window, a power of two from 1 to URPC_SESSION_WINDOW_MAX; the
+ * default URPC_SESSION_WINDOW_DEFAULT). Further ones wait in its queue, up
  * to URPC_SESSION_MAX_WAITING, after which urpc_req_enqueue() returns
  * -ENOMEM until a continuation has run (back-pressure: not an allocation
  * failure; nothing is allocated per request).
  */
-#define URPC_SESSION_MAX_INFLIGHT 8
+#define URPC_SESSION_WINDOW_DEFAULT 8
+#define URPC_SESSION_WINDOW_MAX 64
 /* The default of urpc_rpc_opts.max_sessions. */
 #define URPC_RPC_DEFAULT_MAX_SESSIONS (1u << 20)
 #define URPC_SESSION_MAX_WAITING 64
@@ -771,7 +785,7 @@ typedef void (*urpc_cont_fn)(struct urpc_rpc *rpc, void *tag, int status, struct
  * @return 0: @cont runs exactly once, later. <0 (it never runs): -EINVAL
  *         (@rpc NULL, bad session, NULL buffers or @cont), -EMSGSIZE
  *         (request above URPC_MAX_MSG_SIZE), -ECONNRESET (session failed or
- *         disconnected), -ENOMEM (URPC_SESSION_MAX_INFLIGHT requests in
+ *         disconnected), -ENOMEM (the session's window of requests in
  *         flight and URPC_SESSION_MAX_WAITING waiting on this session:
  *         back-pressure; run the event loop and retry), -EPERM.
  * Inline: it calls the library's urpc_priv_req_enqueue() (no deadline) or

@@ -20,7 +20,6 @@
 #include "states.h"
 #include "tx.h"
 
-#define SLOT_MASK (URPC_SESSION_SLOTS - 1)
 #define WAITQ_MASK (URPC_SESSION_WAITQ - 1)
 
 /* Transmit (or retransmit) the request in client slot @i of @s. */
@@ -46,7 +45,8 @@ static inline URPC_ALWAYS_INLINE uint64_t slot_take(struct urpc_rpc *rpc, struct
 						    void *tag, uint64_t deadline_ns)
 {
 	struct urpc_cslot *sl = &s->cli.slots[i];
-	uint64_t req_num = sl->cur_req_num + URPC_SESSION_SLOTS;
+	/* The stride is the largest window: a constant, and a multiple of every window. */
+	uint64_t req_num = sl->cur_req_num + URPC_SESSION_WINDOW_MAX;
 
 	/* The arguments first: registers free early keep the fast path's frame small. */
 	sl->req = req;
@@ -64,9 +64,9 @@ static inline URPC_ALWAYS_INLINE uint64_t slot_take(struct urpc_rpc *rpc, struct
 	 * A session with a request in a slot has its busy bit already: the
 	 * timer scan clears it only once the session is idle (urpc__cli_busy).
 	 */
-	if (s->cli.free_mask == (1u << URPC_SESSION_SLOTS) - 1)
+	if (s->cli.free_mask == s->cli.all_free)
 		urpc__cli_mark_busy(rpc, s);
-	s->cli.free_mask &= ~(1u << i);
+	s->cli.free_mask &= ~(1ull << i);
 	rpc->st.reqs_sent++;
 	return req_num;
 }
@@ -119,7 +119,7 @@ void urpc__cli_kick(struct urpc_rpc *rpc, struct urpc_session *s)
 		struct urpc_waiting_req *w = &s->cli.waitq[s->cli.wq_head & WAITQ_MASK];
 
 		s->cli.wq_head++;
-		start_req(rpc, s, (unsigned)__builtin_ctz(s->cli.free_mask),
+		start_req(rpc, s, (unsigned)__builtin_ctzll(s->cli.free_mask),
 			  req_is_large(rpc, w->req), w->req_type, w->req, w->resp, w->cont, w->tag,
 			  w->deadline_ns);
 	}
@@ -182,7 +182,7 @@ URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, unsig
 		/* Lent from here on: urpc_msgbuf_free() looks in this session's slots and queue. */
 		req->priv_sess = (uint32_t)session;
 		resp->priv_sess = (uint32_t)session;
-		start_req(rpc, s, (unsigned)__builtin_ctz(s->cli.free_mask), large, req_type, req,
+		start_req(rpc, s, (unsigned)__builtin_ctzll(s->cli.free_mask), large, req_type, req,
 			  resp, cont, tag, deadline);
 		return 0;
 	}
@@ -234,7 +234,7 @@ static inline URPC_ALWAYS_INLINE int enqueue(struct urpc_rpc *rpc, struct urpc_m
 	if (unlikely(s->rx_word != URPC_PKT_WORD(URPC_PKT_RESP) || !s->cli.free_mask ||
 		     s->cli.wq_head != s->cli.wq_tail))
 		goto full;
-	i = (unsigned)__builtin_ctz(s->cli.free_mask);
+	i = (unsigned)__builtin_ctzll(s->cli.free_mask);
 	sl = &s->cli.slots[i];
 	/* A slot that is not FREE is a bug the full path's transition counts. */
 	if (unlikely(sl->state != URPC_CLI_FREE))
@@ -276,7 +276,7 @@ static inline URPC_ALWAYS_INLINE void complete_end(struct urpc_rpc *rpc, struct 
 {
 	/* A FREE slot's req and resp are stale: nothing reads them (urpc__mb_is_lent()). */
 	urpc__cli_step(rpc, sl, from, URPC_CLI_FREE);
-	s->cli.free_mask |= 1u << i;
+	s->cli.free_mask |= 1ull << i;
 	if (s->cli.wq_head != s->cli.wq_tail && s->state == URPC_SESS_CONNECTED)
 		urpc__cli_kick(rpc, s);
 	if (likely(call)) /* inside a pass (every caller): in_loop bars the loop and destroy */
@@ -339,11 +339,11 @@ void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status
 	if (s->role != URPC_ROLE_CLIENT)
 		return;
 	/* The buffers go back to the application: no copy may be sent later. */
-	for (i = 0; i < URPC_SESSION_SLOTS; i++)
+	for (i = 0; i <= s->slot_mask; i++)
 		if (s->cli.slots[i].state != URPC_CLI_FREE)
 			urpc__tx_forget(rpc, urpc__cli_req_pkt(&s->cli.slots[i]), NULL);
 	rpc->tp->ops->tx_flush(rpc->tp);
-	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+	for (i = 0; i <= s->slot_mask; i++) {
 		struct urpc_cslot *sl = &s->cli.slots[i];
 		struct urpc_msgbuf *resp = sl->resp;
 		urpc_cont_fn cont = sl->cont;
@@ -356,7 +356,7 @@ void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status
 			 * runs the continuation once it has completed.
 			 */
 			urpc__os_orphan_client(rpc, sl, status);
-			s->cli.free_mask |= 1u << i;
+			s->cli.free_mask |= 1ull << i;
 			continue;
 		}
 		if (unlikely(sl->large_req && sl->state == URPC_CLI_SENT &&
@@ -374,7 +374,7 @@ void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status
 		urpc__cli_set(rpc, sl, URPC_CLI_FREE);
 		sl->req = NULL;
 		sl->resp = NULL;
-		s->cli.free_mask |= 1u << i;
+		s->cli.free_mask |= 1ull << i;
 		urpc__run_cont(rpc, cont, sl->tag, status, resp);
 		if (rpc->sessions[num] != s)
 			return;
@@ -418,7 +418,7 @@ void urpc__cli_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 	uint32_t num = s->local_num;
 	unsigned i;
 
-	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+	for (i = 0; i <= s->slot_mask; i++) {
 		struct urpc_cslot *sl = &s->cli.slots[i];
 
 		if (sl->state == URPC_CLI_FREE)
@@ -598,7 +598,7 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		  const uint8_t *data, uint32_t len)
 {
 	uint64_t req_num = le64toh(h->req_num);
-	struct urpc_cslot *sl = &s->cli.slots[req_num & SLOT_MASK];
+	struct urpc_cslot *sl = &s->cli.slots[req_num & s->slot_mask];
 	struct urpc_msgbuf *resp = sl->resp; /* a local: the copy into it may write anywhere */
 	enum urpc_cli_state from = sl->state;
 	int st;

@@ -47,8 +47,7 @@ static inline void urpc__cli_mark_busy(struct urpc_rpc *rpc, const struct urpc_s
  */
 static inline bool urpc__cli_busy(const struct urpc_session *s)
 {
-	return s->cli.free_mask != (1u << URPC_SESSION_SLOTS) - 1 ||
-	       s->cli.wq_head != s->cli.wq_tail;
+	return s->cli.free_mask != s->cli.all_free || s->cli.wq_head != s->cli.wq_tail;
 }
 
 #ifdef __cplusplus

@@ -27,8 +27,6 @@
 #include "states.h"
 #include "tx.h"
 
-#define SLOT_MASK (URPC_SESSION_SLOTS - 1)
-
 /* A large stored response is its descriptor in h.priv_resp: sent the same way. */
 static inline URPC_ALWAYS_INLINE void server_send_resp(struct urpc_rpc *rpc, struct urpc_session *s,
 						       struct urpc_sslot *sl)
@@ -285,7 +283,7 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		  const uint8_t *data, uint32_t len)
 {
 	uint64_t req_num = le64toh(h->req_num);
-	struct urpc_sslot *sl = &s->srv.slots[req_num & SLOT_MASK];
+	struct urpc_sslot *sl = &s->srv.slots[req_num & s->slot_mask];
 	const struct urpc_handler *hd;
 	enum urpc_srv_state st;
 

@@ -505,16 +505,16 @@ static void cmd_pkt(struct urpc_rpc *rpc, struct fz_in *in)
 		if (patch & DP_P_SIZE)
 			h.msg_size = htole32((uint32_t)(len - hl));
 		if ((patch & DP_P_REQ) && s) {
+			uint64_t win = urpc__sess_window(s);
 			uint64_t cur = s->role == URPC_ROLE_CLIENT
-					       ? s->cli.slots[sel & 7].cur_req_num
-					       : s->srv.slots[sel & 7].cur_req_num;
-			uint64_t ahead = URPC_SESSION_SLOTS * (uint64_t)(1 + (sel >> 5));
+					       ? s->cli.slots[sel & s->slot_mask].cur_req_num
+					       : s->srv.slots[sel & s->slot_mask].cur_req_num;
+			uint64_t ahead = win * (uint64_t)(1 + (sel >> 5));
 			static const int rel[3] = {0, 1, -1};
 			unsigned r = (sel >> 3) & 3;
 
-			h.req_num = htole64(
-				r < 3 ? cur + (uint64_t)(int64_t)(rel[r] * URPC_SESSION_SLOTS)
-				      : cur + ahead);
+			h.req_num = htole64(r < 3 ? cur + (uint64_t)(rel[r] * (int64_t)win)
+						  : cur + ahead);
 		}
 		if (patch & DP_P_TYPE)
 			h.req_type %= DP_NTYPES;
@@ -564,7 +564,7 @@ static void cmd_sm(struct fz_in *in)
 		d[1] = 0x4d;
 		d[2] = 3;		/* version */
 		d[5] = d[6] = d[7] = 0; /* status: 0 to 255 */
-		d[11] = 0;		/* reserved */
+		d[11] = 0;		/* window: 0 (8) */
 	}
 	if (patch & DP_S_TYPE)
 		d[3] = (uint8_t)(URPC_SM_PKT_CONNECT_REQ + sel % URPC_SM_PKT_WIRE_MAX);

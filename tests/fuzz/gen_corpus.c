@@ -163,8 +163,10 @@ static void gen_sm(void)
 	emit("sm", "edge_one_byte_short", b, n - 1);
 	b[n] = 0;
 	emit("sm", "edge_one_byte_long", b, n + 1);
-	b[11] = 1;
-	emit("sm", "edge_reserved_set", b, n);
+	b[11] = 3;
+	emit("sm", "edge_window_not_pow2", b, n);
+	b[11] = 64;
+	emit("sm", "edge_window_64", b, n);
 	n = sm_pkt(b, URPC_SM_PKT_PING_REQ, 0, 0);
 	b[3] = URPC_SM_PKT_WIRE_MAX + 1; /* NX_NOTICE: the Nexus's own, never on the wire */
 	emit("sm", "edge_type_past_wire", b, n);

@@ -1106,15 +1106,24 @@ Test(API_NAME, sessions_outlive_owners_that_stop_polling)
 
 /* ---- also seen: back-pressure, empty requests, per-Rpc context ---------- */
 
-/* A session carries URPC_SESSION_MAX_INFLIGHT + URPC_SESSION_MAX_WAITING requests. */
-Test(API_NAME, full_session_queue_is_backpressure)
+/*
+ * A session of window @win (both sides' session_window) carries @win +
+ * URPC_SESSION_MAX_WAITING requests; the next is back-pressure.
+ */
+static void full_session_queue(unsigned win)
 {
-	const unsigned n = URPC_SESSION_MAX_INFLIGHT + URPC_SESSION_MAX_WAITING;
+	const unsigned n = win + URPC_SESSION_MAX_WAITING;
 	struct creq *c = calloc(n + 1, sizeof(*c));
+	struct urpc_rpc_opts so, co;
 	unsigned i;
 
 	cr_assert_not_null(c);
-	up_connected();
+	nexus_up();
+	opts(&so, SRV_ID);
+	opts(&co, CLI_ID);
+	so.session_window = co.session_window = win;
+	rpcs_up(&so, &co);
+	W.sess = connect_wait();
 	for (i = 0; i <= n; i++)
 		creq_alloc(W.cli, &c[i], 8, 64);
 	for (i = 0; i < n; i++)
@@ -1133,6 +1142,21 @@ Test(API_NAME, full_session_queue_is_backpressure)
 	free(c);
 	session_not_leaked();
 	world_down();
+}
+
+Test(API_NAME, full_session_queue_is_backpressure)
+{
+	full_session_queue(URPC_SESSION_WINDOW_DEFAULT);
+}
+
+Test(API_NAME, full_session_queue_is_backpressure_at_window_32)
+{
+	full_session_queue(32);
+}
+
+Test(API_NAME, full_session_queue_is_backpressure_at_window_64)
+{
+	full_session_queue(64);
 }
 
 Test(API_NAME, empty_request_needs_no_resize)

@@ -1222,6 +1222,7 @@ static int rpc_up(struct snode *n)
 	o.ping_interval_ms = 20;
 	o.peer_timeout_ms = 120;
 	o.connect_timeout_ms = 400;
+	o.session_window = W->cfg.window;
 	ret = urpc_rpc_create(n->nx, 0, &o, &n->rpc);
 	if (ret) {
 		violation("node %d: urpc_rpc_create: %s", n->idx, urpc_strerror(ret));
@@ -1539,7 +1540,7 @@ static const char *engine_view(const struct sreq *r, char *buf, size_t n)
 		snprintf(buf, n, "session %d is gone", r->sess);
 		return buf;
 	}
-	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+	for (i = 0; i <= s->slot_mask; i++) {
 		const struct urpc_cslot *sl = &s->cli.slots[i];
 
 		if (sl->state != URPC_CLI_FREE && sl->tag == r) {
@@ -1902,6 +1903,7 @@ void sim_cfg_from_seed(struct sim_cfg *c, uint64_t seed)
 	h = (seed + 0x632be59bd9b4e019ull) * 0x9e3779b97f4a7c15ull;
 	h ^= h >> 29;
 	c->release_lag = h & 1 ? 0 : 1 + (unsigned)((h >> 8) % 64);
+	c->window = URPC_SESSION_WINDOW_DEFAULT; /* not drawn: every seed runs as before */
 }
 
 static const char *const fault_names[] = {"drop", "dup", "delay", "part", "crash", "rpc", "disc"};

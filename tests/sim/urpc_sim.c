@@ -60,6 +60,8 @@ static const char usage[] =
 	"  --release-lag N   readers let go of grants late: revoking one waits until\n"
 	"                    the owner polled N more times (0: never waits; a\n"
 	"                    regression case without it replays with 0)\n"
+	"  --window N        every Rpc's session_window, a power of two 1-64\n"
+	"                    (default 8, never drawn from the seed)\n"
 	"\n"
 	"Other options:\n"
 	"  --jobs N          processes for --seeds and --soak (default 1)\n"
@@ -99,6 +101,7 @@ enum {
 	G_GPU = 64,
 	G_RMEM = 128,
 	G_LAG = 256,
+	G_WINDOW = 512,
 };
 
 static void cfg_for(const struct opts *o, uint64_t seed, struct sim_cfg *c)
@@ -122,6 +125,8 @@ static void cfg_for(const struct opts *o, uint64_t seed, struct sim_cfg *c)
 		c->rmem = o->over.rmem;
 	if (o->given & G_LAG)
 		c->release_lag = o->over.release_lag;
+	if (o->given & G_WINDOW)
+		c->window = o->over.window;
 	if (c->work_ns <= c->fault_ns)
 		c->work_ns = c->fault_ns + 10000000ull;
 	c->trace = o->trace;
@@ -134,10 +139,11 @@ static void cfg_line(const struct sim_cfg *c, char *buf, size_t n)
 
 	snprintf(buf, n,
 		 "--seed %" PRIu64 " --clients %u --reqs %u --faults %s --max-large %u "
-		 "--fault-ms %" PRIu64 " --work-ms %" PRIu64 " --gpu %u --rmem %u --release-lag %u",
+		 "--fault-ms %" PRIu64 " --work-ms %" PRIu64
+		 " --gpu %u --rmem %u --release-lag %u --window %u",
 		 c->seed, c->clients, c->reqs, sim_faults_str(c->faults, f, sizeof(f)),
 		 c->max_large, c->fault_ns / 1000000, c->work_ns / 1000000, c->gpu, c->rmem,
-		 c->release_lag);
+		 c->release_lag, c->window);
 }
 
 static double now_s(void)
@@ -444,6 +450,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"gpu", required_argument, NULL, 'g'},
 		{"rmem", required_argument, NULL, 'M'},
 		{"release-lag", required_argument, NULL, 'G'},
+		{"window", required_argument, NULL, 'w'},
 		{"jobs", required_argument, NULL, 'j'},
 		{"minimize", no_argument, NULL, 'm'},
 		{"out", required_argument, NULL, 'o'},
@@ -541,6 +548,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				goto bad;
 			o->over.release_lag = (unsigned)v;
 			o->given |= G_LAG;
+			break;
+		case 'w':
+			if (parse_u64(optarg, &v) || !v || v > URPC_SESSION_WINDOW_MAX ||
+			    (v & (v - 1)))
+				goto bad;
+			o->over.window = (unsigned)v;
+			o->given |= G_WINDOW;
 			break;
 		case 'j':
 			if (parse_u64(optarg, &v) || v < 1 || v > 64)
