@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The client's side of the datapath (client.h). Owns client slots, the wait
- * queue, the free mask (the session's credits) and the busy bitmap; a request's continuation runs from
- * complete(), urpc__cli_fail_all() or an orphaned operation, exactly once.
+ * queue, the free mask (the session's credits) and the busy bitmap; a
+ * request's continuation runs from complete() (retx.c's time-outs too),
+ * urpc__cli_fail_all() or an orphaned operation, exactly once. A request
+ * with a deadline carries the time it has left (pkthdr.h, budget_us).
  * May call: large.h (descriptors, grants, operations, orphans), msgbuf.h
  * (GPU staging), rtt.h (round-trip samples), tx.h, the transport's
  * post_read and tx_flush. Nothing here
@@ -22,11 +24,25 @@
 
 #define WAITQ_MASK (URPC_SESSION_WAITQ - 1)
 
+/*
+ * A request with a deadline tells the server the time it has left (µs,
+ * rounded up; 1 once passed: 0 means none), in each copy it sends.
+ */
+static URPC_COLD void stamp_budget(struct urpc_rpc *rpc, struct urpc_cslot *sl)
+{
+	struct urpc_pkthdr *h = (struct urpc_pkthdr *)(uintptr_t)urpc__cli_req_pkt(sl);
+	uint64_t left = sl->deadline_ns > rpc->now ? (sl->deadline_ns - rpc->now + 999) / 1000 : 1;
+
+	h->budget_us = htole32((uint32_t)URPC_MIN(left, (uint64_t)UINT32_MAX));
+}
+
 /* Transmit (or retransmit) the request in client slot @i of @s. */
 static inline void send_req(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_cslot *sl)
 {
 	struct urpc_msgbuf *req = sl->req;
 
+	if (unlikely(sl->deadline_ns))
+		stamp_budget(rpc, sl);
 	if (unlikely(sl->large_req))
 		urpc__tx_push(rpc, s->peer, &sl->lpkt.h, sizeof(sl->lpkt.d), 0);
 	else
@@ -125,18 +141,23 @@ void urpc__cli_kick(struct urpc_rpc *rpc, struct urpc_session *s)
 	}
 }
 
+void urpc__cli_resend(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_cslot *sl)
+{
+	send_req(rpc, s, sl);
+}
+
 /*
  * urpc_req_enqueue() (urpc.h) in full: every check with its error,
  * deadlines, large requests, the wait queue. urpc_priv_req_enqueue() takes
- * the common case itself and comes here for everything else.
+ * the common case itself and comes here for everything else. @deadline:
+ * the Rpc clock's, 0 for none; U64_MAX: @timeout_ms's from now.
  */
-URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, unsigned type_flags,
-					struct urpc_msgbuf *req, struct urpc_msgbuf *resp,
-					urpc_cont_fn cont, void *tag, uint32_t timeout_ms)
+int urpc__cli_enqueue(struct urpc_rpc *rpc, int session, unsigned type_flags,
+		      struct urpc_msgbuf *req, struct urpc_msgbuf *resp, urpc_cont_fn cont,
+		      void *tag, uint32_t timeout_ms, uint64_t deadline)
 {
 	uint8_t req_type = (uint8_t)type_flags;
 	struct urpc_session *s;
-	uint64_t deadline = 0;
 	bool large;
 
 	if (unlikely(!rpc))
@@ -168,10 +189,12 @@ URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, unsig
 	 * stale by the application's idle time: a deadline then reads the
 	 * clock, and the send time is stamped by the next timer scan.
 	 */
-	if (unlikely(timeout_ms)) {
+	if (unlikely(timeout_ms || deadline)) {
 		if (!rpc->in_loop)
 			rpc->now = urpc__rpc_clock(rpc);
-		deadline = rpc->now + (uint64_t)timeout_ms * 1000000;
+		if (timeout_ms)
+			deadline = URPC_MIN(deadline ? deadline : UINT64_MAX,
+					    rpc->now + (uint64_t)timeout_ms * 1000000);
 	}
 	/*
 	 * One test for the common case: connected, a free slot (its credit)
@@ -203,6 +226,13 @@ URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, unsig
 	};
 	s->cli.wq_tail++;
 	return 0;
+}
+
+URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, unsigned type_flags,
+					struct urpc_msgbuf *req, struct urpc_msgbuf *resp,
+					urpc_cont_fn cont, void *tag, uint32_t timeout_ms)
+{
+	return urpc__cli_enqueue(rpc, session, type_flags, req, resp, cont, tag, timeout_ms, 0);
 }
 
 /*
@@ -331,6 +361,12 @@ static inline URPC_ALWAYS_INLINE void complete(struct urpc_rpc *rpc, struct urpc
 	complete_end(rpc, s, sl, from, sl->idx, sl->cont, sl->tag, status, sl->resp, true);
 }
 
+void urpc__cli_complete(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_cslot *sl,
+			int status)
+{
+	complete(rpc, s, sl, status, sl->state);
+}
+
 void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status)
 {
 	uint32_t num = s->local_num;
@@ -387,91 +423,6 @@ void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status
 		if (rpc->sessions[num] != s)
 			return;
 	}
-}
-
-/*
- * Requests still waiting for a slot expire too, wherever they sit in the
- * queue. The queue is compacted (order kept) before any continuation runs,
- * so continuations that enqueue again find it consistent. Timer scan only.
- */
-static void expire_waiting(struct urpc_rpc *rpc, struct urpc_session *s)
-{
-	struct urpc_waiting_req done[URPC_SESSION_WAITQ];
-	uint32_t i, keep = s->cli.wq_head, n = 0;
-
-	for (i = s->cli.wq_head; i != s->cli.wq_tail; i++) {
-		const struct urpc_waiting_req *w = &s->cli.waitq[i & WAITQ_MASK];
-
-		if (w->deadline_ns && rpc->now >= w->deadline_ns)
-			done[n++] = *w;
-		else if (keep++ != i)
-			s->cli.waitq[(keep - 1) & WAITQ_MASK] = *w;
-	}
-	s->cli.wq_tail = keep;
-	/* Every one of them runs: they are out of the queue already. */
-	for (i = 0; i < n; i++)
-		urpc__run_cont(rpc, done[i].cont, done[i].tag, -ETIMEDOUT, done[i].resp);
-}
-
-void urpc__cli_timers(struct urpc_rpc *rpc, struct urpc_session *s)
-{
-	uint32_t num = s->local_num;
-	unsigned i;
-
-	for (i = 0; i <= s->slot_mask; i++) {
-		struct urpc_cslot *sl = &s->cli.slots[i];
-
-		if (sl->state == URPC_CLI_FREE)
-			continue;
-		if (unlikely(sl->state == URPC_CLI_READING)) {
-			/* No retransmission; a deadline waits for the READ to finish. */
-			if (sl->deadline_ns && rpc->now >= sl->deadline_ns && !sl->late_status)
-				sl->late_status = -ETIMEDOUT;
-			continue;
-		}
-		if (sl->deadline_ns && rpc->now >= sl->deadline_ns) {
-			if (unlikely(sl->large_req && sl->state == URPC_CLI_SENT)) {
-				/*
-				 * The server may be reading the request buffer
-				 * right now: it goes back to the application
-				 * once the server says it has read it (ack or
-				 * response) or the session fails. Keep resending
-				 * to get that answer.
-				 */
-				if (!sl->late_status)
-					sl->late_status = -ETIMEDOUT;
-				goto resend;
-			}
-			complete(rpc, s, sl, -ETIMEDOUT, sl->state);
-			if (rpc->sessions[num] != s || s->state != URPC_SESS_CONNECTED)
-				return;
-			continue;
-		}
-	resend:
-		if (unlikely(!sl->tx_ns)) {
-			sl->tx_ns = rpc->now;
-			continue;
-		}
-		if (rpc->now - sl->tx_ns >= sl->rto_ns) {
-			sl->retries++;
-			/* A large request's allowance may exceed the cap: keep it. */
-			sl->rto_ns =
-				URPC_MAX(sl->rto_ns, URPC_MIN(sl->rto_ns * 2, rpc->rto_max_ns));
-			/*
-			 * Karn: no sample comes from this request now, so the
-			 * back-off carries over to the session's next requests
-			 * until an answer to one sent once is sampled.
-			 */
-			if (!sl->large_req && sl->rto_ns > s->cli.rtt.rto_ns) {
-				s->cli.rtt.rto_ns = sl->rto_ns;
-				s->cli.rtt.next_ns = 0;
-			}
-			rpc->st.retransmits++;
-			send_req(rpc, s, sl);
-		}
-	}
-	if (s->cli.wq_head != s->cli.wq_tail)
-		expire_waiting(rpc, s);
 }
 
 /*

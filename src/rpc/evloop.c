@@ -24,6 +24,7 @@
 #include "../util/seam.h"
 #include "client.h"
 #include "large.h"
+#include "retx.h"
 #include "rop.h"
 #include "server.h"
 #include "session.h"

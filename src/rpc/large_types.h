@@ -62,6 +62,7 @@ struct urpc_os_op {
 	uint64_t req_num;
 	size_t len;		/* bytes read */
 	uint8_t req_type;	/* SRV_REQ */
+	uint64_t deadline_ns;	/* SRV_REQ: the client's deadline (Rpc clock); 0: none */
 	struct urpc_msgbuf buf; /* SRV_REQ: the server's copy of the request */
 	/* orphan CLI_RESP: what the continuation gets */
 	urpc_cont_fn cont;

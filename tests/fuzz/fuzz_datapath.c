@@ -182,7 +182,12 @@ static uint8_t touch(struct urpc_req_handle *h)
 	size_t len, off;
 	const uint8_t *d = urpc_req_data(h, &len);
 
+	int64_t dl = urpc_req_deadline_ms(h);
+
 	FUZZ_CHECK(d || !len, "%zu request bytes at NULL", len);
+	/* The client's time left, whatever budget_us a datagram carried: at most 2^32 us. */
+	FUZZ_CHECK(dl == URPC_NO_DEADLINE || (dl >= 0 && dl <= 4294968),
+		   "urpc_req_deadline_ms() gave %lld", (long long)dl);
 	for (off = 0; off < len; off += sizeof(scratch))
 		memcpy(scratch, d + off, URPC_MIN(len - off, sizeof(scratch)));
 	return len ? d[0] : 0;
