@@ -207,6 +207,12 @@ struct urpc_cli_half {
 	int pending_status;	/* its status */
 	bool free_after_ev;	/* free the session once pending_ev was raised */
 	int fail_status;	/* fail every pending request with this on the next pass, or 0 */
+	/*
+	 * The peer's Nexus answered the connect itself (its Rpc id is not
+	 * attached yet) with this status: the connect keeps trying, and its
+	 * time-out fails with it rather than -ETIMEDOUT. 0: no such answer.
+	 */
+	int no_rpc_status;
 	/* on the Rpc's list of sessions with pending_ev or fail_status (session_table.c) */
 	bool on_pend;
 	uint32_t pend_prev, pend_next; /* session number + 1; 0: none */

@@ -14,6 +14,7 @@
 #define URPC_LOG_MODULE "session"
 #include "session.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 
@@ -409,6 +410,7 @@ void urpc__session_tp_ctl(struct urpc_rpc *rpc)
 void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 {
 	uint64_t now = rpc->now;
+	char addr[INET_ADDRSTRLEN];
 
 	/* Liveness is the Nexus's (nexus_peer.h): only its verdict is read here. */
 	if (s->state == URPC_SESS_CONNECTED && unlikely(peer_failed(s))) {
@@ -420,7 +422,20 @@ void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 	switch (s->state) {
 	case URPC_SESS_CONNECTING:
 		if (now >= s->cli.sm_deadline_ns) {
-			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED, -ETIMEDOUT);
+			/* A live Nexus without the Rpc says so; silence is a time-out. */
+			if (s->cli.no_rpc_status)
+				URPC_WARN_RATELIMIT(
+					rpc->id,
+					"session %u: the Nexus at %s:%u answered, but its rpc "
+					"%u did not appear within connect_timeout_ms (%llu ms)",
+					s->local_num,
+					inet_ntop(AF_INET, &s->peer_nexus.sin_addr, addr,
+						  sizeof(addr)),
+					ntohs(s->peer_nexus.sin_port), s->remote_rpc_id,
+					(unsigned long long)(rpc->connect_timeout_ns / 1000000));
+			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED,
+						 s->cli.no_rpc_status ? s->cli.no_rpc_status
+								      : -ETIMEDOUT);
 		} else if (now >= s->cli.sm_next_retry_ns) {
 			s->cli.sm_next_retry_ns = now + rpc->sm_retry_ns;
 			s->cli.sm_tx_ns = 0;

@@ -131,6 +131,15 @@ void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		s = sm_lookup(rpc, p, URPC_ROLE_CLIENT);
 		if (!s || s->state != URPC_SESS_CONNECTING)
 			return;
+		if (p->status && !p->rpc_inc) {
+			/*
+			 * The Nexus answered for its Rpc: that id is not
+			 * attached (yet; a server starts its Nexus before its
+			 * threads). Keep trying until the connect time-out.
+			 */
+			s->cli.no_rpc_status = p->status;
+			return;
+		}
 		if (p->status) {
 			if (urpc__src_refusal_str(p->status))
 				URPC_WARN_RATELIMIT(rpc->id, "rpc %u refused session %u: %s",

@@ -663,9 +663,10 @@ static void connect_failures(bool disconnect_in_cb)
 	nexus_up();
 	opts(&co, CLI_ID);
 	co.max_sessions = 4;
+	co.connect_timeout_ms = 300; /* a missing Rpc is tried for until then */
 	rpcs_up(NULL, &co);
 	W.disconnect_in_cb = disconnect_in_cb;
-	for (i = 0; i < 4; i++) /* Rpc 77 does not exist: refused with -ENOENT */
+	for (i = 0; i < 4; i++) /* Rpc 77 does not exist: -ENOENT at the connect time-out */
 		cr_assert_eq(urpc_session_connect(W.cli, W.hp, 77, &s[i]), 0);
 	cr_assert_eq(urpc_session_connect(W.cli, W.hp, 77, &s5), -ENOSPC);
 	failed = 0;
