@@ -213,6 +213,7 @@ struct urpc_cli_half {
 	 * time-out fails with it rather than -ETIMEDOUT. 0: no such answer.
 	 */
 	int no_rpc_status;
+	uint32_t nx_refused_gen; /* the peer's refused_gen when the connect began */
 	/* on the Rpc's list of sessions with pending_ev or fail_status (session_table.c) */
 	bool on_pend;
 	uint32_t pend_prev, pend_next; /* session number + 1; 0: none */

@@ -126,6 +126,15 @@ static bool peer_failed(const struct urpc_session *s)
 }
 
 /* Both ways into CONNECTED: the peer and token are known, the datapath header can be built. */
+/*
+ * Client session @s, connecting: has the peer's host said since the
+ * connect began that nothing listens at its Nexus's address?
+ */
+static bool connect_refused(const struct urpc_session *s)
+{
+	return urpc__nxp_refused_gen(s->nxp) != s->cli.nx_refused_gen;
+}
+
 static void enter_connected(struct urpc_session *s)
 {
 	urpc__sess_set_state(s, URPC_SESS_CONNECTED);
@@ -304,6 +313,7 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 		urpc__sess_free(rpc, s);
 		return -ENOMEM;
 	}
+	s->cli.nx_refused_gen = urpc__nxp_refused_gen(s->nxp);
 	rpc->now = urpc__rpc_clock(rpc);
 	urpc__cli_rtt_init(rpc, s);
 	s->remote_rpc_id = remote_rpc_id;
@@ -361,6 +371,10 @@ static void check_peers(struct urpc_rpc *rpc)
 	for (i = 0; i < rpc->hi_session; i++) {
 		struct urpc_session *s = urpc__sess_at(rpc, i);
 
+		if (s && s->state == URPC_SESS_CONNECTING && connect_refused(s)) {
+			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED, -ECONNREFUSED);
+			continue;
+		}
 		if (!s || s->state != URPC_SESS_CONNECTED)
 			continue;
 		if (peer_failed(s))
@@ -421,7 +435,10 @@ void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 		return;
 	switch (s->state) {
 	case URPC_SESS_CONNECTING:
-		if (now >= s->cli.sm_deadline_ns) {
+		if (connect_refused(s)) {
+			/* ICMP port unreachable (the Nexus's error queue): nobody there. */
+			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED, -ECONNREFUSED);
+		} else if (now >= s->cli.sm_deadline_ns) {
 			/* A live Nexus without the Rpc says so; silence is a time-out. */
 			if (s->cli.no_rpc_status)
 				URPC_WARN_RATELIMIT(

@@ -399,6 +399,87 @@ Test(lifecycle, connect_disconnect_200_times, .timeout = TEST_TIMEOUT_S)
 	world_down(&L);
 }
 
+/* Log lines that name a heartbeat (the sink below), and how many lines came. */
+static unsigned hb_lines, log_lines;
+
+static void count_sink(enum urpc_log_level level, const char *line, void *arg)
+{
+	log_lines++;
+	if (strstr(line, "heartbeat"))
+		hb_lines++;
+}
+
+/*
+ * Nothing listens at the address (its host answers ICMP port unreachable):
+ * the connect fails with -ECONNREFUSED within a few round trips, not at
+ * its 10 s time-out.
+ */
+Test(lifecycle, connect_to_absent_peer_is_refused_at_once, .timeout = TEST_TIMEOUT_S)
+{
+	struct urpc_rpc_opts co;
+	const struct ev_rec *e = NULL;
+	uint64_t start, deadline, took_ms;
+	uint16_t port = free_udp_port();
+	int s;
+
+	opts(&co, URPC_TRANSPORT_LOOP, &L.cli_ev);
+	co.connect_timeout_ms = 10000;
+	world_up(&L, URPC_TRANSPORT_LOOP, &co);
+	start = now_us();
+	cr_assert_eq(urpc_session_connect(L.cli, hostport(port), SRV_ID, &s), 0);
+	deadline = start + WAIT_MS * 1000ull;
+	while (!(e = find_ev(&L.cli_ev, s, URPC_SM_CONNECT_FAILED, 0)) && now_us() < deadline)
+		pass(&L);
+	took_ms = (now_us() - start) / 1000u;
+	cr_assert_not_null(e, "no CONNECT_FAILED within %u ms", WAIT_MS);
+	cr_assert_eq(e->status, -ECONNREFUSED, "status %d (%s), want -ECONNREFUSED", e->status,
+		     urpc_strerror(e->status));
+	cr_assert_leq(took_ms, 1000 + SLACK_MS, "refused after %llu ms (time-out 10 s)",
+		      (unsigned long long)took_ms);
+	cr_assert_eq(L.cli_ev.n, 1);
+	world_down(&L);
+}
+
+/*
+ * A peer that never answers and sends no ICMP (a socket that never reads):
+ * the connect times out, and no line says a heartbeat was lost, since no
+ * heartbeat was ever heard (before, "peer Nexus ... failed: no heartbeat"
+ * after peer_timeout_ms).
+ */
+Test(lifecycle, silent_peer_never_reached_is_no_lost_heartbeat, .timeout = TEST_TIMEOUT_S)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t alen = sizeof(a);
+	struct urpc_rpc_opts co;
+	const struct ev_rec *e = NULL;
+	uint64_t start, deadline;
+	int fd = socket(AF_INET, SOCK_DGRAM, 0), s;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+	opts(&co, URPC_TRANSPORT_LOOP, &L.cli_ev);
+	co.ping_interval_ms = 50;
+	co.peer_timeout_ms = 200;
+	co.connect_timeout_ms = 1000; /* five peer time-outs */
+	world_up(&L, URPC_TRANSPORT_LOOP, &co);
+	hb_lines = log_lines = 0;
+	urpc_log_set_level(URPC_LOG_DBG);
+	urpc_log_set_sink(count_sink, NULL);
+	start = now_us();
+	cr_assert_eq(urpc_session_connect(L.cli, hostport(ntohs(a.sin_port)), SRV_ID, &s), 0);
+	deadline = start + (1000 + WAIT_MS) * 1000ull;
+	while (!(e = find_ev(&L.cli_ev, s, URPC_SM_CONNECT_FAILED, 0)) && now_us() < deadline)
+		pass(&L);
+	urpc_log_set_sink(NULL, NULL);
+	urpc_log_set_level(URPC_LOG_WARN);
+	close(fd);
+	cr_assert_not_null(e, "no CONNECT_FAILED");
+	cr_assert_eq(e->status, -ETIMEDOUT, "status %d (%s)", e->status, urpc_strerror(e->status));
+	cr_assert_eq(hb_lines, 0, "%u of %u log lines speak of a heartbeat", hb_lines, log_lines);
+	world_down(&L);
+}
+
 Test(lifecycle, connect_to_silent_port_fails_after_timeout, .timeout = TEST_TIMEOUT_S)
 {
 	const unsigned timeout_ms = 300;
