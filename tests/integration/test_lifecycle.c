@@ -399,14 +399,16 @@ Test(lifecycle, connect_disconnect_200_times, .timeout = TEST_TIMEOUT_S)
 	world_down(&L);
 }
 
-/* Log lines that name a heartbeat (the sink below), and how many lines came. */
-static unsigned hb_lines, log_lines;
+/* Log lines that name a heartbeat or a failed send (the sink below), and all lines. */
+static unsigned hb_lines, send_fail_lines, log_lines;
 
 static void count_sink(enum urpc_log_level level, const char *line, void *arg)
 {
 	log_lines++;
 	if (strstr(line, "heartbeat"))
 		hb_lines++;
+	if (strstr(line, "sending") && strstr(line, "failed"))
+		send_fail_lines++;
 }
 
 /*
@@ -437,6 +439,19 @@ Test(lifecycle, connect_to_absent_peer_is_refused_at_once, .timeout = TEST_TIMEO
 	cr_assert_leq(took_ms, 1000 + SLACK_MS, "refused after %llu ms (time-out 10 s)",
 		      (unsigned long long)took_ms);
 	cr_assert_eq(L.cli_ev.n, 1);
+	/*
+	 * The socket reports an ICMP error to its next call too: the Nexus
+	 * sends such a datagram again, so the next connect, to a live Rpc,
+	 * loses nothing and nothing says a send failed.
+	 */
+	send_fail_lines = log_lines = 0;
+	urpc_log_set_sink(count_sink, NULL);
+	for (int i = 0; i < 5; i++) {
+		s = connect_wait(&L, urpc_nexus_port(L.nx), SRV_ID);
+		cr_assert_geq(s, 0, "a connect after a refused one failed");
+	}
+	urpc_log_set_sink(NULL, NULL);
+	cr_assert_eq(send_fail_lines, 0, "%u log lines say a send failed", send_fail_lines);
 	world_down(&L);
 }
 
