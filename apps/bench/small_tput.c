@@ -24,7 +24,6 @@
 #define PROG "urpc-small-tput"
 #define MAX_WINDOWS 16
 #define MAX_WINDOW 1024
-#define SESSION_SLOTS 8 /* requests a session keeps in flight (the engine's constant) */
 #define MIN_SIZE 8
 #define MAX_SIZE 4096
 #define DEFAULT_WINDOWS "1,8,32"
@@ -34,7 +33,8 @@ struct opts {
 	struct bench_cli cli; /* --transport, --duration, --device, ..., --csv */
 	unsigned long windows[MAX_WINDOWS];
 	unsigned nwindows;
-	unsigned long batch; /* 0: the window */
+	unsigned long batch;	      /* 0: the window */
+	unsigned long session_window; /* both Rpcs' opts.session_window */
 	unsigned long size;
 	unsigned long pairs;
 	unsigned long
@@ -63,7 +63,7 @@ struct client {
 	const struct opts *o;
 	struct bench_server *sv;
 	struct urpc_rpc *rpc;
-	int sessions[MAX_WINDOW / SESSION_SLOTS];
+	int sessions[MAX_WINDOW]; /* a window of W over sessions of at least 1 */
 	unsigned nsessions;
 	struct bench_sm sm; /* its sm_handler's counts */
 	struct slot *slots;
@@ -82,7 +82,8 @@ static void usage(FILE *f)
 		"\n"
 		"SYNOPSIS\n"
 		"    urpc-small-tput [--transport loop|udp|verbs] [--windows LIST] [--batch B]\n"
-		"                    [--size BYTES] [--duration SEC] [--pairs N]\n"
+		"                    [--session-window SW] [--size BYTES] [--duration SEC]\n"
+		"                    [--pairs N]\n"
 		"                    [--device DEV] [--server-device DEV]\n"
 		"                    [--perftest-server IP] [--no-baseline] [--csv FILE]\n"
 		"    urpc-small-tput --help\n"
@@ -90,8 +91,8 @@ static void usage(FILE *f)
 		"DESCRIPTION\n"
 		"    Runs a server Rpc and a client Rpc in this process over the chosen\n"
 		"    transport. For each window W the client keeps W requests of SIZE bytes\n"
-		"    outstanding, spread over ceil(W/%d) sessions to the server (a session\n"
-		"    keeps %d in flight), and the server echoes each. The client enqueues up\n"
+		"    outstanding, spread over ceil(W/SW) sessions to the server (a session\n"
+		"    keeps SW in flight: --session-window), and the server echoes each. The client enqueues up\n"
 		"    to B requests between two passes of its event loop (the batch), then\n"
 		"    runs one pass; it reads each response where it arrived\n"
 		"    (urpc_req_enqueue_view). The rate is RPCs completed per second over\n"
@@ -133,6 +134,10 @@ static void usage(FILE *f)
 		"    -b, --batch B\n"
 		"        Requests enqueued per event-loop pass at most, 1 to %d; default the\n"
 		"        window. Also the raw echo's sendmmsg batch.\n"
+		"    -S, --session-window SW\n"
+		"        Both Rpcs' session window (opts.session_window): a power of two\n"
+		"        from 1 to %d (default %d). A window of W runs on one session when\n"
+		"        SW >= W.\n"
 		"    -s, --size BYTES\n"
 		"        Request and response size, %d to %d (default 32).\n"
 		"    -d, --duration SEC\n"
@@ -177,7 +182,7 @@ static void usage(FILE *f)
 		"    batch, sessions, rpcs (measured, all pairs), urpc_rate, retransmits,\n"
 		"    baseline, base_rate, ratio (the median), pairs, ratio_min, ratio_max,\n"
 		"    then per RPC tx, rx, empty and sleeps for cli_, srv_, base_cli_ and\n"
-		"    base_srv_, then ratio_q1, ratio_q3 (the quartiles).\n"
+		"    base_srv_, then ratio_q1, ratio_q3 (the quartiles), session_window.\n"
 		"\n"
 		"EXIT STATUS\n"
 		"    0 on success; 1 when a setup step, an RPC or a baseline fails; 2 on bad\n"
@@ -186,19 +191,24 @@ static void usage(FILE *f)
 		"EXAMPLES\n"
 		"    urpc-small-tput --transport udp --windows 8,32 --duration 1\n"
 		"    urpc-small-tput --transport udp --windows 32 --batch 4\n"
+		"    urpc-small-tput --transport udp --windows 8,32,64 --session-window 64\n"
 		"    urpc-small-tput --windows 1,8,32 --duration 0.5 --pairs 11\n"
 		"    urpc-small-tput --transport verbs --device rxe1 --server-device rxe0\n",
-		SESSION_SLOTS, SESSION_SLOTS, MAX_WINDOW, MAX_WINDOW, MIN_SIZE, MAX_SIZE,
-		BENCH_MAX_PAIRS, BENCH_DEFAULT_PAIRS);
+		MAX_WINDOW, MAX_WINDOW, URPC_SESSION_WINDOW_MAX, URPC_SESSION_WINDOW_DEFAULT,
+		MIN_SIZE, MAX_SIZE, BENCH_MAX_PAIRS, BENCH_DEFAULT_PAIRS);
 }
 
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
+	int ret;
+
 	const struct urpc_app_opt own[] = {
 		{URPC_APP_LIST("windows", 'w', o->windows, 1, MAX_WINDOW, MAX_WINDOWS,
 			       &o->nwindows)},
 		{URPC_APP_ULONG("batch", 'b', &o->batch, 1, MAX_WINDOW)},
+		{URPC_APP_ULONG("session-window", 'S', &o->session_window, 1,
+				URPC_SESSION_WINDOW_MAX)},
 		{URPC_APP_ULONG("size", 's', &o->size, MIN_SIZE, MAX_SIZE)},
 		{URPC_APP_ULONG("pairs", 'p', &o->pairs, 1, BENCH_MAX_PAIRS)},
 		{URPC_APP_ULONG("idle-us", 'i', &o->idle_us, 0, 1000000)},
@@ -208,10 +218,17 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	bench_cli_init(&o->cli);
 	o->size = 32;
 	o->pairs = BENCH_DEFAULT_PAIRS;
+	o->session_window = URPC_SESSION_WINDOW_DEFAULT;
 	o->nwindows = (unsigned)urpc_app_parse_list(PROG, DEFAULT_WINDOWS, "--windows", 1,
 						    MAX_WINDOW, o->windows, MAX_WINDOWS);
-	return bench_parse_args(PROG, argc, argv, &o->cli, BENCH_CLI_ALL, own, URPC_APP_NOPTS(own),
-				usage);
+	ret = bench_parse_args(PROG, argc, argv, &o->cli, BENCH_CLI_ALL, own, URPC_APP_NOPTS(own),
+			       usage);
+	if (!ret && (o->session_window & (o->session_window - 1))) {
+		fprintf(stderr, PROG ": --session-window %lu is not a power of two\n",
+			o->session_window);
+		return 2;
+	}
+	return ret;
 }
 
 /* ---- urpc ------------------------------------------------------------------------ */
@@ -284,7 +301,7 @@ static int alloc_slots(struct client *c, unsigned window)
 		struct slot *s = &c->slots[c->nslots];
 
 		s->c = c;
-		s->session = c->sessions[c->nslots / SESSION_SLOTS];
+		s->session = c->sessions[c->nslots / c->o->session_window];
 		ret = urpc_msgbuf_alloc(c->rpc, c->o->size, &s->req);
 		if (ret)
 			return ret;
@@ -598,7 +615,7 @@ static int perftest_rate(struct client *c, double *rate)
 #define CSV_EXTRA                                                                                  \
 	"pairs,ratio_min,ratio_max,cli_tx,cli_rx,cli_empty,cli_sleeps,srv_tx,srv_rx,srv_empty,"    \
 	"srv_sleeps,base_cli_tx,base_cli_rx,base_cli_empty,base_cli_sleeps,base_srv_tx,"           \
-	"base_srv_rx,base_srv_empty,base_srv_sleeps,ratio_q1,ratio_q3"
+	"base_srv_rx,base_srv_empty,base_srv_sleeps,ratio_q1,ratio_q3,session_window"
 
 static void print_row(const struct opts *o, FILE *csv, unsigned window, unsigned long batch,
 		      unsigned nsess, const char *base, struct window_run *r)
@@ -622,7 +639,7 @@ static void print_row(const struct opts *o, FILE *csv, unsigned window, unsigned
 			base, brate.med, ratio.med, r->nbase, ratio.min, ratio.max);
 		bench_sys_csv_sides(csv, &r->cli, r->rpcs, &r->srv, r->srv_rpcs, &r->bcli, &r->bsrv,
 				    r->brpcs);
-		fprintf(csv, ",%.4f,%.4f\n", ratio.q1, ratio.q3);
+		fprintf(csv, ",%.4f,%.4f,%lu\n", ratio.q1, ratio.q3, o->session_window);
 		fflush(csv);
 	}
 	fprintf(stderr,
@@ -649,7 +666,7 @@ static int measure_window(struct client *c, unsigned window, FILE *csv, struct w
 	const struct opts *o = c->o;
 	unsigned long batch = o->batch ? o->batch : window;
 	const char *base = "none";
-	unsigned nsess = (window + SESSION_SLOTS - 1) / SESSION_SLOTS, k;
+	unsigned sw = (unsigned)o->session_window, nsess = (window + sw - 1) / sw, k;
 	bool raw = o->cli.baseline && o->cli.transport == URPC_TRANSPORT_UDP;
 	double brate = 0;
 	int ret;
@@ -735,6 +752,7 @@ int main(int argc, char **argv)
 	bench_rpc_opts(&ro, o.cli.transport);
 	ro.peer_timeout_ms = 3600000; /* neither side polls while a baseline runs */
 	ro.idle_block_us = (uint32_t)o.idle_us;
+	ro.session_window = (uint32_t)o.session_window;
 	sv.nx = nx;
 	sv.ro = ro;
 	sv.ro.device = o.cli.server_device;
@@ -747,10 +765,10 @@ int main(int argc, char **argv)
 			urpc_rpc_max_msg_size(c.rpc));
 		goto out_cli;
 	}
-	printf("%s: transport %s, %lu B requests and responses, %lu pairs of %g s measurements "
-	       "per window (urpc, then the baseline, in turn), one client core%s; rates in RPCs "
-	       "(or echoes, messages) per second, medians of the pairs\n\n",
-	       PROG, what, o.size, o.pairs, o.cli.duration,
+	printf("%s: transport %s, %lu B requests and responses, sessions of window %lu, %lu pairs "
+	       "of %g s measurements per window (urpc, then the baseline, in turn), one client "
+	       "core%s; rates in RPCs (or echoes, messages) per second, medians of the pairs\n\n",
+	       PROG, what, o.size, o.session_window, o.pairs, o.cli.duration,
 	       sv.threaded ? ", server on a second thread" : " (server on the same thread)");
 	printf("| window | batch | sessions | urpc RPCs/s | retx | baseline | baseline /s | "
 	       "urpc/baseline | IQR (min-max) |\n");

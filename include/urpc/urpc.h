@@ -192,6 +192,12 @@ struct urpc_req_handle {
 	struct urpc_rpc *priv_rpc;
 	struct urpc_session *priv_sess;
 	uint8_t priv_req_type;
+	/*
+	 * The client's deadline: while the handler runs, the time it had left
+	 * (microseconds, as the request carried it); once it returned
+	 * unanswered, the deadline on the Rpc's clock; 0: none.
+	 */
+	uint32_t priv_budget;
 };
 
 /*
@@ -417,6 +423,17 @@ struct urpc_rpc_opts {
 	enum urpc_cc_algo cc_algo;
 	uint32_t cc_target_us; /* delay target, 1 to 100000; default 100 */
 	uint32_t cc_line_mbps; /* the line rate, 1 to 10^7 Mb/s; default 100000 */
+	/*
+	 * Requests a session carries at once (its slots and credits): a power
+	 * of two from 1 to URPC_SESSION_WINDOW_MAX (64), default 8; anything
+	 * else makes urpc_rpc_create() fail with -EINVAL. Agreed at connect:
+	 * a client proposes its own, the server's bounds it (a session gets
+	 * the smaller of the two), so a server caps what each client may
+	 * have in flight. A session costs a client about 200 bytes per slot,
+	 * a server 128. Requests beyond the window wait in the session's
+	 * queue (URPC_SESSION_MAX_WAITING).
+	 */
+	uint32_t session_window;
 };
 
 /** urpc_rpc_opts_init() - Fill @o with the defaults (NULL: nothing). Thread: any. */
@@ -623,12 +640,15 @@ URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
  * ------------------------------------------------------------------------ */
 
 /*
- * Requests one session carries at once; further ones wait in its queue, up
+ * A session's window: the requests it carries at once (urpc_rpc_opts.
+ * session_window, a power of two from 1 to URPC_SESSION_WINDOW_MAX; the
+ * default URPC_SESSION_WINDOW_DEFAULT). Further ones wait in its queue, up
  * to URPC_SESSION_MAX_WAITING, after which urpc_req_enqueue() returns
  * -ENOMEM until a continuation has run (back-pressure: not an allocation
  * failure; nothing is allocated per request).
  */
-#define URPC_SESSION_MAX_INFLIGHT 8
+#define URPC_SESSION_WINDOW_DEFAULT 8
+#define URPC_SESSION_WINDOW_MAX 64
 /* The largest default of urpc_rpc_opts.max_sessions (it is sized to memory). */
 #define URPC_RPC_DEFAULT_MAX_SESSIONS (1u << 20)
 #define URPC_SESSION_MAX_WAITING 64
@@ -842,7 +862,7 @@ typedef void (*urpc_cont_fn)(struct urpc_rpc *rpc, void *tag, int status, struct
  * @return 0: @cont runs exactly once, later. <0 (it never runs): -EINVAL
  *         (@rpc NULL, bad session, NULL buffers or @cont), -EMSGSIZE
  *         (request above URPC_MAX_MSG_SIZE), -ECONNRESET (session failed or
- *         disconnected), -ENOMEM (URPC_SESSION_MAX_INFLIGHT requests in
+ *         disconnected), -ENOMEM (the session's window of requests in
  *         flight and URPC_SESSION_MAX_WAITING waiting on this session:
  *         back-pressure; run the event loop and retry), -EPERM.
  * Inline: it calls the library's urpc_priv_req_enqueue() (no deadline) or
@@ -938,6 +958,46 @@ URPC_API int urpc_req_copy_data(const struct urpc_req_handle *h, void *dst, size
 
 /** urpc_req_type() - The request's type (0 for a NULL @h). */
 URPC_API uint8_t urpc_req_type(const struct urpc_req_handle *h);
+
+/* urpc_req_deadline_ms() of a request whose client set no deadline. */
+#define URPC_NO_DEADLINE (-1)
+
+/**
+ * urpc_req_deadline_ms() - The time the client of request @h has left
+ * before its deadline (urpc_req_enqueue()'s @timeout_ms, carried by the
+ * request as the time left when it was sent, in microseconds, up to about
+ * 71 minutes; a deferred request keeps at most 30 minutes of it).
+ *
+ * @return milliseconds left, rounded up (at least 1 while time is left); 0
+ *         once the deadline has passed (the client has given up or is
+ *         about to: its answer will be dropped); URPC_NO_DEADLINE (-1)
+ *         when the client set none; -EINVAL (@h NULL, or answered
+ *         already), -EPERM (not the owner thread).
+ * Thread: the owner of @h's Rpc, inside the handler or while the answer is
+ * deferred. The time is counted from when the request arrived (a large
+ * request: its descriptor), one-way delay not included.
+ */
+URPC_API int64_t urpc_req_deadline_ms(const struct urpc_req_handle *h);
+
+/**
+ * urpc_req_enqueue_nested() - urpc_req_enqueue() on behalf of request
+ * @parent, whose handler runs or has deferred its answer: the request
+ * inherits the client's deadline. It is sent on @session of @parent's Rpc
+ * (a client session of the same Rpc, to a backend), and its deadline is the
+ * earlier of the client's (urpc_req_deadline_ms()) and @timeout_ms (0:
+ * the client's alone; neither: none). Past it the continuation runs with
+ * -ETIMEDOUT, however long @timeout_ms, and the backend's handler sees the
+ * same deadline in turn.
+ *
+ * @return 0: @cont runs exactly once, later. <0 (it never runs): as
+ *         urpc_req_enqueue(), and -ETIMEDOUT when the client's deadline
+ *         has passed already (nothing is sent), -EINVAL when @parent is
+ *         NULL or answered already.
+ * Thread: the owner of @parent's Rpc. Ownership: as urpc_req_enqueue().
+ */
+URPC_API int urpc_req_enqueue_nested(struct urpc_req_handle *parent, int session, uint8_t req_type,
+				     struct urpc_msgbuf *req, struct urpc_msgbuf *resp,
+				     urpc_cont_fn cont, void *tag, uint32_t timeout_ms);
 
 /**
  * urpc_req_rpc() - The Rpc that received the request (for nested requests;

@@ -44,6 +44,7 @@
 #include "../util/log.h"
 #include "../util/seam.h"
 #include "nexus_auth.h"
+#include "nexus_err.h"
 #include "nexus_io.h"
 #include "nexus_peer.h"
 
@@ -390,7 +391,9 @@ static unsigned sm_rx_batch(struct urpc_nexus *nx)
 		n = recvmmsg(nx->fd, m, SM_RX_BATCH, MSG_DONTWAIT | MSG_TRUNC, NULL);
 	while (n < 0 && errno == EINTR);
 	if (n <= 0) {
-		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+		/* A queued ICMP error is reported once here too (IP_RECVERR): sm_errors() reads it. */
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNREFUSED &&
+		    errno != EHOSTUNREACH)
 			URPC_WARN_RATELIMIT(-1, "recvmmsg on the SM socket: %s",
 					    urpc_strerror(-errno));
 		return 0;
@@ -403,6 +406,26 @@ static unsigned sm_rx_batch(struct urpc_nexus *nx)
 	}
 	kick_rpcs(nx, &b);
 	return (unsigned)n;
+}
+
+/*
+ * The SM socket's error queue (nexus_err.h): a peer whose host says that
+ * nothing listens on its port has its connects refused. SM thread only.
+ */
+static void sm_errors(struct urpc_nexus *nx)
+{
+	struct sockaddr_in to;
+	unsigned n;
+	int ret;
+
+	for (n = 0; n < SM_RX_BUDGET && (ret = urpc__sm_err_pop(nx->fd, &to)) != -EAGAIN; n++) {
+		if (ret <= 0)
+			continue;
+		pthread_mutex_lock(&nx->lock);
+		if (urpc__nxp_refused(&nx->peers, &to))
+			notify_rpcs(nx);
+		pthread_mutex_unlock(&nx->lock);
+	}
 }
 
 /* Receive and route up to SM_RX_BUDGET datagrams. SM thread only. */
@@ -447,6 +470,8 @@ static void *sm_thread(void *arg)
 		}
 		if (pfd[1].revents)
 			continue; /* woken for stop: the loop condition sees it */
+		if (pfd[0].revents & POLLERR)
+			sm_errors(nx);
 		if (pfd[0].revents)
 			sm_rx(nx);
 	}
@@ -531,6 +556,10 @@ URPC_API int urpc_nexus_create(const struct urpc_nexus_opts *o, struct urpc_nexu
 		goto out_close_fd;
 	}
 	nx->port = ntohs(addr.sin_port);
+	/* Without it a connect to a port where nothing listens waits for its time-out. */
+	ret = urpc__sm_err_enable(nx->fd);
+	if (ret)
+		URPC_DBG(-1, "IP_RECVERR on the SM socket: %s", urpc_strerror(ret));
 
 	nx->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (nx->evfd < 0) {

@@ -49,9 +49,20 @@ void urpc__nexus_sm_pack(struct urpc_nexus *nx, const struct sockaddr_in *to,
 	pthread_mutex_unlock(&nx->lock);
 }
 
+/*
+ * A send that failed with @err only for an ICMP error an earlier datagram
+ * caused (IP_RECVERR, nexus_err.h: the socket reports a pending error to
+ * the next call, which then sends nothing, and clears it): send again.
+ */
+static bool pending_icmp(int err, unsigned *tries)
+{
+	return (err == ECONNREFUSED || err == EHOSTUNREACH || err == ENETUNREACH) && ++*tries <= 4;
+}
+
 /* Send @d alone. 0 or -errno. */
 static int send_one(struct urpc_nexus *nx, const struct urpc_sm_dgram *d)
 {
+	unsigned tries = 0;
 	ssize_t n;
 
 	if (nx->sim) {
@@ -64,7 +75,7 @@ static int send_one(struct urpc_nexus *nx, const struct urpc_sm_dgram *d)
 	do {
 		n = sendto(nx->fd, d->buf, d->len, 0, (const struct sockaddr *)&d->to,
 			   sizeof(d->to));
-	} while (n < 0 && errno == EINTR);
+	} while (n < 0 && (errno == EINTR || pending_icmp(errno, &tries)));
 	if (n < 0)
 		return -errno;
 	stat_inc(&nx->stats.sm_tx);
@@ -95,7 +106,7 @@ unsigned urpc__nexus_sm_send_batch(struct urpc_nexus *nx, const struct urpc_sm_d
 {
 	struct mmsghdr m[URPC_SM_OUT_BATCH];
 	struct iovec iov[URPC_SM_OUT_BATCH];
-	unsigned done = 0, sent = 0, i, k;
+	unsigned done = 0, sent = 0, tries = 0, i, k;
 	int ret;
 
 	if (nx->sim) {
@@ -123,7 +134,7 @@ unsigned urpc__nexus_sm_send_batch(struct urpc_nexus *nx, const struct urpc_sm_d
 		}
 		ret = sendmmsg(nx->fd, m, k, 0);
 		if (ret <= 0) {
-			if (ret < 0 && errno == EINTR)
+			if (ret < 0 && (errno == EINTR || pending_icmp(errno, &tries)))
 				continue;
 			/* The first of them was refused: skip it, send the rest. */
 			send_failed(&d[done], log_id, ret < 0 ? -errno : -EIO);

@@ -305,7 +305,12 @@ uint64_t urpc__nxp_tick(struct urpc_nx_peers *t, uint64_t now, bool *failed,
 		}
 		if (late && p->last_heard_ns)
 			p->last_heard_ns = URPC_MIN(p->last_heard_ns + late, now);
-		if (p->last_heard_ns && now - p->last_heard_ns > p->timeout_ns) {
+		/*
+		 * A peer never heard from is not failed: only connects wait on
+		 * it, and they end at their own time-out (or at once when its
+		 * host refuses), never as a heartbeat lost.
+		 */
+		if (p->incarnation && p->last_heard_ns && now - p->last_heard_ns > p->timeout_ns) {
 			fail(p, "no heartbeat");
 			*failed = true;
 		}
@@ -314,11 +319,21 @@ uint64_t urpc__nxp_tick(struct urpc_nx_peers *t, uint64_t now, bool *failed,
 			p->next_ping_ns = now + p->ping_ns;
 		}
 		due = URPC_MIN(due, p->next_ping_ns);
-		if (p->last_heard_ns)
+		if (p->incarnation && p->last_heard_ns)
 			due = URPC_MIN(due, p->last_heard_ns + p->timeout_ns + 1);
 	}
 	t->wake_ns = due == UINT64_MAX ? 0 : due;
 	return due;
+}
+
+bool urpc__nxp_refused(struct urpc_nx_peers *t, const struct sockaddr_in *addr)
+{
+	struct urpc_nx_peer *p = urpc__nxp_find(t, addr);
+
+	if (!p || !p->refs)
+		return false;
+	atomic_fetch_add_explicit(&p->refused_gen, 1, memory_order_relaxed);
+	return true;
 }
 
 void urpc__nxp_clear(struct urpc_nx_peers *t)

@@ -52,6 +52,12 @@ struct urpc_nx_peer {
 	 */
 	_Atomic uint32_t probe_gen;
 	/*
+	 * Advances when the peer's host said that nothing listens at its
+	 * address (ICMP port unreachable for a packet we sent it, nexus_err.h):
+	 * a connect to it fails with -ECONNREFUSED.
+	 */
+	_Atomic uint32_t refused_gen;
+	/*
 	 * The connect cookie the peer's Nexus gave this process's address
 	 * (sm_cookie.h), echoed by every CONNECT_REQ to it; 0: none yet.
 	 * Written by the client Rpcs that receive one, read by all.
@@ -173,6 +179,13 @@ uint64_t urpc__nxp_tick(struct urpc_nx_peers *t, uint64_t now, bool *failed,
 struct urpc_nx_peer *urpc__nxp_hello(struct urpc_nx_peers *t, const struct sockaddr_in *addr,
 				     uint64_t ttl_ns, uint64_t now);
 
+/*
+ * Nothing listens at @addr, its host said (nexus_err.h): advance its
+ * refused_gen. False when no entry has that address. Caller holds the
+ * Nexus lock.
+ */
+bool urpc__nxp_refused(struct urpc_nx_peers *t, const struct sockaddr_in *addr);
+
 /* Free every entry (Nexus destroy; no session holds one any more). */
 void urpc__nxp_clear(struct urpc_nx_peers *t);
 
@@ -185,6 +198,11 @@ static inline uint32_t urpc__nxp_fail_gen(const struct urpc_nx_peer *p)
 static inline uint32_t urpc__nxp_probe_gen(const struct urpc_nx_peer *p)
 {
 	return atomic_load_explicit(&p->probe_gen, memory_order_relaxed);
+}
+
+static inline uint32_t urpc__nxp_refused_gen(const struct urpc_nx_peer *p)
+{
+	return atomic_load_explicit(&p->refused_gen, memory_order_relaxed);
 }
 
 /* The connect cookie to send to this peer, and a new one it gave. Thread: any. */

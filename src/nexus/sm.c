@@ -13,7 +13,7 @@
  *     8     1  client_rpc_id
  *     9     1  server_rpc_id
  *    10     1  transport
- *    11     1  reserved, sent as 0 and checked
+ *    11     1  window: 0, or a power of two (CONNECT_REQ/RESP; was reserved, sent as 0)
  *    12     4  client_sess
  *    16     4  server_sess
  *    20     8  token
@@ -52,7 +52,7 @@ enum {
 	SM_OFF_CLIENT_RPC = 8,
 	SM_OFF_SERVER_RPC = 9,
 	SM_OFF_TRANSPORT = 10,
-	SM_OFF_RESERVED = 11,
+	SM_OFF_WINDOW = 11,
 	SM_OFF_CLIENT_SESS = 12,
 	SM_OFF_SERVER_SESS = 16,
 	SM_OFF_TOKEN = 20,
@@ -179,7 +179,7 @@ size_t urpc__sm_encode(const struct urpc_sm_pkt *p, uint8_t *buf)
 	buf[SM_OFF_CLIENT_RPC] = p->client_rpc_id;
 	buf[SM_OFF_SERVER_RPC] = p->server_rpc_id;
 	buf[SM_OFF_TRANSPORT] = p->transport;
-	buf[SM_OFF_RESERVED] = 0;
+	buf[SM_OFF_WINDOW] = p->window;
 	put_le32(buf + SM_OFF_CLIENT_SESS, p->client_sess);
 	put_le32(buf + SM_OFF_SERVER_SESS, p->server_sess);
 	put_le64(buf + SM_OFF_TOKEN, p->token);
@@ -198,7 +198,7 @@ size_t urpc__sm_encode(const struct urpc_sm_pkt *p, uint8_t *buf)
 
 /*
  * Decode and validate @len bytes of @buf into @p: magic, version, type,
- * reserved byte, status code, ep_len and the exact length. 0, or -EPROTO.
+ * window (0 or a power of two), status code, ep_len and the exact length. 0, or -EPROTO.
  * Reads nothing past @len. @p->from is zeroed (the receiver fills it).
  * Owns nothing. Thread: any.
  */
@@ -215,7 +215,7 @@ int urpc__sm_decode(const uint8_t *buf, size_t len, struct urpc_sm_pkt *p)
 	type = buf[SM_OFF_TYPE];
 	if (type < URPC_SM_PKT_CONNECT_REQ || type > URPC_SM_PKT_WIRE_MAX)
 		return -EPROTO;
-	if (buf[SM_OFF_RESERVED] != 0)
+	if (buf[SM_OFF_WINDOW] & (buf[SM_OFF_WINDOW] - 1))
 		return -EPROTO;
 	code = get_le32(buf + SM_OFF_STATUS);
 	if (code > SM_STATUS_MAX)
@@ -230,6 +230,7 @@ int urpc__sm_decode(const uint8_t *buf, size_t len, struct urpc_sm_pkt *p)
 	p->client_rpc_id = buf[SM_OFF_CLIENT_RPC];
 	p->server_rpc_id = buf[SM_OFF_SERVER_RPC];
 	p->transport = buf[SM_OFF_TRANSPORT];
+	p->window = buf[SM_OFF_WINDOW];
 	p->client_sess = get_le32(buf + SM_OFF_CLIENT_SESS);
 	p->server_sess = get_le32(buf + SM_OFF_SERVER_SESS);
 	p->token = get_le64(buf + SM_OFF_TOKEN);

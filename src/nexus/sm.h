@@ -91,6 +91,12 @@ struct urpc_sm_pkt {
 	uint8_t client_rpc_id;
 	uint8_t server_rpc_id;
 	uint8_t transport; /* enum urpc_transport_kind of the sender's Rpc */
+	/*
+	 * CONNECT_REQ: the session window the client proposes; CONNECT_RESP:
+	 * the one the server agreed (never larger). A power of two; 0 (what
+	 * peers before this field sent, and every other packet) means 8.
+	 */
+	uint8_t window;
 	uint32_t client_sess;
 	uint32_t server_sess;
 	uint64_t token;

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The client's side of the datapath (client.h). Owns client slots, the wait queue, the free mask
- * (the session's credits) and the busy bitmap; a request's continuation runs from complete(),
- * urpc__cli_fail_all() or an orphaned operation, exactly once. May call: large.h (descriptors,
- * grants, operations, orphans), msgbuf.h (GPU staging), rtt.h (round-trip samples), cc_sess.h
- * (the pacer of a rate-limited session), tx.h, the transport's post_read and tx_flush. Nothing
- * here allocates, locks, or makes a syscall beyond the transport's.
+ * The client's side of the datapath (client.h). Owns client slots, the wait
+ * queue, the free mask (the session's credits) and the busy bitmap; a
+ * request's continuation runs from complete() (retx.c's time-outs too),
+ * urpc__cli_fail_all() or an orphaned operation, exactly once. A request
+ * with a deadline carries the time it has left (pkthdr.h, budget_us).
+ * May call: large.h (descriptors, grants, operations, orphans), msgbuf.h
+ * (GPU staging), rtt.h (round-trip samples), cc_sess.h (the pacer of a
+ * rate-limited session), tx.h, the transport's post_read and tx_flush.
+ * Nothing here allocates, locks, or makes a syscall beyond the transport's.
  */
 #define URPC_LOG_MODULE "client"
 #include "client.h"
@@ -20,14 +23,27 @@
 #include "states.h"
 #include "tx.h"
 
-#define SLOT_MASK (URPC_SESSION_SLOTS - 1)
 #define WAITQ_MASK (URPC_SESSION_WAITQ - 1)
+
+/*
+ * A request with a deadline tells the server the time it has left (µs,
+ * rounded up; 1 once passed: 0 means none), in each copy it sends.
+ */
+static URPC_COLD void stamp_budget(struct urpc_rpc *rpc, struct urpc_cslot *sl)
+{
+	struct urpc_pkthdr *h = (struct urpc_pkthdr *)(uintptr_t)urpc__cli_req_pkt(sl);
+	uint64_t left = sl->deadline_ns > rpc->now ? (sl->deadline_ns - rpc->now + 999) / 1000 : 1;
+
+	h->budget_us = htole32((uint32_t)URPC_MIN(left, (uint64_t)UINT32_MAX));
+}
 
 /* Transmit (or retransmit) the request in client slot @i of @s. */
 static inline void send_req(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_cslot *sl)
 {
 	struct urpc_msgbuf *req = sl->req;
 
+	if (unlikely(sl->deadline_ns))
+		stamp_budget(rpc, sl);
 	if (unlikely(sl->large_req))
 		urpc__tx_push(rpc, s->peer, &sl->lpkt.h, sizeof(sl->lpkt.d), 0);
 	else
@@ -46,7 +62,8 @@ static inline URPC_ALWAYS_INLINE uint64_t slot_take(struct urpc_rpc *rpc, struct
 						    void *tag, uint64_t deadline_ns)
 {
 	struct urpc_cslot *sl = &s->cli.slots[i];
-	uint64_t req_num = sl->cur_req_num + URPC_SESSION_SLOTS;
+	/* The stride is the largest window: a constant, and a multiple of every window. */
+	uint64_t req_num = sl->cur_req_num + URPC_SESSION_WINDOW_MAX;
 
 	/* The arguments first: registers free early keep the fast path's frame small. */
 	sl->req = req;
@@ -60,10 +77,13 @@ static inline URPC_ALWAYS_INLINE uint64_t slot_take(struct urpc_rpc *rpc, struct
 	sl->rto_ns = s->cli.rtt.rto_ns;
 	sl->late_status = 0;
 	sl->large_req = large;
-	/* A session with a request in a slot has its busy bit already (scan: urpc__cli_busy). */
-	if (s->cli.free_mask == (1u << URPC_SESSION_SLOTS) - 1)
+	/*
+	 * A session with a request in a slot has its busy bit already: the
+	 * timer scan clears it only once the session is idle (urpc__cli_busy).
+	 */
+	if (s->cli.free_mask == s->cli.all_free)
 		urpc__cli_mark_busy(rpc, s);
-	s->cli.free_mask &= ~(1u << i);
+	s->cli.free_mask &= ~(1ull << i);
 	rpc->st.reqs_sent++;
 	return req_num;
 }
@@ -119,24 +139,29 @@ void urpc__cli_kick(struct urpc_rpc *rpc, struct urpc_session *s)
 		    !urpc__cc_sess_may_send(rpc, s, w->req->data_size + sizeof(struct urpc_pkthdr)))
 			break; /* the pacer kicks it again (cc_sess.c) */
 		s->cli.wq_head++;
-		start_req(rpc, s, (unsigned)__builtin_ctz(s->cli.free_mask),
+		start_req(rpc, s, (unsigned)__builtin_ctzll(s->cli.free_mask),
 			  req_is_large(rpc, w->req), w->req_type, w->req, w->resp, w->cont, w->tag,
 			  w->deadline_ns);
 	}
 }
 
+void urpc__cli_resend(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_cslot *sl)
+{
+	send_req(rpc, s, sl);
+}
+
 /*
  * urpc_req_enqueue() (urpc.h) in full: every check with its error,
  * deadlines, large requests, the wait queue. urpc_priv_req_enqueue() takes
- * the common case itself and comes here for everything else.
+ * the common case itself and comes here for everything else. @deadline:
+ * the Rpc clock's, 0 for none; U64_MAX: @timeout_ms's from now.
  */
-URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, unsigned type_flags,
-					struct urpc_msgbuf *req, struct urpc_msgbuf *resp,
-					urpc_cont_fn cont, void *tag, uint32_t timeout_ms)
+int urpc__cli_enqueue(struct urpc_rpc *rpc, int session, unsigned type_flags,
+		      struct urpc_msgbuf *req, struct urpc_msgbuf *resp, urpc_cont_fn cont,
+		      void *tag, uint32_t timeout_ms, uint64_t deadline)
 {
 	uint8_t req_type = (uint8_t)type_flags;
 	struct urpc_session *s;
-	uint64_t deadline = 0;
 	bool large;
 
 	if (unlikely(!rpc))
@@ -167,10 +192,12 @@ URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, unsig
 	 * Inside the loop, now is this pass's time. Outside it, now may be stale by the idle
 	 * time: a deadline then reads the clock, and the next timer scan stamps the send time.
 	 */
-	if (unlikely(timeout_ms)) {
+	if (unlikely(timeout_ms || deadline)) {
 		if (!rpc->in_loop)
 			rpc->now = urpc__rpc_clock(rpc);
-		deadline = rpc->now + (uint64_t)timeout_ms * 1000000;
+		if (timeout_ms)
+			deadline = URPC_MIN(deadline ? deadline : UINT64_MAX,
+					    rpc->now + (uint64_t)timeout_ms * 1000000);
 	}
 	/* One test for the common case: connected, a free slot (its credit), no one ahead, unpaced. */
 	if (likely(s->state == URPC_SESS_CONNECTED && s->cli.free_mask &&
@@ -178,7 +205,7 @@ URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, unsig
 		/* Lent from here on: urpc_msgbuf_free() looks in this session's slots and queue. */
 		req->priv_sess = (uint32_t)session;
 		resp->priv_sess = (uint32_t)session;
-		start_req(rpc, s, (unsigned)__builtin_ctz(s->cli.free_mask), large, req_type, req,
+		start_req(rpc, s, (unsigned)__builtin_ctzll(s->cli.free_mask), large, req_type, req,
 			  resp, cont, tag, deadline);
 		return 0;
 	}
@@ -200,6 +227,13 @@ URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, unsig
 	if (s->cli.wq_tail++ == s->cli.wq_head && s->cli.cc_limited) /* never CONNECTING */
 		urpc__cli_kick(rpc, s); /* paced: now, or when the pacer says */
 	return 0;
+}
+
+URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, unsigned type_flags,
+					struct urpc_msgbuf *req, struct urpc_msgbuf *resp,
+					urpc_cont_fn cont, void *tag, uint32_t timeout_ms)
+{
+	return urpc__cli_enqueue(rpc, session, type_flags, req, resp, cont, tag, timeout_ms, 0);
 }
 
 /*
@@ -231,7 +265,7 @@ static inline URPC_ALWAYS_INLINE int enqueue(struct urpc_rpc *rpc, struct urpc_m
 	if (unlikely(s->rx_word != URPC_PKT_WORD(URPC_PKT_RESP) || !s->cli.free_mask ||
 		     s->cli.wq_head != s->cli.wq_tail || s->cli.cc_limited))
 		goto full;
-	i = (unsigned)__builtin_ctz(s->cli.free_mask);
+	i = (unsigned)__builtin_ctzll(s->cli.free_mask);
 	sl = &s->cli.slots[i];
 	/* A slot that is not FREE is a bug the full path's transition counts. */
 	if (unlikely(sl->state != URPC_CLI_FREE))
@@ -273,7 +307,7 @@ static inline URPC_ALWAYS_INLINE void complete_end(struct urpc_rpc *rpc, struct 
 {
 	/* A FREE slot's req and resp are stale: nothing reads them (urpc__mb_is_lent()). */
 	urpc__cli_step(rpc, sl, from, URPC_CLI_FREE);
-	s->cli.free_mask |= 1u << i;
+	s->cli.free_mask |= 1ull << i;
 	if (s->cli.wq_head != s->cli.wq_tail && s->state == URPC_SESS_CONNECTED)
 		urpc__cli_kick(rpc, s);
 	if (likely(call)) /* inside a pass (every caller): in_loop bars the loop and destroy */
@@ -328,6 +362,12 @@ static inline URPC_ALWAYS_INLINE void complete(struct urpc_rpc *rpc, struct urpc
 	complete_end(rpc, s, sl, from, sl->idx, sl->cont, sl->tag, status, sl->resp, true);
 }
 
+void urpc__cli_complete(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_cslot *sl,
+			int status)
+{
+	complete(rpc, s, sl, status, sl->state);
+}
+
 void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status)
 {
 	uint32_t num = s->local_num;
@@ -336,11 +376,11 @@ void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status
 	if (s->role != URPC_ROLE_CLIENT)
 		return;
 	/* The buffers go back to the application: no copy may be sent later. */
-	for (i = 0; i < URPC_SESSION_SLOTS; i++)
+	for (i = 0; i <= s->slot_mask; i++)
 		if (s->cli.slots[i].state != URPC_CLI_FREE)
 			urpc__tx_forget(rpc, urpc__cli_req_pkt(&s->cli.slots[i]), NULL);
 	rpc->tp->ops->tx_flush(rpc->tp);
-	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+	for (i = 0; i <= s->slot_mask; i++) {
 		struct urpc_cslot *sl = &s->cli.slots[i];
 		struct urpc_msgbuf *resp = sl->resp;
 		urpc_cont_fn cont = sl->cont;
@@ -353,7 +393,7 @@ void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status
 			 * runs the continuation once it has completed.
 			 */
 			urpc__os_orphan_client(rpc, sl, status);
-			s->cli.free_mask |= 1u << i;
+			s->cli.free_mask |= 1ull << i;
 			continue;
 		}
 		if (unlikely(sl->large_req && sl->state == URPC_CLI_SENT &&
@@ -371,7 +411,7 @@ void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status
 		urpc__cli_set(rpc, sl, URPC_CLI_FREE);
 		sl->req = NULL;
 		sl->resp = NULL;
-		s->cli.free_mask |= 1u << i;
+		s->cli.free_mask |= 1ull << i;
 		urpc__run_cont(rpc, cont, sl->tag, status, resp);
 		if (rpc->sessions[num] != s)
 			return;
@@ -384,92 +424,6 @@ void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status
 		if (rpc->sessions[num] != s)
 			return;
 	}
-}
-
-/*
- * Requests still waiting for a slot expire too, wherever they sit in the
- * queue. The queue is compacted (order kept) before any continuation runs,
- * so continuations that enqueue again find it consistent. Timer scan only.
- */
-static void expire_waiting(struct urpc_rpc *rpc, struct urpc_session *s)
-{
-	struct urpc_waiting_req done[URPC_SESSION_WAITQ];
-	uint32_t i, keep = s->cli.wq_head, n = 0;
-
-	for (i = s->cli.wq_head; i != s->cli.wq_tail; i++) {
-		const struct urpc_waiting_req *w = &s->cli.waitq[i & WAITQ_MASK];
-
-		if (w->deadline_ns && rpc->now >= w->deadline_ns)
-			done[n++] = *w;
-		else if (keep++ != i)
-			s->cli.waitq[(keep - 1) & WAITQ_MASK] = *w;
-	}
-	s->cli.wq_tail = keep;
-	/* Every one of them runs: they are out of the queue already. */
-	for (i = 0; i < n; i++)
-		urpc__run_cont(rpc, done[i].cont, done[i].tag, -ETIMEDOUT, done[i].resp);
-}
-
-void urpc__cli_timers(struct urpc_rpc *rpc, struct urpc_session *s)
-{
-	uint32_t num = s->local_num;
-	unsigned i;
-
-	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
-		struct urpc_cslot *sl = &s->cli.slots[i];
-
-		if (sl->state == URPC_CLI_FREE)
-			continue;
-		if (unlikely(sl->state == URPC_CLI_READING)) {
-			/* No retransmission; a deadline waits for the READ to finish. */
-			if (sl->deadline_ns && rpc->now >= sl->deadline_ns && !sl->late_status)
-				sl->late_status = -ETIMEDOUT;
-			continue;
-		}
-		if (sl->deadline_ns && rpc->now >= sl->deadline_ns) {
-			if (unlikely(sl->large_req && sl->state == URPC_CLI_SENT)) {
-				/*
-				 * The server may be reading the request buffer
-				 * right now: it goes back to the application
-				 * once the server says it has read it (ack or
-				 * response) or the session fails. Keep resending
-				 * to get that answer.
-				 */
-				if (!sl->late_status)
-					sl->late_status = -ETIMEDOUT;
-				goto resend;
-			}
-			complete(rpc, s, sl, -ETIMEDOUT, sl->state);
-			if (rpc->sessions[num] != s || s->state != URPC_SESS_CONNECTED)
-				return;
-			continue;
-		}
-	resend:
-		if (unlikely(!sl->tx_ns)) {
-			sl->tx_ns = rpc->now;
-			continue;
-		}
-		if (rpc->now - sl->tx_ns >= sl->rto_ns) {
-			sl->retries++;
-			/* A large request's allowance may exceed the cap: keep it. */
-			sl->rto_ns =
-				URPC_MAX(sl->rto_ns, URPC_MIN(sl->rto_ns * 2, rpc->rto_max_ns));
-			/*
-			 * Karn: no sample comes from this request now, so the
-			 * back-off carries over to the session's next requests
-			 * until an answer to one sent once is sampled.
-			 */
-			if (!sl->large_req && sl->rto_ns > s->cli.rtt.rto_ns) {
-				s->cli.rtt.rto_ns = sl->rto_ns;
-				s->cli.rtt.next_ns = 0;
-			}
-			rpc->st.retransmits++;
-			urpc__cc_sess_timeout(rpc, s);
-			send_req(rpc, s, sl);
-		}
-	}
-	if (s->cli.wq_head != s->cli.wq_tail)
-		expire_waiting(rpc, s);
 }
 
 /*
@@ -596,7 +550,7 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		  const uint8_t *data, uint32_t len)
 {
 	uint64_t req_num = le64toh(h->req_num);
-	struct urpc_cslot *sl = &s->cli.slots[req_num & SLOT_MASK];
+	struct urpc_cslot *sl = &s->cli.slots[req_num & s->slot_mask];
 	struct urpc_msgbuf *resp = sl->resp; /* a local: the copy into it may write anywhere */
 	enum urpc_cli_state from = sl->state;
 	int st;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The client's side of the datapath: enqueueing requests, the wait queue,
- * retransmission and deadlines, responses (small, or READ when large) and
- * the one place a request completes.
+ * responses (small, or READ when large) and the one place a request
+ * completes (retransmission and deadlines: retx.h).
  */
 #ifndef URPC_RPC_CLIENT_H
 #define URPC_RPC_CLIENT_H
@@ -20,8 +20,20 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 /* The READ of a large response (operation @op, out of the table) finished. */
 void urpc__cli_read_done(struct urpc_rpc *rpc, const struct urpc_os_op *op, int status);
 
-/* Retransmissions and deadlines of client session @s. Timer scan only. */
-void urpc__cli_timers(struct urpc_rpc *rpc, struct urpc_session *s);
+/*
+ * urpc_req_enqueue() in full (client.c), with @deadline (the Rpc clock's;
+ * 0: none) besides @timeout_ms (0: none): the earlier of the two holds.
+ */
+int urpc__cli_enqueue(struct urpc_rpc *rpc, int session, unsigned type_flags,
+		      struct urpc_msgbuf *req, struct urpc_msgbuf *resp, urpc_cont_fn cont,
+		      void *tag, uint32_t timeout_ms, uint64_t deadline);
+
+/* (Re)transmit the request in client slot @sl of @s, with the time it has left. */
+void urpc__cli_resend(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_cslot *sl);
+
+/* Complete the request in client slot @sl with @status: its continuation runs, once. */
+void urpc__cli_complete(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_cslot *sl,
+			int status);
 
 /* Fail every request of a client session (slots and queue) with @status. */
 void urpc__cli_fail_all(struct urpc_rpc *rpc, struct urpc_session *s, int status);
@@ -47,8 +59,7 @@ static inline void urpc__cli_mark_busy(struct urpc_rpc *rpc, const struct urpc_s
  */
 static inline bool urpc__cli_busy(const struct urpc_session *s)
 {
-	return s->cli.free_mask != (1u << URPC_SESSION_SLOTS) - 1 ||
-	       s->cli.wq_head != s->cli.wq_tail;
+	return s->cli.free_mask != s->cli.all_free || s->cli.wq_head != s->cli.wq_tail;
 }
 
 #ifdef __cplusplus

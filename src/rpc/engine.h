@@ -6,7 +6,7 @@
  * here; each file's own header declares what it offers to the files above.
  * Everything here is owner-thread only.
  *
- * May include: mem/, transport/, util/, pkthdr.h, sm.h, nexus.h.
+ * May include: mem/, transport/, util/, pkthdr.h, large_types.h, sm.h, nexus.h.
  */
 #ifndef URPC_RPC_ENGINE_H
 #define URPC_RPC_ENGINE_H
@@ -30,20 +30,26 @@
 #include "../util/rand.h"
 #include "../util/seam.h"
 #include "cc.h"
+#include "large_types.h"
 #include "pkthdr.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Requests in flight per session, and waiting for a slot: the public limits. */
-#define URPC_SESSION_SLOTS URPC_SESSION_MAX_INFLIGHT
+/*
+ * A session's window (its slots: requests in flight) is a power of two from
+ * 1 to URPC_SESSION_WINDOW_MAX, agreed at connect (opts.session_window of
+ * both sides, the server's bounding the client's); the requests waiting
+ * for a slot: the public limit.
+ */
 #define URPC_SESSION_WAITQ URPC_SESSION_MAX_WAITING
 
 #define URPC_TX_BATCH 64 /* datagrams collected before one tx_burst */
 #define URPC_RX_BATCH 32 /* datagrams taken per rx_burst */
 #define URPC_OS_OPS 64	 /* one-sided operations of large messages in flight per Rpc */
-static_assert(URPC_IS_POW2(URPC_SESSION_SLOTS), "slot count must be a power of two");
+static_assert(URPC_IS_POW2(URPC_SESSION_WINDOW_MAX), "the largest window is a power of two");
+static_assert(URPC_SESSION_WINDOW_MAX <= 64, "a session's free slots are a 64-bit mask");
 static_assert(URPC_IS_POW2(URPC_SESSION_WAITQ), "wait queue size must be a power of two");
 
 enum urpc_session_role {
@@ -107,55 +113,6 @@ enum urpc_srv_state { URPC_SRV_STATES(URPC__ENUM_SRV) };
 #undef URPC__ENUM_CLI
 #undef URPC__ENUM_SRV
 
-/*
- * The datagram of a large message: the header, then where the payload lies
- * at the sender (little-endian), for the receiver to READ it: exactly the
- * bytes of the sender's grant to this session's peer, and its key.
- */
-struct urpc_large_desc {
-	uint64_t addr;
-	uint64_t len;
-	uint64_t key;
-};
-static_assert(sizeof(struct urpc_large_desc) == 24, "large descriptor is 24 bytes on the wire");
-
-struct urpc_large_pkt {
-	struct urpc_pkthdr h;
-	struct urpc_large_desc d;
-};
-
-enum urpc_os_kind {
-	URPC_OS_SRV_REQ = 1,  /* server reads a large request's payload */
-	URPC_OS_CLI_RESP = 2, /* client reads a large response into its buffer */
-};
-
-/*
- * A one-sided operation of a large message, indexed by the wr_id given to
- * the transport. While @orphan is false its session and slot are alive and
- * wait for it; an orphan's session is gone: it only cleans up (frees the
- * server's buffer, or runs the client's continuation with @status once the
- * transport no longer writes into the response buffer).
- */
-struct urpc_os_op {
-	enum urpc_os_kind kind;
-	bool busy;
-	bool orphan;
-	uint32_t sess_num;
-	uint32_t slot;
-	uint64_t req_num;
-	size_t len;		/* bytes read */
-	uint8_t req_type;	/* SRV_REQ */
-	struct urpc_msgbuf buf; /* SRV_REQ: the server's copy of the request */
-	/* orphan CLI_RESP: what the continuation gets */
-	urpc_cont_fn cont;
-	void *tag;
-	struct urpc_msgbuf *req;
-	struct urpc_msgbuf *resp;
-	int status;
-	uint16_t next_free;
-	uint16_t src_bucket; /* SRV_REQ: its session's source (quota.h); 0: none */
-};
-
 /* Server slot: what was queued beyond the first send of a stored response. */
 #define URPC_RESENT_RESP 0x1u /* the stored response, again */
 #define URPC_RESENT_ACK 0x2u  /* the ack (a large request read, its handler deferred) */
@@ -178,7 +135,7 @@ struct urpc_rtt {
 
 /* A client slot: one request in flight (slot.h has its state machine). */
 struct urpc_cslot {
-	uint64_t cur_req_num; /* slot index + k * URPC_SESSION_SLOTS */
+	uint64_t cur_req_num; /* slot index + k * URPC_SESSION_WINDOW_MAX */
 	enum urpc_cli_state state;
 	uint32_t idx; /* this slot's index in its session */
 	struct urpc_msgbuf *req;
@@ -204,48 +161,12 @@ struct urpc_cslot {
 };
 
 /*
- * A server slot's large stored response (large.c): the application's
- * buffer the client READs, and its grant. Cold, so it is not carried by
- * every slot: it lives in a pool buffer of its own, whose handle it keeps
- * (@self) to be freed with.
- */
-struct urpc_srv_large {
-	struct urpc_msgbuf self;
-	struct urpc_msgbuf resp;     /* the response, the library's while it is stored */
-	struct urpc_tp_grant grant;  /* ... granted to the client while it is stored */
-	struct urpc_srv_large *next; /* on rpc->retiring, once its slot moved on */
-	uint32_t sess_num;	     /* ... from this session's slot */
-	/* While stored in @slot: on rpc->grants_live, revoked at @expires_ns (quota.c). */
-	struct urpc_srv_large *lprev, *lnext;
-	struct urpc_sslot *slot;
-	uint64_t expires_ns;
-	uint32_t src_bucket; /* its session's (session_src.h), whose share it counts in */
-};
-
-/*
- * A large request answered while the server had not let go of its grant
- * yet (verbs: its release notice had not come): the grant and the
- * request's continuation, kept on rpc->cli_retiring until the transport
- * may revoke without waiting (large.c); the request's slot is free.
- */
-struct urpc_cli_retiring {
-	struct urpc_msgbuf self;
-	struct urpc_tp_grant grant;
-	struct urpc_cli_retiring *next;
-	urpc_cont_fn cont;
-	void *tag;
-	struct urpc_msgbuf *req, *resp; /* lent to the library until the continuation */
-	int status;
-	uint32_t sess_num;
-};
-
-/*
  * A server slot: the latest request on it and its stored response. Kept
  * small (100,000 server sessions hold 8 each): what only large messages
  * need lives in @h.priv_resp or beside it (@large).
  */
 struct urpc_sslot {
-	uint64_t cur_req_num; /* slot index + k * URPC_SESSION_SLOTS */
+	uint64_t cur_req_num; /* the latest request's: slot index + k * URPC_SESSION_WINDOW_MAX */
 	enum urpc_srv_state state;
 	uint16_t idx;	     /* this slot's index in its session */
 	uint8_t resent;	     /* URPC_RESENT_*: copies that may still be in flight */
@@ -287,18 +208,27 @@ struct urpc_cli_half {
 	int pending_status;	/* its status */
 	bool free_after_ev;	/* free the session once pending_ev was raised */
 	int fail_status;	/* fail every pending request with this on the next pass, or 0 */
+	/*
+	 * The peer's Nexus answered the connect itself (its Rpc id is not
+	 * attached yet) with this status: the connect keeps trying, and its
+	 * time-out fails with it rather than -ETIMEDOUT. 0: no such answer.
+	 */
+	int no_rpc_status;
+	uint32_t nx_refused_gen; /* the peer's refused_gen when the connect began */
 	/* on the Rpc's list of sessions with pending_ev or fail_status (session_table.c) */
 	bool on_pend;
 	uint32_t pend_prev, pend_next; /* session number + 1; 0: none */
 	/* datapath */
 	struct urpc_rtt rtt; /* the first retransmission timeout of a request */
-	uint32_t
+	uint64_t
 		free_mask; /* bit i set: slot i is FREE; the free slots are the session's credits */
+	uint64_t all_free; /* free_mask with every slot of the window FREE */
 	uint32_t wq_head, wq_tail;
 	bool cc_limited; /* cc.cc.limited: requests go through the wait queue and the pacer */
-	struct urpc_cslot slots[URPC_SESSION_SLOTS];
 	struct urpc_waiting_req waitq[URPC_SESSION_WAITQ];
 	struct urpc_cc_sess cc; /* congestion control (cc_sess.c) */
+	/* slot_mask + 1 of them (the agreed window); allocated for the proposed one */
+	struct urpc_cslot slots[];
 };
 
 /* What only a server session has. */
@@ -306,7 +236,7 @@ struct urpc_srv_half {
 	uint32_t deferred;   /* slots IN_HANDLER: handlers that have not responded yet */
 	uint32_t hnext;	     /* next in its chain of the CONNECT_REQ index: number + 1; 0: none */
 	uint32_t src_bucket; /* its source's count (session_src.h): bucket + 1; 0: none */
-	struct urpc_sslot slots[URPC_SESSION_SLOTS];
+	struct urpc_sslot slots[]; /* slot_mask + 1 of them: the agreed window */
 };
 
 /*
@@ -319,6 +249,13 @@ struct urpc_session {
 	uint32_t local_num;
 	uint32_t remote_num;
 	uint32_t rx_word; /* URPC_PKT_WORD of what it receives while CONNECTED; 0 else */
+	/*
+	 * The window less one. Client slot i sends request numbers i + k *
+	 * URPC_SESSION_WINDOW_MAX (a multiple of every window), so req_num &
+	 * slot_mask names the slot on both sides. Client: its proposal until
+	 * the server's CONNECT_RESP agrees one (never larger).
+	 */
+	uint32_t slot_mask;
 	uint64_t token;
 	/*
 	 * The header of what this session sends (a request or a response),
@@ -619,7 +556,26 @@ static inline void urpc__map_set(uint64_t *map, uint32_t num)
  * Everything else reads the table through urpc__sess_at(), which gives
  * NULL for it.
  */
-extern struct urpc_session urpc__sess_none;
+union urpc_sess_placeholder {
+	struct urpc_session s;
+	uint8_t room[offsetof(struct urpc_session, cli.slots) + sizeof(struct urpc_cslot)];
+};
+extern union urpc_sess_placeholder urpc__sess_placeholder;
+#define urpc__sess_none (urpc__sess_placeholder.s)
+
+/* A session's window: its slots, requests in flight at once. */
+static inline unsigned urpc__sess_window(const struct urpc_session *s)
+{
+	return s->slot_mask + 1;
+}
+
+/* Client session @s works with @window of its slots (all FREE; at most those allocated). */
+static inline void urpc__cli_set_window(struct urpc_session *s, unsigned window)
+{
+	s->slot_mask = window - 1;
+	s->cli.all_free = window >= 64 ? UINT64_MAX : (1ull << window) - 1;
+	s->cli.free_mask = s->cli.all_free;
+}
 
 /* The session in table entry @num (below hi_session, or a map's bit), or NULL. */
 static inline struct urpc_session *urpc__sess_at(const struct urpc_rpc *rpc, uint32_t num)

@@ -4,7 +4,8 @@
  * Owns the pass (rpc->now, rpc->in_loop, rpc->tx_stamp), the timer scan (next_scan_ns,
  * the clearing of the busy and SM-timer bitmaps) and the idle sleep
  * (wake_fd; a busy client session's next timer, read from its slots).
- * May call: everything below it: session.h, session_sm.h (the SM outbox),
+ * May call: everything below it: session.h, session_in.h (SM packets in),
+ * session_sm.h (the SM outbox),
  * client.h, server.h, large.h, rop.h (the users' batches' timers), tx.h;
  * the SM queue; the transport's rx_run/rx_burst/rx_release/poll_completions/
  * wait_arm/wait_ack; ppoll() (only in the idle sleep) and sched_yield()
@@ -25,9 +26,11 @@
 #include "client.h"
 #include "large.h"
 #include "quota.h"
+#include "retx.h"
 #include "rop.h"
 #include "server.h"
 #include "session.h"
+#include "session_in.h"
 #include "session_sm.h"
 #include "tx.h"
 
@@ -359,7 +362,7 @@ static uint64_t cli_next_timer(const struct urpc_rpc *rpc, const struct urpc_ses
 	uint64_t t = UINT64_MAX;
 	uint32_t i;
 
-	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+	for (i = 0; i <= s->slot_mask; i++) {
 		const struct urpc_cslot *sl = &s->cli.slots[i];
 
 		if (sl->state == URPC_CLI_FREE)

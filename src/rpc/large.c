@@ -50,7 +50,7 @@ uint64_t urpc__cli_large_allowance(const struct urpc_session *s)
 	uint64_t bytes = 0;
 	unsigned i;
 
-	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+	for (i = 0; i <= s->slot_mask; i++) {
 		const struct urpc_cslot *sl = &s->cli.slots[i];
 
 		if (sl->large_req && sl->state == URPC_CLI_SENT)
@@ -299,7 +299,7 @@ void urpc__os_session_gone(struct urpc_rpc *rpc, struct urpc_session *s)
 		}
 	}
 	if (s->role != URPC_ROLE_SERVER) {
-		for (i = 0; i < URPC_SESSION_SLOTS; i++)
+		for (i = 0; i <= s->slot_mask; i++)
 			urpc__grant_revoke(rpc, &s->cli.slots[i].grant);
 		/* Requests answered: their grants go now, their continuations with the next scan. */
 		for (r = rpc->cli_retiring; r; r = r->next)
@@ -307,7 +307,7 @@ void urpc__os_session_gone(struct urpc_rpc *rpc, struct urpc_session *s)
 				urpc__grant_revoke(rpc, &r->grant);
 		return;
 	}
-	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+	for (i = 0; i <= s->slot_mask; i++) {
 		struct urpc_sslot *sl = &s->srv.slots[i];
 
 		if (sl->large) {

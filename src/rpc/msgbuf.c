@@ -54,7 +54,7 @@ bool urpc__mb_is_lent(const struct urpc_rpc *rpc, const struct urpc_msgbuf *mb)
 	/* The session it was last lent to (a number beyond the table names none). */
 	s = mb->priv_sess < rpc->hi_session ? urpc__sess_at(rpc, mb->priv_sess) : NULL;
 	if (s && s->role == URPC_ROLE_CLIENT) {
-		for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+		for (i = 0; i <= s->slot_mask; i++) {
 			const struct urpc_cslot *sl = &s->cli.slots[i];
 
 			if (sl->state != URPC_CLI_FREE &&
@@ -284,7 +284,7 @@ void urpc__mb_held(const struct urpc_rpc *rpc, size_t *bufs, size_t *views)
 		if (!s)
 			continue;
 		if (s->role == URPC_ROLE_SERVER) {
-			for (j = 0; j < URPC_SESSION_SLOTS; j++) {
+			for (j = 0; j <= s->slot_mask; j++) {
 				held_add(&s->srv.slots[j].h.priv_resp, bufs, views);
 				if (!s->srv.slots[j].large)
 					continue;
@@ -293,7 +293,7 @@ void urpc__mb_held(const struct urpc_rpc *rpc, size_t *bufs, size_t *views)
 			}
 			continue;
 		}
-		for (j = 0; j < URPC_SESSION_SLOTS; j++)
+		for (j = 0; j <= s->slot_mask; j++)
 			if (s->cli.slots[j].state != URPC_CLI_FREE)
 				held_pair(rpc, s->cli.slots[j].req, s->cli.slots[j].resp, bufs,
 					  views);

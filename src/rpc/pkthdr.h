@@ -21,7 +21,8 @@ extern "C" {
 #endif
 
 #define URPC_PKT_MAGIC 0x7552 /* "uR" */
-#define URPC_PKT_VERSION 1
+/* 2: budget_us (issue 35); a version-1 peer's packets are dropped as bad headers. */
+#define URPC_PKT_VERSION 2
 
 /* Wire-visible: explicit values. */
 /*
@@ -51,7 +52,13 @@ struct urpc_pkthdr {
 	uint32_t msg_size;
 	uint32_t dest_session; /* the receiver's session number */
 	uint32_t pkt_num;      /* 0: every message is one packet for now */
-	uint32_t reserved1;
+	/*
+	 * REQ: the client's time left before its deadline when it sent this
+	 * copy, in microseconds, rounded up (0: no deadline; at most
+	 * UINT32_MAX, about 71 minutes). A handler reads it through
+	 * urpc_req_deadline_ms(); a nested request may inherit it. RESP: 0.
+	 */
+	uint32_t budget_us;
 	uint64_t req_num;
 	uint64_t token; /* the session's random token */
 };
@@ -60,6 +67,7 @@ static_assert(sizeof(struct urpc_pkthdr) == 40, "wire header is 40 bytes");
 static_assert(offsetof(struct urpc_pkthdr, status) == 6, "wire layout");
 static_assert(offsetof(struct urpc_pkthdr, msg_size) == 8, "wire layout");
 static_assert(offsetof(struct urpc_pkthdr, dest_session) == 12, "wire layout");
+static_assert(offsetof(struct urpc_pkthdr, budget_us) == 20, "wire layout");
 static_assert(offsetof(struct urpc_pkthdr, req_num) == 24, "wire layout");
 static_assert(offsetof(struct urpc_pkthdr, token) == 32, "wire layout");
 
@@ -77,7 +85,7 @@ static inline void urpc__pkthdr_fill(struct urpc_pkthdr *h, enum urpc_pkt_type t
 	h->msg_size = htole32(msg_size);
 	h->dest_session = htole32(dest_session);
 	h->pkt_num = 0;
-	h->reserved1 = 0;
+	h->budget_us = 0;
 	h->req_num = htole64(req_num);
 	h->token = htole64(token);
 }

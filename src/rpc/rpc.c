@@ -54,14 +54,23 @@ URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o)
 	o->numa_node = -1;
 	o->cuda_device = -1;
 	o->idle_block_us = 20;
+	o->session_window = URPC_SESSION_WINDOW_DEFAULT;
 }
 
-static int check_opts(const struct urpc_rpc_opts *o)
+static int check_opts(const struct urpc_rpc_opts *o, uint8_t rpc_id)
 {
+	if (!URPC_IS_POW2(o->session_window) || o->session_window > URPC_SESSION_WINDOW_MAX) {
+		URPC_ERR(rpc_id, "invalid session_window %u: a power of two from 1 to %u",
+			 o->session_window, URPC_SESSION_WINDOW_MAX);
+		return -EINVAL;
+	}
 	if (!o->rto_us || o->rto_max_us < o->rto_us || !o->ping_interval_ms ||
 	    o->peer_timeout_ms <= o->ping_interval_ms || !o->connect_timeout_ms ||
-	    !o->max_sessions || o->max_sessions > (1u << 24))
+	    !o->max_sessions || o->max_sessions > (1u << 24)) {
+		URPC_ERR(rpc_id, "invalid Rpc options (timeouts must be nonzero, rto_max >= rto, "
+				 "peer_timeout > ping_interval, 1 <= max_sessions <= 2^24)");
 		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -82,12 +91,9 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 		urpc_rpc_opts_init(&def);
 		o = &def;
 	}
-	ret = check_opts(o);
-	if (ret) {
-		URPC_ERR(rpc_id, "invalid Rpc options (timeouts must be nonzero, rto_max >= rto, "
-				 "peer_timeout > ping_interval, 1 <= max_sessions <= 2^24)");
+	ret = check_opts(o, rpc_id);
+	if (ret)
 		return ret;
-	}
 	rpc = calloc(1, sizeof(*rpc));
 	if (!rpc)
 		return -ENOMEM;
@@ -401,7 +407,7 @@ uint64_t urpc__rpc_grants(const struct urpc_rpc *rpc)
 	for (i = 0; i < rpc->hi_session; i++) {
 		const struct urpc_session *s = urpc__sess_at(rpc, i);
 
-		for (j = 0; s && j < URPC_SESSION_SLOTS; j++)
+		for (j = 0; s && j <= s->slot_mask; j++)
 			n += s->role == URPC_ROLE_CLIENT
 				     ? s->cli.slots[j].grant.key != 0
 				     : s->srv.slots[j].large != NULL &&
@@ -417,7 +423,7 @@ static int check_client(const struct urpc_rpc *rpc, const struct urpc_session *s
 	const struct urpc_cli_half *c = &s->cli;
 	unsigned j, busy = 0;
 
-	for (j = 0; j < URPC_SESSION_SLOTS; j++) {
+	for (j = 0; j <= s->slot_mask; j++) {
 		const struct urpc_cslot *sl = &c->slots[j];
 		bool free_bit = (c->free_mask >> j) & 1;
 
@@ -447,9 +453,11 @@ static int check_client(const struct urpc_rpc *rpc, const struct urpc_session *s
 			 c->wq_tail - c->wq_head, URPC_SESSION_WAITQ);
 		return -EFAULT;
 	}
-	if (c->free_mask >> URPC_SESSION_SLOTS) {
-		snprintf(why, n, "session %u: free mask 0x%x names slots beyond %u", i,
-			 c->free_mask, URPC_SESSION_SLOTS);
+	if ((c->free_mask & ~c->all_free) ||
+	    c->all_free != (s->slot_mask >= 63 ? UINT64_MAX : (2ull << s->slot_mask) - 1)) {
+		snprintf(why, n, "session %u: free mask 0x%llx or all-free 0x%llx beyond window %u",
+			 i, (unsigned long long)c->free_mask, (unsigned long long)c->all_free,
+			 urpc__sess_window(s));
 		return -EFAULT;
 	}
 	if (urpc__cli_busy(s) && !(rpc->busy_map[i >> 6] & (1ull << (i & 63)))) {
@@ -466,7 +474,7 @@ static int check_server(const struct urpc_session *s, uint32_t i, uint64_t *gran
 {
 	unsigned j, deferred = 0;
 
-	for (j = 0; j < URPC_SESSION_SLOTS; j++) {
+	for (j = 0; j <= s->slot_mask; j++) {
 		const struct urpc_sslot *sl = &s->srv.slots[j];
 
 		/* A handler that is running (priv_answer set) is not counted yet. */

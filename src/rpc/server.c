@@ -21,13 +21,12 @@
 
 #include "../mem/cuda.h"
 #include "../util/log.h"
+#include "deadline.h"
 #include "large.h"
 #include "msgbuf.h"
 #include "session_table.h"
 #include "states.h"
 #include "tx.h"
-
-#define SLOT_MASK (URPC_SESSION_SLOTS - 1)
 
 /* A large stored response is its descriptor in h.priv_resp: sent the same way. */
 static inline URPC_ALWAYS_INLINE void server_send_resp(struct urpc_rpc *rpc, struct urpc_session *s,
@@ -175,6 +174,8 @@ server_run_handler(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_ssl
 	} else if (answer) {
 		/* Not answered: deferred. Its answer takes the library's path. */
 		sl->h.priv_answer = NULL;
+		if (unlikely(sl->h.priv_budget)) /* the client's deadline, no longer relative */
+			sl->h.priv_budget = urpc__dl_pack(rpc->now, sl->h.priv_budget);
 		s->srv.deferred++;
 		rpc->srv_deferred++;
 	}
@@ -236,6 +237,7 @@ static bool server_read_req(struct urpc_rpc *rpc, struct urpc_session *s, struct
 	op->req_num = sl->cur_req_num;
 	op->len = (size_t)total;
 	op->req_type = h->req_type;
+	op->deadline_ns = h->budget_us ? rpc->now + (uint64_t)le32toh(h->budget_us) * 1000 : 0;
 	urpc__srv_set(rpc, sl, URPC_SRV_READING);
 	return true;
 
@@ -289,7 +291,7 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		  const uint8_t *data, uint32_t len)
 {
 	uint64_t req_num = le64toh(h->req_num);
-	struct urpc_sslot *sl = &s->srv.slots[req_num & SLOT_MASK];
+	struct urpc_sslot *sl = &s->srv.slots[req_num & s->slot_mask];
 	const struct urpc_handler *hd;
 	enum urpc_srv_state st;
 
@@ -338,6 +340,7 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		return;
 	}
 	sl->cur_req_num = req_num;
+	sl->h.priv_budget = le32toh(h->budget_us);
 	server_run_handler(rpc, s, sl, st, hd, h->req_type, data, len);
 }
 
@@ -580,6 +583,13 @@ void urpc__srv_read_done(struct urpc_rpc *rpc, struct urpc_os_op *op, int status
 				    urpc_strerror(status));
 		server_error_resp(rpc, s, sl, op->req_type, status == -EACCES ? EACCES : EIO);
 	} else {
+		/* The time the client has left, from when its descriptor came. */
+		sl->h.priv_budget =
+			!op->deadline_ns ? 0
+			: op->deadline_ns > rpc->now
+				? (uint32_t)URPC_MIN((op->deadline_ns - rpc->now + 999) / 1000,
+						     (uint64_t)UINT32_MAX)
+				: 1;
 		server_run_handler(rpc, s, sl, sl->state, &rpc->handlers[op->req_type],
 				   op->req_type, op->buf.buf, op->len);
 		/* Deferred: let the client's deadline free its buffer meanwhile. */

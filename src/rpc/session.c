@@ -1,19 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Sessions (session.h): the public urpc_session_* calls, session-management
- * packets and their timers, and the session state machine. Owns a
+ * packets out and their timers (those that come in: session_in.c), and
+ * the session state machine. Owns a
  * session's state (written by urpc__session_transition() alone), its SM
  * fields (sequence, retries, deadlines, liveness) and the smoothed SM
  * round trip.
  * May call: client.h (fail or start a client session's requests),
- * large.h (is a session still reading?), session_table.h, session_src.h
- * (who may open a server session), tx.h, the Nexus's SM socket and peer
+ * large.h (is a session still reading?), session_table.h, tx.h, the Nexus's SM socket and peer
  * entries (a connect cookie), the transport's resolve_peer/
  * set_peer_token/get_endpoint/ctl ops.
  */
 #define URPC_LOG_MODULE "session"
 #include "session.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 
@@ -22,7 +23,6 @@
 #include "large.h"
 #include "rtt.h"
 #include "session_sm.h"
-#include "session_src.h"
 #include "session_table.h"
 #include "states.h"
 #include "tx.h"
@@ -134,6 +134,15 @@ static bool peer_failed(const struct urpc_session *s)
 }
 
 /* Both ways into CONNECTED: the peer and token are known, the datapath header can be built. */
+/*
+ * Client session @s, connecting: has the peer's host said since the
+ * connect began that nothing listens at its Nexus's address?
+ */
+static bool connect_refused(const struct urpc_session *s)
+{
+	return urpc__nxp_refused_gen(s->nxp) != s->cli.nx_refused_gen;
+}
+
 static void enter_connected(struct urpc_session *s)
 {
 	urpc__sess_set_state(s, URPC_SESS_CONNECTED);
@@ -303,7 +312,8 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 		URPC_ERR(rpc->id, "'%s' is not a host:port address", host_port);
 		return -EINVAL;
 	}
-	ret = urpc__sess_alloc(rpc, URPC_ROLE_CLIENT, &s);
+	/* Room for the window it proposes; the server's answer may shrink it. */
+	ret = urpc__sess_alloc(rpc, URPC_ROLE_CLIENT, rpc->o.session_window, &s);
 	if (ret) {
 		URPC_WARN_RATELIMIT(rpc->id, "cannot connect (max_sessions %u): %s",
 				    rpc->max_sessions, urpc__sess_limit_str(ret));
@@ -317,6 +327,7 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 		urpc__sess_free(rpc, s);
 		return -ENOMEM;
 	}
+	s->cli.nx_refused_gen = urpc__nxp_refused_gen(s->nxp);
 	rpc->now = urpc__rpc_clock(rpc);
 	urpc__cli_rtt_init(rpc, s);
 	s->remote_rpc_id = remote_rpc_id;
@@ -356,94 +367,7 @@ URPC_API bool urpc_session_is_connected(struct urpc_rpc *rpc, int session)
 	return s && s->state == URPC_SESS_CONNECTED;
 }
 
-/* ---- session-management packets ---- */
-
-static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
-{
-	struct urpc_session *s;
-	int ret;
-
-	s = urpc__sess_find_server(rpc, p);
-	if (s) {
-		/* A retried CONNECT_REQ: answer again, no second session. */
-		if (s->state == URPC_SESS_CONNECTED)
-			urpc__sm_out_session(rpc, s, URPC_SM_PKT_CONNECT_RESP, 0);
-		return;
-	}
-	if (p->transport != (uint8_t)rpc->tp->kind) {
-		URPC_WARN_RATELIMIT(rpc->id, "refusing a %s client: this Rpc uses %s",
-				    urpc_transport_str((enum urpc_transport_kind)p->transport),
-				    urpc_transport_str(rpc->tp->kind));
-		urpc__sm_out_refuse(rpc, p, -EPROTO);
-		return;
-	}
-	ret = urpc__src_admit(rpc, p);
-	if (ret) {
-		urpc__sm_out_refuse(rpc, p, ret);
-		return;
-	}
-	ret = urpc__sess_alloc(rpc, URPC_ROLE_SERVER, &s);
-	if (ret) {
-		URPC_WARN_RATELIMIT(rpc->id, "refusing a session (max_sessions %u): %s",
-				    rpc->max_sessions, urpc__sess_limit_str(ret));
-		urpc__sm_out_refuse(rpc, p, ret);
-		return;
-	}
-	s->remote_rpc_id = p->client_rpc_id;
-	s->remote_num = p->client_sess;
-	s->token = p->token;
-	s->sm_seq = p->seq;
-	s->peer_nexus = p->from;
-	urpc__src_take(rpc, s, p->from.sin_addr.s_addr);
-	s->nxp = urpc__nexus_peer_get(rpc->nx, &p->from, rpc->ping_ns, rpc->peer_timeout_ns,
-				      s->token);
-	ret = s->nxp ? rpc->tp->ops->resolve_peer(rpc->tp, p->ep, p->ep_len, &s->peer) : -ENOMEM;
-	if (!ret) /* one-sided requests on this session carry its token */
-		rpc->tp->ops->set_peer_token(rpc->tp, s->peer, s->token);
-	if (ret) {
-		URPC_WARN_RATELIMIT(rpc->id, "refusing a session: %s%s", urpc_strerror(ret),
-				    ret == -ENOMEM ? " (no memory for its peer)" : "");
-		urpc__sess_free(rpc, s);
-		urpc__sm_out_refuse(rpc, p, ret);
-		return;
-	}
-	urpc__sess_index(rpc, s);
-	urpc__session_transition(rpc, s, URPC_SEV_ACCEPT, 0);
-}
-
-/* The session a packet names on this side, if its token matches. */
-static struct urpc_session *sm_lookup(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p,
-				      enum urpc_session_role role)
-{
-	uint32_t num = role == URPC_ROLE_CLIENT ? p->client_sess : p->server_sess;
-	struct urpc_session *s = urpc__rpc_session(rpc, (int)num);
-
-	if (!s || s->role != role || s->token != p->token)
-		return NULL;
-	return s;
-}
-
-/*
- * The server's Nexus wants a cookie echoed before it passes our CONNECT_REQ
- * on (sm_cookie.h): keep it for every session to that Nexus, and resend at
- * once, unless an earlier copy of this cookie already made us resend.
- */
-static void on_cookie(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
-{
-	struct urpc_session *s = sm_lookup(rpc, p, URPC_ROLE_CLIENT);
-
-	if (!s || s->state != URPC_SESS_CONNECTING || !p->cookie || p->seq != s->sm_seq)
-		return;
-	urpc__nxp_set_cookie(s->nxp, p->cookie);
-	if (p->cookie == s->cli.cookie)
-		return;
-	s->cli.cookie = p->cookie;
-	if (s->cli.sm_tx_ns) /* Karn, as for CONNECT_RESP: this answers the first send */
-		urpc__session_rtt_sample(rpc, rpc->now - s->cli.sm_tx_ns);
-	s->cli.sm_tx_ns = rpc->now;
-	s->cli.sm_next_retry_ns = rpc->now + rpc->sm_retry_ns;
-	urpc__sm_out_session(rpc, s, URPC_SM_PKT_CONNECT_REQ, 0);
-}
+/* ---- session-management packets (those that come in: session_in.c) ---- */
 
 /*
  * The Nexus saw a peer fail or an Rpc of it go or come: fail the sessions
@@ -458,6 +382,10 @@ static void check_peers(struct urpc_rpc *rpc)
 	for (i = 0; i < rpc->hi_session; i++) {
 		struct urpc_session *s = urpc__sess_at(rpc, i);
 
+		if (s && s->state == URPC_SESS_CONNECTING && connect_refused(s)) {
+			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED, -ECONNREFUSED);
+			continue;
+		}
 		if (!s || s->state != URPC_SESS_CONNECTED)
 			continue;
 		if (peer_failed(s))
@@ -475,90 +403,6 @@ void urpc__session_notices(struct urpc_rpc *rpc)
 		return;
 	rpc->nx_notices_seen = n;
 	check_peers(rpc);
-}
-
-void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
-{
-	struct urpc_session *s;
-	int ret;
-
-	switch (p->type) {
-	case URPC_SM_PKT_CONNECT_REQ:
-		on_connect_req(rpc, p);
-		return;
-	case URPC_SM_PKT_CONNECT_RESP:
-		s = sm_lookup(rpc, p, URPC_ROLE_CLIENT);
-		if (!s || s->state != URPC_SESS_CONNECTING)
-			return;
-		if (p->status) {
-			if (urpc__src_refusal_str(p->status))
-				URPC_WARN_RATELIMIT(rpc->id, "rpc %u refused session %u: %s",
-						    s->remote_rpc_id, s->local_num,
-						    urpc__src_refusal_str(p->status));
-			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED, p->status);
-			return;
-		}
-		ret = rpc->tp->ops->resolve_peer(rpc->tp, p->ep, p->ep_len, &s->peer);
-		if (ret) {
-			URPC_ERR(rpc->id, "cannot reach the server's %s endpoint: %s",
-				 urpc_transport_str(rpc->tp->kind), urpc_strerror(ret));
-			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED, ret);
-			return;
-		}
-		rpc->tp->ops->set_peer_token(rpc->tp, s->peer, s->token);
-		s->remote_num = p->server_sess;
-		if (s->cli.sm_tx_ns) /* Karn: only a connect that was not resent times the path */
-			urpc__session_rtt_sample(rpc, rpc->now - s->cli.sm_tx_ns);
-		urpc__session_transition(rpc, s, URPC_SEV_CONNECT_OK, 0);
-		return;
-	case URPC_SM_PKT_CONNECT_COOKIE:
-		on_cookie(rpc, p);
-		return;
-	case URPC_SM_PKT_DISCONNECT_REQ:
-		s = sm_lookup(rpc, p, URPC_ROLE_SERVER);
-		if (s)
-			urpc__session_transition(rpc, s, URPC_SEV_PEER_CLOSED, 0);
-		urpc__sm_out_reply(rpc, p, URPC_SM_PKT_DISCONNECT_RESP, 0);
-		return;
-	case URPC_SM_PKT_DISCONNECT_RESP:
-		s = sm_lookup(rpc, p, URPC_ROLE_CLIENT);
-		if (s)
-			urpc__session_transition(rpc, s, URPC_SEV_DISCONNECT_DONE, 0);
-		return;
-	case URPC_SM_PKT_PING_REQ:
-		/* Sessions no longer ping (the Nexus does); an old peer's ping is answered. */
-		s = sm_lookup(rpc, p, URPC_ROLE_SERVER);
-		urpc__sm_out_reply(rpc, p, URPC_SM_PKT_PING_RESP,
-				   s && s->state == URPC_SESS_CONNECTED ? 0 : -ECONNRESET);
-		return;
-	case URPC_SM_PKT_PING_RESP:
-		s = sm_lookup(rpc, p, URPC_ROLE_CLIENT);
-		if (!s || s->state != URPC_SESS_CONNECTED)
-			return;
-		s->cli.probe_next_ns = 0;
-		if (p->status)
-			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
-		return;
-	case URPC_SM_PKT_NX_NOTICE:
-		urpc__session_notices(rpc);
-		return;
-	case URPC_SM_PKT_NX_PING:
-	case URPC_SM_PKT_NX_PONG:
-		return; /* the Nexus's own; never routed to an Rpc */
-	case URPC_SM_PKT_RESET:
-		s = sm_lookup(rpc, p, URPC_ROLE_CLIENT);
-		if (s)
-			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
-		return;
-	case URPC_SM_PKT_TP_CTL_C2S:
-	case URPC_SM_PKT_TP_CTL_S2C:
-		s = sm_lookup(rpc, p,
-			      p->type == URPC_SM_PKT_TP_CTL_C2S ? URPC_ROLE_SERVER
-								: URPC_ROLE_CLIENT);
-		if (s && s->peer && (rpc->tp->caps & URPC_TP_CAP_CTL))
-			rpc->tp->ops->ctl_push(rpc->tp, s->peer, p->ep, p->ep_len);
-		return;
-	}
 }
 
 void urpc__session_tp_ctl(struct urpc_rpc *rpc)
@@ -591,6 +435,7 @@ void urpc__session_tp_ctl(struct urpc_rpc *rpc)
 void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 {
 	uint64_t now = rpc->now;
+	char addr[INET_ADDRSTRLEN];
 
 	/* Liveness is the Nexus's (nexus_peer.h): only its verdict is read here. */
 	if (s->state == URPC_SESS_CONNECTED && unlikely(peer_failed(s))) {
@@ -601,8 +446,24 @@ void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 		return;
 	switch (s->state) {
 	case URPC_SESS_CONNECTING:
-		if (now >= s->cli.sm_deadline_ns) {
-			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED, -ETIMEDOUT);
+		if (connect_refused(s)) {
+			/* ICMP port unreachable (the Nexus's error queue): nobody there. */
+			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED, -ECONNREFUSED);
+		} else if (now >= s->cli.sm_deadline_ns) {
+			/* A live Nexus without the Rpc says so; silence is a time-out. */
+			if (s->cli.no_rpc_status)
+				URPC_WARN_RATELIMIT(
+					rpc->id,
+					"session %u: the Nexus at %s:%u answered, but its rpc "
+					"%u did not appear within connect_timeout_ms (%llu ms)",
+					s->local_num,
+					inet_ntop(AF_INET, &s->peer_nexus.sin_addr, addr,
+						  sizeof(addr)),
+					ntohs(s->peer_nexus.sin_port), s->remote_rpc_id,
+					(unsigned long long)(rpc->connect_timeout_ns / 1000000));
+			urpc__session_transition(rpc, s, URPC_SEV_CONNECT_FAILED,
+						 s->cli.no_rpc_status ? s->cli.no_rpc_status
+								      : -ETIMEDOUT);
 		} else if (now >= s->cli.sm_next_retry_ns) {
 			s->cli.sm_next_retry_ns = now + rpc->sm_retry_ns;
 			s->cli.sm_tx_ns = 0;

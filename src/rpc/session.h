@@ -12,9 +12,6 @@
 extern "C" {
 #endif
 
-/* A session-management packet from the Nexus. */
-void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p);
-
 /* Timers: SM retries, pings, peer timeouts. Called from the loop's scan. */
 void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s);
 

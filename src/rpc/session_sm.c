@@ -53,8 +53,11 @@ void urpc__sm_out_fill(struct urpc_rpc *rpc, const struct urpc_session *s, struc
 		p->client_sess = s->remote_num;
 		p->server_sess = s->local_num;
 	}
-	if (type == URPC_SM_PKT_CONNECT_REQ || type == URPC_SM_PKT_CONNECT_RESP)
+	if (type == URPC_SM_PKT_CONNECT_REQ || type == URPC_SM_PKT_CONNECT_RESP) {
 		p->ep_len = (uint16_t)rpc->tp->ops->get_endpoint(rpc->tp, p->ep);
+		/* The client's proposal; the server's answer, the one agreed. */
+		p->window = (uint8_t)urpc__sess_window(s);
+	}
 	if (type == URPC_SM_PKT_CONNECT_REQ && s->nxp)
 		p->cookie = urpc__nxp_cookie(s->nxp);
 }

@@ -169,22 +169,21 @@ struct urpc_session *urpc__sess_pend_pop(struct urpc_rpc *rpc)
 /* ---- sessions ---- */
 
 /*
- * The free entries' placeholder (engine.h). Its rx_word and token (0) are
- * those of a session that is not CONNECTED, so no datagram of a real peer
- * reaches it; one forged to match (first word 0, token 0) is taken as a
- * server's request and dropped as stale by whichever slot it names (each
- * IDLE with cur_req_num UINT64_MAX): nothing ever writes it.
+ * The free entries' placeholder (engine.h): a client session, zeroed, with
+ * room for one slot (slot_mask 0). Its rx_word and token (0) are those of
+ * a session that is not CONNECTED, so no datagram of a real peer reaches
+ * it; one forged to match (first word 0, token 0) is taken as a response
+ * and dropped by its slot, which is FREE: nothing ever writes it.
  */
-struct urpc_session urpc__sess_none = {
-	.role = URPC_ROLE_SERVER,
-	.srv.slots = {[0 ... URPC_SESSION_SLOTS - 1] = {.cur_req_num = UINT64_MAX}},
-};
+union urpc_sess_placeholder urpc__sess_placeholder = {.s = {.role = URPC_ROLE_CLIENT}};
 
-size_t urpc__sess_size(enum urpc_session_role role)
+size_t urpc__sess_size(enum urpc_session_role role, unsigned window)
 {
-	return offsetof(struct urpc_session, cli) + (role == URPC_ROLE_CLIENT
-							     ? sizeof(struct urpc_cli_half)
-							     : sizeof(struct urpc_srv_half));
+	if (role == URPC_ROLE_CLIENT)
+		return offsetof(struct urpc_session, cli.slots) +
+		       (size_t)window * sizeof(struct urpc_cslot);
+	return offsetof(struct urpc_session, srv.slots) +
+	       (size_t)window * sizeof(struct urpc_sslot);
 }
 
 int urpc__sess_table_init(struct urpc_rpc *rpc)
@@ -217,13 +216,15 @@ void urpc__sess_table_fini(struct urpc_rpc *rpc)
 	rpc->srv_index = NULL;
 }
 
-int urpc__sess_alloc(struct urpc_rpc *rpc, enum urpc_session_role role, struct urpc_session **out)
+int urpc__sess_alloc(struct urpc_rpc *rpc, enum urpc_session_role role, unsigned window,
+		     struct urpc_session **out)
 {
 	struct urpc_session *s;
 	uint32_t i, num;
 	int64_t id;
 
-	s = calloc(1, urpc__sess_size(role));
+	assert(URPC_IS_POW2(window) && window <= URPC_SESSION_WINDOW_MAX);
+	s = calloc(1, urpc__sess_size(role, window));
 	if (!s)
 		return -ENOMEM;
 	id = urpc__idset_take(&rpc->nums);
@@ -234,16 +235,17 @@ int urpc__sess_alloc(struct urpc_rpc *rpc, enum urpc_session_role role, struct u
 	num = (uint32_t)id;
 	s->role = role;
 	s->local_num = num;
+	s->slot_mask = window - 1;
 	/* rx_word 0: it takes no datagram until CONNECTED (session.c). */
 	if (role == URPC_ROLE_CLIENT) {
-		s->cli.free_mask = (1u << URPC_SESSION_SLOTS) - 1;
-		for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+		urpc__cli_set_window(s, window);
+		for (i = 0; i < window; i++) {
 			s->cli.slots[i].cur_req_num = i;
 			s->cli.slots[i].idx = i;
 		}
 		urpc__cc_sess_init(rpc, s);
 	} else {
-		for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+		for (i = 0; i < window; i++) {
 			s->srv.slots[i].cur_req_num = i;
 			s->srv.slots[i].idx = i;
 		}
@@ -284,7 +286,7 @@ void urpc__sess_free(struct urpc_rpc *rpc, struct urpc_session *s)
 		rpc->tp->ops->tx_flush(rpc->tp);
 		rpc->tp->ops->release_peer(rpc->tp, s->peer);
 	}
-	for (i = 0; s->role == URPC_ROLE_SERVER && i < URPC_SESSION_SLOTS; i++) {
+	for (i = 0; s->role == URPC_ROLE_SERVER && i <= s->slot_mask; i++) {
 		if (s->srv.slots[i].h.priv_resp.buf) {
 			(void)urpc__pool_free(rpc->pool, &s->srv.slots[i].h.priv_resp);
 			rpc->st.resp_bufs--;

@@ -17,8 +17,8 @@
 extern "C" {
 #endif
 
-/* Bytes of a session of @role: the common part and the half of its role. */
-size_t urpc__sess_size(enum urpc_session_role role);
+/* Bytes of a session of @role with @window slots: the common part and the half of its role. */
+size_t urpc__sess_size(enum urpc_session_role role, unsigned window);
 
 /* Set up the Rpc's tables for max_sessions (create); 0 or -ENOMEM. */
 int urpc__sess_table_init(struct urpc_rpc *rpc);
@@ -27,10 +27,12 @@ int urpc__sess_table_init(struct urpc_rpc *rpc);
 void urpc__sess_table_fini(struct urpc_rpc *rpc);
 
 /*
- * A new session with the lowest free number in *@out. 0; -ENOSPC, all
+ * A new session with the lowest free number and @window slots (a power of
+ * two up to URPC_SESSION_WINDOW_MAX) in *@out. 0; -ENOSPC, all
  * max_sessions numbers in use; -ENOMEM. Not the datapath.
  */
-int urpc__sess_alloc(struct urpc_rpc *rpc, enum urpc_session_role role, struct urpc_session **out);
+int urpc__sess_alloc(struct urpc_rpc *rpc, enum urpc_session_role role, unsigned window,
+		     struct urpc_session **out);
 
 /*
  * What a failed urpc__sess_alloc() means for a log line, with how to raise

@@ -182,7 +182,12 @@ static uint8_t touch(struct urpc_req_handle *h)
 	size_t len, off;
 	const uint8_t *d = urpc_req_data(h, &len);
 
+	int64_t dl = urpc_req_deadline_ms(h);
+
 	FUZZ_CHECK(d || !len, "%zu request bytes at NULL", len);
+	/* The client's time left, whatever budget_us a datagram carried: at most 2^32 us. */
+	FUZZ_CHECK(dl == URPC_NO_DEADLINE || (dl >= 0 && dl <= 4294968),
+		   "urpc_req_deadline_ms() gave %lld", (long long)dl);
 	for (off = 0; off < len; off += sizeof(scratch))
 		memcpy(scratch, d + off, URPC_MIN(len - off, sizeof(scratch)));
 	return len ? d[0] : 0;
@@ -505,16 +510,16 @@ static void cmd_pkt(struct urpc_rpc *rpc, struct fz_in *in)
 		if (patch & DP_P_SIZE)
 			h.msg_size = htole32((uint32_t)(len - hl));
 		if ((patch & DP_P_REQ) && s) {
+			uint64_t win = urpc__sess_window(s);
 			uint64_t cur = s->role == URPC_ROLE_CLIENT
-					       ? s->cli.slots[sel & 7].cur_req_num
-					       : s->srv.slots[sel & 7].cur_req_num;
-			uint64_t ahead = URPC_SESSION_SLOTS * (uint64_t)(1 + (sel >> 5));
+					       ? s->cli.slots[sel & s->slot_mask].cur_req_num
+					       : s->srv.slots[sel & s->slot_mask].cur_req_num;
+			uint64_t ahead = win * (uint64_t)(1 + (sel >> 5));
 			static const int rel[3] = {0, 1, -1};
 			unsigned r = (sel >> 3) & 3;
 
-			h.req_num = htole64(
-				r < 3 ? cur + (uint64_t)(int64_t)(rel[r] * URPC_SESSION_SLOTS)
-				      : cur + ahead);
+			h.req_num = htole64(r < 3 ? cur + (uint64_t)(rel[r] * (int64_t)win)
+						  : cur + ahead);
 		}
 		if (patch & DP_P_TYPE)
 			h.req_type %= DP_NTYPES;
@@ -564,7 +569,7 @@ static void cmd_sm(struct fz_in *in)
 		d[1] = 0x4d;
 		d[2] = 4;		/* version */
 		d[5] = d[6] = d[7] = 0; /* status: 0 to 255 */
-		d[11] = 0;		/* reserved */
+		d[11] = 0;		/* window: 0 (8) */
 	}
 	if (patch & DP_S_TYPE)
 		d[3] = (uint8_t)(URPC_SM_PKT_CONNECT_REQ + sel % URPC_SM_PKT_WIRE_MAX);

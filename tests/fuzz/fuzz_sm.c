@@ -6,7 +6,7 @@
  *  1. as a received SM datagram: urpc__sm_decode() on an exact-size heap
  *     copy (ASan sees any read past the end). A packet it accepts must
  *     encode back to exactly the same bytes (the layout has no slack: the
- *     reserved byte is checked, the length is exact), decode again to the
+ *     window byte is 0 or a power of two, the length is exact), decode again to the
  *     same fields, name a known type, and survive the Rpc's SM queue;
  *  2. as the fields of a packet to send: any packet the encoder may be
  *     given (a known type, a status in range, ep_len <= URPC_TP_EP_MAX)
@@ -46,6 +46,7 @@ static void check_same(const struct urpc_sm_pkt *a, const struct urpc_sm_pkt *b,
 	FUZZ_CHECK(a->client_rpc_id == b->client_rpc_id, "%s: client_rpc_id", what);
 	FUZZ_CHECK(a->server_rpc_id == b->server_rpc_id, "%s: server_rpc_id", what);
 	FUZZ_CHECK(a->transport == b->transport, "%s: transport", what);
+	FUZZ_CHECK(a->window == b->window, "%s: window", what);
 	FUZZ_CHECK(a->client_sess == b->client_sess, "%s: client_sess", what);
 	FUZZ_CHECK(a->server_sess == b->server_sess, "%s: server_sess", what);
 	FUZZ_CHECK(a->token == b->token, "%s: token", what);
@@ -69,6 +70,7 @@ static void check_decoded(const struct urpc_sm_pkt *p)
 	FUZZ_CHECK(strcmp(name, "?") != 0, "decoded an unknown type %d", p->type);
 	FUZZ_CHECK(p->status <= 0 && p->status >= -FZ_SM_STATUS_MAX, "status %d", p->status);
 	FUZZ_CHECK(p->ep_len <= URPC_TP_EP_MAX, "ep_len %u", p->ep_len);
+	FUZZ_CHECK(!(p->window & (p->window - 1)), "window %u is not a power of two", p->window);
 	/* Requests go to the server; so does the client's transport control. */
 	if (urpc__sm_pkt_is_req(p->type))
 		FUZZ_CHECK(urpc__sm_pkt_to_server(p->type), "a request to the client (%s)", name);
@@ -138,6 +140,7 @@ static void as_fields(const uint8_t *data, size_t size)
 	uint8_t out[URPC_SM_PKT_MAX];
 	const uint8_t *ep;
 	size_t n, got;
+	unsigned w;
 
 	memset(&p, 0, sizeof(p));
 	p.type = (enum urpc_sm_pkt_type)(URPC_SM_PKT_CONNECT_REQ +
@@ -160,6 +163,8 @@ static void as_fields(const uint8_t *data, size_t size)
 	p.ep_len = (uint16_t)(fz_u8(&in) % (URPC_TP_EP_MAX + 1));
 	ep = fz_bytes(&in, p.ep_len, &got);
 	memcpy(p.ep, ep, got); /* short inputs: the rest stays zero */
+	w = fz_u8(&in) % 9u;   /* last: the older corpus keeps its meaning */
+	p.window = (uint8_t)(w ? 1u << (w - 1) : 0);
 
 	n = urpc__sm_encode(&p, out);
 	FUZZ_CHECK(n <= URPC_SM_PKT_MAX, "encoded %zu bytes", n);

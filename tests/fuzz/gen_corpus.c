@@ -167,8 +167,10 @@ static void gen_sm(void)
 	emit("sm", "edge_one_byte_short", b, n - 1);
 	b[n] = 0;
 	emit("sm", "edge_one_byte_long", b, n + 1);
-	b[11] = 1;
-	emit("sm", "edge_reserved_set", b, n);
+	b[11] = 3;
+	emit("sm", "edge_window_not_pow2", b, n);
+	b[11] = 64;
+	emit("sm", "edge_window_64", b, n);
 	n = sm_pkt(b, URPC_SM_PKT_PING_REQ, 0, 0);
 	b[3] = URPC_SM_PKT_WIRE_MAX + 1; /* NX_NOTICE: the Nexus's own, never on the wire */
 	emit("sm", "edge_type_past_wire", b, n);
@@ -395,6 +397,22 @@ static void dp_pkt(struct buf *b, uint8_t cmd, uint8_t patch, uint8_t sel, uint8
 	fill(b, 0x5a, payload);
 }
 
+/* A request at the server whose header carries @budget_us, then @payload bytes. */
+static void dp_pkt_budget(struct buf *b, uint8_t patch, uint8_t sel, uint8_t req_type,
+			  uint32_t budget_us, size_t payload)
+{
+	struct urpc_pkthdr h;
+
+	urpc__pkthdr_fill(&h, URPC_PKT_REQ, req_type, 0, (uint32_t)payload, 0, 0, 0);
+	h.budget_us = htole32(budget_us);
+	put8(b, DP_SRV_PKT);
+	put8(b, patch);
+	put8(b, sel);
+	put16(b, (uint16_t)(sizeof(h) + payload));
+	put(b, &h, sizeof(h));
+	fill(b, 0x5a, payload);
+}
+
 /* An SM datagram of the header's length, fields filled by the patches. */
 static void dp_sm(struct buf *b, uint8_t patch, enum urpc_sm_pkt_type t)
 {
@@ -448,6 +466,14 @@ static void gen_datapath(void)
 	dp_pkt(&b, DP_SRV_PKT, req, 3 | 2 << 3, DP_T_ECHO, 0, 0, 16);
 	dp_pump(&b, 3);
 	emit("datapath", "srv_new_dup_stale", b.b, b.n);
+	/* A request with the client's time left in budget_us (2 s), deferred then answered. */
+	b.n = 0;
+	dp_pkt_budget(&b, req, 4 | 1 << 3, DP_T_DEFER, 2000000, 8);
+	dp_pump(&b, 3);
+	put8(&b, DP_ANSWER);
+	put16(&b, 8);
+	dp_pump(&b, 3);
+	emit("datapath", "srv_req_budget", b.b, b.n);
 	b.n = 0;
 	dp_pkt(&b, DP_SRV_PKT, req, 5 | 1 << 3, DP_T_DEFER, 0, 0, 0);
 	dp_pkt(&b, DP_SRV_PKT, req, 5 | 3 << 3, DP_T_ECHO, 0, 0, 4); /* slot busy in handler */

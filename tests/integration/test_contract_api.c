@@ -663,9 +663,10 @@ static void connect_failures(bool disconnect_in_cb)
 	nexus_up();
 	opts(&co, CLI_ID);
 	co.max_sessions = 4;
+	co.connect_timeout_ms = 300; /* a missing Rpc is tried for until then */
 	rpcs_up(NULL, &co);
 	W.disconnect_in_cb = disconnect_in_cb;
-	for (i = 0; i < 4; i++) /* Rpc 77 does not exist: refused with -ENOENT */
+	for (i = 0; i < 4; i++) /* Rpc 77 does not exist: -ENOENT at the connect time-out */
 		cr_assert_eq(urpc_session_connect(W.cli, W.hp, 77, &s[i]), 0);
 	cr_assert_eq(urpc_session_connect(W.cli, W.hp, 77, &s5), -ENOSPC);
 	failed = 0;
@@ -1106,15 +1107,24 @@ Test(API_NAME, sessions_outlive_owners_that_stop_polling)
 
 /* ---- also seen: back-pressure, empty requests, per-Rpc context ---------- */
 
-/* A session carries URPC_SESSION_MAX_INFLIGHT + URPC_SESSION_MAX_WAITING requests. */
-Test(API_NAME, full_session_queue_is_backpressure)
+/*
+ * A session of window @win (both sides' session_window) carries @win +
+ * URPC_SESSION_MAX_WAITING requests; the next is back-pressure.
+ */
+static void full_session_queue(unsigned win)
 {
-	const unsigned n = URPC_SESSION_MAX_INFLIGHT + URPC_SESSION_MAX_WAITING;
+	const unsigned n = win + URPC_SESSION_MAX_WAITING;
 	struct creq *c = calloc(n + 1, sizeof(*c));
+	struct urpc_rpc_opts so, co;
 	unsigned i;
 
 	cr_assert_not_null(c);
-	up_connected();
+	nexus_up();
+	opts(&so, SRV_ID);
+	opts(&co, CLI_ID);
+	so.session_window = co.session_window = win;
+	rpcs_up(&so, &co);
+	W.sess = connect_wait();
 	for (i = 0; i <= n; i++)
 		creq_alloc(W.cli, &c[i], 8, 64);
 	for (i = 0; i < n; i++)
@@ -1133,6 +1143,21 @@ Test(API_NAME, full_session_queue_is_backpressure)
 	free(c);
 	session_not_leaked();
 	world_down();
+}
+
+Test(API_NAME, full_session_queue_is_backpressure)
+{
+	full_session_queue(URPC_SESSION_WINDOW_DEFAULT);
+}
+
+Test(API_NAME, full_session_queue_is_backpressure_at_window_32)
+{
+	full_session_queue(32);
+}
+
+Test(API_NAME, full_session_queue_is_backpressure_at_window_64)
+{
+	full_session_queue(64);
 }
 
 Test(API_NAME, empty_request_needs_no_resize)

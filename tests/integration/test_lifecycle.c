@@ -399,6 +399,102 @@ Test(lifecycle, connect_disconnect_200_times, .timeout = TEST_TIMEOUT_S)
 	world_down(&L);
 }
 
+/* Log lines that name a heartbeat or a failed send (the sink below), and all lines. */
+static unsigned hb_lines, send_fail_lines, log_lines;
+
+static void count_sink(enum urpc_log_level level, const char *line, void *arg)
+{
+	log_lines++;
+	if (strstr(line, "heartbeat"))
+		hb_lines++;
+	if (strstr(line, "sending") && strstr(line, "failed"))
+		send_fail_lines++;
+}
+
+/*
+ * Nothing listens at the address (its host answers ICMP port unreachable):
+ * the connect fails with -ECONNREFUSED within a few round trips, not at
+ * its 10 s time-out.
+ */
+Test(lifecycle, connect_to_absent_peer_is_refused_at_once, .timeout = TEST_TIMEOUT_S)
+{
+	struct urpc_rpc_opts co;
+	const struct ev_rec *e = NULL;
+	uint64_t start, deadline, took_ms;
+	uint16_t port = free_udp_port();
+	int s;
+
+	opts(&co, URPC_TRANSPORT_LOOP, &L.cli_ev);
+	co.connect_timeout_ms = 10000;
+	world_up(&L, URPC_TRANSPORT_LOOP, &co);
+	start = now_us();
+	cr_assert_eq(urpc_session_connect(L.cli, hostport(port), SRV_ID, &s), 0);
+	deadline = start + WAIT_MS * 1000ull;
+	while (!(e = find_ev(&L.cli_ev, s, URPC_SM_CONNECT_FAILED, 0)) && now_us() < deadline)
+		pass(&L);
+	took_ms = (now_us() - start) / 1000u;
+	cr_assert_not_null(e, "no CONNECT_FAILED within %u ms", WAIT_MS);
+	cr_assert_eq(e->status, -ECONNREFUSED, "status %d (%s), want -ECONNREFUSED", e->status,
+		     urpc_strerror(e->status));
+	cr_assert_leq(took_ms, 1000 + SLACK_MS, "refused after %llu ms (time-out 10 s)",
+		      (unsigned long long)took_ms);
+	cr_assert_eq(L.cli_ev.n, 1);
+	/*
+	 * The socket reports an ICMP error to its next call too: the Nexus
+	 * sends such a datagram again, so the next connect, to a live Rpc,
+	 * loses nothing and nothing says a send failed.
+	 */
+	send_fail_lines = log_lines = 0;
+	urpc_log_set_sink(count_sink, NULL);
+	for (int i = 0; i < 5; i++) {
+		s = connect_wait(&L, urpc_nexus_port(L.nx), SRV_ID);
+		cr_assert_geq(s, 0, "a connect after a refused one failed");
+	}
+	urpc_log_set_sink(NULL, NULL);
+	cr_assert_eq(send_fail_lines, 0, "%u log lines say a send failed", send_fail_lines);
+	world_down(&L);
+}
+
+/*
+ * A peer that never answers and sends no ICMP (a socket that never reads):
+ * the connect times out, and no line says a heartbeat was lost, since no
+ * heartbeat was ever heard (before, "peer Nexus ... failed: no heartbeat"
+ * after peer_timeout_ms).
+ */
+Test(lifecycle, silent_peer_never_reached_is_no_lost_heartbeat, .timeout = TEST_TIMEOUT_S)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t alen = sizeof(a);
+	struct urpc_rpc_opts co;
+	const struct ev_rec *e = NULL;
+	uint64_t start, deadline;
+	int fd = socket(AF_INET, SOCK_DGRAM, 0), s;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+	opts(&co, URPC_TRANSPORT_LOOP, &L.cli_ev);
+	co.ping_interval_ms = 50;
+	co.peer_timeout_ms = 200;
+	co.connect_timeout_ms = 1000; /* five peer time-outs */
+	world_up(&L, URPC_TRANSPORT_LOOP, &co);
+	hb_lines = log_lines = 0;
+	urpc_log_set_level(URPC_LOG_DBG);
+	urpc_log_set_sink(count_sink, NULL);
+	start = now_us();
+	cr_assert_eq(urpc_session_connect(L.cli, hostport(ntohs(a.sin_port)), SRV_ID, &s), 0);
+	deadline = start + (1000 + WAIT_MS) * 1000ull;
+	while (!(e = find_ev(&L.cli_ev, s, URPC_SM_CONNECT_FAILED, 0)) && now_us() < deadline)
+		pass(&L);
+	urpc_log_set_sink(NULL, NULL);
+	urpc_log_set_level(URPC_LOG_WARN);
+	close(fd);
+	cr_assert_not_null(e, "no CONNECT_FAILED");
+	cr_assert_eq(e->status, -ETIMEDOUT, "status %d (%s)", e->status, urpc_strerror(e->status));
+	cr_assert_eq(hb_lines, 0, "%u of %u log lines speak of a heartbeat", hb_lines, log_lines);
+	world_down(&L);
+}
+
 Test(lifecycle, connect_to_silent_port_fails_after_timeout, .timeout = TEST_TIMEOUT_S)
 {
 	const unsigned timeout_ms = 300;
@@ -442,28 +538,73 @@ Test(lifecycle, connect_to_silent_port_fails_after_timeout, .timeout = TEST_TIME
 	world_down(&L);
 }
 
-Test(lifecycle, connect_to_unknown_rpc_id_fails_fast, .timeout = TEST_TIMEOUT_S)
+/*
+ * A live Nexus without the Rpc id: the connect keeps trying until its
+ * time-out, then fails with the Nexus's answer (-ENOENT), not -ETIMEDOUT.
+ * (Before issue 35 it failed at once: a client started with its server
+ * raced the server's threads.)
+ */
+Test(lifecycle, connect_to_unknown_rpc_id_tries_until_the_timeout, .timeout = TEST_TIMEOUT_S)
 {
+	const unsigned timeout_ms = 600;
 	struct urpc_rpc_opts co;
 	const struct ev_rec *e = NULL;
 	uint64_t start, deadline, took_ms;
 	int s;
 
 	opts(&co, URPC_TRANSPORT_LOOP, &L.cli_ev);
-	co.connect_timeout_ms = 10000;
+	co.connect_timeout_ms = timeout_ms;
 	world_up(&L, URPC_TRANSPORT_LOOP, &co);
 	start = now_us();
 	cr_assert_eq(urpc_session_connect(L.cli, hostport(urpc_nexus_port(L.nx)), 42, &s), 0);
-	deadline = start + WAIT_MS * 1000u;
+	deadline = start + (timeout_ms + WAIT_MS) * 1000ull;
 	while (!(e = find_ev(&L.cli_ev, s, URPC_SM_CONNECT_FAILED, 0)) && now_us() < deadline)
 		pass(&L);
 	took_ms = (now_us() - start) / 1000u;
 	cr_assert_not_null(e, "no CONNECT_FAILED for an unknown rpc id");
 	cr_assert_eq(e->status, -ENOENT, "status %d (%s), want -ENOENT", e->status,
 		     urpc_strerror(e->status));
-	/* The Nexus answers at once: far below the 10 s connect timeout. */
-	cr_assert_leq(took_ms, 500 + SLACK_MS, "took %llu ms", (unsigned long long)took_ms);
+	cr_assert_geq(took_ms, timeout_ms - 50, "gave up after %llu ms, before the time-out",
+		      (unsigned long long)took_ms);
+	cr_assert_leq(took_ms, timeout_ms + 200 + SLACK_MS, "took %llu ms",
+		      (unsigned long long)took_ms);
 	cr_assert_eq(L.cli_ev.n, 1);
+	world_down(&L);
+}
+
+/* The Rpc id appears while the connect tries: it connects. */
+Test(lifecycle, connect_waits_for_an_rpc_created_late, .timeout = TEST_TIMEOUT_S)
+{
+	struct urpc_rpc_opts co, so;
+	struct urpc_rpc *late = NULL;
+	uint64_t start, deadline;
+	int s;
+
+	opts(&co, URPC_TRANSPORT_LOOP, &L.cli_ev);
+	co.connect_timeout_ms = 5000;
+	world_up(&L, URPC_TRANSPORT_LOOP, &co);
+	start = now_us();
+	cr_assert_eq(urpc_session_connect(L.cli, hostport(urpc_nexus_port(L.nx)), 42, &s), 0);
+	/* The Nexus has answered that it has no Rpc 42 a few times by now. */
+	while (now_us() < start + 300000)
+		pass(&L);
+	cr_assert_null(find_ev(&L.cli_ev, s, URPC_SM_CONNECT_FAILED, 0), "gave up early");
+	opts(&so, URPC_TRANSPORT_LOOP, NULL);
+	cr_assert_eq(urpc_rpc_create(L.nx, 42, &so, &late), 0);
+	deadline = now_us() + WAIT_MS * 1000ull;
+	while (!find_ev(&L.cli_ev, s, URPC_SM_CONNECTED, 0) && now_us() < deadline) {
+		pass(&L);
+		cr_assert_eq(urpc_rpc_run_event_loop_once(late), 0);
+	}
+	cr_assert_not_null(find_ev(&L.cli_ev, s, URPC_SM_CONNECTED, 0),
+			   "the connect did not reach the Rpc created late");
+	cr_assert_eq(urpc_session_disconnect(L.cli, s), 0);
+	deadline = now_us() + WAIT_MS * 1000ull;
+	while (!find_ev(&L.cli_ev, s, URPC_SM_DISCONNECTED, 0) && now_us() < deadline) {
+		pass(&L);
+		cr_assert_eq(urpc_rpc_run_event_loop_once(late), 0);
+	}
+	cr_assert_eq(urpc_rpc_destroy(late), 0);
 	world_down(&L);
 }
 

@@ -40,6 +40,7 @@ struct sim_cfg {
 	unsigned gpu;	      /* some payloads live in (fake) GPU memory */
 	unsigned rmem;	      /* clients also run batches of one-sided operations on S's memory */
 	unsigned release_lag; /* loop release_polls of every Rpc: readers let go of grants late */
+	unsigned window;      /* every Rpc's session_window (not drawn: 8 unless given) */
 	unsigned trace;	      /* print every event */
 	unsigned verbose;     /* print the run's summary */
 	uint64_t max_events;  /* give up (a livelock) after this many events; 0: default */

@@ -1246,6 +1246,7 @@ static int rpc_up(struct snode *n)
 		o.cc_target_us = 20;
 		o.cc_line_mbps = 10000;
 	}
+	o.session_window = W->cfg.window;
 	ret = urpc_rpc_create(n->nx, 0, &o, &n->rpc);
 	if (ret) {
 		violation("node %d: urpc_rpc_create: %s", n->idx, urpc_strerror(ret));
@@ -1644,7 +1645,7 @@ static const char *engine_view(const struct sreq *r, char *buf, size_t n)
 		snprintf(buf, n, "session %d is gone", r->sess);
 		return buf;
 	}
-	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+	for (i = 0; i <= s->slot_mask; i++) {
 		const struct urpc_cslot *sl = &s->cli.slots[i];
 
 		if (sl->state != URPC_CLI_FREE && sl->tag == r) {
@@ -2065,6 +2066,7 @@ void sim_cfg_from_seed(struct sim_cfg *c, uint64_t seed)
 	c->release_lag = h & 1 ? 0 : 1 + (unsigned)((h >> 8) % 64);
 	if ((h >> 20) & 1)
 		c->faults |= SIM_F_FORGET;
+	c->window = URPC_SESSION_WINDOW_DEFAULT; /* not drawn: every seed runs as before */
 }
 
 static const char *const fault_names[] = {"drop",  "dup", "delay", "part",

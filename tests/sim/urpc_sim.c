@@ -76,6 +76,8 @@ static const char usage[] =
 	"  The controller's parameters come from src/rpc/cc.c's defaults unless\n"
 	"  SIM_CC_{TARGET,AI_DIV,BETA,MAXMD,RAMP,FS,TO} or SIM_CC_ALGO=timely say\n"
 	"  otherwise (docs/CC.md)\n"
+	"  --window N        every Rpc's session_window, a power of two 1-64\n"
+	"                    (default 8, never drawn from the seed)\n"
 	"\n"
 	"Other options:\n"
 	"  --jobs N          processes for --seeds and --soak (default 1)\n"
@@ -117,6 +119,7 @@ enum {
 	G_RMEM = 128,
 	G_LAG = 256,
 	G_FABRIC = 512,
+	G_WINDOW = 1024,
 };
 
 static void cfg_for(const struct opts *o, uint64_t seed, struct sim_cfg *c)
@@ -142,6 +145,8 @@ static void cfg_for(const struct opts *o, uint64_t seed, struct sim_cfg *c)
 		c->release_lag = o->over.release_lag;
 	if (o->given & G_FABRIC)
 		c->fabric = o->over.fabric;
+	if (o->given & G_WINDOW)
+		c->window = o->over.window;
 	if (c->work_ns <= c->fault_ns)
 		c->work_ns = c->fault_ns + 10000000ull;
 	c->trace = o->trace;
@@ -154,10 +159,11 @@ static void cfg_line(const struct sim_cfg *c, char *buf, size_t n)
 
 	snprintf(buf, n,
 		 "--seed %" PRIu64 " --clients %u --reqs %u --faults %s --max-large %u "
-		 "--fault-ms %" PRIu64 " --work-ms %" PRIu64 " --gpu %u --rmem %u --release-lag %u",
+		 "--fault-ms %" PRIu64 " --work-ms %" PRIu64
+		 " --gpu %u --rmem %u --release-lag %u --window %u",
 		 c->seed, c->clients, c->reqs, sim_faults_str(c->faults, f, sizeof(f)),
 		 c->max_large, c->fault_ns / 1000000, c->work_ns / 1000000, c->gpu, c->rmem,
-		 c->release_lag);
+		 c->release_lag, c->window);
 	if (c->fabric)
 		snprintf(buf + strlen(buf), n - strlen(buf), " --fabric %u", c->fabric);
 }
@@ -470,6 +476,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"experiment", required_argument, NULL, 'X'},
 		{"csv", required_argument, NULL, 'V'},
 		{"cc", required_argument, NULL, 'C'},
+		{"window", required_argument, NULL, 'w'},
 		{"jobs", required_argument, NULL, 'j'},
 		{"minimize", no_argument, NULL, 'm'},
 		{"out", required_argument, NULL, 'o'},
@@ -586,6 +593,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (strcmp(optarg, "on") && strcmp(optarg, "off") && strcmp(optarg, "both"))
 				goto bad;
 			o->cc = optarg;
+			break;
+		case 'w':
+			if (parse_u64(optarg, &v) || !v || v > URPC_SESSION_WINDOW_MAX ||
+			    (v & (v - 1)))
+				goto bad;
+			o->over.window = (unsigned)v;
+			o->given |= G_WINDOW;
 			break;
 		case 'j':
 			if (parse_u64(optarg, &v) || v < 1 || v > 64)

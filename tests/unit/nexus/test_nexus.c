@@ -700,6 +700,7 @@ Test(nexus, own_stall_is_not_the_peers_silence)
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	p = urpc__nxp_get(&t, &a, ping, timeout, 1, now);
 	cr_assert_not_null(p);
+	urpc__nxp_seen(&t, &a, 77, 1, 0, 0, now); /* heard once: its silence counts */
 	due = urpc__nxp_tick(&t, now, &failed, count_ping, &pings);
 	cr_assert_not(failed);
 	cr_assert_eq(pings, 1, "a new peer is pinged at once");
@@ -721,6 +722,41 @@ Test(nexus, own_stall_is_not_the_peers_silence)
 	cr_assert_geq(now - silent_from, timeout, "failed after %llu ms of silence",
 		      (unsigned long long)((now - silent_from) / ms));
 	urpc__nxp_put(&t, p, 1, now);
+	urpc__nxp_clear(&t);
+}
+
+/*
+ * A peer never heard from is pinged but never failed (nor logged as a lost
+ * heartbeat): only connects wait on it, and they have their own time-out.
+ */
+Test(nexus, peer_never_heard_is_not_failed)
+{
+	const uint64_t ms = 1000000, ping = 100 * ms, timeout = 500 * ms;
+	struct urpc_nx_peers t;
+	struct sockaddr_in a;
+	struct urpc_nx_peer *p;
+	uint64_t now = 1000 * ms, due, end = now + 10 * timeout;
+	unsigned pings = 0;
+	bool failed = false;
+
+	memset(&t, 0, sizeof(t));
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons(4243);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	p = urpc__nxp_get(&t, &a, ping, timeout, now);
+	cr_assert_not_null(p);
+	while (!failed && now < end) {
+		due = urpc__nxp_tick(&t, now, &failed, count_ping, &pings);
+		cr_assert_gt(due, now, "the tick asks to run again later");
+		now = due;
+	}
+	cr_assert_not(failed, "a peer never heard from was failed");
+	cr_assert_eq(urpc__nxp_fail_gen(p), 0);
+	cr_assert_geq(pings, 40, "it is still pinged: %u pings", pings);
+	cr_assert(urpc__nxp_refused(&t, &a), "its entry takes a refusal");
+	cr_assert_eq(urpc__nxp_refused_gen(p), 1);
+	urpc__nxp_put(&t, p, now);
 	urpc__nxp_clear(&t);
 }
 

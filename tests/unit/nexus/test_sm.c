@@ -129,7 +129,7 @@ Test(sm, wire_layout_is_fixed_little_endian)
 	static const uint8_t want[SM_HDR_LEN + 2] = {
 		0x53, 0x4d, 0x04, 0x02, /* magic "SM", version 4, CONNECT_RESP */
 		0x6f, 0x00, 0x00, 0x00, /* status: ECONNREFUSED (111) */
-		0xa1, 0xb2, 0x02, 0x00, /* rpc ids, transport udp, reserved */
+		0xa1, 0xb2, 0x02, 0x00, /* rpc ids, transport udp, window 0 (8) */
 		0xc6, 0xc5, 0xc4, 0xc3, /* client_sess */
 		0xda, 0xd9, 0xd8, 0xd7, /* server_sess */
 		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* token */
@@ -228,9 +228,9 @@ static void status_negative(uint8_t *b, size_t *len)
 	b[7] = 0x80;
 }
 
-static void reserved_set(uint8_t *b, size_t *len)
+static void window_not_pow2(uint8_t *b, size_t *len)
 {
-	b[11] = 1;
+	b[11] = 3;
 }
 
 static void ep_len_too_big(uint8_t *b, size_t *len)
@@ -267,7 +267,7 @@ Test(sm, bad_fields_rejected)
 	expect_rejected(type_max, "type 255");
 	expect_rejected(status_too_big, "status code 4096");
 	expect_rejected(status_negative, "status code with the top bit set");
-	expect_rejected(reserved_set, "nonzero reserved byte");
+	expect_rejected(window_not_pow2, "a window that is not a power of two");
 	expect_rejected(ep_len_too_big, "ep_len above URPC_TP_EP_MAX");
 	expect_rejected(ep_len_huge, "ep_len 65535");
 	expect_rejected(ep_len_longer_than_data, "ep_len past the datagram");

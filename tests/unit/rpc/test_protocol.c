@@ -27,8 +27,8 @@
 #define T_NOHANDLER 9
 
 static int echo_runs;
-static struct urpc_req_handle *deferred_h;	 /* the latest deferred request */
-static struct urpc_req_handle *deferred_all[32]; /* every one, in arrival order */
+static struct urpc_req_handle *deferred_h;	  /* the latest deferred request */
+static struct urpc_req_handle *deferred_all[128]; /* every one, in arrival order */
 static int n_deferred;
 
 static void echo_handler(struct urpc_req_handle *h, void *arg)
@@ -46,7 +46,7 @@ static void echo_handler(struct urpc_req_handle *h, void *arg)
 static void defer_handler(struct urpc_req_handle *h, void *arg)
 {
 	deferred_h = h;
-	cr_assert_lt(n_deferred, 32);
+	cr_assert_lt(n_deferred, 128);
 	deferred_all[n_deferred++] = h;
 }
 
@@ -107,7 +107,8 @@ static void pump_n(struct env *e, int n)
 	}
 }
 
-static void env_up(struct env *e)
+/* Server and client Rpcs with session windows @srv_win and @cli_win, one session connected. */
+static void env_up_win(struct env *e, unsigned srv_win, unsigned cli_win)
 {
 	struct urpc_rpc_opts o;
 	char addr[64];
@@ -123,14 +124,21 @@ static void env_up(struct env *e)
 	urpc_rpc_opts_init(&o);
 	o.transport = URPC_TRANSPORT_LOOP;
 	o.seed = 42;
+	o.session_window = srv_win;
 	cr_assert_eq(urpc_rpc_create(e->nx, 1, &o, &e->srv), 0);
 	o.sm_handler = sm_cb;
 	o.sm_arg = e;
+	o.session_window = cli_win;
 	cr_assert_eq(urpc_rpc_create(e->nx, 2, &o, &e->cli), 0);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", urpc_nexus_port(e->nx));
 	cr_assert_eq(urpc_session_connect(e->cli, addr, 1, &e->sess), 0);
 	pump_until(e, &e->connected);
 	cr_assert_eq(e->connected, 1);
+}
+
+static void env_up(struct env *e)
+{
+	env_up_win(e, URPC_SESSION_WINDOW_DEFAULT, URPC_SESSION_WINDOW_DEFAULT);
 }
 
 static void env_down(struct env *e)
@@ -314,12 +322,13 @@ Test(protocol, crafted_packets_are_checked)
  * A free session number below the highest in use names the table's
  * placeholder (engine.h), not NULL: a datagram to it is dropped whatever it
  * carries, and one forged to match the placeholder itself (first word 0,
- * token 0, its size right) is dropped as stale and writes nothing.
+ * token 0, its size right) is dropped as stale or a duplicate and writes
+ * nothing.
  */
 Test(protocol, a_free_session_number_takes_no_datagram)
 {
 	uint8_t pkt[128] __attribute__((aligned(8)));
-	static struct urpc_session copy;
+	static union urpc_sess_placeholder copy;
 	struct urpc_rpc_stats before, after;
 	struct urpc_session_info info;
 	struct urpc_pkthdr *h = (struct urpc_pkthdr *)(void *)pkt;
@@ -345,7 +354,7 @@ Test(protocol, a_free_session_number_takes_no_datagram)
 	cr_assert_null(urpc__sess_at(e.srv, info.remote_num));
 	cr_assert_eq(e.srv->sessions[info.remote_num], &urpc__sess_none);
 	raw_open(&e, &r);
-	memcpy(&copy, &urpc__sess_none, sizeof(copy));
+	memcpy(&copy, &urpc__sess_placeholder, sizeof(copy));
 
 	/* A well-formed request to the free number: a bad session. */
 	before = srv_stats(&e);
@@ -355,7 +364,7 @@ Test(protocol, a_free_session_number_takes_no_datagram)
 	after = srv_stats(&e);
 	cr_assert_eq(after.drop_bad_session, before.drop_bad_session + 1);
 
-	/* One that matches the placeholder's fields, to each of its slots. */
+	/* One that matches the placeholder's fields (a response to its one FREE slot). */
 	for (req_num = 0; req_num < 9; req_num++) {
 		memset(pkt, 0, sizeof(pkt));
 		h->msg_size = htole32(8);
@@ -365,11 +374,12 @@ Test(protocol, a_free_session_number_takes_no_datagram)
 		raw_send(&r, pkt, sizeof(*h) + 8);
 		pump_n(&e, 20);
 		after = srv_stats(&e);
-		cr_assert_eq(after.drop_stale, before.drop_stale + 1, "request number %lu",
+		cr_assert_eq(after.drop_stale + after.dup_resps,
+			     before.drop_stale + before.dup_resps + 1, "request number %lu",
 			     (unsigned long)req_num);
 	}
 	cr_assert_eq(echo_runs, 0, "no handler ran");
-	cr_assert_eq(memcmp(&copy, &urpc__sess_none, sizeof(copy)), 0, "nothing wrote it");
+	cr_assert_eq(memcmp(&copy, &urpc__sess_placeholder, sizeof(copy)), 0, "nothing wrote it");
 	raw_close(&r);
 	env_down(&e);
 }
@@ -631,16 +641,21 @@ Test(protocol, newer_request_waits_for_the_slot_s_deferred_handler)
 	env_down(&e);
 }
 
-/* Every slot busy: a deadline behind a waiting request without one still fires. */
-Test(protocol, waiting_request_expires_behind_one_without_deadline)
+/*
+ * Every slot of a session with window @win (client and server) busy: a
+ * deadline behind a waiting request without one still fires, exactly
+ * @win handlers run until a slot frees, and then the queue moves on.
+ */
+static void waiting_request_expires(unsigned srv_win, unsigned cli_win)
 {
-	struct urpc_msgbuf req[URPC_SESSION_SLOTS + 2], resp[URPC_SESSION_SLOTS + 2];
-	struct call c[URPC_SESSION_SLOTS + 2];
-	const int n = URPC_SESSION_SLOTS + 2, waiting = URPC_SESSION_SLOTS;
+	const unsigned win = srv_win < cli_win ? srv_win : cli_win;
+	const int n = (int)win + 2, waiting = (int)win;
+	struct urpc_msgbuf req[URPC_SESSION_WINDOW_MAX + 2], resp[URPC_SESSION_WINDOW_MAX + 2];
+	struct call c[URPC_SESSION_WINDOW_MAX + 2];
 	struct env e;
 	int i;
 
-	env_up(&e);
+	env_up_win(&e, srv_win, cli_win);
 	memset(c, 0, sizeof(c));
 	for (i = 0; i < n; i++) {
 		cr_assert_eq(urpc_msgbuf_alloc(e.cli, 8, &req[i]), 0);
@@ -652,24 +667,25 @@ Test(protocol, waiting_request_expires_behind_one_without_deadline)
 	}
 	pump_until(&e, &c[n - 1].done);
 	cr_assert_eq(c[n - 1].status, -ETIMEDOUT);
-	cr_assert_eq(n_deferred, URPC_SESSION_SLOTS, "one handler per slot, none for the queue");
+	cr_assert_eq(n_deferred, (int)win,
+		     "one handler per slot of the window %u, none for the queue", win);
 	for (i = 0; i < n - 1; i++)
 		cr_assert_eq(c[i].runs, 0, "request %d is still pending", i);
 
 	/* Answer the slots; the waiting request gets one and is answered too. */
-	for (i = 0; i < URPC_SESSION_SLOTS; i++)
+	for (i = 0; i < (int)win; i++)
 		answer(deferred_all[i], (uint8_t)i, 4);
-	for (i = 0; i < 100000 && n_deferred == URPC_SESSION_SLOTS; i++)
+	for (i = 0; i < 100000 && n_deferred == (int)win; i++)
 		pump_n(&e, 1);
-	cr_assert_eq(n_deferred, URPC_SESSION_SLOTS + 1);
-	answer(deferred_all[URPC_SESSION_SLOTS], 0x77, 4);
+	cr_assert_eq(n_deferred, (int)win + 1);
+	answer(deferred_all[win], 0x77, 4);
 	pump_until(&e, &c[waiting].done);
 	for (i = 0; i < n; i++) {
 		if (i < n - 1)
 			pump_until(&e, &c[i].done);
 		cr_assert_eq(c[i].runs, 1, "request %d: exactly once", i);
 	}
-	for (i = 0; i < URPC_SESSION_SLOTS; i++) {
+	for (i = 0; i < (int)win; i++) {
 		cr_assert_eq(c[i].status, 0);
 		cr_assert_eq(resp[i].buf[0], (uint8_t)i, "request %d got its own answer", i);
 	}
@@ -680,6 +696,56 @@ Test(protocol, waiting_request_expires_behind_one_without_deadline)
 		urpc_msgbuf_free(e.cli, &resp[i]);
 	}
 	env_down(&e);
+}
+
+Test(protocol, waiting_request_expires_behind_one_without_deadline)
+{
+	waiting_request_expires(8, 8);
+}
+
+Test(protocol, window_32_carries_32_and_queues_the_rest)
+{
+	waiting_request_expires(32, 32);
+}
+
+Test(protocol, window_64_carries_64_and_queues_the_rest)
+{
+	waiting_request_expires(64, 64);
+}
+
+/* The server's window bounds the client's proposal, and a smaller proposal stands. */
+Test(protocol, server_window_bounds_the_clients)
+{
+	waiting_request_expires(16, 64);
+}
+
+Test(protocol, client_window_below_the_servers_stands)
+{
+	waiting_request_expires(64, 4);
+}
+
+/* A window that is not a power of two from 1 to 64: -EINVAL and a line naming the option. */
+Test(protocol, bad_session_window_is_einval)
+{
+	static const uint32_t bad[] = {0, 3, 12, 128, 1u << 20};
+	struct urpc_rpc_opts o;
+	struct urpc_nexus *nx;
+	struct urpc_rpc *rpc = NULL;
+	unsigned i;
+
+	cr_assert_eq(urpc_nexus_create(NULL, &nx), 0);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		urpc_rpc_opts_init(&o);
+		o.transport = URPC_TRANSPORT_LOOP;
+		o.session_window = bad[i];
+		cr_assert_eq(urpc_rpc_create(nx, 1, &o, &rpc), -EINVAL, "window %u", bad[i]);
+	}
+	urpc_rpc_opts_init(&o);
+	o.transport = URPC_TRANSPORT_LOOP;
+	o.session_window = 1;
+	cr_assert_eq(urpc_rpc_create(nx, 1, &o, &rpc), 0, "a window of 1 is allowed");
+	cr_assert_eq(urpc_rpc_destroy(rpc), 0);
+	cr_assert_eq(urpc_nexus_destroy(nx), 0);
 }
 
 /* A client Rpc whose session points at a UDP port where nobody answers. */
