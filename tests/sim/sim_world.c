@@ -1671,10 +1671,10 @@ static const char *engine_view(const struct sreq *r, char *buf, size_t n)
 		}
 	}
 	snprintf(buf, n,
-		 "session %s holds it in no slot (waiting: %u; free slots 0x%x; congestion: rate "
+		 "session %s holds it in no slot (waiting: %u; free slots 0x%llx; congestion: rate "
 		 "%llu b/s%s, %llu decreases, srtt %u ns, next send %.3f ms, on the pacer %d)",
 		 urpc__session_state_str(s->state), s->cli.wq_tail - s->cli.wq_head,
-		 s->cli.free_mask, (unsigned long long)s->cli.cc.cc.rate_bps,
+		 (unsigned long long)s->cli.free_mask, (unsigned long long)s->cli.cc.cc.rate_bps,
 		 s->cli.cc_limited ? " (paced)" : "", (unsigned long long)s->cli.cc.cc.decreases,
 		 s->cli.cc.cc.srtt_ns, s->cli.cc.cc.next_tx_ns / 1e6, s->cli.cc.queued);
 	return buf;

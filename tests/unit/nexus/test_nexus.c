@@ -744,7 +744,7 @@ Test(nexus, peer_never_heard_is_not_failed)
 	a.sin_family = AF_INET;
 	a.sin_port = htons(4243);
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	p = urpc__nxp_get(&t, &a, ping, timeout, now);
+	p = urpc__nxp_get(&t, &a, ping, timeout, 1, now);
 	cr_assert_not_null(p);
 	while (!failed && now < end) {
 		due = urpc__nxp_tick(&t, now, &failed, count_ping, &pings);
@@ -756,7 +756,7 @@ Test(nexus, peer_never_heard_is_not_failed)
 	cr_assert_geq(pings, 40, "it is still pinged: %u pings", pings);
 	cr_assert(urpc__nxp_refused(&t, &a), "its entry takes a refusal");
 	cr_assert_eq(urpc__nxp_refused_gen(p), 1);
-	urpc__nxp_put(&t, p, now);
+	urpc__nxp_put(&t, p, 1, now);
 	urpc__nxp_clear(&t);
 }
 
