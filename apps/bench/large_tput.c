@@ -532,7 +532,7 @@ static int measure(struct client *c, size_t size)
 			if (c->slots[i].busy)
 				continue;
 			ret = issue(c, &c->slots[i]);
-			if (ret == -ENOMEM)
+			if (ret == -EAGAIN)
 				break; /* the session's queue is full: poll, then retry */
 			if (ret) {
 				fprintf(stderr, PROG ": enqueue of %s: %s\n",

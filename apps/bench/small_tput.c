@@ -332,7 +332,7 @@ static int pump(struct client *c, unsigned long batch, double warm_s, double sec
 				break;
 			ret = issue(c, s);
 			if (ret) {
-				if (ret == -ENOMEM)
+				if (ret == -EAGAIN)
 					break; /* the session's queue is full: poll, then retry */
 				fprintf(stderr, PROG ": enqueue: %s\n", urpc_strerror(ret));
 				c->refill = false;

@@ -96,11 +96,15 @@ URPC_API void urpc_log_set_sink(urpc_log_fn fn, void *arg);
 /**
  * urpc_log_set_level() - Drop lines less severe than @level.
  *
- * The default is URPC_LOG_INFO, or the value of the URPC_LOG environment
- * variable ("err", "warn", "info", "dbg") when it is set. Debug lines exist
- * only in a library built with -DURPC_DEBUG=ON: elsewhere URPC_LOG_DBG
- * prints what URPC_LOG_INFO does (the DBG call sites are compiled out, so
- * they cost nothing on the datapath).
+ * The default is URPC_LOG_WARN (a healthy start prints nothing), or the
+ * value of the URPC_LOG environment variable ("err", "warn", "info", "dbg")
+ * when it is set; "info" adds the transport chosen and the hugepage
+ * fall-back, once per process each. At URPC_LOG_DBG each line also names
+ * its source (module, function, line). Debug lines exist only in a library
+ * built with -DURPC_DEBUG=ON: elsewhere URPC_LOG_DBG prints what
+ * URPC_LOG_INFO does, with the source locations, and URPC_LOG=dbg says so
+ * once (the DBG call sites are compiled out, so they cost nothing on the
+ * datapath).
  * Thread: any.
  */
 URPC_API void urpc_log_set_level(enum urpc_log_level level);
@@ -289,10 +293,21 @@ URPC_API int urpc_nexus_register_handler(struct urpc_nexus *nx, uint8_t req_type
  * number is free, and urpc_session_connect() may hand it out again.
  */
 enum urpc_sm_event {
-	URPC_SM_CONNECTED = 1,	    /* the session is ready for requests */
-	URPC_SM_CONNECT_FAILED = 2, /* status says why: -ETIMEDOUT, -ECONNREFUSED, -ENOENT, ... */
-	URPC_SM_DISCONNECTED = 3,   /* a disconnect completed */
-	URPC_SM_RESET = 4,	    /* the peer failed or reset the session (status: -ECONNRESET) */
+	URPC_SM_CONNECTED = 1, /* the session is ready for requests */
+	/*
+	 * Status says why: -ETIMEDOUT, -ECONNREFUSED, -ENOENT (no such Rpc),
+	 * -ENOSPC (too many sessions), -EADDRNOTAVAIL (address mismatch),
+	 * -EPROTO (another transport), -ENOMEM (docs/API.md, "Status codes").
+	 */
+	URPC_SM_CONNECT_FAILED = 2,
+	URPC_SM_DISCONNECTED = 3, /* a disconnect completed */
+	/*
+	 * The session ended without a disconnect; status says why: -EHOSTDOWN
+	 * (no heartbeat from the peer process within peer_timeout_ms),
+	 * -ESTALE (the peer process restarted) or -ECONNRESET (the peer's Rpc
+	 * ended the session or is gone). Its pending requests get -ECONNRESET.
+	 */
+	URPC_SM_RESET = 4,
 };
 
 /** urpc_sm_event_str() - Name of an event ("connected", ...). Thread: any. */
@@ -493,7 +508,7 @@ struct urpc_rpc_stats {
 	uint64_t drop_bad_hdr;	   /* bad magic/version/type/size */
 	uint64_t drop_bad_session; /* unknown session or wrong token */
 	uint64_t drop_stale;	   /* old request or response numbers */
-	uint64_t unknown_req_type; /* requests answered with -ENOENT */
+	uint64_t unknown_req_type; /* requests answered with -ENOSYS */
 	uint64_t sessions;	   /* sessions currently open */
 	uint64_t sm_pkts_tx;
 	uint64_t sm_pkts_rx;
@@ -575,8 +590,8 @@ URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
 /*
  * Requests one session carries at once; further ones wait in its queue, up
  * to URPC_SESSION_MAX_WAITING, after which urpc_req_enqueue() returns
- * -ENOMEM until a continuation has run (back-pressure: not an allocation
- * failure; nothing is allocated per request).
+ * -EAGAIN until a continuation has run (back-pressure; nothing is
+ * allocated per request).
  */
 #define URPC_SESSION_MAX_INFLIGHT 8
 /* The default of urpc_rpc_opts.max_sessions. */
@@ -736,7 +751,7 @@ URPC_API int urpc_mem_forget(struct urpc_rpc *rpc, void *addr, size_t len);
  *
  * @param status 0 with the response in @resp (resp->data_size set), or
  *               -ECONNRESET (session reset or disconnected), -ETIMEDOUT
- *               (deadline passed), -ENOENT (no handler for the request type on
+ *               (deadline passed), -ENOSYS (no handler for the request type on
  *               the server), -EMSGSIZE (response larger than @resp, or larger
  *               than the buffer the server's handler answered with), -EIO
  *               (the handler answered with a buffer the server could not
@@ -771,7 +786,7 @@ typedef void (*urpc_cont_fn)(struct urpc_rpc *rpc, void *tag, int status, struct
  * @return 0: @cont runs exactly once, later. <0 (it never runs): -EINVAL
  *         (@rpc NULL, bad session, NULL buffers or @cont), -EMSGSIZE
  *         (request above URPC_MAX_MSG_SIZE), -ECONNRESET (session failed or
- *         disconnected), -ENOMEM (URPC_SESSION_MAX_INFLIGHT requests in
+ *         disconnected), -EAGAIN (URPC_SESSION_MAX_INFLIGHT requests in
  *         flight and URPC_SESSION_MAX_WAITING waiting on this session:
  *         back-pressure; run the event loop and retry), -EPERM.
  * Inline: it calls the library's urpc_priv_req_enqueue() (no deadline) or

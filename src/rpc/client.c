@@ -189,7 +189,7 @@ URPC_API int urpc_priv_req_enqueue_full(struct urpc_rpc *rpc, int session, unsig
 	if (unlikely(s->state != URPC_SESS_CONNECTED && s->state != URPC_SESS_CONNECTING))
 		return -ECONNRESET;
 	if (unlikely(s->cli.wq_tail - s->cli.wq_head == URPC_SESSION_WAITQ))
-		return -ENOMEM; /* the queue is full: a continuation makes room */
+		return -EAGAIN; /* the queue is full: a continuation makes room */
 	req->priv_sess = (uint32_t)session;
 	resp->priv_sess = (uint32_t)session;
 	urpc__cli_mark_busy(rpc, s);

@@ -79,7 +79,9 @@ static int resolve_default(const struct urpc_tp_cfg *cfg, enum urpc_transport_ki
 		if (ret == 0) {
 			*out = URPC_TRANSPORT_VERBS;
 			if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-				URPC_INFO(-1, "transport: verbs on %s:%u (active RDMA port)",
+				URPC_INFO(-1,
+					  "transport: verbs on %s:%u (active RDMA port); "
+					  "URPC_TRANSPORT=udp|verbs|loop chooses another",
 					  port.dev, port.port);
 			return 0;
 		}
@@ -89,7 +91,8 @@ static int resolve_default(const struct urpc_tp_cfg *cfg, enum urpc_transport_ki
 	}
 	*out = URPC_TRANSPORT_UDP;
 	if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-		URPC_INFO(-1, "transport: udp (%s)", why);
+		URPC_INFO(-1, "transport: udp (%s); URPC_TRANSPORT=udp|verbs|loop chooses another",
+			  why);
 	return 0;
 }
 

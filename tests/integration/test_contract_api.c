@@ -1123,7 +1123,7 @@ Test(API_NAME, full_session_queue_is_backpressure)
 			     0, "request %u", i);
 	cr_assert_eq(
 		urpc_req_enqueue(W.cli, W.sess, REQ_ECHO, &c[n].req, &c[n].resp, cont, &c[n], 0),
-		-ENOMEM);
+		-EAGAIN);
 	for (i = 0; i < n; i++) {
 		cr_assert(wait_count(&c[i].runs, 1, 5000), "request %u", i);
 		cr_assert_eq(c[i].status, 0);
