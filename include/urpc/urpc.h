@@ -134,6 +134,20 @@ URPC_API const char *urpc_transport_str(enum urpc_transport_kind kind);
 URPC_API int urpc_transport_parse(const char *name, enum urpc_transport_kind *out);
 
 /**
+ * urpc_transport_resolve() - The transport an Rpc created with @kind would
+ * use on this machine now: @kind itself, or for URPC_TRANSPORT_DEFAULT the
+ * URPC_TRANSPORT environment variable when set, else verbs when an RDMA
+ * port is active (URPC_DEVICE's, else the first), else udp.
+ *
+ * @param out receives the kind (never URPC_TRANSPORT_DEFAULT).
+ * @return 0; -EINVAL (@out NULL, or URPC_TRANSPORT names no transport);
+ *         -ENODEV (URPC_DEVICE names a device that cannot be used); each
+ *         logged with its cause.
+ * Thread: any.
+ */
+URPC_API int urpc_transport_resolve(enum urpc_transport_kind kind, enum urpc_transport_kind *out);
+
+/**
  * struct urpc_msgbuf - A message buffer.
  *
  * @buf:      the message bytes; the application reads and writes

@@ -96,6 +96,22 @@ static int resolve_default(const struct urpc_tp_cfg *cfg, enum urpc_transport_ki
 	return 0;
 }
 
+URPC_API int urpc_transport_resolve(enum urpc_transport_kind kind, enum urpc_transport_kind *out)
+{
+	struct urpc_tp_cfg cfg;
+
+	if (!out)
+		return -EINVAL;
+	if (kind != URPC_TRANSPORT_DEFAULT) {
+		*out = kind;
+		return 0;
+	}
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.kind = kind;
+	cfg.numa_node = -1;
+	return resolve_default(&cfg, out);
+}
+
 int urpc__tp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 {
 	struct urpc_tp_cfg c = *cfg;
