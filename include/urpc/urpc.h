@@ -421,7 +421,18 @@ struct urpc_rpc_opts {
 	uint32_t one_sided_timeout_ms;
 	/* The application's pointer for this Rpc, returned by urpc_rpc_ctx(); default NULL. */
 	void *ctx;
+	/*
+	 * Registrations this Rpc keeps at once, 1 to 2^20; default (and 0)
+	 * URPC_RPC_DEFAULT_MAX_REGISTRATIONS. One per distinct range of
+	 * memory it registered: each view (urpc_msgbuf_register) and each
+	 * exposure (urpc_mem_expose) in use holds one; unused ones are kept
+	 * for reuse and dropped when room is needed. With every one in use,
+	 * those calls return -EAGAIN until a message that holds a view
+	 * completes or the application unregisters or revokes one.
+	 */
+	uint32_t max_registrations;
 };
+#define URPC_RPC_DEFAULT_MAX_REGISTRATIONS 1024u
 
 /** urpc_rpc_opts_init() - Fill @o with the defaults (NULL: nothing). Thread: any. */
 URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o);
@@ -727,7 +738,7 @@ URPC_API int urpc_msgbuf_free(struct urpc_rpc *rpc, struct urpc_msgbuf *mb);
  *
  * @param mb receives the view: buf = @addr, data_size = max_data_size = @len.
  * @return 0, -EINVAL (NULL, len 0, len above URPC_MAX_MSG_SIZE, unknown flags),
- *         -EAGAIN (the cache is full of views in use), -ENOMEM, the
+ *         -EAGAIN (all of opts.max_registrations in use), -ENOMEM, the
  *         transport's error (logged), -EPERM.
  * Ownership: the memory stays the application's; while a view is lent to the
  * engine (a request until its continuation; a response handed to
@@ -988,7 +999,8 @@ static inline int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbu
  * @addr:          the owner's address of the first byte
  * @len:           bytes
  * @key:           the transport's key of the owner's grant
- * @gen:           the exposure's generation (never 0, never reused by the Rpc)
+ * @gen:           the exposure's generation (never 0, never reused by the Rpc);
+ *                 for the application: the owner checks the key, not this
  */
 struct urpc_rbuf {
 	uint16_t version;
@@ -1030,8 +1042,8 @@ struct urpc_rbuf {
  * @return 0; -EINVAL (NULL, @len 0 or above URPC_MAX_MSG_SIZE, no or
  *         unknown access bits, no such session); -ENOTCONN (the session is
  *         not connected); -ENOTSUP (GPU memory on verbs without dma-buf);
- *         -ENOMEM, -EAGAIN (the registration cache is full of memory in
- *         use), the transport's error; -EPERM. Nothing is held on failure.
+ *         -ENOMEM, -EAGAIN (all of opts.max_registrations in use: revoke
+ *         or unregister some, or raise it), the transport's error; -EPERM. Nothing is held on failure.
  * Cold: registration and a grant. When the session ends, the peer can no
  *         longer use the rbuf (the transport revokes its grants); the
  *         registration is held until urpc_mem_revoke() or urpc_rpc_destroy().

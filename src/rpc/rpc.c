@@ -52,13 +52,14 @@ URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o)
 	o->numa_node = -1;
 	o->cuda_device = -1;
 	o->idle_block_us = 20;
+	o->max_registrations = URPC_RPC_DEFAULT_MAX_REGISTRATIONS;
 }
 
 static int check_opts(const struct urpc_rpc_opts *o)
 {
 	if (!o->rto_us || o->rto_max_us < o->rto_us || !o->ping_interval_ms ||
 	    o->peer_timeout_ms <= o->ping_interval_ms || !o->connect_timeout_ms ||
-	    !o->max_sessions || o->max_sessions > (1u << 24))
+	    !o->max_sessions || o->max_sessions > (1u << 24) || o->max_registrations > (1u << 20))
 		return -EINVAL;
 	return 0;
 }
@@ -83,7 +84,8 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	ret = check_opts(o);
 	if (ret) {
 		URPC_ERR(rpc_id, "invalid Rpc options (timeouts must be nonzero, rto_max >= rto, "
-				 "peer_timeout > ping_interval, 1 <= max_sessions <= 2^24)");
+				 "peer_timeout > ping_interval, 1 <= max_sessions <= 2^24, "
+				 "max_registrations <= 2^20)");
 		return ret;
 	}
 	rpc = calloc(1, sizeof(*rpc));
@@ -194,6 +196,8 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 		ro.dereg = urpc__tp_regcache_dereg;
 		ro.ctx = rpc->tp;
 		ro.align = 1; /* exactly the application's bytes, never its neighbours */
+		if (o->max_registrations)
+			ro.max_entries = o->max_registrations;
 		ret = urpc__regcache_create(&ro, &rpc->regcache);
 		if (ret)
 			goto out_pool;

@@ -23,8 +23,8 @@ URPC_API const char *urpc_strerror(int status)
 	case 0:
 		return "success";
 	case -EAGAIN:
-		return "back-pressure: no free slot, credit, queue entry or ring space now; run "
-		       "the event loop and retry";
+		return "back-pressure: no free slot, credit, queue entry, ring space or "
+		       "registration (max_registrations) now; run the event loop and retry";
 	case -EINVAL:
 		return "invalid argument or option (the log names it)";
 	case -ENOMEM:
@@ -59,9 +59,6 @@ URPC_API const char *urpc_strerror(int status)
 	case -EADDRNOTAVAIL:
 		return "address mismatch: the client's endpoint is not on the address its "
 		       "connect came from";
-	case -EMFILE:
-		return "too many exposures on this Rpc (urpc_rpc_opts.max_exposures): revoke "
-		       "one or raise the limit";
 	case -ENOTCONN:
 		return "session not connected yet";
 	case -EPERM:

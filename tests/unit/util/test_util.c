@@ -38,10 +38,10 @@ Test(util, strerror_covers_engine_codes)
 Test(util, strerror_names_the_cause)
 {
 	static const int codes[] = {
-		-EAGAIN,     -EINVAL,	     -ENOMEM, -EMSGSIZE,     -EACCES, -ETIMEDOUT,
-		-ECONNRESET, -EHOSTDOWN,     -ESTALE, -ECONNREFUSED, -ENOENT, -ENOSYS,
-		-ENOSPC,     -EADDRNOTAVAIL, -EMFILE, -ENOTCONN,     -EPERM,  -EBUSY,
-		-ENODEV,     -ENOTSUP,	     -EEXIST, -EADDRINUSE,   -EIO,    -EPROTO};
+		-EAGAIN,     -EINVAL,	     -ENOMEM,	  -EMSGSIZE,	 -EACCES, -ETIMEDOUT,
+		-ECONNRESET, -EHOSTDOWN,     -ESTALE,	  -ECONNREFUSED, -ENOENT, -ENOSYS,
+		-ENOSPC,     -EADDRNOTAVAIL, -ENOTCONN,	  -EPERM,	 -EBUSY,  -ENODEV,
+		-ENOTSUP,    -EEXIST,	     -EADDRINUSE, -EIO,		 -EPROTO};
 	unsigned i, j;
 
 	cr_assert(strstr(urpc_strerror(-ENOSPC), "too many sessions"));
