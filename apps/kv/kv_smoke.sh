@@ -46,11 +46,14 @@ trap cleanup EXIT
 
 # Start a server with "$@"; sets $server and $addr once it prints its port.
 start_server() {
+	# Not the last server's line: the shell truncates the file only once the
+	# background job runs, and a read before that found the old port.
+	rm -f "$tmp/server.out"
 	"$server_bin" --port 0 --transport udp "${peer_opts[@]}" "$@" >"$tmp/server.out" \
 		2>"$tmp/server.err" &
 	server=$!
 	for _ in $(seq 100); do
-		port=$(sed -n 's/.*listening on [0-9.]*:\([0-9]*\),.*/\1/p' "$tmp/server.out")
+		port=$(sed -n 's/.*listening on [0-9.]*:\([0-9]*\),.*/\1/p' "$tmp/server.out" 2>/dev/null)
 		[ -n "$port" ] && break
 		kill -0 "$server" 2>/dev/null || fail "the server did not start"
 		sleep 0.05
