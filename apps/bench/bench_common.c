@@ -15,13 +15,18 @@
 
 /* ---- the command line ------------------------------------------------------------ */
 
-/* --transport: loop, udp or verbs; the benchmarks name no default. */
+/*
+ * --transport: loop, udp, verbs or default. Without it, the library's
+ * default (URPC_TRANSPORT, else verbs on an active RDMA port, else udp),
+ * resolved by bench_parse_args() so that each program knows what it runs.
+ */
 static int parse_transport(const char *prog, const char *val, void *dst)
 {
-	return urpc_app_parse_transport(prog, val,
-					(1u << URPC_TRANSPORT_LOOP) | (1u << URPC_TRANSPORT_UDP) |
-						(1u << URPC_TRANSPORT_VERBS),
-					"loop, udp or verbs", "", dst);
+	return urpc_app_parse_transport(
+		prog, val,
+		(1u << URPC_TRANSPORT_DEFAULT) | (1u << URPC_TRANSPORT_LOOP) |
+			(1u << URPC_TRANSPORT_UDP) | (1u << URPC_TRANSPORT_VERBS),
+		"loop, udp, verbs or default", "", dst);
 }
 
 /* The rows for the shared flags @flags asks for, appended to @tab (room for 7). */
@@ -66,6 +71,12 @@ int bench_parse_args(const char *prog, int argc, char **argv, struct bench_cli *
 	ret = urpc_app_parse_args(&cl, argc, argv, NULL);
 	if (ret)
 		return ret;
+	ret = urpc_transport_resolve(cli->transport, &cli->transport);
+	if (ret) {
+		fprintf(stderr, "%s: cannot choose the default transport: %s\n", prog,
+			urpc_strerror(ret));
+		return 2;
+	}
 	if (!cli->server_device)
 		cli->server_device = cli->device;
 	if (flags & BENCH_CLI_PERFTEST) {
@@ -80,7 +91,7 @@ int bench_parse_args(const char *prog, int argc, char **argv, struct bench_cli *
 void bench_cli_init(struct bench_cli *cli)
 {
 	memset(cli, 0, sizeof(*cli));
-	cli->transport = URPC_TRANSPORT_UDP;
+	cli->transport = URPC_TRANSPORT_DEFAULT; /* the library's; resolved after parsing */
 	cli->duration = 2.0;
 	cli->baseline = true;
 }

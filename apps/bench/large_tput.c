@@ -161,7 +161,8 @@ static void usage(FILE *f)
 		"\n"
 		"OPTIONS\n"
 		"    -t, --transport loop|udp|verbs\n"
-		"        Transport of both Rpcs (default loop). verbs needs an active RDMA\n"
+		"        Transport of both Rpcs (default: the library's, URPC_TRANSPORT, else\n"
+		"        verbs on an active RDMA port, else udp). verbs needs an active RDMA\n"
 		"        port (Soft-RoCE: see tests/vm/rxe-vm.sh).\n"
 		"    -s, --sizes LIST\n"
 		"        Comma-separated message sizes in bytes, with an optional K or M\n"
@@ -259,7 +260,6 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 
 	memset(o, 0, sizeof(*o));
 	bench_cli_init(&o->cli);
-	o->cli.transport = URPC_TRANSPORT_LOOP;
 	o->window = 4;
 	o->memcpy_s = 0.25;
 	if (parse_sizes(PROG, DEFAULT_SIZES, o))
@@ -532,7 +532,7 @@ static int measure(struct client *c, size_t size)
 			if (c->slots[i].busy)
 				continue;
 			ret = issue(c, &c->slots[i]);
-			if (ret == -ENOMEM)
+			if (ret == -EAGAIN)
 				break; /* the session's queue is full: poll, then retry */
 			if (ret) {
 				fprintf(stderr, PROG ": enqueue of %s: %s\n",

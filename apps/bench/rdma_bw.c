@@ -150,7 +150,8 @@ static void usage(FILE *f)
 		"\n"
 		"OPTIONS\n"
 		"    -t, --transport loop|udp|verbs\n"
-		"        Transport of both Rpcs (default loop). verbs needs an active RDMA\n"
+		"        Transport of both Rpcs (default: the library's, URPC_TRANSPORT, else\n"
+		"        verbs on an active RDMA port, else udp). verbs needs an active RDMA\n"
 		"        port (Soft-RoCE: apps/bench/rdma_bw_vm.sh runs this in the VM).\n"
 		"    -s, --sizes LIST\n"
 		"        Comma-separated operation sizes in bytes, with an optional K or M\n"
@@ -272,7 +273,6 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 
 	memset(o, 0, sizeof(*o));
 	bench_cli_init(&o->cli);
-	o->cli.transport = URPC_TRANSPORT_LOOP;
 	o->cli.duration = 0.3;
 	o->window = 16;
 	o->batch = 1;

@@ -21,6 +21,7 @@ sessions=1,1000,20000
 ping_ms=100
 mtu=1500
 timeout_s=300
+results=""
 cpu_cost=1
 plot=0
 
@@ -34,7 +35,7 @@ SYNOPSIS
                             [--pairs N] [--sizes LIST] [--windows LIST] [--batch B]
                             [--sessions LIST] [--ping-ms MS] [--no-cpu-cost]
                             [--plot] [--build DIR] [--no-build] [--out DIR]
-                            [--mtu 1500|9000] [--timeout SEC]
+                            [--mtu 1500|9000] [--timeout SEC] [--results FILE]
     apps/bench/run_suite.sh --help
 
 DESCRIPTION
@@ -91,6 +92,10 @@ OPTIONS
     --out DIR          where results go (default DIR/suite-TRANSPORT)
     --mtu 1500|9000    verbs: veth MTU of the VM (default 1500: RoCE MTU 1024)
     --timeout SEC      verbs: bound on the VM run, boot included (default 300)
+    --results FILE     also put the results into FILE (docs/RESULTS.md, which
+                       README.md links): the section of this transport, between
+                       its two marker lines, is replaced; the other transports'
+                       sections stay. FILE is created when missing.
     -h, --help         show this help
 
 FILES
@@ -109,6 +114,7 @@ EXAMPLES
     apps/bench/run_suite.sh                        # udp, about a minute
     apps/bench/run_suite.sh --transport verbs      # Soft-RoCE in the VM
     apps/bench/run_suite.sh --transport loop --sessions 20000 --plot
+    apps/bench/run_suite.sh --results docs/RESULTS.md   # refresh udp's table
 EOF_USAGE
 }
 
@@ -121,7 +127,7 @@ die() {
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--transport | --duration | --pairs | --sizes | --windows | --batch | --sessions | \
-		--ping-ms | --build | --out | --mtu | --timeout)
+		--ping-ms | --build | --out | --mtu | --timeout | --results)
 		[ $# -ge 2 ] || die "$1 needs a value (see --help)"
 		case "$1" in
 		--transport) transport=$2 ;;
@@ -136,6 +142,7 @@ while [ $# -gt 0 ]; do
 		--out) out=$2 ;;
 		--mtu) mtu=$2 ;;
 		--timeout) timeout_s=$2 ;;
+		--results) results=$2 ;;
 		esac
 		shift 2
 		;;
@@ -169,6 +176,10 @@ else
 fi
 
 cd "$root"
+if [ -n "$results" ]; then
+	case "$results" in /*) ;; *) results=$root/$results ;; esac
+	[ -d "$(dirname "$results")" ] || die "--results: no folder $(dirname "$results")"
+fi
 case "$build" in /*) ;; *) build=$root/$build ;; esac
 [ -n "$out" ] || out=$build/suite-$transport
 case "$out" in /*) ;; *) out=$root/$out ;; esac
@@ -359,7 +370,7 @@ targets() {
 {
 	echo "## urpc small-message suite: $transport"
 	echo
-	echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -n): $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores, Linux $(uname -r); load average at the start: $load, at the end: $(cut -d' ' -f1-3 /proc/loadavg); commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')."
+	echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -n): $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores, Linux $(uname -r); load average at the start: $load, at the end: $(cut -d' ' -f1-3 /proc/loadavg); commit $(git -C "$root" describe --always --dirty 2>/dev/null || echo '?')."
 	if [ "$transport" = verbs ]; then
 		echo "Soft-RoCE (rdma_rxe) in a TCG-emulated VM (tests/vm/rxe-vm.sh, veth MTU $mtu), client on rxe1, server on rxe0, one boot."
 	fi
@@ -392,6 +403,41 @@ if [ "$plot" = 1 ]; then
 	for f in "$out"/*.csv; do
 		if [ -s "$f" ] && ! "$here/plot.sh" "$f"; then say "could not plot $f"; fi
 	done
+fi
+
+# ---- docs/RESULTS.md ---------------------------------------------------------------
+# This transport's section, between its markers, is replaced by the new results.
+if [ -n "$results" ]; then
+	begin="<!-- run_suite.sh $transport: begin -->"
+	end="<!-- run_suite.sh $transport: end -->"
+	if [ ! -f "$results" ]; then
+		cat >"$results" <<'EOF_RESULTS'
+# urpc: current results
+
+Written by `apps/bench/run_suite.sh --transport T --results docs/RESULTS.md`,
+one section per transport, each replaced whole by the next run on that
+transport: the date, commit, host and load are those of the run. Older
+figures live in git history (`git log -p docs/RESULTS.md`). How to read
+and rerun them: README.md, "Measuring".
+EOF_RESULTS
+	fi
+	section=$(mktemp)
+	{
+		echo "$begin"
+		sed '1s/^## urpc small-message suite: /## /' "$out/results.md"
+		echo "$end"
+	} >"$section"
+	if grep -qxF "$begin" "$results" && grep -qxF "$end" "$results"; then
+		awk -v b="$begin" -v e="$end" -v f="$section" '
+			$0 == b { while ((getline l < f) > 0) print l; skip = 1; next }
+			$0 == e { skip = 0; next }
+			!skip' "$results" >"$results.tmp"
+	else
+		{ cat "$results"; echo; cat "$section"; } >"$results.tmp"
+	fi
+	mv "$results.tmp" "$results"
+	rm -f "$section"
+	say "updated the $transport section of $results"
 fi
 
 say "results in $out/results.md ($((SECONDS - start)) s)"

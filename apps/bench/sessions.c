@@ -128,7 +128,8 @@ static void usage(FILE *f)
 		"\n"
 		"OPTIONS\n"
 		"    -t, --transport loop|udp|verbs\n"
-		"        Transport of every Rpc (default udp).\n"
+		"        Transport of every Rpc (default: the library's, URPC_TRANSPORT, else\n"
+		"        verbs on an active RDMA port, else udp).\n"
 		"    -n, --sessions LIST\n"
 		"        Comma-separated session counts, 1 to %lu each (default " DEFAULT_COUNTS
 		").\n"

@@ -128,7 +128,8 @@ static void usage(FILE *f)
 		"\n"
 		"OPTIONS\n"
 		"    -t, --transport loop|udp|verbs\n"
-		"        Transport of both Rpcs (default udp).\n"
+		"        Transport of both Rpcs (default: the library's, URPC_TRANSPORT, else\n"
+		"        verbs on an active RDMA port, else udp).\n"
 		"    -w, --windows LIST\n"
 		"        Comma-separated windows, 1 to %d each (default " DEFAULT_WINDOWS ").\n"
 		"    -b, --batch B\n"
@@ -349,7 +350,7 @@ static int pump(struct client *c, unsigned long batch, double warm_s, double sec
 				break;
 			ret = issue(c, s);
 			if (ret) {
-				if (ret == -ENOMEM)
+				if (ret == -EAGAIN)
 					break; /* the session's queue is full: poll, then retry */
 				fprintf(stderr, PROG ": enqueue: %s\n", urpc_strerror(ret));
 				c->refill = false;

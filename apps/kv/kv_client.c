@@ -3,7 +3,8 @@
  * urpc-kv-client: the client of urpc-kv-server.
  *
  * Interactive mode (the default): a prompt, or one command given on the
- * command line. Load mode (--load, or any of --workload, --verify, ...):
+ * command line. The prompt survives bad commands and a restarted server:
+ * after a session reset, the next command connects again. Load mode (--load, or any of --workload, --verify, ...):
  * YCSB-style mixes over uniform or Zipfian keys from several threads, each
  * with its own Rpc and a session per server thread (keys are partitioned
  * over the server's threads by hash, kv_proto.h); progress once a second,
@@ -98,6 +99,9 @@ static void usage(FILE *f)
 		"  mget KEY...        get up to %d keys, one request per server thread\n"
 		"  stats              the server's statistics\n"
 		"  help, quit\n"
+		"A command that fails prints an error and the prompt carries on (exit status\n"
+		"0 at the end of input); a single COMMAND's exit status is 1 when it failed.\n"
+		"When the server restarts, the next command connects to it again.\n"
 		"\n"
 		"Options:\n"
 		"  -s, --server HOST:PORT  the server's Nexus (default 127.0.0.1:31860)\n"
@@ -299,18 +303,27 @@ static void on_sm_event(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev
 		 * side's heartbeats got through. Load threads stop issuing.
 		 */
 		if (!c->reset) {
-			char who[32] = "", why[64] = "";
+			char who[32] = "";
+			const char *then = c->thread >= 0 ? "; this thread sends no more requests"
+							  : "; the next command connects again";
 
 			c->reset_status = status ? status : -ECONNRESET;
 			if (c->thread >= 0)
 				snprintf(who, sizeof(who), "thread %d: ", c->thread);
-			if (c->reset_status != -ECONNRESET)
-				snprintf(why, sizeof(why), " (%s)", urpc_strerror(status));
-			fprintf(stderr,
-				PROG
-				": %sa session to the server was reset%s: the server stopped or restarted, or no heartbeat between the two processes got through for %u ms (a host too busy to run them? --peer-timeout on both sides gives them longer)%s\n",
-				who, why, c->peer_timeout_ms,
-				c->thread >= 0 ? "; this thread sends no more requests" : "");
+			if (c->reset_status == -EHOSTDOWN)
+				fprintf(stderr,
+					PROG
+					": %sa session to the server was reset: no heartbeat between the two processes got through for %u ms (the server stopped, or a host too busy to run them? --peer-timeout on both sides gives them longer)%s\n",
+					who, c->peer_timeout_ms, then);
+			else if (c->reset_status == -ESTALE)
+				fprintf(stderr,
+					PROG
+					": %sa session to the server was reset: the server process restarted%s\n",
+					who, then);
+			else
+				fprintf(stderr,
+					PROG ": %sa session to the server was reset: %s%s\n", who,
+					urpc_strerror(c->reset_status), then);
 		}
 		c->reset = true;
 		break;
@@ -485,6 +498,33 @@ struct shell {
 	struct conn c;
 	struct urpc_msgbuf resp; /* room for the largest value */
 };
+
+/*
+ * After a session reset (the server stopped or restarted): close what is
+ * left and connect again, saying so. 0, or the connect's error (reported;
+ * the next command tries again).
+ */
+static int shell_reconnect(struct shell *sh)
+{
+	struct kv_info info;
+	int ret;
+
+	conn_close(&sh->c); /* the reset sessions are already gone */
+	sh->c.nconnected = 0;
+	sh->c.ndisconnected = 0;
+	sh->c.failed = 0;
+	sh->c.reset = false;
+	sh->c.reset_status = 0;
+	fprintf(stderr, PROG ": connecting again to %s\n", sh->c.o->server);
+	ret = conn_open(&sh->c, &info);
+	if (ret) {
+		sh->c.reset = true; /* the next command tries again */
+		return ret;
+	}
+	fprintf(stderr, PROG ": connected again to %s (%u server threads)\n", sh->c.o->server,
+		sh->c.nsrv);
+	return 0;
+}
 
 /* A request of @len payload bytes, header already described by the caller. */
 static int shell_req(struct shell *sh, size_t len, struct urpc_msgbuf *req)
@@ -700,6 +740,11 @@ static int shell_exec(struct shell *sh, char *line)
 		return -1;
 	if (!strcmp(argv[0], "help"))
 		return shell_help(), 0;
+	if (sh->c.reset && shell_reconnect(sh)) {
+		printf("error: not connected to %s; try again once the server runs\n",
+		       sh->c.o->server);
+		return 1;
+	}
 	if (!strcmp(argv[0], "stats") && argc == 1)
 		return shell_stats(sh);
 	if (!strcmp(argv[0], "get") && argc == 2)
@@ -731,13 +776,17 @@ static int shell_exec(struct shell *sh, char *line)
 	return 1;
 }
 
-/* Read commands from stdin, polling the Rpc meanwhile (answers and session events come from the loop). */
+/*
+ * Read commands from stdin, polling the Rpc meanwhile (answers and session
+ * events come from the loop). A failed command was reported on its own
+ * line: the prompt carries on, and its exit status is 0 at the end.
+ */
 static int shell_loop(struct shell *sh)
 {
 	static char buf[65536];
 	size_t used = 0;
 	bool tty = isatty(0), eof = false;
-	int failed = 0, ret;
+	int ret;
 
 	if (tty)
 		printf("Connected to %s (%u server threads). Type 'help'.\nkv> ", sh->c.o->server,
@@ -763,7 +812,6 @@ static int shell_loop(struct shell *sh)
 			used -= len;
 			if (ret < 0)
 				break;
-			failed |= ret;
 			if (tty)
 				printf("kv> ");
 			fflush(stdout);
@@ -787,7 +835,7 @@ static int shell_loop(struct shell *sh)
 	}
 	if (tty)
 		printf("\n");
-	return failed;
+	return 0;
 }
 
 static int run_shell(struct urpc_nexus *nx, const struct opts *o, int argc, char **argv)

@@ -8,7 +8,9 @@
 #   4. a server killed during the preload: the client says that the sessions
 #      were reset and why the run completed nothing (exit 1);
 #   5. each process stopped for 1 s mid-run with --peer-timeout 5000: no
-#      session is reset, the run completes (exit 0).
+#      session is reset, the run completes (exit 0);
+#   6. the prompt: survives a typo and a bad command, connects again to a
+#      server restarted under it (saying so), exits 0 at the end of input.
 # Usage: kv_smoke.sh SERVER_BINARY CLIENT_BINARY
 set -uo pipefail
 server_bin=$1
@@ -44,11 +46,14 @@ trap cleanup EXIT
 
 # Start a server with "$@"; sets $server and $addr once it prints its port.
 start_server() {
+	# Not the last server's line: the shell truncates the file only once the
+	# background job runs, and a read before that found the old port.
+	rm -f "$tmp/server.out"
 	"$server_bin" --port 0 --transport udp "${peer_opts[@]}" "$@" >"$tmp/server.out" \
 		2>"$tmp/server.err" &
 	server=$!
 	for _ in $(seq 100); do
-		port=$(sed -n 's/.*listening on [0-9.]*:\([0-9]*\),.*/\1/p' "$tmp/server.out")
+		port=$(sed -n 's/.*listening on [0-9.]*:\([0-9]*\),.*/\1/p' "$tmp/server.out" 2>/dev/null)
 		[ -n "$port" ] && break
 		kill -0 "$server" 2>/dev/null || fail "the server did not start"
 		sleep 0.05
@@ -225,6 +230,46 @@ grep -q '^verify: [0-9]* reads checked, 0 mismatches, 0 errors' "$tmp/stall.out"
 	fail "no zero-mismatch, zero-error line after the stalls"
 [ "$(grep -c '^engine, thread [01]: .* 0 session resets;' "$tmp/stall.out")" = 2 ] ||
 	fail "the engine counted session resets across the stalls"
+stop_server
+
+# 6. The prompt: a typo and a bad command print an error and it carries on;
+# the server killed and started again on its port under it: the session is
+# reset (the client's Nexus hears the new process), the next command says
+# that it connects again and works; exit status 0 at the end of input.
+peer_opts=(--peer-timeout 10000)
+start_server --threads 2
+mkfifo "$tmp/prompt.in"
+client <"$tmp/prompt.in" >"$tmp/prompt.out" 2>"$tmp/prompt.err" &
+prompt=$!
+exec 3>"$tmp/prompt.in"
+rm -f "$tmp/prompt.in" # both ends are open; fail() and the scan below read every file
+# Wait until the prompt printed @2's line number @1 (200 tries 50 ms apart).
+wait_line() {
+	for _ in $(seq 200); do
+		[ "$(grep -c "$2" "$3")" -ge "$1" ] && return 0
+		kill -0 "$prompt" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
+printf 'pt k1 one\nget\nput k1 one\n' >&3
+wait_line 1 '^OK' "$tmp/prompt.out" || fail "the prompt did not survive a typo"
+grep -q "^error: unknown command or wrong arguments: 'pt'" "$tmp/prompt.out" ||
+	fail "no error line for a typo"
+kill -KILL "$server"
+wait "$server" 2>/dev/null
+server=
+start_server --threads 2 --port "$port" 3>&- # the server must not hold the prompt's input open
+wait_line 1 'was reset: the server process restarted; the next command connects again' \
+	"$tmp/prompt.err" || fail "no reset line after the server restarted"
+printf 'put k2 two\nget k2\n' >&3
+wait_line 1 '^two$' "$tmp/prompt.out" || fail "no answer after the server restarted"
+grep -q 'connecting again to' "$tmp/prompt.err" || fail "no line saying it connects again"
+grep -q 'connected again to' "$tmp/prompt.err" || fail "no line saying it connected again"
+exec 3>&-
+wait "$prompt"
+rc=$?
+[ "$rc" = 0 ] || fail "the prompt exited with $rc at the end of input after errors"
 stop_server
 # Sanitizer builds: a report in any captured output fails the test.
 if grep -lE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$tmp"/* >/dev/null 2>&1; then

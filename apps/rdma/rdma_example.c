@@ -41,7 +41,7 @@
 #define REQ_DONE 3   /* -> nothing; the exposure is revoked */
 #define SERVER_RPC_ID 0
 #define CLIENT_RPC_ID 1
-#define DEFAULT_PORT 31860
+#define DEFAULT_PORT 31870 /* the KV demo has 31860, urpc-hello 31850 */
 
 struct opts {
 	const char *connect; /* --connect HOST:PORT: client only */
@@ -124,8 +124,8 @@ static void usage(FILE *f)
 		"EXAMPLES\n"
 		"    urpc-rdma-example --transport loop\n"
 		"    urpc-rdma-example --transport udp --size 4194304\n"
-		"    urpc-rdma-example --serve --port 31860 &\n"
-		"    urpc-rdma-example --connect 127.0.0.1:31860\n",
+		"    urpc-rdma-example --serve --port 31870 &\n"
+		"    urpc-rdma-example --connect 127.0.0.1:31870\n",
 		SERVER_RPC_ID, URPC_MAX_MSG_SIZE, DEFAULT_PORT);
 }
 

@@ -96,11 +96,15 @@ URPC_API void urpc_log_set_sink(urpc_log_fn fn, void *arg);
 /**
  * urpc_log_set_level() - Drop lines less severe than @level.
  *
- * The default is URPC_LOG_INFO, or the value of the URPC_LOG environment
- * variable ("err", "warn", "info", "dbg") when it is set. Debug lines exist
- * only in a library built with -DURPC_DEBUG=ON: elsewhere URPC_LOG_DBG
- * prints what URPC_LOG_INFO does (the DBG call sites are compiled out, so
- * they cost nothing on the datapath).
+ * The default is URPC_LOG_WARN (a healthy start prints nothing), or the
+ * value of the URPC_LOG environment variable ("err", "warn", "info", "dbg")
+ * when it is set; "info" adds the transport chosen and the hugepage
+ * fall-back, once per process each. At URPC_LOG_DBG each line also names
+ * its source (module, function, line). Debug lines exist only in a library
+ * built with -DURPC_DEBUG=ON: elsewhere URPC_LOG_DBG prints what
+ * URPC_LOG_INFO does, with the source locations, and URPC_LOG=dbg says so
+ * once (the DBG call sites are compiled out, so they cost nothing on the
+ * datapath).
  * Thread: any.
  */
 URPC_API void urpc_log_set_level(enum urpc_log_level level);
@@ -128,6 +132,20 @@ URPC_API const char *urpc_transport_str(enum urpc_transport_kind kind);
  * Thread: any.
  */
 URPC_API int urpc_transport_parse(const char *name, enum urpc_transport_kind *out);
+
+/**
+ * urpc_transport_resolve() - The transport an Rpc created with @kind would
+ * use on this machine now: @kind itself, or for URPC_TRANSPORT_DEFAULT the
+ * URPC_TRANSPORT environment variable when set, else verbs when an RDMA
+ * port is active (URPC_DEVICE's, else the first), else udp.
+ *
+ * @param out receives the kind (never URPC_TRANSPORT_DEFAULT).
+ * @return 0; -EINVAL (@out NULL, or URPC_TRANSPORT names no transport);
+ *         -ENODEV (URPC_DEVICE names a device that cannot be used); each
+ *         logged with its cause.
+ * Thread: any.
+ */
+URPC_API int urpc_transport_resolve(enum urpc_transport_kind kind, enum urpc_transport_kind *out);
 
 /**
  * struct urpc_msgbuf - A message buffer.
@@ -296,10 +314,21 @@ URPC_API int urpc_nexus_register_handler(struct urpc_nexus *nx, uint8_t req_type
  * number is free, and urpc_session_connect() may hand it out again.
  */
 enum urpc_sm_event {
-	URPC_SM_CONNECTED = 1,	    /* the session is ready for requests */
-	URPC_SM_CONNECT_FAILED = 2, /* status says why: -ETIMEDOUT, -ECONNREFUSED, -ENOENT, ... */
-	URPC_SM_DISCONNECTED = 3,   /* a disconnect completed */
-	URPC_SM_RESET = 4,	    /* the peer failed or reset the session (status: -ECONNRESET) */
+	URPC_SM_CONNECTED = 1, /* the session is ready for requests */
+	/*
+	 * Status says why: -ETIMEDOUT, -ECONNREFUSED, -ENOENT (no such Rpc),
+	 * -ENOSPC (too many sessions), -EADDRNOTAVAIL (address mismatch),
+	 * -EPROTO (another transport), -ENOMEM (docs/API.md, "Status codes").
+	 */
+	URPC_SM_CONNECT_FAILED = 2,
+	URPC_SM_DISCONNECTED = 3, /* a disconnect completed */
+	/*
+	 * The session ended without a disconnect; status says why: -EHOSTDOWN
+	 * (no heartbeat from the peer process within peer_timeout_ms),
+	 * -ESTALE (the peer process restarted) or -ECONNRESET (the peer's Rpc
+	 * ended the session or is gone). Its pending requests get -ECONNRESET.
+	 */
+	URPC_SM_RESET = 4,
 };
 
 /** urpc_sm_event_str() - Name of an event ("connected", ...). Thread: any. */
@@ -434,7 +463,18 @@ struct urpc_rpc_opts {
 	 * queue (URPC_SESSION_MAX_WAITING).
 	 */
 	uint32_t session_window;
+	/*
+	 * Registrations this Rpc keeps at once, 1 to 2^20; default (and 0)
+	 * URPC_RPC_DEFAULT_MAX_REGISTRATIONS. One per distinct range of
+	 * memory it registered: each view (urpc_msgbuf_register) and each
+	 * exposure (urpc_mem_expose) in use holds one; unused ones are kept
+	 * for reuse and dropped when room is needed. With every one in use,
+	 * those calls return -EAGAIN until a message that holds a view
+	 * completes or the application unregisters or revokes one.
+	 */
+	uint32_t max_registrations;
 };
+#define URPC_RPC_DEFAULT_MAX_REGISTRATIONS 1024u
 
 /** urpc_rpc_opts_init() - Fill @o with the defaults (NULL: nothing). Thread: any. */
 URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o);
@@ -535,7 +575,7 @@ struct urpc_rpc_stats {
 	uint64_t drop_bad_hdr;	   /* bad magic/version/type/size */
 	uint64_t drop_bad_session; /* unknown session or wrong token */
 	uint64_t drop_stale;	   /* old request or response numbers */
-	uint64_t unknown_req_type; /* requests answered with -ENOENT */
+	uint64_t unknown_req_type; /* requests answered with -ENOSYS */
 	uint64_t sessions;	   /* sessions currently open */
 	uint64_t sm_pkts_tx;
 	uint64_t sm_pkts_rx;
@@ -644,8 +684,8 @@ URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
  * session_window, a power of two from 1 to URPC_SESSION_WINDOW_MAX; the
  * default URPC_SESSION_WINDOW_DEFAULT). Further ones wait in its queue, up
  * to URPC_SESSION_MAX_WAITING, after which urpc_req_enqueue() returns
- * -ENOMEM until a continuation has run (back-pressure: not an allocation
- * failure; nothing is allocated per request).
+ * -EAGAIN until a continuation has run (back-pressure; nothing is
+ * allocated per request).
  */
 #define URPC_SESSION_WINDOW_DEFAULT 8
 #define URPC_SESSION_WINDOW_MAX 64
@@ -789,7 +829,7 @@ URPC_API int urpc_msgbuf_free(struct urpc_rpc *rpc, struct urpc_msgbuf *mb);
  *
  * @param mb receives the view: buf = @addr, data_size = max_data_size = @len.
  * @return 0, -EINVAL (NULL, len 0, len above URPC_MAX_MSG_SIZE, unknown flags),
- *         -EAGAIN (the cache is full of views in use), -ENOMEM, the
+ *         -EAGAIN (all of opts.max_registrations in use), -ENOMEM, the
  *         transport's error (logged), -EPERM.
  * Ownership: the memory stays the application's; while a view is lent to the
  * engine (a request until its continuation; a response handed to
@@ -827,7 +867,7 @@ URPC_API int urpc_mem_forget(struct urpc_rpc *rpc, void *addr, size_t len);
  *
  * @param status 0 with the response in @resp (resp->data_size set), or
  *               -ECONNRESET (session reset or disconnected), -ETIMEDOUT
- *               (deadline passed), -ENOENT (no handler for the request type on
+ *               (deadline passed), -ENOSYS (no handler for the request type on
  *               the server), -EMSGSIZE (response larger than @resp, or larger
  *               than the buffer the server's handler answered with), -EIO
  *               (the handler answered with a buffer the server could not
@@ -862,7 +902,7 @@ typedef void (*urpc_cont_fn)(struct urpc_rpc *rpc, void *tag, int status, struct
  * @return 0: @cont runs exactly once, later. <0 (it never runs): -EINVAL
  *         (@rpc NULL, bad session, NULL buffers or @cont), -EMSGSIZE
  *         (request above URPC_MAX_MSG_SIZE), -ECONNRESET (session failed or
- *         disconnected), -ENOMEM (the session's window of requests in
+ *         disconnected), -EAGAIN (the session's window of requests in
  *         flight and URPC_SESSION_MAX_WAITING waiting on this session:
  *         back-pressure; run the event loop and retry), -EPERM.
  * Inline: it calls the library's urpc_priv_req_enqueue() (no deadline) or
@@ -1090,7 +1130,8 @@ static inline int urpc_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbu
  * @addr:          the owner's address of the first byte
  * @len:           bytes
  * @key:           the transport's key of the owner's grant
- * @gen:           the exposure's generation (never 0, never reused by the Rpc)
+ * @gen:           the exposure's generation (never 0, never reused by the Rpc);
+ *                 for the application: the owner checks the key, not this
  */
 struct urpc_rbuf {
 	uint16_t version;
@@ -1132,8 +1173,8 @@ struct urpc_rbuf {
  * @return 0; -EINVAL (NULL, @len 0 or above URPC_MAX_MSG_SIZE, no or
  *         unknown access bits, no such session); -ENOTCONN (the session is
  *         not connected); -ENOTSUP (GPU memory on verbs without dma-buf);
- *         -ENOMEM, -EAGAIN (the registration cache is full of memory in
- *         use), the transport's error; -EPERM. Nothing is held on failure.
+ *         -ENOMEM, -EAGAIN (all of opts.max_registrations in use: revoke
+ *         or unregister some, or raise it), the transport's error; -EPERM. Nothing is held on failure.
  * Cold: registration and a grant. When the session ends, the peer can no
  *         longer use the rbuf (the transport revokes its grants); the
  *         registration is held until urpc_mem_revoke() or urpc_rpc_destroy().

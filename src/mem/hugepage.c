@@ -172,8 +172,8 @@ int urpc__hp_alloc(size_t len, unsigned flags, struct urpc_hp_region *out)
 	if (ret)
 		return -ENOMEM;
 	if ((~flags & URPC_HP_FORCE_4K) && !atomic_flag_test_and_set(&warned))
-		URPC_WARN(-1, "no hugepages available, using 4 KiB pages (slower); reserve some "
-			      "with: echo 512 > /proc/sys/vm/nr_hugepages");
+		URPC_INFO(-1, "no hugepages reserved: message buffers use 4 KiB pages (slower); "
+			      "to reserve 2 MiB pages: echo 512 > /proc/sys/vm/nr_hugepages");
 	return 0;
 }
 

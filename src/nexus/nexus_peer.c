@@ -9,6 +9,7 @@
 #include "nexus_peer.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,14 +148,15 @@ void urpc__nxp_put(struct urpc_nx_peers *t, struct urpc_nx_peer *p, uint64_t tok
 	p->tomb_until_ns = now + IDLE_TIMEOUTS * p->timeout_ns;
 }
 
-/* @p failed (@why for the log): every session to it goes. */
-static void fail(struct urpc_nx_peer *p, const char *why)
+/* @p failed (@why for the log, @status for its sessions): every session to it goes. */
+static void fail(struct urpc_nx_peer *p, const char *why, int status)
 {
 	char a[INET_ADDRSTRLEN] = "?";
 
 	inet_ntop(AF_INET, &p->addr.sin_addr, a, sizeof(a));
 	URPC_INFO(-1, "peer Nexus %s:%u failed: %s", a, ntohs(p->addr.sin_port), why);
-	atomic_fetch_add_explicit(&p->fail_gen, 1, memory_order_relaxed);
+	atomic_store_explicit(&p->fail_status, status, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->fail_gen, 1, memory_order_release);
 	p->failed_it++;
 	p->last_heard_ns = 0;
 	memset(p->rpcs, 0, sizeof(p->rpcs));
@@ -166,7 +168,7 @@ static bool seen(struct urpc_nx_peer *p, uint64_t incarnation, uint64_t now)
 	bool moved = false;
 
 	if (p->incarnation && incarnation != p->incarnation) {
-		fail(p, "it restarted");
+		fail(p, "it restarted", -ESTALE);
 		/*
 		 * Both counts are about one incarnation: the new process has
 		 * declared nothing yet, and what we declared of the old one is
@@ -249,7 +251,7 @@ bool urpc__nxp_heard(struct urpc_nx_peers *t, const struct sockaddr_in *addr, ui
 	moved = seen(p, incarnation, now);
 	/* Its first heartbeat sets the count; only a later rise is news. */
 	if (p->hb_known && it_failed > p->it_failed) {
-		fail(p, "it declared this process failed");
+		fail(p, "it heard no heartbeat from this process", -EHOSTDOWN);
 		moved = true;
 	}
 	p->it_failed = it_failed;
@@ -311,7 +313,7 @@ uint64_t urpc__nxp_tick(struct urpc_nx_peers *t, uint64_t now, bool *failed,
 		 * host refuses), never as a heartbeat lost.
 		 */
 		if (p->incarnation && p->last_heard_ns && now - p->last_heard_ns > p->timeout_ns) {
-			fail(p, "no heartbeat");
+			fail(p, "no heartbeat", -EHOSTDOWN);
 			*failed = true;
 		}
 		if (now >= p->next_ping_ns) {

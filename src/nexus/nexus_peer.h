@@ -43,6 +43,12 @@ extern "C" {
 struct urpc_nx_peer {
 	struct sockaddr_in addr; /* the peer's Nexus */
 	_Atomic uint32_t fail_gen;
+	/*
+	 * Why it last failed, for its sessions' RESET events: -EHOSTDOWN
+	 * (heartbeats stopped, either way) or -ESTALE (it restarted). Written
+	 * before fail_gen advances (release), read after (urpc__nxp_fail_status).
+	 */
+	_Atomic int fail_status;
 	_Atomic uint32_t rpc_gen[URPC_NXP_RPCS];
 	/*
 	 * Advances when the peer attached or detached an Rpc that no heartbeat
@@ -193,6 +199,13 @@ void urpc__nxp_clear(struct urpc_nx_peers *t);
 static inline uint32_t urpc__nxp_fail_gen(const struct urpc_nx_peer *p)
 {
 	return atomic_load_explicit(&p->fail_gen, memory_order_relaxed);
+}
+
+/* Why the peer failed, once its fail_gen has moved on. Thread: any. */
+static inline int urpc__nxp_fail_status(const struct urpc_nx_peer *p)
+{
+	atomic_thread_fence(memory_order_acquire); /* pairs with fail()'s release */
+	return atomic_load_explicit(&p->fail_status, memory_order_relaxed);
 }
 
 static inline uint32_t urpc__nxp_probe_gen(const struct urpc_nx_peer *p)

@@ -212,7 +212,7 @@ int urpc__cli_enqueue(struct urpc_rpc *rpc, int session, unsigned type_flags,
 	if (unlikely(s->state != URPC_SESS_CONNECTED && s->state != URPC_SESS_CONNECTING))
 		return -ECONNRESET;
 	if (unlikely(s->cli.wq_tail - s->cli.wq_head == URPC_SESSION_WAITQ))
-		return -ENOMEM; /* the queue is full: a continuation makes room */
+		return -EAGAIN; /* the queue is full: a continuation makes room */
 	req->priv_sess = (uint32_t)session;
 	resp->priv_sess = (uint32_t)session;
 	urpc__cli_mark_busy(rpc, s);

@@ -455,8 +455,10 @@ static void idle_wait(struct urpc_rpc *rpc, uint64_t end_ns)
 	if (fd < 0) {
 		/* -EBUSY: the transport has work of its own that needs polling. */
 		if (fd != -EBUSY)
-			URPC_WARN_RATELIMIT(rpc->id, "wait_arm failed, busy-polling: %s",
-					    urpc_strerror(fd));
+			URPC_WARN_RATELIMIT(
+				rpc->id,
+				"cannot arm the idle wait (%s): this Rpc busy-polls instead of sleeping",
+				urpc_strerror(fd));
 		goto out_end;
 	}
 	/* The last look; its clock read (rpc->now) also times the sleep. */
@@ -480,7 +482,8 @@ static void idle_wait(struct urpc_rpc *rpc, uint64_t end_ns)
 		rpc->st.idle_wakeups++;
 		rpc->st.idle_sm_wakeups += signalled;
 	} else if (ret < 0 && errno != EINTR) {
-		URPC_WARN_RATELIMIT(rpc->id, "ppoll: %s", urpc_strerror(-errno));
+		URPC_WARN_RATELIMIT(rpc->id, "the idle wait failed (%s): polling again",
+				    urpc_strerror(-errno));
 	}
 	rpc->tp->ops->wait_ack(rpc->tp);
 out_end:

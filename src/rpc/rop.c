@@ -316,6 +316,13 @@ void urpc__rop_comp(struct urpc_rpc *rpc, const struct urpc_tp_comp *c)
 	t->posted--;
 	b->posted--;
 	status = user_status(c->status);
+	if (unlikely(status == -EACCES)) {
+		struct urpc_session *s = urpc__rpc_session(rpc, (int)b->sess_num);
+
+		/* Refused because its session is ending (the owner revoked with it): the end is why. */
+		if (!s || s->state != URPC_SESS_CONNECTED)
+			status = -ECONNRESET;
+	}
 	if (unlikely(!status && !t->op[i].write && urpc__mb_gpu(&t->op[i].buf)))
 		status = gpu_stage(&t->op[i], true);
 	op_free(t, i);

@@ -55,6 +55,7 @@ URPC_API void urpc_rpc_opts_init(struct urpc_rpc_opts *o)
 	o->cuda_device = -1;
 	o->idle_block_us = 20;
 	o->session_window = URPC_SESSION_WINDOW_DEFAULT;
+	o->max_registrations = URPC_RPC_DEFAULT_MAX_REGISTRATIONS;
 }
 
 static int check_opts(const struct urpc_rpc_opts *o, uint8_t rpc_id)
@@ -66,9 +67,10 @@ static int check_opts(const struct urpc_rpc_opts *o, uint8_t rpc_id)
 	}
 	if (!o->rto_us || o->rto_max_us < o->rto_us || !o->ping_interval_ms ||
 	    o->peer_timeout_ms <= o->ping_interval_ms || !o->connect_timeout_ms ||
-	    !o->max_sessions || o->max_sessions > (1u << 24)) {
+	    !o->max_sessions || o->max_sessions > (1u << 24) || o->max_registrations > (1u << 20)) {
 		URPC_ERR(rpc_id, "invalid Rpc options (timeouts must be nonzero, rto_max >= rto, "
-				 "peer_timeout > ping_interval, 1 <= max_sessions <= 2^24)");
+				 "peer_timeout > ping_interval, 1 <= max_sessions <= 2^24, "
+				 "max_registrations <= 2^20)");
 		return -EINVAL;
 	}
 	return 0;
@@ -205,6 +207,8 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 		ro.dereg = urpc__tp_regcache_dereg;
 		ro.ctx = rpc->tp;
 		ro.align = 1; /* exactly the application's bytes, never its neighbours */
+		if (o->max_registrations)
+			ro.max_entries = o->max_registrations;
 		ret = urpc__regcache_create(&ro, &rpc->regcache);
 		if (ret)
 			goto out_pool;

@@ -332,7 +332,7 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 	if (unlikely(!hd->fn)) {
 		rpc->st.unknown_req_type++;
 		sl->cur_req_num = req_num;
-		server_error_resp(rpc, s, sl, h->req_type, ENOENT);
+		server_error_resp(rpc, s, sl, h->req_type, ENOSYS);
 		return;
 	}
 	if (unlikely(h->flags & URPC_PKT_F_LARGE)) {

@@ -126,11 +126,17 @@ static void probe(struct urpc_rpc *rpc, struct urpc_session *s)
 	}
 }
 
-/* Has the peer process of established session @s failed, or its Rpc gone? */
-static bool peer_failed(const struct urpc_session *s)
+/*
+ * Has the peer process of established session @s failed, or its Rpc gone? 0 if not,
+ * else why: -EHOSTDOWN (no heartbeats), -ESTALE (restarted), -ECONNRESET (its Rpc went).
+ */
+static int peer_failed(const struct urpc_session *s)
 {
-	return urpc__nxp_fail_gen(s->nxp) != s->nx_fail_gen ||
-	       urpc__nxp_rpc_gen(s->nxp, s->remote_rpc_id) != s->nx_rpc_gen;
+	if (urpc__nxp_fail_gen(s->nxp) != s->nx_fail_gen)
+		return urpc__nxp_fail_status(s->nxp);
+	if (urpc__nxp_rpc_gen(s->nxp, s->remote_rpc_id) != s->nx_rpc_gen)
+		return -ECONNRESET;
+	return 0;
 }
 
 /* Both ways into CONNECTED: the peer and token are known, the datapath header can be built. */
@@ -247,7 +253,8 @@ void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum
 		rpc->st.resets++;
 		URPC_INFO(rpc->id, "session %u to rpc %u reset: %s", s->local_num, s->remote_rpc_id,
 			  urpc_strerror(status));
-		urpc__cli_fail_all(rpc, s, status);
+		/* Requests fail with -ECONNRESET; the event says why. */
+		urpc__cli_fail_all(rpc, s, -ECONNRESET);
 		raise_event(rpc, s, URPC_SM_RESET, status);
 		client_failed_free(rpc, s, num);
 		return;
@@ -389,7 +396,7 @@ static void check_peers(struct urpc_rpc *rpc)
 		if (!s || s->state != URPC_SESS_CONNECTED)
 			continue;
 		if (peer_failed(s))
-			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
+			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, peer_failed(s));
 		else if (s->role == URPC_ROLE_CLIENT)
 			probe(rpc, s);
 	}
@@ -439,7 +446,7 @@ void urpc__session_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 
 	/* Liveness is the Nexus's (nexus_peer.h): only its verdict is read here. */
 	if (s->state == URPC_SESS_CONNECTED && unlikely(peer_failed(s))) {
-		urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
+		urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, peer_failed(s));
 		return;
 	}
 	if (s->role == URPC_ROLE_SERVER)

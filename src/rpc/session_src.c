@@ -86,7 +86,7 @@ int urpc__src_admit(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 				    "came from %s (a session's datapath must be on the host that "
 				    "connects)",
 				    urpc_transport_str(rpc->tp->kind), ep, from);
-		return -EACCES;
+		return -EADDRNOTAVAIL;
 	}
 	n = urpc__src_count(rpc, ip);
 	if (rpc->src_count && n >= rpc->src_limit) {
@@ -107,7 +107,7 @@ const char *urpc__src_refusal_str(int status)
 	case -ENOSPC:
 		return "it is at a session limit (its urpc_rpc_opts.max_sessions, or "
 		       "max_sessions_per_source for this address; its log says which)";
-	case -EACCES:
+	case -EADDRNOTAVAIL:
 		return "our endpoint is not on the address our connect came from (bind the "
 		       "Nexus, whose address the transport uses, to the one that reaches it)";
 	case -ENOMEM:

@@ -54,7 +54,7 @@ void urpc__src_fini(struct urpc_rpc *rpc);
 uint32_t urpc__src_count(const struct urpc_rpc *rpc, uint32_t ip);
 
 /*
- * May CONNECT_REQ @p open a server session? 0; -EACCES (its endpoint is
+ * May CONNECT_REQ @p open a server session? 0; -EADDRNOTAVAIL (its endpoint is
  * on another host) or -ENOSPC (its source is at the limit), each logged
  * with what to change.
  */

@@ -26,7 +26,7 @@ static __attribute__((noinline)) void flush_rest(struct urpc_rpc *rpc, int n)
 			done += (unsigned)n;
 	}
 	if (unlikely(n < 0))
-		URPC_ERR_RATELIMIT(rpc->id, "tx_burst failed: %s", urpc_strerror(n));
+		URPC_ERR_RATELIMIT(rpc->id, "sending datagrams failed: %s", urpc_strerror(n));
 	rpc->st.pkts_tx += done;
 	if (done < rpc->ntx && done > 0)
 		memmove(rpc->tx, rpc->tx + done, (rpc->ntx - done) * sizeof(rpc->tx[0]));

@@ -256,7 +256,7 @@ static __attribute__((noinline)) int tx_now_slow(struct loop_ep *ep, struct urpc
 	const struct urpc_tp_tx t = {.peer = peer, .hdr = buf, .hdr_len = len};
 
 	if (!peer || len > ep->base.mtu) {
-		URPC_ERR_RATELIMIT(ep->base.id, "tx_now of %u bytes refused: %s", len,
+		URPC_ERR_RATELIMIT(ep->base.id, "a datagram of %u bytes was not sent: %s", len,
 				   peer ? "longer than the MTU" : "no peer");
 		return peer ? -EMSGSIZE : -EINVAL;
 	}

@@ -79,7 +79,9 @@ static int resolve_default(const struct urpc_tp_cfg *cfg, enum urpc_transport_ki
 		if (ret == 0) {
 			*out = URPC_TRANSPORT_VERBS;
 			if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-				URPC_INFO(-1, "transport: verbs on %s:%u (active RDMA port)",
+				URPC_INFO(-1,
+					  "transport: verbs on %s:%u (active RDMA port); "
+					  "URPC_TRANSPORT=udp|verbs|loop chooses another",
 					  port.dev, port.port);
 			return 0;
 		}
@@ -89,8 +91,25 @@ static int resolve_default(const struct urpc_tp_cfg *cfg, enum urpc_transport_ki
 	}
 	*out = URPC_TRANSPORT_UDP;
 	if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-		URPC_INFO(-1, "transport: udp (%s)", why);
+		URPC_INFO(-1, "transport: udp (%s); URPC_TRANSPORT=udp|verbs|loop chooses another",
+			  why);
 	return 0;
+}
+
+URPC_API int urpc_transport_resolve(enum urpc_transport_kind kind, enum urpc_transport_kind *out)
+{
+	struct urpc_tp_cfg cfg;
+
+	if (!out)
+		return -EINVAL;
+	if (kind != URPC_TRANSPORT_DEFAULT) {
+		*out = kind;
+		return 0;
+	}
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.kind = kind;
+	cfg.numa_node = -1;
+	return resolve_default(&cfg, out);
 }
 
 int urpc__tp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)

@@ -1,4 +1,10 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * Logging: the level (URPC_LOG, urpc_log_set_level), the line's format and
+ * the sink. Lines name the module, function and source line only at level
+ * DBG: at the others a line is for the user, who acts on its text.
+ * Calls: libc only.
+ */
 #include "log.h"
 
 #include <errno.h>
@@ -13,19 +19,35 @@ static _Atomic(urpc_log_fn) log_sink;
 static void *_Atomic log_sink_arg;
 static atomic_int log_level = -1; /* -1: not read from the environment yet */
 
-static int level_from_env(void)
+#ifdef URPC_DEBUG
+#define HAVE_DBG_LINES 1
+#else
+#define HAVE_DBG_LINES 0
+#endif
+
+/* What URPC_LOG says, and through *@note a line to print about it (or NULL). */
+static int level_from_env(const char **note)
 {
 	const char *s = getenv("URPC_LOG");
 
-	if (!s)
-		return URPC_LOG_INFO;
-	if (!strcmp(s, "err"))
-		return URPC_LOG_ERR;
-	if (!strcmp(s, "warn"))
+	*note = NULL;
+	if (!s || !*s)
 		return URPC_LOG_WARN;
-	if (!strcmp(s, "dbg") || !strcmp(s, "debug"))
+	if (!strcmp(s, "err") || !strcmp(s, "error"))
+		return URPC_LOG_ERR;
+	if (!strcmp(s, "warn") || !strcmp(s, "warning"))
+		return URPC_LOG_WARN;
+	if (!strcmp(s, "info"))
+		return URPC_LOG_INFO;
+	if (!strcmp(s, "dbg") || !strcmp(s, "debug")) {
+		if (!HAVE_DBG_LINES)
+			*note = "URPC_LOG=dbg: this is a release build, which has no debug lines "
+				"(configure with -DURPC_DEBUG=ON for them); showing the other lines "
+				"with their source locations";
 		return URPC_LOG_DBG;
-	return URPC_LOG_INFO;
+	}
+	*note = "URPC_LOG is none of err, warn, info, dbg: using warn";
+	return URPC_LOG_WARN;
 }
 
 int urpc__log_enabled(enum urpc_log_level level)
@@ -33,10 +55,13 @@ int urpc__log_enabled(enum urpc_log_level level)
 	int cur = atomic_load_explicit(&log_level, memory_order_relaxed);
 
 	if (cur < 0) {
-		int env = level_from_env();
+		const char *note;
+		int env = level_from_env(&note);
 
 		/* Whoever wins stores the same value; a concurrent setter wins. */
-		atomic_compare_exchange_strong(&log_level, &cur, env);
+		if (atomic_compare_exchange_strong(&log_level, &cur, env) && note)
+			urpc__log(URPC_LOG_WARN, URPC_LOG_MODULE, __func__, __LINE__, -1, "%s",
+				  note);
 		cur = atomic_load_explicit(&log_level, memory_order_relaxed);
 	}
 	return (int)level <= cur;
@@ -74,6 +99,7 @@ void urpc__log(enum urpc_log_level level, const char *module, const char *func, 
 	int saved_errno = errno;
 	char msg[512];
 	char out[640];
+	char where[160] = "", id[24] = "";
 	urpc_log_fn fn;
 	va_list ap;
 
@@ -81,11 +107,11 @@ void urpc__log(enum urpc_log_level level, const char *module, const char *func, 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	if (ctx >= 0)
-		snprintf(out, sizeof(out), "urpc %s %s:%s:%d [%ld] %s", urpc_log_level_str(level),
-			 module, func, line, ctx, msg);
-	else
-		snprintf(out, sizeof(out), "urpc %s %s:%s:%d %s", urpc_log_level_str(level), module,
-			 func, line, msg);
+		snprintf(id, sizeof(id), " [%ld]", ctx);
+	/* Where in the source: for whoever debugs urpc, at level DBG only. */
+	if (atomic_load_explicit(&log_level, memory_order_relaxed) >= URPC_LOG_DBG)
+		snprintf(where, sizeof(where), " %s:%s:%d", module, func, line);
+	snprintf(out, sizeof(out), "urpc %s%s%s %s", urpc_log_level_str(level), where, id, msg);
 
 	fn = atomic_load(&log_sink);
 	if (fn)

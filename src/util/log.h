@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Logging. URPC_ERR/WARN/INFO(ctx, fmt, ...) prefix the module, function and
- * line, and the object id @ctx (an Rpc or transport id; -1 for none). They
- * preserve errno. URPC_DBG compiles to nothing unless URPC_DEBUG is defined.
+ * Logging. URPC_ERR/WARN/INFO(ctx, fmt, ...) prefix the level and the object
+ * id @ctx (an Rpc or transport id; -1 for none), and at level DBG also the
+ * module, function and line. They preserve errno. The default level is WARN:
+ * a healthy start prints nothing. A line at WARN or ERR says what happened
+ * and what to do, in the user's terms (options, environment variables),
+ * never the library's internal names. URPC_DBG compiles to nothing unless
+ * URPC_DEBUG is defined.
  * Datapath callers use the _RATELIMIT forms, which print at most one line a
  * second per call site and count the rest.
  */

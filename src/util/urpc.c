@@ -13,45 +13,70 @@ URPC_API const char *urpc_version(void)
 	return STR(URPC_VERSION_MAJOR) "." STR(URPC_VERSION_MINOR) "." STR(URPC_VERSION_PATCH);
 }
 
+/*
+ * One meaning per status, in urpc's terms; docs/API.md, "Status codes",
+ * has the same table with the caller's action for each.
+ */
 URPC_API const char *urpc_strerror(int status)
 {
 	switch (status) {
 	case 0:
 		return "success";
 	case -EAGAIN:
-		return "resource temporarily exhausted (no slot, credit or ring space); poll and retry";
+		return "back-pressure: no free slot, credit, queue entry, ring space or "
+		       "registration (max_registrations) now; run the event loop and retry";
 	case -EINVAL:
-		return "invalid argument";
+		return "invalid argument or option (the log names it)";
 	case -ENOMEM:
-		return "out of memory";
+		return "out of memory (an allocation, or the Rpc's 1 GiB message-buffer pool)";
 	case -EMSGSIZE:
-		return "message too large for this path";
+		return "message too large (above URPC_MAX_MSG_SIZE, or the response above its "
+		       "buffer)";
 	case -EACCES:
-		return "remote access denied (wrong key or out of the registered bounds)";
+		return "remote memory access refused (wrong or revoked key, outside the exposed "
+		       "bytes, or access not granted)";
 	case -ETIMEDOUT:
-		return "timed out";
+		return "timed out (the request's deadline, the connect time-out or the "
+		       "one-sided time-out passed)";
 	case -ECONNRESET:
-		return "session reset";
+		return "session ended (reset by the peer, its Rpc gone, or disconnected here)";
+	case -EHOSTDOWN:
+		return "peer process failed: no heartbeat between the two processes within "
+		       "peer_timeout_ms";
+	case -ESTALE:
+		return "peer process restarted: sessions with the old process are gone";
 	case -ECONNREFUSED:
-		return "connection refused by the peer";
+		return "connect refused: no urpc Nexus answers at that address";
 	case -EHOSTUNREACH:
 		return "peer unreachable";
-	case -EPERM:
-		return "called from a thread that does not own the object";
-	case -EBUSY:
-		return "object still has live children or work in flight";
-	case -ENODEV:
-		return "no such device";
-	case -ENOTSUP:
-		return "operation not supported by this transport";
-	case -EEXIST:
-		return "already exists";
 	case -ENOENT:
-		return "not found";
+		return "no such Rpc: the peer's Nexus has no Rpc with that id";
+	case -ENOSYS:
+		return "no handler for this request type on the server";
+	case -ENOSPC:
+		return "too many sessions (max_sessions, or max_sessions_per_source on the "
+		       "server)";
+	case -EADDRNOTAVAIL:
+		return "address mismatch: the client's endpoint is not on the address its "
+		       "connect came from";
+	case -ENOTCONN:
+		return "session not connected yet";
+	case -EPERM:
+		return "called from a thread that does not own the Rpc";
+	case -EBUSY:
+		return "still in use: live children, lent buffers or work in flight";
+	case -ENODEV:
+		return "no usable RDMA device or port";
+	case -ENOTSUP:
+		return "not supported by this transport or build";
+	case -EEXIST:
+		return "already exists (an Rpc id or a handler's request type)";
+	case -EADDRINUSE:
+		return "address in use: another process holds that port";
 	case -EIO:
-		return "I/O error";
+		return "transport or device I/O error (a payload could not be moved)";
 	case -EPROTO:
-		return "protocol error";
+		return "protocol mismatch (another transport, or a malformed packet)";
 	case -ECANCELED:
 		return "canceled";
 	}

@@ -330,7 +330,7 @@ static void enqueue(uint8_t type, size_t size, size_t resp_size, uint32_t timeou
 		 * taken by a server session a forged CONNECT_REQ opened on the
 		 * client's Rpc): it never runs.
 		 */
-		FUZZ_CHECK(ret == -ENOMEM || ret == -ECONNRESET ||
+		FUZZ_CHECK(ret == -EAGAIN || ret == -ECONNRESET ||
 				   (ret == -EINVAL && !cli_session()),
 			   "enqueue: %s", urpc_strerror(ret));
 		urpc_msgbuf_free(w.cli, &c->req);

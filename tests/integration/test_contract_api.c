@@ -1133,7 +1133,7 @@ static void full_session_queue(unsigned win)
 			     0, "request %u", i);
 	cr_assert_eq(
 		urpc_req_enqueue(W.cli, W.sess, REQ_ECHO, &c[n].req, &c[n].resp, cont, &c[n], 0),
-		-ENOMEM);
+		-EAGAIN);
 	for (i = 0; i < n; i++) {
 		cr_assert(wait_count(&c[i].runs, 1, 5000), "request %u", i);
 		cr_assert_eq(c[i].status, 0);

@@ -878,7 +878,7 @@ Test(E2E_NAME, request_type_without_handler_gets_enoent, .timeout = TEST_TIMEOUT
 		urpc_req_enqueue(W.rpc[CLI], s, REQ_UNKNOWN, &c.req, &c.resp, client_cont, &c, 0),
 		0);
 	wait_done(&W, &c);
-	cr_assert_eq(c.status, -ENOENT, "status %d (%s), want -ENOENT", c.status,
+	cr_assert_eq(c.status, -ENOSYS, "status %d (%s), want -ENOSYS", c.status,
 		     urpc_strerror(c.status));
 	cr_assert_eq(W.done[5], 1);
 	get_stats(W.rpc[SRV_A], &a);

@@ -1087,7 +1087,9 @@ Test(lifecycle, server_process_killed_then_restarted, .timeout = TEST_TIMEOUT_S,
 	}
 	e = find_ev(&L.cli_ev, s, URPC_SM_RESET, 0);
 	cr_assert_not_null(e, "no RESET within 3 s of the server's death");
-	cr_assert_eq(e->status, -ECONNRESET);
+	/* The event names the cause; the requests it ended got -ECONNRESET. */
+	cr_assert_eq(e->status, -EHOSTDOWN, "RESET status %d (%s), want -EHOSTDOWN", e->status,
+		     urpc_strerror(e->status));
 	cr_assert_leq(e->t_us - t_kill, (1500 + SLACK_MS) * 1000ull, "RESET after %llu ms",
 		      (unsigned long long)(e->t_us - t_kill) / 1000u);
 	for (i = 0; i < win; i++) {
@@ -1126,6 +1128,65 @@ Test(lifecycle, server_process_killed_then_restarted, .timeout = TEST_TIMEOUT_S,
 	cr_assert_eq(L.handler_errors, 0);
 	cr_assert_eq(L.double_conts, 0);
 	disconnect_wait(&L, s);
+	stop_server(1, stop_fd);
+	ctx_free(&L, win);
+	cr_assert_eq(urpc_rpc_destroy(L.cli), 0);
+	cr_assert_eq(urpc_nexus_destroy(L.nx), 0);
+}
+
+/*
+ * A server process that restarts on its address before the client's
+ * peer_timeout_ms: the client's Nexus hears the new process in its
+ * heartbeats and resets the session with -ESTALE (restarted), not
+ * -EHOSTDOWN (silent) or a bare -ECONNRESET.
+ */
+Test(lifecycle, restarted_server_process_resets_with_estale, .timeout = TEST_TIMEOUT_S,
+     .fini = reap_children)
+{
+	const unsigned win = 4;
+	struct urpc_rpc_opts co;
+	const struct ev_rec *e;
+	uint16_t port = free_udp_port();
+	uint64_t deadline;
+	int s, stop_fd, status;
+
+	stop_fd = start_server(0, port);
+	memset(&L, 0, sizeof(L));
+	nexus_up(&L, 0);
+	opts(&co, URPC_TRANSPORT_UDP, &L.cli_ev);
+	co.ping_interval_ms = 100;
+	co.peer_timeout_ms = 30000; /* silence alone would take 30 s */
+	cr_assert_eq(urpc_rpc_create(L.nx, CLI_ID, &co, &L.cli), 0);
+	ctx_alloc(&L, win);
+	s = connect_wait(&L, port, SRV_ID);
+	deadline = now_us() + WAIT_MS * 1000u;
+	while (L.completed < 50 && now_us() < deadline) {
+		refill(&L, win, s);
+		pass(&L);
+	}
+	cr_assert_geq(L.completed, 50);
+
+	cr_assert_eq(kill(children[0], SIGKILL), 0);
+	cr_assert_eq(waitpid(children[0], &status, 0), children[0]);
+	children[0] = 0;
+	close(stop_fd);
+	stop_fd = start_server(1, port);
+	/* The next heartbeats reach the new process: a few ping intervals. */
+	deadline = now_us() + WAIT_MS * 1000u;
+	while (!find_ev(&L.cli_ev, s, URPC_SM_RESET, 0) && now_us() < deadline)
+		pass(&L);
+	e = find_ev(&L.cli_ev, s, URPC_SM_RESET, 0);
+	cr_assert_not_null(e, "no RESET after the server process restarted");
+	cr_assert_eq(e->status, -ESTALE, "RESET status %d (%s), want -ESTALE", e->status,
+		     urpc_strerror(e->status));
+	deadline = now_us() + WAIT_MS * 1000u;
+	for (unsigned i = 0; i < win; i++) {
+		while (L.ctx[i].busy && now_us() < deadline)
+			pass(&L);
+		cr_assert_not(L.ctx[i].busy, "request %u never completed", i);
+		cr_assert(L.ctx[i].status == 0 || L.ctx[i].status == -ECONNRESET, "status %s",
+			  urpc_strerror(L.ctx[i].status));
+	}
 	stop_server(1, stop_fd);
 	ctx_free(&L, win);
 	cr_assert_eq(urpc_rpc_destroy(L.cli), 0);

@@ -39,6 +39,7 @@
 #define T_RBUF 2  /* the handler fills the region and answers with an rbuf of it */
 #define WAIT_NS 30000000000ull
 #define REGION (1u << 20)
+#define MAX_REGS 64 /* the server Rpc's max_registrations */
 
 static struct {
 	struct urpc_nexus *nx;
@@ -189,7 +190,9 @@ static void world_up(void)
 	if (RMEM_KIND == URPC_TRANSPORT_UDP)
 		o.one_sided_timeout_ms = URPC_OS_TIMEOUT_MIN_NS / 1000000;
 	o.device = getenv("URPC_TEST_DEVICE_B");
+	o.max_registrations = MAX_REGS; /* test registrations_limit */
 	cr_assert_eq(urpc_rpc_create(W.nx, 1, &o, &W.srv), 0);
+	o.max_registrations = URPC_RPC_DEFAULT_MAX_REGISTRATIONS;
 	o.device = getenv("URPC_TEST_DEVICE_A");
 	cr_assert_eq(urpc_rpc_create(W.nx, 2, &o, &W.a), 0);
 	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(W.nx));
@@ -802,6 +805,113 @@ Test(RMEM_NAME, session_reset_mid_batch)
 	cr_assert_eq(urpc_rpc_destroy(W.srv), 0);
 	W.srv = NULL;
 	cr_assert_eq(op_wait(&o), -ECONNRESET);
+	books_ok(W.a);
+	cr_assert_eq(urpc_msgbuf_free(W.a, &l), 0);
+}
+
+/*
+ * The client disconnects its own session with a batch in flight: the batch
+ * ends with -ECONNRESET on every transport (loop once said -EACCES, the
+ * owner's grants being revoked with the session before its operations ran).
+ */
+Test(RMEM_NAME, own_disconnect_mid_batch)
+{
+	enum { N = 500 };
+	struct urpc_rbuf rb = expose(URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES);
+	struct urpc_rdma_op ops[N];
+	struct urpc_rpc_stats st;
+	struct urpc_msgbuf l;
+	struct op o = {0};
+	uint64_t end;
+	size_t k;
+
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, N * 64, &l), 0);
+	for (k = 0; k < N; k++)
+		ops[k] = (struct urpc_rdma_op){
+			k % 2 ? URPC_RDMA_READ : URPC_RDMA_WRITE, &l, k * 64, &rb, k * 64, 64};
+	cr_assert_eq(urpc_rdma_submit(W.a, W.sa, ops, N, 0, op_cont, &o), 0);
+	pump(); /* some are served, most are not */
+	cr_assert_eq(urpc_session_disconnect(W.a, W.sa), 0);
+	/* The disconnect leaves; the owner drops its side (and its grants) first. */
+	cr_assert_eq(urpc_rpc_run_event_loop_once(W.a), 0);
+	end = urpc__now_ns() + WAIT_NS;
+	do {
+		cr_assert_lt(urpc__now_ns(), end, "the owner did not see the disconnect");
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.srv), 0);
+		cr_assert_eq(urpc_rpc_get_stats(W.srv, &st), 0);
+	} while (st.sessions);
+	cr_assert_eq(op_wait(&o), -ECONNRESET, "status %d (%s)", o.status, urpc_strerror(o.status));
+	books_ok(W.a);
+	cr_assert_eq(urpc_msgbuf_free(W.a, &l), 0);
+}
+
+/*
+ * urpc_rpc_opts.max_registrations: the server holds MAX_REGS exposures of
+ * distinct ranges; one more is -EAGAIN until one is revoked. Out of range
+ * is -EINVAL at create.
+ */
+Test(RMEM_NAME, registrations_limit)
+{
+	struct urpc_rbuf rb[MAX_REGS + 1];
+	struct urpc_rpc_opts o;
+	struct urpc_rpc *bad = NULL;
+	unsigned i;
+
+	for (i = 0; i < MAX_REGS; i++)
+		cr_assert_eq(urpc_mem_expose(W.srv, W.srv_sa, W.mem + i * 4096, 4096,
+					     URPC_MEM_PEER_READS, &rb[i]),
+			     0, "exposure %u", i);
+	cr_assert_eq(urpc_mem_expose(W.srv, W.srv_sa, W.mem + i * 4096, 4096, URPC_MEM_PEER_READS,
+				     &rb[i]),
+		     -EAGAIN);
+	cr_assert_eq(urpc_mem_revoke(W.srv, &rb[0]), 0);
+	cr_assert_eq(urpc_mem_expose(W.srv, W.srv_sa, W.mem + i * 4096, 4096, URPC_MEM_PEER_READS,
+				     &rb[i]),
+		     0, "room again after a revoke");
+	for (i = 1; i <= MAX_REGS; i++)
+		cr_assert_eq(urpc_mem_revoke(W.srv, &rb[i]), 0);
+	urpc_rpc_opts_init(&o);
+	cr_assert_eq(o.max_registrations, 1024, "the documented default");
+	o.transport = RMEM_KIND;
+	o.max_registrations = (1u << 20) + 1;
+	cr_assert_eq(urpc_rpc_create(W.nx, 9, &o, &bad), -EINVAL);
+}
+
+/*
+ * docs/API.md: a WRITE that failed may still land. On udp the chunks the
+ * writer sent before its deadline passed sit in the owner's socket while the
+ * owner does not poll; when it polls again it writes them, although the
+ * writer's continuation reported -ETIMEDOUT. (loop copies at once, within
+ * the call that serves it; on verbs the NIC writes without the owner.)
+ */
+Test(RMEM_NAME, write_that_timed_out_may_land_later)
+{
+	enum { LEN = 64 * 1024 };
+	struct urpc_rbuf rb;
+	struct urpc_msgbuf l;
+	struct op o = {0};
+	uint64_t end;
+	size_t k, landed = 0;
+
+	if (RMEM_KIND != URPC_TRANSPORT_UDP)
+		cr_skip_test("udp's owner serves chunks as it polls: the case this documents");
+	rb = expose(URPC_MEM_PEER_READS | URPC_MEM_PEER_WRITES);
+	cr_assert_eq(urpc_msgbuf_alloc(W.a, LEN, &l), 0);
+	for (k = 0; k < LEN; k++) /* differs from pat() everywhere */
+		l.buf[k] = (uint8_t)~pat(k, 0);
+	cr_assert_eq(urpc_rdma_write(W.a, W.sa, &l, 0, &rb, 0, LEN, op_cont, &o, 20), 0);
+	cr_assert_eq(op_wait_srv(&o, false), -ETIMEDOUT); /* the owner never polled */
+	end = urpc__now_ns() + WAIT_NS;
+	while (!landed && urpc__now_ns() < end) {
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.srv), 0);
+		for (k = 0; k < LEN; k++)
+			landed += W.mem[k] == l.buf[k];
+	}
+	cr_log_info("%zu of %u bytes landed after the writer's -ETIMEDOUT", landed, LEN);
+	cr_assert_gt(landed, 0, "nothing landed: docs/API.md says a timed-out WRITE may");
+	cr_assert_eq(urpc_mem_revoke(W.srv, &rb), 0);
+	for (k = 0; k < LEN; k++)
+		W.mem[k] = pat(k, 0);
 	books_ok(W.a);
 	cr_assert_eq(urpc_msgbuf_free(W.a, &l), 0);
 }

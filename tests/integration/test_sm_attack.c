@@ -10,7 +10,7 @@
  * - the reflection ratio: every answer to an unauthenticated datagram (all
  *   types, random fields, wrong cookies, garbage) is no longer than it;
  * - a session cannot be pointed at a third address: a CONNECT_REQ whose
- *   endpoint is not on its source host is refused with -EACCES, and nothing
+ *   endpoint is not on its source host is refused with -EADDRNOTAVAIL, and nothing
  *   reaches the address it named;
  * - a client process gets one cookie per server Nexus, not one per session;
  * - limits refuse with -ENOSPC and reset nobody: the per-source limit
@@ -685,7 +685,7 @@ Test(sm_attack, a_session_cannot_be_pointed_at_a_third_address, .timeout = 60)
 	vic = sock_on(THIRD_HOST, &third);
 	own_fd = sock_on(EVIL_HOST, &own);
 
-	cr_assert_eq(crafted_connect(fd, &from, &third, 0x7e57), -EACCES);
+	cr_assert_eq(crafted_connect(fd, &from, &third, 0x7e57), -EADDRNOTAVAIL);
 	cr_assert_eq(server_sessions(), 0, "no session for an endpoint on another host");
 	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
 	cr_assert_eq(st.connects_refused, 1);

@@ -309,7 +309,7 @@ Test(VIEW_NAME, errors_get_an_empty_view_once, .timeout = 120)
 
 	world_up();
 	alloc_reqs(r, 4);
-	/* No handler: -ENOENT. */
+	/* No handler: -ENOSYS. */
 	fill(&r[0], 16, 1);
 	cr_assert_eq(send(&r[0], T_NONE, 0), 0);
 	/* A large response cannot be viewed: -EMSGSIZE (a copying request reads it whole). */
@@ -324,7 +324,7 @@ Test(VIEW_NAME, errors_get_an_empty_view_once, .timeout = 120)
 	fill(&r[3], 8, 4);
 	cr_assert_eq(send(&r[3], T_HOLD, 50), 0);
 	wait_all(r, 4);
-	assert_failed_view(&r[0], -ENOENT, "no handler");
+	assert_failed_view(&r[0], -ENOSYS, "no handler");
 	assert_failed_view(&r[1], -EMSGSIZE, "large response");
 	cr_assert_eq(r[2].runs, 1);
 	cr_assert_eq(r[2].status, 0, "the copying request's large response: %s",

@@ -530,11 +530,17 @@ static void cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf
 					  (unsigned long long)r->id, r->resp.max_data_size,
 					  r->resp_len);
 			break;
+		case -ENOSYS: /* no handler for its type */
+			if (r->type != T_NONE)
+				violation("request %llu of type %u (which has a handler) failed "
+					  "with -ENOSYS",
+					  (unsigned long long)r->id, r->type);
+			break;
 		case -ENOENT:
 			/* A connect that failed fails its queued requests with its status. */
-			if (r->type != T_NONE && !r->on_connecting)
-				violation("request %llu of type %u (which has a handler) failed "
-					  "with -ENOENT",
+			if (!r->on_connecting)
+				violation("request %llu of type %u failed with -ENOENT (no such "
+					  "Rpc) outside a connect",
 					  (unsigned long long)r->id, r->type);
 			break;
 		default:
@@ -588,7 +594,7 @@ static int enqueue(struct snode *n, struct sreq *r)
 		W->res->reqs_issued++;
 		return 0;
 	}
-	if (ret != -ENOMEM && ret != -ECONNRESET && ret != -EINVAL)
+	if (ret != -EAGAIN && ret != -ECONNRESET && ret != -EINVAL)
 		violation("node %d: urpc_req_enqueue on session %d returned %d (%s)", n->idx,
 			  r->sess, ret, urpc_strerror(ret));
 	release_bufs(n, r);
@@ -895,7 +901,7 @@ static void rm_ask(struct snode *n)
 		n->rb_asked = true;
 		return;
 	}
-	if (ret != -ENOMEM && ret != -ECONNRESET && ret != -EINVAL)
+	if (ret != -EAGAIN && ret != -ECONNRESET && ret != -EINVAL)
 		violation("node %d: urpc_req_enqueue(RBUF): %s", n->idx, urpc_strerror(ret));
 	urpc_msgbuf_free(n->rpc, &c->req);
 	urpc_msgbuf_free(n->rpc, &c->resp);

@@ -391,7 +391,7 @@ Test(protocol, unknown_request_type_gets_an_error)
 	struct urpc_rpc_stats st;
 
 	env_up(&e);
-	cr_assert_eq(do_rpc(&e, T_NOHANDLER, 16, 0, &c), -ENOENT);
+	cr_assert_eq(do_rpc(&e, T_NOHANDLER, 16, 0, &c), -ENOSYS);
 	cr_assert_eq(c.runs, 1);
 	cr_assert_eq(urpc_rpc_get_stats(e.srv, &st), 0);
 	cr_assert_eq(st.unknown_req_type, 1);

@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <urpc/urpc.h>
@@ -29,8 +30,35 @@ Test(util, strerror_covers_engine_codes)
 	cr_assert(strstr(urpc_strerror(-EAGAIN), "retry") != NULL);
 	cr_assert(strstr(urpc_strerror(-EPERM), "thread") != NULL);
 	/* Codes urpc has no text of its own for fall back to libc's. */
-	cr_assert_str_eq(urpc_strerror(-ENOSPC), strerror(ENOSPC));
+	cr_assert_str_eq(urpc_strerror(-EXDEV), strerror(EXDEV));
 	cr_assert_str_eq(urpc_strerror(12345), "unknown status");
+}
+
+/* Each status names its one cause in urpc's terms (docs/API.md, "Status codes"). */
+Test(util, strerror_names_the_cause)
+{
+	static const int codes[] = {
+		-EAGAIN,     -EINVAL,	     -ENOMEM,	  -EMSGSIZE,	 -EACCES, -ETIMEDOUT,
+		-ECONNRESET, -EHOSTDOWN,     -ESTALE,	  -ECONNREFUSED, -ENOENT, -ENOSYS,
+		-ENOSPC,     -EADDRNOTAVAIL, -ENOTCONN,	  -EPERM,	 -EBUSY,  -ENODEV,
+		-ENOTSUP,    -EEXIST,	     -EADDRINUSE, -EIO,		 -EPROTO};
+	unsigned i, j;
+
+	cr_assert(strstr(urpc_strerror(-ENOSPC), "too many sessions"));
+	cr_assert(strstr(urpc_strerror(-EADDRNOTAVAIL), "address mismatch"));
+	cr_assert(strstr(urpc_strerror(-ENOENT), "no such Rpc"));
+	cr_assert(strstr(urpc_strerror(-ESTALE), "restarted"));
+	cr_assert(strstr(urpc_strerror(-EHOSTDOWN), "heartbeat"));
+	cr_assert(strstr(urpc_strerror(-ENOSYS), "no handler"));
+	cr_assert(strstr(urpc_strerror(-EAGAIN), "back-pressure"));
+	cr_assert_null(strstr(urpc_strerror(-EADDRNOTAVAIL), "key"));
+	for (i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+		cr_assert_str_neq(urpc_strerror(codes[i]), strerror(-codes[i]),
+				  "%d has libc's text", codes[i]);
+		for (j = 0; j < i; j++)
+			cr_assert_str_neq(urpc_strerror(codes[i]), urpc_strerror(codes[j]),
+					  "%d and %d share a text", codes[i], codes[j]);
+	}
 }
 
 Test(util, transport_names_round_trip)
@@ -78,12 +106,58 @@ Test(util, log_sink_level_and_errno)
 	cr_assert_eq(c.level, URPC_LOG_WARN);
 	cr_assert(strstr(c.line, "value 42") != NULL, "line: %s", c.line);
 	cr_assert(strstr(c.line, "[7]") != NULL, "line: %s", c.line);
-	cr_assert(strstr(c.line, __func__) != NULL, "line: %s", c.line);
+	cr_assert(strstr(c.line, __func__) == NULL, "no function names below DBG: %s", c.line);
+	cr_assert_str_eq(c.line, "urpc WARN [7] value 42");
 
 	URPC_INFO(-1, "filtered out");
 	cr_assert_eq(c.calls, 1, "INFO must be dropped at level WARN");
+
+	/* At DBG a line names its source, for whoever debugs the library. */
+	urpc_log_set_level(URPC_LOG_DBG);
+	URPC_INFO(-1, "where");
+	cr_assert_eq(c.calls, 2);
+	cr_assert(strstr(c.line, __func__) != NULL, "line: %s", c.line);
+	cr_assert(strstr(c.line, "where") != NULL, "line: %s", c.line);
 	urpc_log_set_sink(NULL, NULL);
-	urpc_log_set_level(URPC_LOG_INFO);
+	urpc_log_set_level(URPC_LOG_WARN);
+}
+
+/* A process that sets nothing logs at WARN: INFO lines (transport, hugepages) stay quiet. */
+Test(util, log_default_level_is_warn)
+{
+	struct captured c = {0};
+
+	cr_assert_eq(unsetenv("URPC_LOG"), 0);
+	urpc_log_set_sink(capture, &c);
+	URPC_INFO(-1, "healthy start");
+	cr_assert_eq(c.calls, 0, "INFO printed by default: %s", c.line);
+	URPC_WARN(-1, "something to act on");
+	cr_assert_eq(c.calls, 1);
+	urpc_log_set_sink(NULL, NULL);
+}
+
+/* URPC_LOG=info shows INFO; a bad value falls back to warn and says so. */
+Test(util, log_level_from_environment)
+{
+	struct captured c = {0};
+
+	cr_assert_eq(setenv("URPC_LOG", "info", 1), 0);
+	urpc_log_set_sink(capture, &c);
+	URPC_INFO(-1, "shown");
+	cr_assert_eq(c.calls, 1);
+	urpc_log_set_sink(NULL, NULL);
+}
+
+Test(util, log_bad_environment_value_is_reported)
+{
+	struct captured c = {0};
+
+	cr_assert_eq(setenv("URPC_LOG", "verbose", 1), 0);
+	urpc_log_set_sink(capture, &c);
+	URPC_INFO(-1, "hidden");
+	cr_assert_eq(c.calls, 1, "one line about URPC_LOG");
+	cr_assert(strstr(c.line, "URPC_LOG is none of err, warn, info, dbg"), "%s", c.line);
+	urpc_log_set_sink(NULL, NULL);
 }
 
 Test(util, ratelimit_allows_one_line_a_second)
