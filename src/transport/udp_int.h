@@ -99,6 +99,8 @@ extern "C" {
 #define UDP_CTL_BATCH 64u	   /* one-sided datagrams per sendmmsg() */
 #define UDP_OS_OPS 64u		   /* one-sided operations outstanding */
 #define UDP_OS_WINDOW 32u	   /* chunks in flight per operation; <= 64 */
+#define UDP_OS_SLICE 8u		   /* one-sided datagrams per sendmmsg() while receiving */
+#define UDP_OS_SLICES 16u	   /* slices per drain before the rest goes at once */
 #define UDP_RTO_MIN_NS 2000000ull  /* first retransmission after 2 ms */
 #define UDP_RTO_MAX_NS 50000000ull /* doubling up to 50 ms */
 #define UDP_RX_MAX_PASSES 4	   /* recvmmsg() calls per rx_burst() */
@@ -224,7 +226,8 @@ struct udp_tp {
 	struct iovec ctl_iov[UDP_CTL_BATCH][3];
 	struct udp_ctl_hdrs ctl_hdrs[UDP_CTL_BATCH];
 	struct sockaddr_in ctl_dst[UDP_CTL_BATCH];
-	unsigned nctl;
+	unsigned nctl;	  /* queued */
+	unsigned ctl_off; /* of them, sent (urpc__udp_os_flush_some()) */
 
 	/* one-sided state */
 	struct udp_op ops[UDP_OS_OPS];

@@ -277,51 +277,77 @@ static int udp_rx_lone(struct udp_tp *u, uint64_t *now)
 }
 
 /*
- * Drain the socket into free slots: at most UDP_RX_MAX_PASSES recvmmsg()
- * calls. DATA goes to the pending FIFO; one-sided datagrams are served and
- * their slots freed at once. Flushes the replies it queued.
+ * One receive into free slots: DATA goes to the pending FIFO; one-sided
+ * datagrams are served and their slots freed at once. Returns true when
+ * the socket may hold more.
+ */
+static bool udp_rx_pass(struct udp_tp *u, uint64_t *now)
+{
+	unsigned vlen = udp_rx_vlen(u), i;
+	int ret;
+
+	if (vlen == 1) {
+		ret = udp_rx_lone(u, now);
+	} else {
+		if (u->rx_armed < vlen)
+			udp_rx_arm(u, vlen);
+		ret = recvmmsg(u->fd, u->rx_msgs, vlen, MSG_DONTWAIT, NULL);
+	}
+	u->base.stats.sys_rx++;
+	udp_rx_learn(u, ret);
+	if (ret <= 0) {
+		u->base.stats.sys_rx_empty++;
+		if (ret < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+		    errno != ECONNREFUSED)
+			URPC_WARN_RATELIMIT(u->base.id, "recvmmsg: %s", strerror(errno));
+		return false;
+	}
+	if (vlen == 1)
+		return false; /* a lone datagram goes up at once: the caller's next pass probes */
+	/* the filled slots are the top ret ones: pop them */
+	u->nfree -= (unsigned)ret;
+	u->rx_armed = 0;
+	for (i = 0; i < (unsigned)ret; i++) {
+		uint32_t slot = u->rx_slot[i];
+		bool trunc = u->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC;
+
+		urpc__udp_rx_done(u, slot, u->rx_msgs[i].msg_len, trunc, now);
+	}
+	return (unsigned)ret == vlen;
+}
+
+/*
+ * Drain the socket into free slots (at most UDP_RX_MAX_PASSES receives),
+ * then send the one-sided datagrams it queued in slices of UDP_OS_SLICE,
+ * receiving between them (issue 32). A window of chunks served in one
+ * sendmmsg() keeps the thread in the kernel for hundreds of microseconds
+ * on a loaded host, and a small RPC's datagram that arrives meanwhile
+ * waits it out; so once DATA for the caller is pending (one slice at
+ * least each drain, so a flood of DATA cannot starve them) the rest stays
+ * queued (the caller has work: its next drain goes on with it), and after
+ * UDP_OS_SLICES slices without DATA the rest goes at once. A revoke,
+ * a deregistration or a peer's release sends what is queued first
+ * (udp_os.c): nothing queued outlives the grant it reads.
  */
 static void udp_rx_drain(struct udp_tp *u)
 {
 	uint64_t now = 0;
+	unsigned slices = 0;
 	int pass;
 
-	for (pass = 0; pass < UDP_RX_MAX_PASSES && u->nfree; pass++) {
-		unsigned vlen = udp_rx_vlen(u), i;
-		int ret;
-
-		if (vlen == 1) {
-			ret = udp_rx_lone(u, &now);
-		} else {
-			if (u->rx_armed < vlen)
-				udp_rx_arm(u, vlen);
-			ret = recvmmsg(u->fd, u->rx_msgs, vlen, MSG_DONTWAIT, NULL);
-		}
-		u->base.stats.sys_rx++;
-		udp_rx_learn(u, ret);
-		if (ret <= 0) {
-			u->base.stats.sys_rx_empty++;
-			if (ret < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-			    errno != ECONNREFUSED)
-				URPC_WARN_RATELIMIT(u->base.id, "recvmmsg: %s", strerror(errno));
+	for (pass = 0; pass < UDP_RX_MAX_PASSES && u->nfree; pass++)
+		if (!udp_rx_pass(u, &now))
+			break;
+	while (unlikely(u->nctl)) {
+		if (++slices > UDP_OS_SLICES || !u->nfree) {
+			urpc__udp_os_flush(u);
 			break;
 		}
-		if (vlen == 1)
-			break; /* a lone datagram goes up at once: the caller's next pass probes */
-		/* the filled slots are the top ret ones: pop them */
-		u->nfree -= (unsigned)ret;
-		u->rx_armed = 0;
-		for (i = 0; i < (unsigned)ret; i++) {
-			uint32_t slot = u->rx_slot[i];
-			bool trunc = u->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC;
-
-			urpc__udp_rx_done(u, slot, u->rx_msgs[i].msg_len, trunc, &now);
-		}
-		if ((unsigned)ret < vlen)
+		urpc__udp_os_flush_some(u, UDP_OS_SLICE);
+		if (!u->nctl || u->pend_cnt)
 			break;
+		udp_rx_pass(u, &now);
 	}
-	if (unlikely(u->nctl))
-		urpc__udp_os_flush(u);
 }
 
 int urpc__udp_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n)

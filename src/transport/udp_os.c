@@ -26,13 +26,17 @@
 #include "../util/log.h"
 #include "../util/seam.h"
 
-/* Send the queued one-sided datagrams; what does not fit is lost (retried). */
-void urpc__udp_os_flush(struct udp_tp *u)
+/*
+ * Send at most @max of the queued one-sided datagrams; what the socket
+ * refuses is lost (the requester's timer resends), the rest of the queue
+ * with it.
+ */
+void urpc__udp_os_flush_some(struct udp_tp *u, unsigned max)
 {
-	unsigned off = 0;
+	unsigned end = URPC_MIN(u->nctl, u->ctl_off + max);
 
-	while (off < u->nctl) {
-		int ret = sendmmsg(u->fd, u->ctl_msgs + off, u->nctl - off, MSG_DONTWAIT);
+	while (u->ctl_off < end) {
+		int ret = sendmmsg(u->fd, u->ctl_msgs + u->ctl_off, end - u->ctl_off, MSG_DONTWAIT);
 
 		u->base.stats.sys_tx++;
 
@@ -43,11 +47,19 @@ void urpc__udp_os_flush(struct udp_tp *u)
 			    errno != ECONNREFUSED)
 				URPC_WARN_RATELIMIT(u->base.id, "sendmmsg: %s", strerror(errno));
 			/* EAGAIN: the rest is lost; the requester's timer resends */
+			u->ctl_off = u->nctl;
 			break;
 		}
-		off += (unsigned)ret;
+		u->ctl_off += (unsigned)ret;
 	}
-	u->nctl = 0;
+	if (u->ctl_off >= u->nctl)
+		u->nctl = u->ctl_off = 0;
+}
+
+/* Send every queued one-sided datagram. */
+void urpc__udp_os_flush(struct udp_tp *u)
+{
+	urpc__udp_os_flush_some(u, UDP_CTL_BATCH);
 }
 
 /*
@@ -135,6 +147,8 @@ void urpc__udp_os_dereg_mem(struct urpc_tp *tp, struct urpc_tp_mr *mr)
 	uint32_t lkey = mr ? mr->lkey : 0;
 	unsigned i;
 
+	if (u->nctl)
+		urpc__udp_os_flush(u); /* queued replies may read it (udp_io.c's drain) */
 	if (!urpc__sw_mr_dereg(&u->mrs, mr))
 		return;
 	if ((mr->access & URPC_TP_ACCESS_DEVICE) && !--u->ndev) {
@@ -151,6 +165,8 @@ void urpc__udp_os_release_peer(struct udp_tp *u, struct urpc_tp_peer *peer)
 {
 	unsigned i;
 
+	if (u->nctl)
+		urpc__udp_os_flush(u); /* queued replies may read its grants */
 	urpc__sw_revoke_peer(&u->mrs, peer);
 	for (i = 0; i < UDP_OS_OPS; i++)
 		if (u->ops[i].state == UDP_OP_ACTIVE && u->ops[i].peer == peer)
@@ -212,7 +228,11 @@ int urpc__udp_os_grant(struct urpc_tp *tp, struct urpc_tp_peer *peer, const stru
 
 void urpc__udp_os_revoke(struct urpc_tp *tp, struct urpc_tp_grant *g)
 {
-	urpc__sw_revoke(&to_udp(tp)->mrs, g);
+	struct udp_tp *u = to_udp(tp);
+
+	if (u->nctl)
+		urpc__udp_os_flush(u); /* queued replies may read it (udp_io.c's drain) */
+	urpc__sw_revoke(&u->mrs, g);
 }
 
 /* ---- one-sided: requester ------------------------------------------------ */

@@ -52,6 +52,11 @@ const char *urpc__udp_os_reply(struct udp_tp *u, const uint8_t *buf, uint32_t le
 
 /* Send the queued one-sided datagrams; what does not fit is lost (retried). */
 void urpc__udp_os_flush(struct udp_tp *u);
+/*
+ * Send at most @max of the queued one-sided datagrams, the oldest first;
+ * the rest stay queued for the next call (issue 32: udp_io.c's drain).
+ */
+void urpc__udp_os_flush_some(struct udp_tp *u, unsigned max);
 
 /*
  * Run the operations' timers (resends, time-outs), send what they queued

@@ -783,3 +783,84 @@ Test(udp, lone_datagrams_are_received_one_at_a_time_and_truncation_is_seen)
 	cr_assert_eq(ops->destroy(a), 0);
 	cr_assert_eq(ops->destroy(b), 0);
 }
+
+/*
+ * Issue 32: a window of one-sided replies does not keep DATA that came
+ * beside it waiting. @b's socket holds a READ's window of RD_REQs and then
+ * one DATA datagram; the drain that finds the DATA sends only a slice of
+ * the replies (UDP_OS_SLICE) before handing the DATA up, and the rest go
+ * at the next drain. Returns @b's replies still queued after the DATA.
+ */
+static unsigned window_then_data(struct rd_pair *x, void *la, void *rb, size_t len)
+{
+	struct urpc_tp_peer *fwd = peer_of(x->a, x->b);
+	struct udp_tp *ub = to_udp(x->b);
+	uint64_t end = urpc__now_ns() + 1000 * MS;
+	struct urpc_tp_rx rx[4];
+	uint32_t tag = 77, got;
+	int n;
+
+	cr_assert_eq(ops->post_read(x->a, x->p, la, &x->ma, (uintptr_t)rb, x->mb.rkey, len, 5), 0);
+	send_tag(x->a, fwd, tag);
+	do {
+		n = ops->rx_burst(x->b, rx, 4);
+	} while (n == 0 && urpc__now_ns() < end);
+	cr_assert_eq(n, 1, "the DATA came up");
+	memcpy(&got, rx[0].buf, sizeof(got));
+	cr_assert_eq(got, tag);
+	ops->rx_release(x->b, rx, 1);
+	ops->release_peer(x->a, fwd);
+	return ub->nctl - ub->ctl_off;
+}
+
+Test(udp, data_beside_a_window_of_one_sided_replies_goes_up_first)
+{
+	size_t len = 64u << 10;
+	uint8_t *la = calloc(1, len), *rb = malloc(len);
+	struct rd_pair x;
+	struct urpc_tp_comp c;
+	unsigned held;
+	size_t i;
+
+	cr_assert(la && rb);
+	for (i = 0; i < len; i++)
+		rb[i] = (uint8_t)(i * 11 + 3);
+	rd_up(&x, la, rb, len);
+	held = window_then_data(&x, la, rb, len);
+	cr_assert_gt(held, 0, "replies held back while DATA was pending");
+	cr_assert_leq(held, UDP_OS_WINDOW - UDP_OS_SLICE);
+	serve(x.b); /* nothing new: what was held goes */
+	cr_assert_eq(to_udp(x.b)->nctl, 0, "sent at the next drain");
+	c = wait_comp(x.a, x.b, 5000 * MS);
+	cr_assert_eq(c.wr_id, 5);
+	cr_assert_eq(c.status, 0);
+	cr_assert_eq(memcmp(la, rb, len), 0, "the READ is whole");
+	rd_down(&x);
+	free(la);
+	free(rb);
+}
+
+Test(udp, held_back_replies_go_before_their_memory_is_deregistered)
+{
+	size_t len = 64u << 10;
+	uint8_t *la = calloc(1, len), *rb = malloc(len);
+	struct rd_pair x;
+	struct urpc_tp_comp c;
+
+	cr_assert(la && rb);
+	memset(rb, 0x3c, len);
+	rd_up(&x, la, rb, len);
+	cr_assert_gt(window_then_data(&x, la, rb, len), 0);
+	ops->dereg_mem(x.b, &x.mb);
+	cr_assert_eq(to_udp(x.b)->nctl, 0, "sent before the memory went");
+	/* the chunks not yet asked for are refused now: the READ fails */
+	c = wait_comp(x.a, x.b, 5000 * MS);
+	cr_assert_eq(c.wr_id, 5);
+	cr_assert_neq(c.status, 0);
+	ops->dereg_mem(x.a, &x.ma);
+	ops->release_peer(x.a, x.p);
+	cr_assert_eq(ops->destroy(x.a), 0);
+	cr_assert_eq(ops->destroy(x.b), 0);
+	free(la);
+	free(rb);
+}
