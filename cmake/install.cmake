@@ -23,5 +23,8 @@ file(RELATIVE_PATH URPC_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /
 if(URPC_HAVE_VERBS)
   set(URPC_PC_VERBS_LIBS "-libverbs -lmlx5")
 endif()
+if(URPC_HAVE_XDP)
+  set(URPC_PC_VERBS_LIBS "${URPC_PC_VERBS_LIBS} -lxdp -lbpf")
+endif()
 configure_file(cmake/urpc.pc.in ${CMAKE_BINARY_DIR}/urpc.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/urpc.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -389,7 +389,7 @@ static void world_nexus_up(struct world *w)
 	verbs_skip_without_port(E2E_KIND);
 	memset(w, 0, sizeof(*w));
 	urpc_nexus_opts_init(&no);
-	no.host = "127.0.0.1";
+	no.host = test_host();
 	no.port = 0;
 	cr_assert_eq(urpc_nexus_create(&no, &w->nx), 0);
 	cr_assert_neq(urpc_nexus_port(w->nx), 0);
@@ -483,7 +483,7 @@ static int connect_wait(struct world *w, uint8_t cli, uint8_t srv)
 	uint64_t deadline;
 	int s;
 
-	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(w->nx));
+	snprintf(hp, sizeof(hp), "%s:%u", test_host(), urpc_nexus_port(w->nx));
 	cr_assert_eq(urpc_session_connect(w->rpc[cli], hp, srv, &s), 0);
 	cr_assert(s >= 0 && s < MAX_SESS, "session number %d out of range", s);
 	cr_assert_not(urpc_session_is_connected(w->rpc[cli], s));
@@ -748,7 +748,7 @@ Test(E2E_NAME, enqueue_before_connected_is_sent_on_connect, .timeout = TEST_TIME
 	int s;
 
 	world_up(&W);
-	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(W.nx));
+	snprintf(hp, sizeof(hp), "%s:%u", test_host(), urpc_nexus_port(W.nx));
 	cr_assert_eq(urpc_session_connect(W.rpc[CLI], hp, SRV_A, &s), 0);
 	cr_assert_eq(urpc_msgbuf_alloc(W.rpc[CLI], 64, &c.req), 0);
 	cr_assert_eq(urpc_msgbuf_alloc(W.rpc[CLI], 64, &c.resp), 0);

@@ -269,7 +269,7 @@ static void setup(struct lworld *l)
 	cr_assert_geq(l->max_msg, 64);
 	cr_assert_eq(urpc_rpc_max_msg_size(l->srv), l->max_msg);
 
-	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(l->nx));
+	snprintf(hp, sizeof(hp), "%s:%u", test_host(), urpc_nexus_port(l->nx));
 	for (i = 0; i < NR_SESS; i++) {
 		cr_assert_eq(urpc_session_connect(l->cli, hp, SRV_ID, &l->sess[i]), 0);
 		cr_assert(l->sess[i] >= 0 && l->sess[i] < MAX_SESS);

@@ -114,7 +114,7 @@ static void world_up(void)
 	verbs_skip_without_port(RMEM_KIND);
 	memset(&W, 0, sizeof(W));
 	urpc_nexus_opts_init(&no);
-	no.host = "127.0.0.1";
+	no.host = test_host();
 	cr_assert_eq(urpc_nexus_create(&no, &W.nx), 0);
 	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_SMALL, small_handler, NULL), 0);
 	urpc_rpc_opts_init(&o);
@@ -126,7 +126,7 @@ static void world_up(void)
 	o.device = getenv("URPC_TEST_DEVICE_A");
 	cr_assert_eq(urpc_rpc_create(W.nx, 2, &o, &W.a), 0);
 	cr_assert_eq(urpc_rpc_create(W.nx, 3, &o, &W.b), 0);
-	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(W.nx));
+	snprintf(hp, sizeof(hp), "%s:%u", test_host(), urpc_nexus_port(W.nx));
 	cr_assert_eq(urpc_session_connect(W.a, hp, 1, &W.sa), 0);
 	cr_assert_eq(urpc_session_connect(W.b, hp, 1, &W.sb), 0);
 	call(W.a, W.sa);
