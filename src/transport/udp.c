@@ -320,7 +320,7 @@ static void udp_conn_update(struct udp_tp *u)
 }
 
 int urpc__udp_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
-			    struct urpc_tp_peer **out)
+			   struct urpc_tp_peer **out)
 {
 	struct udp_tp *u = to_udp(tp);
 	struct urpc_tp_peer *p;

@@ -28,8 +28,7 @@
 #include "xdp_io.h"
 
 /* The peer whose address is @sa, or NULL. Walks the peers: xdp only. */
-static const struct urpc_tp_peer *udp_peer_of(const struct udp_tp *u,
-					      const struct sockaddr_in *sa)
+static const struct urpc_tp_peer *udp_peer_of(const struct udp_tp *u, const struct sockaddr_in *sa)
 {
 	const struct urpc_tp_peer *p;
 

@@ -169,8 +169,8 @@ static int xdp_q_init(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
 		else if (ret == -EAFNOSUPPORT)
 			URPC_ERR(u->base.id, "xdp: this kernel has no AF_XDP (CONFIG_XDP_SOCKETS)");
 		else
-			URPC_ERR(u->base.id, "xdp: AF_XDP socket on %s queue %u: %s", x->ifname,
-				 qi, strerror(-ret));
+			URPC_ERR(u->base.id, "xdp: AF_XDP socket on %s queue %u: %s", x->ifname, qi,
+				 strerror(-ret));
 		return ret;
 	}
 	q->fd = xsk_socket__fd(q->xsk);
@@ -229,7 +229,8 @@ static int xdp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	if (!dev || !*dev)
 		dev = getenv("URPC_DEVICE");
 	if (!dev || !*dev) {
-		URPC_ERR(cfg->id, "xdp needs an interface: set urpc_rpc_opts.device or URPC_DEVICE");
+		URPC_ERR(cfg->id,
+			 "xdp needs an interface: set urpc_rpc_opts.device or URPC_DEVICE");
 		return -EINVAL;
 	}
 	u = calloc(1, sizeof(*u));

@@ -167,8 +167,7 @@ int urpc__xdp_prog_get(struct urpc_xdp *x, long id)
 		URPC_ERR(id, "xdp: attaching to %s needs CAP_NET_ADMIN and CAP_BPF (or root)",
 			 x->ifname);
 	else if (ret && ret != -EINVAL)
-		URPC_ERR(id, "xdp: attaching the XDP program to %s: %s", x->ifname,
-			 strerror(-ret));
+		URPC_ERR(id, "xdp: attaching the XDP program to %s: %s", x->ifname, strerror(-ret));
 	return ret;
 }
 
@@ -225,9 +224,9 @@ static int prog_detach(int ifindex, int prog_fd, bool generic)
 {
 	LIBBPF_OPTS(bpf_xdp_attach_opts, o, .old_prog_fd = prog_fd);
 
-	return bpf_xdp_attach(ifindex, -1,
-			      XDP_FLAGS_REPLACE | (generic ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE),
-			      &o);
+	return bpf_xdp_attach(
+		ifindex, -1,
+		XDP_FLAGS_REPLACE | (generic ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE), &o);
 }
 
 void urpc__xdp_maps_del(struct urpc_xdp *x, long id)

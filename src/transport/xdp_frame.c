@@ -88,9 +88,9 @@ void urpc__xdp_frame_tmpl(struct urpc_xdp_peer *p, const uint8_t src_mac[6],
 	memcpy(h, dst_mac, 6);
 	memcpy(h + 6, src_mac, 6);
 	put16(h + 12, ETHERTYPE_IPV4);
-	ip[0] = 0x45;		 /* version 4, IHL 5 */
+	ip[0] = 0x45;	       /* version 4, IHL 5 */
 	put16(ip + 6, 0x4000); /* DF */
-	ip[8] = 64;		 /* TTL */
+	ip[8] = 64;	       /* TTL */
 	ip[9] = PROTO_UDP;
 	memcpy(ip + 12, &saddr, 4);
 	memcpy(ip + 16, &daddr, 4);

@@ -68,7 +68,7 @@ struct urpc_xdp {
 	uint32_t prog_id;
 	uint32_t slot; /* this endpoint's slot in the maps */
 	bool slot_set;
-	int epfd;	  /* the sockets, for idle waiting */
+	int epfd;	 /* the sockets, for idle waiting */
 	bool ep_has_kfd; /* the kernel socket is in epfd (kpeers) */
 	uint16_t ip_id;
 	uint64_t drops[URPC_XDP_DROP_MAX];

@@ -62,8 +62,7 @@ static unsigned if_rx_queues(const char *ifname)
 	return n ? n : 1;
 }
 
-int urpc__xdp_if_info(struct urpc_xdp *x, uint32_t *mtu, char *driver, size_t driver_len,
-		      long id)
+int urpc__xdp_if_info(struct urpc_xdp *x, uint32_t *mtu, char *driver, size_t driver_len, long id)
 {
 	struct ethtool_drvinfo di = {.cmd = ETHTOOL_GDRVINFO};
 	struct ifreq ifr;
@@ -239,8 +238,8 @@ static int neigh_cb(const struct nlmsghdr *h, void *arg)
 	int len;
 
 	if (h->nlmsg_type != RTM_NEWNEIGH || nd->ndm_ifindex != a->ifindex ||
-	    !(nd->ndm_state & (NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE | NUD_PERMANENT |
-			       NUD_NOARP)))
+	    !(nd->ndm_state &
+	      (NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE | NUD_PERMANENT | NUD_NOARP)))
 		return 0;
 	len = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*nd)));
 	for (at = (const struct rtattr *)((const char *)nd + NLMSG_ALIGN(sizeof(*nd)));
@@ -298,7 +297,8 @@ static int nl_neigh(struct neigh_ans *a)
 static void neigh_poke(uint32_t src, uint32_t ip)
 {
 	struct sockaddr_in from = {.sin_family = AF_INET, .sin_addr.s_addr = src};
-	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(9), .sin_addr.s_addr = ip};
+	struct sockaddr_in to = {
+		.sin_family = AF_INET, .sin_port = htons(9), .sin_addr.s_addr = ip};
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 
 	if (fd < 0)

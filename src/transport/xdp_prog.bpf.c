@@ -19,8 +19,8 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
-#define URPC_XDP_MAXQ 8	     /* sockets per endpoint: one per receive queue */
-#define URPC_XDP_SLOTS 512   /* endpoints per interface */
+#define URPC_XDP_MAXQ 8	   /* sockets per endpoint: one per receive queue */
+#define URPC_XDP_SLOTS 512 /* endpoints per interface */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -31,7 +31,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
-	__uint(max_entries, URPC_XDP_SLOTS * URPC_XDP_MAXQ);
+	__uint(max_entries, URPC_XDP_SLOTS *URPC_XDP_MAXQ);
 	__type(key, __u32);
 	__type(value, __u32);
 } urpc_xsks SEC(".maps");

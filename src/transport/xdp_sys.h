@@ -45,8 +45,7 @@ void urpc__xdp_maps_del(struct urpc_xdp *x, long id);
 int urpc__xdp_cleanup(const char *ifname);
 
 /* The interface: index, MAC, MTU, receive queues, driver. 0 or -errno logged. */
-int urpc__xdp_if_info(struct urpc_xdp *x, uint32_t *mtu, char *driver, size_t driver_len,
-		      long id);
+int urpc__xdp_if_info(struct urpc_xdp *x, uint32_t *mtu, char *driver, size_t driver_len, long id);
 
 /*
  * The IPv4 address of x->ifname to use: @want (network order) when the

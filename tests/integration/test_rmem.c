@@ -112,6 +112,10 @@ static void world_up(void)
 	size_t i;
 
 	verbs_skip_without_port(RMEM_KIND);
+	if (RMEM_KIND == URPC_TRANSPORT_XDP)
+		cr_skip_test(
+			"xdp: two clients on one interface (the kernel gives one AF_XDP socket "
+			"per queue); test_rmem_batch_xdp covers remote memory on xdp");
 	memset(&W, 0, sizeof(W));
 	urpc_nexus_opts_init(&no);
 	no.host = test_host();

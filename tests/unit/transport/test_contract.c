@@ -25,8 +25,8 @@
  * loop and verbs refuse it.
  */
 #define DROPPED                                                                                    \
-	(CONTRACT_KIND == URPC_TRANSPORT_UDP || CONTRACT_KIND == URPC_TRANSPORT_XDP ? -ETIMEDOUT      \
-									     : -EACCES)
+	(CONTRACT_KIND == URPC_TRANSPORT_UDP || CONTRACT_KIND == URPC_TRANSPORT_XDP ? -ETIMEDOUT   \
+										    : -EACCES)
 #define DROP_WAIT_NS 200000000ull
 
 struct pair {
@@ -68,7 +68,8 @@ static struct urpc_tp *open_tp_on(uint32_t rq_depth, const char *device_env)
 static struct urpc_tp *open_tp(uint32_t rq_depth)
 {
 	/* xdp: an endpoint needs an interface */
-	return open_tp_on(rq_depth, CONTRACT_KIND == URPC_TRANSPORT_XDP ? "URPC_TEST_DEVICE_A" : NULL);
+	return open_tp_on(rq_depth,
+			  CONTRACT_KIND == URPC_TRANSPORT_XDP ? "URPC_TEST_DEVICE_A" : NULL);
 }
 
 static void pair_open(struct pair *p, uint32_t rq_depth)
@@ -815,8 +816,9 @@ Test(CONTRACT_NAME, many_grants_at_once)
 Test(CONTRACT_NAME, a_grant_is_for_one_peer_and_its_token)
 {
 	if (CONTRACT_KIND == URPC_TRANSPORT_XDP)
-		cr_skip_test("xdp: a third endpoint beside the pair needs a third interface (the kernel "
-			     "gives one AF_XDP socket per interface queue); udp runs this case");
+		cr_skip_test(
+			"xdp: a third endpoint beside the pair needs a third interface (the kernel "
+			"gives one AF_XDP socket per interface queue); udp runs this case");
 	struct region local, remote, local_c;
 	struct urpc_tp_peer *c2b;
 	struct urpc_tp_grant g;
