@@ -31,6 +31,13 @@
 #include "../util/log.h"
 #include "xdp_sys.h"
 
+/*
+ * The rtnetlink macros (NLMSG_NEXT, RTA_NEXT, RTM_RTA) step through char
+ * pointers; the kernel aligns every message and attribute to 4 bytes
+ * (NLMSG_ALIGN, RTA_ALIGN), which clang's -Wcast-align cannot see.
+ */
+#pragma GCC diagnostic ignored "-Wcast-align"
+
 static int if_ioctl(const char *ifname, unsigned long req, struct ifreq *ifr)
 {
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), ret = 0;
