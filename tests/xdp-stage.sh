@@ -16,8 +16,10 @@
 #                 the bridge ports (AF_XDP's copy-mode send skips the sending
 #                 veth's qdisc, the bridge port's is on the way).
 #   urpcy-<pid> / urpcz-<pid>: a veth pair ya (10.78.0.1) / yb (10.78.0.2),
-#                 one end in each: an xdp server and a udp client (urpc-latency)
-#                 and the reverse, in separate processes.
+#                 one end in each: an xdp server and a udp client (urpc-hello-*)
+#                 and the reverse, in separate processes; then what a clean
+#                 exit and a kill -9 leave attached (urpc-info --xdp,
+#                 --xdp-cleanup).
 #
 # Exit status: 0 when every run passed; 77 (reported SKIPPED) only where
 # namespaces or BPF are unavailable (not root, no `ip`, no AF_XDP); 1 on a
@@ -158,6 +160,33 @@ if [ -x "$srv" ] && [ -x "$cli" ]; then
 		fi
 		rm -f "$log"
 	done
+	# A clean exit leaves no program; a crash (kill -9) leaves it, and the clean-up detaches it.
+	info=$build/tools/urpc-info
+	if [ -x "$info" ]; then
+		name="destroy-detaches-and-crash-cleanup"
+		left=$(ip netns exec "$ns2" "$info" --xdp yb)
+		log=$(mktemp)
+		ip netns exec "$ns2" env URPC_DEVICE=yb "$srv" -H 10.78.0.2 -p 31851 -t xdp >"$log" 2>&1 &
+		spid=$!
+		for k in $(seq 1 100); do
+			grep -q listening "$log" && break
+			sleep 0.1
+		done
+		kill -9 "$spid"
+		wait "$spid" 2>/dev/null
+		crashed=$(ip netns exec "$ns2" "$info" --xdp yb)
+		ip netns exec "$ns2" "$info" --xdp-cleanup yb >/dev/null
+		after=$(ip netns exec "$ns2" "$info" --xdp yb)
+		rm -f "$log"
+		if echo "$left" | grep -q "no XDP program" && echo "$crashed" | grep -q "1 endpoint" &&
+			echo "$after" | grep -q "no XDP program"; then
+			summary+=("ok    $name")
+		else
+			summary+=("FAIL  $name")
+			fail=1
+			printf '%s\n' "after clean exits: $left" "after kill -9: $crashed" "after clean-up: $after"
+		fi
+	fi
 fi
 
 echo

@@ -12,6 +12,7 @@
 #include "../util/log.h"
 #include "tp_default.h"
 #include "xdp_io.h"
+#include "xdp_tool.h"
 
 int urpc__xdp_tx(struct udp_tp *u, const struct urpc_tp_peer *peer, const struct iovec *iov,
 		 unsigned niov)
@@ -28,8 +29,12 @@ unsigned urpc__xdp_rx(struct udp_tp *u, uint32_t *slots, uint32_t *lens, unsigne
 	return 0;
 }
 
-int urpc__xdp_cleanup(const char *ifname);
 int urpc__xdp_cleanup(const char *ifname)
+{
+	return -EOPNOTSUPP;
+}
+
+int urpc__xdp_query(const char *ifname, unsigned *endpoints, bool *generic)
 {
 	return -EOPNOTSUPP;
 }

@@ -37,13 +37,6 @@ int urpc__xdp_maps_add(struct urpc_xdp *x, long id);
  */
 void urpc__xdp_maps_del(struct urpc_xdp *x, long id);
 
-/*
- * Detach urpc's program from @ifname whatever its maps hold (what a crash
- * left). 0; -ENOENT (none attached), -EBUSY (another program: left alone),
- * -ENODEV, or -errno. For urpc-info --xdp-cleanup.
- */
-int urpc__xdp_cleanup(const char *ifname);
-
 /* The interface: index, MAC, MTU, receive queues, driver. 0 or -errno logged. */
 int urpc__xdp_if_info(struct urpc_xdp *x, uint32_t *mtu, char *driver, size_t driver_len, long id);
 
