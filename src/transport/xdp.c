@@ -103,8 +103,14 @@ static void xdp_memlock_hint(size_t need, long id)
 static int xdp_q_init(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
 {
 	struct xdp_q *q = &x->q[qi];
+	/*
+	 * The fill ring has room for twice the receive frames: the kernel
+	 * publishes what it took from the ring only when it refills its own
+	 * cache, so a ring of exactly nrx could look full while frames it
+	 * took wait in the RX ring to be handed back.
+	 */
 	struct xsk_umem_config uc = {
-		.fill_size = x->nrx,
+		.fill_size = 2 * x->nrx,
 		.comp_size = x->ntx,
 		.frame_size = x->frame_size,
 		.frame_headroom = 0,

@@ -153,8 +153,8 @@ unsigned urpc__xdp_rx(struct udp_tp *u, uint32_t *slots, uint32_t *lens, unsigne
 		if (!n)
 			continue;
 		/*
-		 * Room for n: the fill ring holds all nrx receive frames, and
-		 * these n are out of it.
+		 * Room for n: the fill ring has room for twice the nrx receive
+		 * frames (xdp.c), and these n are out of it.
 		 */
 		if (unlikely(xsk_ring_prod__reserve(&q->fill, n, &idx_fq) != n)) {
 			URPC_ERR_RATELIMIT(u->base.id, "fill ring of queue %u has no room", qi);
