@@ -27,6 +27,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -180,6 +181,13 @@ static int xdp_q_init(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
 		return ret;
 	}
 	q->fd = xsk_socket__fd(q->xsk);
+	if (x->busy_poll) {
+		int one = 1, us = 20, budget = 64;
+
+		(void)setsockopt(q->fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof(one));
+		(void)setsockopt(q->fd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof(us));
+		(void)setsockopt(q->fd, SOL_SOCKET, SO_BUSY_POLL_BUDGET, &budget, sizeof(budget));
+	}
 	if (xsk_ring_prod__reserve(&q->fill, x->nrx, &idx) != x->nrx)
 		return -EIO;
 	for (i = 0; i < x->nrx; i++)
@@ -257,6 +265,7 @@ static int xdp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 		goto out_free;
 	x->port = u->local.sin_port;
 	x->nrx = c.rq_depth;
+	x->busy_poll = getenv("URPC_XDP_BUSY_POLL") && !strcmp(getenv("URPC_XDP_BUSY_POLL"), "1");
 	x->ntx = c.sq_depth;
 	ret = urpc__xdp_prog_get(x, c.id);
 	if (ret)

@@ -165,7 +165,9 @@ int urpc__xdp_prog_get(struct urpc_xdp *x, long id)
 			 "xdp off) or use another interface",
 			 x->ifname, other, x->ifname);
 	else if (ret == -EPERM)
-		URPC_ERR(id, "xdp: attaching to %s needs CAP_NET_ADMIN and CAP_BPF (or root)",
+		URPC_ERR(id,
+			 "xdp: attaching to %s and finding its program by id need CAP_NET_ADMIN, "
+			 "CAP_BPF and CAP_SYS_ADMIN (or root)",
 			 x->ifname);
 	else if (ret && ret != -EINVAL)
 		URPC_ERR(id, "xdp: attaching the XDP program to %s: %s", x->ifname, strerror(-ret));

@@ -71,6 +71,8 @@ struct urpc_xdp {
 	int epfd;	 /* the sockets, for idle waiting */
 	bool ep_has_kfd; /* the kernel socket is in epfd (kpeers) */
 	uint16_t ip_id;
+	/* URPC_XDP_BUSY_POLL=1: sockets busy-poll the driver (SO_PREFER_BUSY_POLL) when idle */
+	bool busy_poll;
 	uint64_t drops[URPC_XDP_DROP_MAX];
 };
 

@@ -177,7 +177,14 @@ unsigned urpc__xdp_rx(struct udp_tp *u, uint32_t *slots, uint32_t *lens, unsigne
 			u->base.stats.sys_rx++;
 		}
 	}
-	if (got)
+	if (got) {
 		u->rx_armed = 0;
+	} else if (x->busy_poll) {
+		/* nothing came: let the kernel run the driver's receive on this thread */
+		for (qi = 0; qi < x->nq; qi++)
+			(void)recvfrom(x->q[qi].fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+		u->base.stats.sys_rx += x->nq;
+		u->base.stats.sys_rx_empty += x->nq;
+	}
 	return got;
 }
