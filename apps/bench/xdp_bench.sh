@@ -13,18 +13,19 @@
 #   --duration SEC  seconds per measurement (default 2)
 #   --out DIR       where the CSV files go (default a fresh temporary folder)
 #
-# Topology (torn down by a trap): namespace urpcb-<pid> with bridge br0 and
-# veths xa (10.79.0.1) and xb (10.79.0.2), 2 queues each, their other ends
-# on br0. xdp: client Rpc on xa, server Rpc on xb: every datagram is an
-# AF_XDP frame through veth, bridge, veth (copy mode: veth has no zero-copy).
-# udp: both Rpcs on the same two addresses; the kernel routes between local
-# addresses over loopback, so udp's figure is its loopback one (its best
-# case on this host), not a veth crossing.
+# Topology (torn down by a trap): namespace urpcb-<pid> with a veth pair
+# xa (10.79.0.1) <-> xb (10.79.0.2), 2 queues each. xdp: client Rpc on xa,
+# server Rpc on xb: every datagram is an AF_XDP frame across the pair (copy
+# mode: veth has no zero-copy). udp: the Rpcs on the same addresses; the
+# kernel routes between local addresses over loopback, so udp's figure is
+# its loopback one (its best case on this host), not a veth crossing. (The
+# benchmarks run both Rpcs in one process, hence one namespace.)
 #
 # Measured: urpc-latency, 32-byte RPCs, window 1, p50 (both sides busy-
-# poll); urpc-small-tput, 32-byte RPCs at windows 8 and 32, RPCs per second.
-# Ratios are xdp / udp of each pair. Goals of issue 33: p50 <= 0.8x udp,
-# rate >= 1.5x udp at windows 8 and 32.
+# poll); urpc-small-tput, 32-byte RPCs at windows 8 and 32, RPCs per second;
+# urpc-xdp-pingpong (xdp_pingpong.c), the raw AF_XDP floor on the same pair.
+# Ratios are xdp / udp (and xdp / raw) of each pair. Goals of issue 33: p50
+# <= 0.8x udp and <= 1.15x raw, rate >= 1.5x udp at windows 8 and 32.
 set -euo pipefail
 
 build=build/dev
@@ -44,7 +45,9 @@ done
 [ "$(id -u)" -eq 0 ] || { echo "xdp_bench: needs root (namespaces, XDP)" >&2; exit 1; }
 lat=$build/apps/bench/urpc-latency
 tput=$build/apps/bench/urpc-small-tput
-[ -x "$lat" ] && [ -x "$tput" ] || { echo "xdp_bench: build $build first" >&2; exit 1; }
+raw=$build/apps/bench/urpc-xdp-pingpong
+[ -x "$lat" ] && [ -x "$tput" ] && [ -x "$raw" ] ||
+	{ echo "xdp_bench: build $build first (with the xdp transport)" >&2; exit 1; }
 [ -n "$out" ] || out=$(mktemp -d)
 mkdir -p "$out"
 
@@ -53,18 +56,11 @@ trap 'ip netns del "$ns" 2>/dev/null' EXIT INT TERM
 ip netns add "$ns"
 in_ns() { ip netns exec "$ns" "$@"; }
 in_ns ip link set lo up
-in_ns ip link add br0 type bridge
-in_ns ip link set br0 up
-i=1
-for d in xa xb; do
-	in_ns ip link add $d numrxqueues 2 numtxqueues 2 type veth peer name $d-p numrxqueues 2 \
-		numtxqueues 2
-	in_ns ip link set $d-p master br0
-	in_ns ip addr add 10.79.0.$i/24 dev $d
-	in_ns ip link set $d-p up
-	in_ns ip link set $d up
-	i=$((i + 1))
-done
+in_ns ip link add xa numrxqueues 2 numtxqueues 2 type veth peer name xb numrxqueues 2 numtxqueues 2
+in_ns ip addr add 10.79.0.1/24 dev xa
+in_ns ip addr add 10.79.0.2/24 dev xb
+in_ns ip link set xa up
+in_ns ip link set xb up
 
 run() { # what transport csv
 	local what=$1 tp=$2 csv=$3 dev=()
@@ -86,6 +82,9 @@ for p in $(seq 1 "$pairs"); do
 		run lat $tp "$out/lat-$tp-$p.csv"
 		run tput $tp "$out/tput-$tp-$p.csv"
 	done
+	echo "xdp_bench: pair $p: raw AF_XDP ping-pong" >&2
+	in_ns "$raw" xa xb "$dur" 32 2>/dev/null | sed -n 's/.* p50 \([0-9.]*\) us.*/\1/p' \
+		>"$out/raw-$p.txt"
 done
 
 # median and range of the numbers on stdin
@@ -103,6 +102,11 @@ r=$(for p in $(seq 1 "$pairs"); do
 	echo "$(col "$out/lat-xdp-$p.csv" "" 4) $(col "$out/lat-udp-$p.csv" "" 4)" | awk '{print $1/$2}'
 done | stats)
 echo "| p50 round trip, 32 B, us | $x | $u | $r | <= 0.8 |"
+b=$(cat "$out"/raw-*.txt | stats)
+r=$(for p in $(seq 1 "$pairs"); do
+	echo "$(col "$out/lat-xdp-$p.csv" "" 4) $(cat "$out/raw-$p.txt")" | awk '{print $1/$2}'
+done | stats)
+echo "| p50 round trip, 32 B, us: xdp vs raw AF_XDP ping-pong | $x | raw $b | $r (xdp/raw) | <= 1.15 |"
 for w in 8 32; do
 	x=$(for p in $(seq 1 "$pairs"); do col "$out/tput-xdp-$p.csv" $w 7; done | stats)
 	u=$(for p in $(seq 1 "$pairs"); do col "$out/tput-udp-$p.csv" $w 7; done | stats)
