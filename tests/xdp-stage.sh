@@ -104,6 +104,7 @@ fi
 
 for mode in native generic; do
 	run "contract-$mode" $mode test_contract_xdp
+	run "xdp-frames-$mode" $mode test_xdp
 	run "e2e-$mode" $mode test_e2e_xdp
 done
 run large-native native test_large_xdp
