@@ -36,6 +36,9 @@ static inline void verbs_skip_without_port(int kind)
 {
 	struct urpc_verbs_port port;
 
+	if (kind == URPC_TRANSPORT_XDP && !URPC_HAVE_XDP)
+		cr_skip_test("this build has no xdp transport (libxdp-dev, libbpf-dev or clang "
+			     "missing at build time)");
 	if (kind == URPC_TRANSPORT_XDP && !getenv("URPC_TEST_DEVICE_A"))
 		cr_skip_test("xdp: no interface (URPC_TEST_DEVICE_A/_B unset: tests/xdp-stage.sh "
 			     "runs it on a veth pair, as root)");

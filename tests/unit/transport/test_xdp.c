@@ -146,9 +146,9 @@ Test(xdp, bad_frames_are_dropped_and_counted)
 	bad0 = b->stats.rx_drop_bad;
 	/*
 	 * A UDP length that disagrees with the IP length. (A bad IP header
-	 * checksum is the parser's too, test_xdp_frame.c; written with
-	 * AF_PACKET onto a two-queue veth such frames reached the kernel's
-	 * stack, not the program's redirect, so they are not counted here.)
+	 * checksum is the parser's too, test_xdp_frame.c, and reaches it on a
+	 * plain veth pair; across the stage's bridge, br_netfilter drops such
+	 * frames first, counting IpInHdrErrors.)
 	 */
 	wire_send(&w, 2, 2);
 	wire_send(&w, 3, 2);
