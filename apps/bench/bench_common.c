@@ -20,7 +20,8 @@ static int parse_transport(const char *prog, const char *val, void *dst)
 {
 	return urpc_app_parse_transport(prog, val,
 					(1u << URPC_TRANSPORT_LOOP) | (1u << URPC_TRANSPORT_UDP) |
-						(1u << URPC_TRANSPORT_VERBS) | (1u << URPC_TRANSPORT_XDP),
+						(1u << URPC_TRANSPORT_VERBS) |
+						(1u << URPC_TRANSPORT_XDP),
 					"loop, udp, verbs or xdp", "", dst);
 }
 

@@ -65,8 +65,10 @@ static int resolve_default(const struct urpc_tp_cfg *cfg, enum urpc_transport_ki
 
 	if (env && *env) {
 		if (urpc_transport_parse(env, out) < 0) {
-			URPC_ERR(-1, "URPC_TRANSPORT=%s is not a transport; use loop, udp, verbs or xdp",
-				 env);
+			URPC_ERR(
+				-1,
+				"URPC_TRANSPORT=%s is not a transport; use loop, udp, verbs or xdp",
+				env);
 			return -EINVAL;
 		}
 		if (*out != URPC_TRANSPORT_DEFAULT)
