@@ -98,7 +98,7 @@ run() { # name mode binary [env...]
 # AF_XDP and BPF themselves: one contract case says so when the kernel, the
 # build or the container lacks them (the only reasons to skip).
 probe=$(ip netns exec "$ns" env "${env_x[@]}" "$tests/test_contract_xdp" --jobs 1 \
-	--filter 'contract_xdp/datagram_bursts*' 2>&1)
+	--verbose --filter 'contract_xdp/datagram_bursts*' 2>&1)
 why=$(echo "$probe" | grep -o "this kernel has no AF_XDP.*\|this build has no xdp[^:]*\|loading the XDP program needs.*\|attaching to .* need.*" | head -1)
 [ -z "$why" ] || skip "$why"
 echo "$probe" | grep -q "Passing: 1" || { echo "$probe" | tail -20; echo "xdp-stage: the probe case failed" >&2; }
