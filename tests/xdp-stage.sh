@@ -72,7 +72,8 @@ for d in xa xb xc; do
 done
 in_ns sysctl -qw net.ipv4.conf.all.accept_local=1 net.ipv4.conf.all.rp_filter=0
 
-env_x=(URPC_TEST_DEVICE_A=xa URPC_TEST_DEVICE_B=xb URPC_TEST_DEVICE_C=xc URPC_TEST_HOST=10.77.0.1)
+env_x=(URPC_TEST_DEVICE_A=xa URPC_TEST_DEVICE_B=xb URPC_TEST_DEVICE_C=xc URPC_TEST_HOST=10.77.0.1
+	URPC_TEST_HOST_C=10.77.0.3)
 fail=0
 declare -a summary
 
@@ -110,6 +111,7 @@ for mode in native generic; do
 done
 run large-native native test_large_xdp
 run rmem-batch-native native test_rmem_batch_xdp
+run rmem-native native test_rmem_xdp
 
 # Loss: netem on the bridge ports, where every frame between the veths passes.
 if in_ns tc qdisc add dev xa-p root netem loss 5% 2>/dev/null &&
