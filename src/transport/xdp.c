@@ -57,9 +57,11 @@ static void xdp_q_fini(struct xdp_q *q)
 
 static void xdp_fini(struct urpc_xdp *x, long id)
 {
+	int lock = urpc__xdp_lock(x->ifname);
 	unsigned i;
 
 	urpc__xdp_maps_del(x, id);
+	urpc__xdp_unlock(lock);
 	for (i = 0; i < x->nq; i++)
 		xdp_q_fini(&x->q[i]);
 	if (x->epfd >= 0)
@@ -238,7 +240,7 @@ static int xdp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	struct urpc_xdp *x;
 	struct udp_tp *u;
 	unsigned i;
-	int ret;
+	int ret, lock;
 
 	if (!dev || !*dev)
 		dev = getenv("URPC_DEVICE");
@@ -267,28 +269,30 @@ static int xdp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	x->nrx = c.rq_depth;
 	x->busy_poll = getenv("URPC_XDP_BUSY_POLL") && !strcmp(getenv("URPC_XDP_BUSY_POLL"), "1");
 	x->ntx = c.sq_depth;
+	lock = urpc__xdp_lock(x->ifname);
 	ret = urpc__xdp_prog_get(x, c.id);
 	if (ret)
-		goto out_free;
+		goto out_unlock;
 	x->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (x->epfd < 0) {
 		ret = -errno;
-		goto out_free;
+		goto out_unlock;
 	}
 	for (i = 0; i < x->nq; i++) {
 		struct epoll_event ev = {.events = EPOLLIN};
 
 		ret = xdp_q_init(u, x, i);
 		if (ret)
-			goto out_free;
+			goto out_unlock;
 		if (epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->q[i].fd, &ev) < 0) {
 			ret = -errno;
-			goto out_free;
+			goto out_unlock;
 		}
 	}
 	ret = urpc__xdp_maps_add(x, c.id);
 	if (ret)
-		goto out_free;
+		goto out_unlock;
+	urpc__xdp_unlock(lock);
 	u->xdp = x;
 	URPC_INFO(c.id, "xdp: %s:%u on %s, %u queue(s), %s mode, %s XDP, UMEM in %s", host,
 		  ntohs(x->port), x->ifname, x->nq, x->zerocopy ? "zero-copy" : "copy",
@@ -296,6 +300,8 @@ static int xdp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	*out = &u->base;
 	return 0;
 
+out_unlock:
+	urpc__xdp_unlock(lock);
 out_free:
 	xdp_fini(x, c.id);
 	urpc__udp_ep_free(u);

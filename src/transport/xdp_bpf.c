@@ -8,6 +8,10 @@
  * share it: each takes a slot of the maps. The last endpoint to leave
  * detaches it. Cold. Calls libbpf and the log.
  *
+ * Creates and destroys on one interface, in any process, are serialized by
+ * a lock file (urpc__xdp_lock()), so two never take one slot, and the last
+ * endpoint's detach never races another's attach.
+ *
  * A crash leaves the program attached with the dead endpoint's port entry;
  * its sockets' entries went with the sockets, so its port's datagrams pass
  * to the kernel. The next create on the interface takes a free slot (a
@@ -19,10 +23,14 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/if_link.h>
 #include <net/if.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../util/log.h"
@@ -174,15 +182,47 @@ int urpc__xdp_prog_get(struct urpc_xdp *x, long id)
 	return ret;
 }
 
+int urpc__xdp_lock(const char *ifname)
+{
+	char path[96];
+	int fd, i;
+
+	snprintf(path, sizeof(path), "/run/lock/urpc-xdp.%s.lock", ifname);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		snprintf(path, sizeof(path), "/tmp/urpc-xdp.%s.lock", ifname);
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	}
+	if (fd < 0)
+		return -1; /* best effort: unserialized */
+	/* creates take well under a second; one held longer is not waited for (no hang) */
+	for (i = 0; i < 300; i++) {
+		if (!flock(fd, LOCK_EX | LOCK_NB))
+			return fd;
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			break;
+		nanosleep(&(struct timespec){0, 10000000}, NULL);
+	}
+	URPC_WARN(-1, "xdp: %s is held for more than 3 s: going on without it", path);
+	close(fd);
+	return -1;
+}
+
+void urpc__xdp_unlock(int fd)
+{
+	if (fd >= 0)
+		close(fd); /* drops the flock */
+}
+
 int urpc__xdp_maps_add(struct urpc_xdp *x, long id)
 {
-	static uint8_t used[URPC_XDP_SLOTS];
+	uint8_t used[URPC_XDP_SLOTS];
 	uint16_t key, *prev = NULL;
 	uint32_t slot, k;
 	unsigned q;
 	int ret;
 
-	memset(used, 0, sizeof(used)); /* create is not the datapath; callers are serialized */
+	memset(used, 0, sizeof(used));
 	while (!bpf_map_get_next_key(x->ports_fd, prev, &key)) {
 		if (!bpf_map_lookup_elem(x->ports_fd, &key, &slot) && slot < URPC_XDP_SLOTS &&
 		    key != x->port)

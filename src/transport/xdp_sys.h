@@ -32,6 +32,15 @@ int urpc__xdp_prog_get(struct urpc_xdp *x, long id);
 int urpc__xdp_maps_add(struct urpc_xdp *x, long id);
 
 /*
+ * Serialize creates and destroys on @ifname across threads and processes:
+ * an exclusive flock on /run/lock/urpc-xdp.IFNAME.lock (/tmp when /run/lock
+ * is not writable), waited for 3 s at most. Returns the fd for
+ * urpc__xdp_unlock(), or -1 (no lock could be taken: go on unserialized).
+ */
+int urpc__xdp_lock(const char *ifname);
+void urpc__xdp_unlock(int fd);
+
+/*
  * Undo urpc__xdp_maps_add() and, when no endpoint is left in the port map,
  * detach the program. Closes the map and program fds.
  */
