@@ -102,10 +102,14 @@ static void xdp_memlock_hint(size_t need, long id)
 		 need >> 10, (unsigned long long)rl.rlim_cur >> 10);
 }
 
-/* One queue's UMEM, rings and socket; the fill ring filled. */
+/*
+ * One queue's UMEM, rings and socket; the fill ring filled. Only queue 0
+ * sends (xdp_io.c): it alone has send frames and a TX ring.
+ */
 static int xdp_q_init(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
 {
 	struct xdp_q *q = &x->q[qi];
+	uint32_t ntx = qi ? 0 : x->ntx;
 	/*
 	 * The fill ring has room for twice the receive frames: the kernel
 	 * publishes what it took from the ring only when it refills its own
@@ -114,7 +118,7 @@ static int xdp_q_init(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
 	 */
 	struct xsk_umem_config uc = {
 		.fill_size = 2 * x->nrx,
-		.comp_size = x->ntx,
+		.comp_size = ntx ? ntx : 64, /* the kernel wants a ring; unused without TX */
 		.frame_size = x->frame_size,
 		.frame_headroom = 0,
 	};
@@ -124,12 +128,13 @@ static int xdp_q_init(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
 		.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD,
 		.xdp_flags = x->generic ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE,
 	};
-	size_t len = (size_t)(x->nrx + x->ntx) * x->frame_size;
+	size_t len = (size_t)(x->nrx + ntx) * x->frame_size;
+	struct xsk_ring_prod *tx = ntx ? &q->tx : NULL;
 	uint32_t i, idx;
 	int ret;
 
-	q->tx_free = calloc(x->ntx, sizeof(*q->tx_free));
-	if (!q->tx_free || xdp_area(x, q, len))
+	q->tx_free = ntx ? calloc(ntx, sizeof(*q->tx_free)) : NULL;
+	if ((ntx && !q->tx_free) || xdp_area(x, q, len))
 		return -ENOMEM;
 	ret = xsk_umem__create(&q->umem, q->area, len, &q->fill, &q->comp, &uc);
 	if (ret) {
@@ -147,11 +152,10 @@ static int xdp_q_init(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
 	 */
 	for (i = 0; i < 100; i++) {
 		sc.bind_flags = XDP_USE_NEED_WAKEUP | XDP_ZEROCOPY;
-		ret = xsk_socket__create(&q->xsk, x->ifname, qi, q->umem, &q->rx, &q->tx, &sc);
+		ret = xsk_socket__create(&q->xsk, x->ifname, qi, q->umem, &q->rx, tx, &sc);
 		if (ret) {
 			sc.bind_flags = XDP_USE_NEED_WAKEUP | XDP_COPY;
-			ret = xsk_socket__create(&q->xsk, x->ifname, qi, q->umem, &q->rx, &q->tx,
-						 &sc);
+			ret = xsk_socket__create(&q->xsk, x->ifname, qi, q->umem, &q->rx, tx, &sc);
 		} else {
 			x->zerocopy = true;
 		}
@@ -195,9 +199,9 @@ static int xdp_q_init(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
 	for (i = 0; i < x->nrx; i++)
 		*xsk_ring_prod__fill_addr(&q->fill, idx + i) = (uint64_t)i * x->frame_size;
 	xsk_ring_prod__submit(&q->fill, x->nrx);
-	for (i = 0; i < x->ntx; i++)
+	for (i = 0; i < ntx; i++)
 		q->tx_free[i] = (uint64_t)(x->nrx + i) * x->frame_size;
-	q->ntx_free = x->ntx;
+	q->ntx_free = ntx;
 	return 0;
 }
 
@@ -268,7 +272,11 @@ static int xdp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	x->port = u->local.sin_port;
 	x->nrx = c.rq_depth;
 	x->busy_poll = getenv("URPC_XDP_BUSY_POLL") && !strcmp(getenv("URPC_XDP_BUSY_POLL"), "1");
-	x->ntx = c.sq_depth;
+	/*
+	 * Send frames: twice the send queue, all on queue 0 (a burst of
+	 * one-sided replies may outrun the completions of a loaded host).
+	 */
+	x->ntx = 2 * c.sq_depth;
 	lock = urpc__xdp_lock(x->ifname);
 	ret = urpc__xdp_prog_get(x, c.id);
 	if (ret)

@@ -11,7 +11,7 @@
  *
  * Frames of a queue's UMEM: the first nrx are the receive frames (always
  * either in the fill ring, in the kernel, or in the RX ring until
- * urpc__xdp_rx() puts them back), the next ntx the send frames (on the
+ * urpc__xdp_rx() puts them back); queue 0's next ntx the send frames (on the
  * free stack, in the TX ring, or awaiting their completion).
  */
 #ifndef URPC_TRANSPORT_XDP_INT_H
@@ -58,7 +58,7 @@ struct urpc_xdp {
 	unsigned nq;
 	struct xdp_q q[URPC_XDP_MAXQ];
 	uint32_t frame_size;
-	uint32_t nrx, ntx; /* frames per queue */
+	uint32_t nrx, ntx; /* receive frames per queue, send frames (queue 0 only) */
 	bool huge;	   /* UMEMs in hugepage memory */
 	bool zerocopy;
 	bool generic; /* the program runs in generic (skb) mode */
