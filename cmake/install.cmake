@@ -26,6 +26,9 @@ install(FILES ${CMAKE_BINARY_DIR}/urpcConfig.cmake ${CMAKE_BINARY_DIR}/urpcConfi
 if(URPC_HAVE_VERBS)
   set(URPC_PC_VERBS_LIBS "-libverbs -lmlx5")
 endif()
+if(URPC_HAVE_XDP)
+  set(URPC_PC_VERBS_LIBS "${URPC_PC_VERBS_LIBS} -lxdp -lbpf")
+endif()
 set(URPC_PC_PREFIX "@URPC_PC_PREFIX@") # filled in at install time, below
 configure_file(cmake/urpc.pc.in ${CMAKE_BINARY_DIR}/urpc.pc.in @ONLY)
 install(CODE "

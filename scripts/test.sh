@@ -7,7 +7,9 @@
 #   4. clang with ThreadSanitizer: the loop transport and Rpcs across threads,
 #   5. libFuzzer: each fuzz target 20 s from its seed corpus (tests/fuzz/run.sh),
 #   6. Soft-RoCE: the verbs suites of the gcc build in a QEMU VM (tests/vm/verbs-stage.sh;
-#      URPC_VM_OPTIONAL=1 lets it skip where the VM cannot run).
+#      URPC_VM_OPTIONAL=1 lets it skip where the VM cannot run),
+#   7. xdp: the xdp suites on veth interfaces in network namespaces, as root
+#      (tests/xdp-stage.sh; it runs before the VM stage).
 # Usage: scripts/test.sh [-j N]     Exit status: 0 when every stage passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +57,15 @@ stage "libFuzzer targets, 20 s each"
 # The parsers and receive paths under ASan+UBSan, from the committed seed
 # corpora (about a minute on 2 cores); a crash prints its reproducer.
 tests/fuzz/run.sh --time 20 --jobs "$jobs" --build build/ci-fuzz
+
+stage "xdp: AF_XDP on veth interfaces in network namespaces (as root)"
+# The xdp builds of the contract, e2e, loss, large and remote-memory suites,
+# native and generic XDP, and xdp <-> udp across two namespaces (about 1.5
+# min on 2 cores). It skips (exit 77, with the reason) only where namespaces
+# or AF_XDP are missing; in CI, as root, it runs.
+rc=0
+tests/xdp-stage.sh --build build/ci-gcc || rc=$?
+[ $rc -eq 0 ] || [ $rc -eq 77 ] || exit $rc
 
 stage "Soft-RoCE (verbs) in a QEMU VM"
 # The verbs builds of the contract, e2e and loss suites skip on this machine

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * urpc-info: what urpc finds on this machine: RDMA devices, ports, GIDs,
- * hugepages, the CUDA driver, and the transport the default would pick.
+ * hugepages, the CUDA driver, and the transport the default would pick;
+ * the xdp transport's program on an interface, and its clean-up.
  * A diagnostic tool: it reads the library's internal device layer.
  */
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include "mem/cuda.h"
 #include "mem/hugepage.h"
 #include "transport/verbs_dev.h"
+#include "transport/xdp_tool.h"
 
 #define MAX_PORTS 64
 
@@ -34,6 +36,13 @@ static void usage(FILE *f)
 		   "                      the device at ADDR (a GPU: \"0000:3b:00.0\", or as\n"
 		   "                      nvidia-smi and CUDA print it, \"00000000:3B:00.0\")\n"
 		   "  -n, --numa NODE     report the active port on NUMA node NODE\n"
+		   "  -x, --xdp IFACE     report urpc's XDP program on IFACE (xdp transport):\n"
+		   "                      attached or not, mode, endpoints in its port map\n"
+		   "      --xdp-cleanup IFACE\n"
+		   "                      detach urpc's XDP program from IFACE, whatever a\n"
+		   "                      crashed process left in its maps (needs root or\n"
+		   "                      CAP_NET_ADMIN + CAP_BPF); other programs are left\n"
+		   "                      alone. Exit 0 when detached or none was there\n"
 		   "  -h, --help          show this help\n"
 		   "\n"
 		   "The choice follows what an Rpc does: a named device wins; else the port\n"
@@ -119,11 +128,63 @@ static void print_cuda(void)
 	}
 }
 
+/* --xdp IFACE: urpc's program there. Exit status 0, or 1 when the query failed. */
+static int print_xdp(const char *ifname)
+{
+	unsigned n = 0;
+	bool generic = false;
+	int ret = urpc__xdp_query(ifname, &n, &generic);
+
+	if (ret == -ENOENT) {
+		printf("xdp: no XDP program on %s\n", ifname);
+		return 0;
+	}
+	if (ret == -EBUSY) {
+		printf("xdp: %s runs another XDP program (not urpc's): the xdp transport cannot "
+		       "use it until it is detached\n",
+		       ifname);
+		return 0;
+	}
+	if (ret) {
+		printf("xdp: cannot query %s: %s\n", ifname,
+		       ret == -EOPNOTSUPP ? "this build has no xdp transport" : urpc_strerror(ret));
+		return 1;
+	}
+	printf("xdp: urpc's program on %s, %s mode, %u endpoint%s in its port map (a crashed "
+	       "process's stay until the next create on its port or --xdp-cleanup)\n",
+	       ifname, generic ? "generic" : "native", n, n == 1 ? "" : "s");
+	return 0;
+}
+
+/* --xdp-cleanup IFACE. Exit status 0 (detached, or nothing to do), 1 otherwise. */
+static int xdp_cleanup(const char *ifname)
+{
+	int ret = urpc__xdp_cleanup(ifname);
+
+	if (ret == -ENOENT) {
+		printf("xdp: no XDP program on %s: nothing to clean up\n", ifname);
+		return 0;
+	}
+	if (ret == -EBUSY) {
+		printf("xdp: %s runs another XDP program, not urpc's: left alone\n", ifname);
+		return 1;
+	}
+	if (ret) {
+		printf("xdp: cleaning up %s failed: %s\n", ifname,
+		       ret == -EOPNOTSUPP ? "this build has no xdp transport" : urpc_strerror(ret));
+		return 1;
+	}
+	printf("xdp: detached urpc's XDP program from %s\n", ifname);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lopts[] = {{"device", required_argument, NULL, 'd'},
 					      {"near-pci", required_argument, NULL, 'p'},
 					      {"numa", required_argument, NULL, 'n'},
+					      {"xdp", required_argument, NULL, 'x'},
+					      {"xdp-cleanup", required_argument, NULL, 'X'},
 					      {"help", no_argument, NULL, 'h'},
 					      {NULL, 0, NULL, 0}};
 	static struct urpc_verbs_port ports[MAX_PORTS];
@@ -133,8 +194,12 @@ int main(int argc, char **argv)
 	char *end;
 	long v;
 
-	while ((c = getopt_long(argc, argv, "d:p:n:h", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:p:n:x:h", lopts, NULL)) != -1) {
 		switch (c) {
+		case 'x':
+			return print_xdp(optarg);
+		case 'X':
+			return xdp_cleanup(optarg);
 		case 'd':
 			device = optarg;
 			break;

@@ -16,7 +16,7 @@
 /* ---- the command line ------------------------------------------------------------ */
 
 /*
- * --transport: loop, udp, verbs or default. Without it, the library's
+ * --transport: loop, udp, verbs, xdp or default. Without it, the library's
  * default (URPC_TRANSPORT, else verbs on an active RDMA port, else udp),
  * resolved by bench_parse_args() so that each program knows what it runs.
  */
@@ -25,8 +25,9 @@ static int parse_transport(const char *prog, const char *val, void *dst)
 	return urpc_app_parse_transport(
 		prog, val,
 		(1u << URPC_TRANSPORT_DEFAULT) | (1u << URPC_TRANSPORT_LOOP) |
-			(1u << URPC_TRANSPORT_UDP) | (1u << URPC_TRANSPORT_VERBS),
-		"loop, udp, verbs or default", "", dst);
+			(1u << URPC_TRANSPORT_UDP) | (1u << URPC_TRANSPORT_VERBS) |
+			(1u << URPC_TRANSPORT_XDP),
+		"loop, udp, verbs, xdp or default", "", dst);
 }
 
 /* The rows for the shared flags @flags asks for, appended to @tab (room for 7). */
@@ -195,9 +196,21 @@ int bench_file_close(const char *prog, const char *opt, const char *path, FILE *
 
 /* ---- the Nexus, the Rpcs and sessions --------------------------------------------- */
 
+const char *bench_host(void)
+{
+	const char *h = getenv("URPC_BENCH_HOST");
+
+	return h && *h ? h : "127.0.0.1";
+}
+
 int bench_nexus_open(const char *prog, urpc_req_handler_fn fn, void *arg, struct urpc_nexus **nx)
 {
-	int ret = urpc_nexus_create(NULL, nx);
+	struct urpc_nexus_opts no;
+	int ret;
+
+	urpc_nexus_opts_init(&no);
+	no.host = bench_host();
+	ret = urpc_nexus_create(&no, nx);
 
 	if (ret) {
 		fprintf(stderr, "%s: cannot create the Nexus: %s\n", prog, urpc_strerror(ret));
@@ -264,7 +277,7 @@ int bench_connect(const char *prog, struct urpc_rpc *rpc, const struct bench_ser
 	char hp[32];
 	int ret;
 
-	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(sv->nx));
+	snprintf(hp, sizeof(hp), "%s:%u", bench_host(), urpc_nexus_port(sv->nx));
 	for (i = 0; i < n; i++)
 		sessions[i] = -1;
 	for (i = 0; i < n; i++) {

@@ -573,6 +573,13 @@ void bench_drain(const char *prog, struct urpc_rpc *rpc, const struct bench_serv
 		 const void *arg);
 
 /*
+ * The address the Nexus binds and the client connects to: URPC_BENCH_HOST,
+ * else 127.0.0.1. xdp (apps/bench/xdp_bench.sh): the client's interface
+ * address, so its endpoint is on the host its connect comes from.
+ */
+const char *bench_host(void);
+
+/*
  * The raw UDP baselines' pair over 127.0.0.1: a server socket that an echo
  * thread busy-polls until @stop, and a client socket connected to it.
  */

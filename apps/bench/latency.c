@@ -587,7 +587,8 @@ static int run_sizes(struct client *c, FILE *csv, FILE *cdf)
 			break;
 		u = samples_stat(&r->all);
 		write_cdf(cdf, o, size, "urpc", &r->all);
-		if (!o->cli.baseline || o->cli.transport == URPC_TRANSPORT_LOOP) {
+		if (!o->cli.baseline || o->cli.transport == URPC_TRANSPORT_LOOP ||
+		    o->cli.transport == URPC_TRANSPORT_XDP) {
 			print_row(o, csv, size, &u, "none", NULL, r);
 		} else if (raw) {
 			b = samples_stat(&r->ball);

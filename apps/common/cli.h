@@ -132,7 +132,8 @@ int urpc_app_parse_args(const struct urpc_app_cmdline *cl, int argc, char **argv
 
 /* The transports a program's --transport accepts (urpc_app_parse_transport's @allowed). */
 #define URPC_APP_TRANSPORTS_NET                                                                    \
-	((1u << URPC_TRANSPORT_DEFAULT) | (1u << URPC_TRANSPORT_UDP) | (1u << URPC_TRANSPORT_VERBS))
+	((1u << URPC_TRANSPORT_DEFAULT) | (1u << URPC_TRANSPORT_UDP) |                             \
+	 (1u << URPC_TRANSPORT_VERBS) | (1u << URPC_TRANSPORT_XDP))
 #define URPC_APP_NET_NOTE " (loop works only inside one process)"
 
 /*
@@ -153,8 +154,8 @@ static inline int urpc_app_parse_transport(const char *prog, const char *s, unsi
 /* A row's fn for --transport udp|verbs|default across processes (dst: the kind). */
 static inline int urpc_app_net_transport(const char *prog, const char *val, void *dst)
 {
-	return urpc_app_parse_transport(prog, val, URPC_APP_TRANSPORTS_NET, "udp, verbs or default",
-					URPC_APP_NET_NOTE, dst);
+	return urpc_app_parse_transport(prog, val, URPC_APP_TRANSPORTS_NET,
+					"udp, verbs, xdp or default", URPC_APP_NET_NOTE, dst);
 }
 
 /* A row for -t, --transport udp|verbs|default into the kind @d, setting *@set_. */

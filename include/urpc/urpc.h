@@ -115,6 +115,7 @@ enum urpc_transport_kind {
 	URPC_TRANSPORT_LOOP = 1,    /* in-process rings; tests and CPU-cost benchmarks */
 	URPC_TRANSPORT_UDP = 2,	    /* kernel UDP sockets; any machine */
 	URPC_TRANSPORT_VERBS = 3,   /* RDMA UD + RC through libibverbs */
+	URPC_TRANSPORT_XDP = 4,	    /* AF_XDP on a named interface; speaks udp's wire format */
 };
 
 /**
@@ -126,7 +127,7 @@ URPC_API const char *urpc_transport_str(enum urpc_transport_kind kind);
 /**
  * urpc_transport_parse() - Parse a transport name as used by URPC_TRANSPORT.
  *
- * @param name "default", "loop", "udp" or "verbs" (case-sensitive).
+ * @param name "default", "loop", "udp", "verbs" or "xdp" (case-sensitive).
  * @param out  receives the kind on success.
  * @return 0, or -EINVAL for an unknown name (@out untouched).
  * Thread: any.

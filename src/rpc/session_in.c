@@ -42,10 +42,10 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 			urpc__sm_out_session(rpc, s, URPC_SM_PKT_CONNECT_RESP, 0);
 		return;
 	}
-	if (p->transport != (uint8_t)rpc->tp->kind) {
+	if (p->transport != (uint8_t)urpc__tp_wire_kind(rpc->tp)) {
 		URPC_WARN_RATELIMIT(rpc->id, "refusing a %s client: this Rpc uses %s",
 				    urpc_transport_str((enum urpc_transport_kind)p->transport),
-				    urpc_transport_str(rpc->tp->kind));
+				    urpc_transport_str(urpc__tp_wire_kind(rpc->tp)));
 		urpc__sm_out_refuse(rpc, p, -EPROTO);
 		return;
 	}

@@ -38,7 +38,7 @@ void urpc__sm_out_fill(struct urpc_rpc *rpc, const struct urpc_session *s, struc
 	memset(p, 0, offsetof(struct urpc_sm_pkt, ep));
 	p->type = type;
 	p->status = status;
-	p->transport = (uint8_t)rpc->tp->kind;
+	p->transport = (uint8_t)urpc__tp_wire_kind(rpc->tp);
 	p->token = s->token;
 	p->seq = s->sm_seq;
 	p->max_msg = rpc->max_msg;
@@ -80,7 +80,7 @@ void urpc__sm_out_reply(struct urpc_rpc *rpc, const struct urpc_sm_pkt *req,
 	memcpy(&p, req, offsetof(struct urpc_sm_pkt, ep));
 	p.type = type;
 	p.status = status;
-	p.transport = (uint8_t)rpc->tp->kind;
+	p.transport = (uint8_t)urpc__tp_wire_kind(rpc->tp);
 	p.ep_len = 0;
 	p.cookie = 0;
 	urpc__sm_out_send(rpc, &req->from, &p);

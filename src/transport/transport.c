@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The top of src/transport: the registry of transports (urpc__tp_ops()
- * names loop's, udp's and verbs's tables), the choice of the default kind,
+ * names loop's, udp's, verbs's and xdp's tables), the choice of the default kind,
  * and the registration hooks the pool and the registration cache call
  * (they reach a transport only through its ops table). No transport calls
  * into this file: the default ops they share are in tp_default.c.
@@ -39,6 +39,8 @@ const struct urpc_tp_ops *urpc__tp_ops(enum urpc_transport_kind kind)
 		return &urpc__tp_udp_ops;
 	case URPC_TRANSPORT_VERBS:
 		return urpc__tp_verbs_ops();
+	case URPC_TRANSPORT_XDP:
+		return urpc__tp_xdp_ops();
 	case URPC_TRANSPORT_DEFAULT:
 		break;
 	}
@@ -63,8 +65,10 @@ static int resolve_default(const struct urpc_tp_cfg *cfg, enum urpc_transport_ki
 
 	if (env && *env) {
 		if (urpc_transport_parse(env, out) < 0) {
-			URPC_ERR(-1, "URPC_TRANSPORT=%s is not a transport; use loop, udp or verbs",
-				 env);
+			URPC_ERR(
+				-1,
+				"URPC_TRANSPORT=%s is not a transport; use loop, udp, verbs or xdp",
+				env);
 			return -EINVAL;
 		}
 		if (*out != URPC_TRANSPORT_DEFAULT)

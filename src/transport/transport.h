@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The transport contract: one ops table, three implementations (loop, udp,
- * verbs). The Rpc layer sees nothing else of a transport.
+ * The transport contract: one ops table, four implementations (loop, udp,
+ * verbs, xdp). The Rpc layer sees nothing else of a transport.
  *
  * A transport endpoint (struct urpc_tp) carries unreliable datagrams to
  * resolved peers and performs one-sided READ/WRITE against memory a peer
@@ -545,6 +545,22 @@ extern const struct urpc_tp_ops urpc__tp_loop_ops;
 extern const struct urpc_tp_ops urpc__tp_udp_ops;
 /* The verbs ops table, or NULL in a build without libibverbs. */
 const struct urpc_tp_ops *urpc__tp_verbs_ops(void);
+/*
+ * The xdp ops table; in a build without libxdp, one whose create() says
+ * what is missing and returns -EOPNOTSUPP (xdp_none.c).
+ */
+const struct urpc_tp_ops *urpc__tp_xdp_ops(void);
+
+/*
+ * The kind a peer must speak to talk to @tp: xdp endpoints speak udp's
+ * wire format (datagrams, endpoint bytes, one-sided protocol), so an xdp
+ * server serves udp clients and the reverse. Session management compares
+ * this, not tp->kind.
+ */
+static inline enum urpc_transport_kind urpc__tp_wire_kind(const struct urpc_tp *tp)
+{
+	return tp->kind == URPC_TRANSPORT_XDP ? URPC_TRANSPORT_UDP : tp->kind;
+}
 
 /* ---- loop only: fault switches (deterministic for a seed) ---- */
 struct urpc_loop_faults {

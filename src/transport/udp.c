@@ -9,6 +9,7 @@
 #define _GNU_SOURCE /* struct mmsghdr in udp_int.h; must precede every include */
 #define URPC_LOG_MODULE "udp"
 #include "udp.h"
+#include "udp_ep.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -33,7 +34,7 @@
 
 /* ---- create / destroy --------------------------------------------------- */
 
-static void udp_free(struct udp_tp *u)
+void urpc__udp_ep_free(struct udp_tp *u)
 {
 	struct urpc_tp_peer *p, *next;
 
@@ -199,23 +200,18 @@ static int udp_open(struct udp_tp *u, const struct urpc_tp_cfg *cfg)
 	return 0;
 }
 
-static int udp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
+int urpc__udp_ep_init(struct udp_tp *u, const struct urpc_tp_cfg *cfg,
+		      const struct urpc_tp_ops *ops, enum urpc_transport_kind kind)
 {
-	struct udp_tp *u;
 	uint32_t mtu;
 	int ret;
 
+	u->fd = -1;
 	ret = udp_check_cfg(cfg, &mtu);
 	if (ret)
 		return ret;
-	u = calloc(1, sizeof(*u));
-	if (!u) {
-		URPC_ERR(cfg->id, "out of memory for the endpoint");
-		return -ENOMEM;
-	}
-	u->fd = -1;
-	u->base.ops = &urpc__tp_udp_ops;
-	u->base.kind = URPC_TRANSPORT_UDP;
+	u->base.ops = ops;
+	u->base.kind = kind;
 	u->base.mtu = mtu;
 	u->base.rq_depth = cfg->rq_depth;
 	u->base.sq_depth = cfg->sq_depth;
@@ -232,17 +228,28 @@ static int udp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	ret = udp_alloc_arrays(u);
 	if (ret) {
 		URPC_ERR(cfg->id, "out of memory for %u-entry rings", cfg->rq_depth);
-		goto out_free;
+		return ret;
 	}
-	ret = udp_open(u, cfg);
-	if (ret)
-		goto out_free;
+	return udp_open(u, cfg);
+}
+
+static int udp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
+{
+	struct udp_tp *u;
+	int ret;
+
+	u = calloc(1, sizeof(*u));
+	if (!u) {
+		URPC_ERR(cfg->id, "out of memory for the endpoint");
+		return -ENOMEM;
+	}
+	ret = urpc__udp_ep_init(u, cfg, &urpc__tp_udp_ops, URPC_TRANSPORT_UDP);
+	if (ret) {
+		urpc__udp_ep_free(u);
+		return ret;
+	}
 	*out = &u->base;
 	return 0;
-
-out_free:
-	udp_free(u);
-	return ret;
 }
 
 static int udp_destroy(struct urpc_tp *tp)
@@ -251,13 +258,13 @@ static int udp_destroy(struct urpc_tp *tp)
 
 	if (u->nops || u->mrs.n)
 		return -EBUSY;
-	udp_free(u);
+	urpc__udp_ep_free(u);
 	return 0;
 }
 
 /* ---- endpoints and peers ------------------------------------------------- */
 
-static size_t udp_get_endpoint(struct urpc_tp *tp, uint8_t *buf)
+size_t urpc__udp_get_endpoint(struct urpc_tp *tp, uint8_t *buf)
 {
 	struct udp_tp *u = to_udp(tp);
 	struct in_addr a = u->local.sin_addr;
@@ -276,7 +283,7 @@ static size_t udp_get_endpoint(struct urpc_tp *tp, uint8_t *buf)
 }
 
 /* The host of a udp endpoint: bytes 2..5 (see udp_get_endpoint()). */
-static int udp_ep_host(struct urpc_tp *tp, const uint8_t *ep, size_t len, uint32_t *addr)
+int urpc__udp_ep_host(struct urpc_tp *tp, const uint8_t *ep, size_t len, uint32_t *addr)
 {
 	if (!ep || len != UDP_EP_LEN || ep[0] != (uint8_t)URPC_TRANSPORT_UDP ||
 	    ep[1] != UDP_EP_VERSION)
@@ -297,7 +304,8 @@ static inline bool udp_sa_eq(const struct sockaddr_in *a, const struct sockaddr_
  */
 static void udp_conn_update(struct udp_tp *u)
 {
-	bool want = u->port_locked && u->npeers && u->nsame == u->npeers;
+	/* an xdp endpoint's socket sends only to peers on this host: never connected */
+	bool want = !u->xdp && u->port_locked && u->npeers && u->nsame == u->npeers;
 
 	if (want && !u->connected) {
 		u->connected = connect(u->fd, (const struct sockaddr *)&u->same_sa,
@@ -311,8 +319,8 @@ static void udp_conn_update(struct udp_tp *u)
 	}
 }
 
-static int udp_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
-			    struct urpc_tp_peer **out)
+int urpc__udp_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
+			   struct urpc_tp_peer **out)
 {
 	struct udp_tp *u = to_udp(tp);
 	struct urpc_tp_peer *p;
@@ -354,7 +362,7 @@ static int udp_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
  * Operations still using @peer complete with -ECONNRESET: from here on
  * their replies are stale (the op is no longer active) and are ignored.
  */
-static void udp_release_peer(struct urpc_tp *tp, struct urpc_tp_peer *peer)
+void urpc__udp_release_peer(struct urpc_tp *tp, struct urpc_tp_peer *peer)
 {
 	struct udp_tp *u = to_udp(tp);
 
@@ -394,7 +402,7 @@ static void udp_tx_flush(struct urpc_tp *tp)
  * rx_burst()/poll_completions(), which must keep being called. Also while
  * received datagrams wait in the pending FIFO, which no poll() sees.
  */
-static int udp_wait_arm(struct urpc_tp *tp)
+int urpc__udp_wait_arm(struct urpc_tp *tp)
 {
 	struct udp_tp *u = to_udp(tp);
 
@@ -403,7 +411,7 @@ static int udp_wait_arm(struct urpc_tp *tp)
 	return u->fd;
 }
 
-static void udp_wait_ack(struct urpc_tp *tp)
+void urpc__udp_wait_ack(struct urpc_tp *tp)
 {
 	/* Nothing to consume: see udp_wait_arm(). */
 }
@@ -418,7 +426,7 @@ int urpc__udp_rx_inject(struct urpc_tp *tp, const void *buf, size_t len,
 	size_t n;
 	bool data;
 
-	if (!tp || tp->ops != &urpc__tp_udp_ops || (!buf && len) || !src)
+	if (!urpc__udp_is_udp_tp(tp) || (!buf && len) || !src)
 		return -EINVAL;
 	u = to_udp(tp);
 	if (!u->nfree)
@@ -439,7 +447,7 @@ int urpc__udp_set_drop(struct urpc_tp *tp, double p, uint64_t seed)
 {
 	struct udp_tp *u;
 
-	if (!tp || tp->ops != &urpc__tp_udp_ops || !(p >= 0.0 && p <= 1.0))
+	if (!urpc__udp_is_udp_tp(tp) || !(p >= 0.0 && p <= 1.0))
 		return -EINVAL;
 	u = to_udp(tp);
 	u->drop_p = p;
@@ -451,10 +459,10 @@ const struct urpc_tp_ops urpc__tp_udp_ops = {
 	.name = "udp",
 	.create = udp_create,
 	.destroy = udp_destroy,
-	.get_endpoint = udp_get_endpoint,
-	.resolve_peer = udp_resolve_peer,
-	.release_peer = udp_release_peer,
-	.ep_host = udp_ep_host,
+	.get_endpoint = urpc__udp_get_endpoint,
+	.resolve_peer = urpc__udp_resolve_peer,
+	.release_peer = urpc__udp_release_peer,
+	.ep_host = urpc__udp_ep_host,
 	.tx_burst = urpc__udp_tx_burst,
 	.tx_flush = udp_tx_flush,
 	.tx_now = urpc__tp_default_tx_now,
@@ -471,8 +479,8 @@ const struct urpc_tp_ops urpc__tp_udp_ops = {
 	.poll_completions = urpc__udp_poll_completions,
 	.cancel = urpc__udp_os_cancel,
 	.os_idle = urpc__udp_os_idle,
-	.wait_arm = udp_wait_arm,
-	.wait_ack = udp_wait_ack,
+	.wait_arm = urpc__udp_wait_arm,
+	.wait_ack = urpc__udp_wait_ack,
 	.reg_dmabuf = urpc__tp_default_reg_dmabuf,
 	.ctl_pop = urpc__tp_default_ctl_pop,
 	.ctl_push = urpc__tp_default_ctl_push,

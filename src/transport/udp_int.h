@@ -8,7 +8,10 @@
  *   udp_io.c  datagrams: tx/rx bursts, the receive ring (udp_io.h);
  *   udp_os.c  the emulated one-sided protocol and the registrations
  *             (udp_os.h), on sw_mr.c;
- *   udp_int.h these types. Only src/transport/udp*.c include this header.
+ *   udp_int.h these types. Only src/transport/udp*.c and xdp*.c include
+ *             this header: an xdp endpoint is a udp endpoint whose
+ *             datagrams travel through AF_XDP (xdp.c, xdp_io.h), so both
+ *             speak this wire format with the same code.
  *
  * One non-blocking IPv4 UDP socket per endpoint.
  *
@@ -143,8 +146,13 @@ static_assert(URPC_IS_POW2(UDP_OS_OPS), "op table size is a power of two");
 #error "the udp transport assumes a little-endian host (the wire format is little-endian)"
 #endif
 
+struct urpc_xdp;
+struct urpc_xdp_peer;
+
 struct urpc_tp_peer {
 	struct sockaddr_in sa;
+	/* xdp endpoints: the frame headers to this peer; NULL: the kernel socket carries it */
+	struct urpc_xdp_peer *xp;
 	uint64_t token; /* the session's, carried by one-sided requests (set_peer_token) */
 	uint32_t nonce;
 	uint32_t chunk_size; /* one-sided payload per datagram to this peer */
@@ -261,6 +269,16 @@ struct udp_tp {
 	uint32_t nsame; /* peers whose address is same_sa */
 	bool port_locked;
 	bool connected;
+
+	/*
+	 * An xdp endpoint (xdp.c) is a udp endpoint whose datagrams go through
+	 * AF_XDP sockets (xdp_io.h) instead of the kernel socket, which then
+	 * only holds the port and carries the peers on this host (kpeers of
+	 * them: while there are any, the receive path reads it too). NULL and
+	 * 0 on a udp endpoint.
+	 */
+	struct urpc_xdp *xdp;
+	uint32_t kpeers;
 };
 
 static inline struct udp_tp *to_udp(struct urpc_tp *tp)

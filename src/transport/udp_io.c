@@ -22,6 +22,7 @@
 #include "../util/log.h"
 #include "../util/seam.h"
 #include "udp_os.h"
+#include "xdp_io.h"
 
 /* ---- sending ------------------------------------------------------------- */
 
@@ -68,6 +69,69 @@ static int udp_tx_one(struct udp_tp *u, const struct urpc_tp_tx *t)
 	return 1;
 }
 
+/*
+ * One DATA datagram through the kernel socket with sendmsg(), to the peer's
+ * address (an xdp endpoint's peer on this host). As udp_tx_one() returns.
+ */
+static int udp_tx_kernel(struct udp_tp *u, const struct urpc_tp_tx *t)
+{
+	struct udp_hdr h;
+	struct iovec iov[3] = {{&h, sizeof(h)}};
+	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 1};
+	ssize_t ret;
+
+	udp_hdr_init(&h, UDP_T_DATA, 0, 0, 0);
+	if (t->hdr_len)
+		iov[mh.msg_iovlen++] = (struct iovec){(void *)(uintptr_t)t->hdr, t->hdr_len};
+	if (t->data_len)
+		iov[mh.msg_iovlen++] = (struct iovec){(void *)(uintptr_t)t->data, t->data_len};
+	mh.msg_name = (void *)(uintptr_t)&t->peer->sa;
+	mh.msg_namelen = sizeof(t->peer->sa);
+	ret = sendmsg(u->fd, &mh, MSG_DONTWAIT);
+	u->base.stats.sys_tx++;
+	if (ret < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS))
+		return 0;
+	if (ret >= 0) {
+		u->base.stats.tx_pkts++;
+		u->base.stats.tx_bytes += t->hdr_len + t->data_len;
+	}
+	return 1;
+}
+
+/*
+ * An xdp endpoint's DATA (udp_int.h): a frame per datagram through the TX
+ * ring, one kick at the end; a peer on this host through the kernel
+ * socket. Returns the count accepted.
+ */
+static int udp_tx_burst_xdp(struct udp_tp *u, const struct urpc_tp_tx *pkts, unsigned n)
+{
+	struct udp_hdr h;
+	unsigned i;
+
+	udp_hdr_init(&h, UDP_T_DATA, 0, 0, 0);
+	for (i = 0; i < n; i++) {
+		const struct urpc_tp_tx *t = &pkts[i];
+		struct iovec iov[3] = {{&h, sizeof(h)}};
+		unsigned niov = 1;
+
+		if (unlikely(!t->peer->xp)) {
+			if (!udp_tx_kernel(u, t))
+				break;
+			continue;
+		}
+		if (t->hdr_len)
+			iov[niov++] = (struct iovec){(void *)(uintptr_t)t->hdr, t->hdr_len};
+		if (t->data_len)
+			iov[niov++] = (struct iovec){(void *)(uintptr_t)t->data, t->data_len};
+		if (!urpc__xdp_tx(u, t->peer, iov, niov))
+			break;
+		u->base.stats.tx_pkts++;
+		u->base.stats.tx_bytes += t->hdr_len + t->data_len;
+	}
+	urpc__xdp_kick(u);
+	return (int)i;
+}
+
 int urpc__udp_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsigned n)
 {
 	struct udp_tp *u = to_udp(tp);
@@ -79,6 +143,8 @@ int urpc__udp_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsign
 		if (unlikely((uint64_t)pkts[i].hdr_len + pkts[i].data_len > tp->mtu))
 			return -EMSGSIZE;
 	}
+	if (unlikely(u->xdp))
+		return udp_tx_burst_xdp(u, pkts, n);
 	if (n == 1 && sizeof(struct udp_hdr) + pkts[0].hdr_len + pkts[0].data_len <= UDP_TX_STAGE)
 		return udp_tx_one(u, &pkts[0]);
 	while (done < n) {
@@ -277,6 +343,26 @@ static int udp_rx_lone(struct udp_tp *u, uint64_t *now)
 }
 
 /*
+ * An xdp endpoint's receive (udp_int.h): frames from the RX rings into free
+ * slots, then the same dispatch as the socket's datagrams. At most
+ * UDP_RX_MAX_PASSES batches.
+ */
+static void udp_rx_drain_xdp(struct udp_tp *u, uint64_t *now)
+{
+	uint32_t slots[UDP_RX_BATCH], lens[UDP_RX_BATCH];
+	unsigned pass, got, i, want;
+
+	for (pass = 0; pass < UDP_RX_MAX_PASSES && u->nfree; pass++) {
+		want = URPC_MIN(u->nfree, UDP_RX_BATCH);
+		got = urpc__xdp_rx(u, slots, lens, want);
+		for (i = 0; i < got; i++)
+			urpc__udp_rx_done(u, slots[i], lens[i], false, now);
+		if (got < want)
+			break;
+	}
+}
+
+/*
  * One receive into free slots: DATA goes to the pending FIFO; one-sided
  * datagrams are served and their slots freed at once. Returns true when
  * the socket may hold more.
@@ -335,6 +421,14 @@ static void udp_rx_drain(struct udp_tp *u)
 	unsigned slices = 0;
 	int pass;
 
+	if (u->xdp) {
+		udp_rx_drain_xdp(u, &now);
+		if (likely(!u->kpeers)) {
+			if (unlikely(u->nctl))
+				urpc__udp_os_flush(u);
+			return;
+		}
+	}
 	for (pass = 0; pass < UDP_RX_MAX_PASSES && u->nfree; pass++)
 		if (!udp_rx_pass(u, &now))
 			break;

@@ -25,6 +25,43 @@
 #include "../mem/cuda.h"
 #include "../util/log.h"
 #include "../util/seam.h"
+#include "xdp_io.h"
+
+/* The peer whose address is @sa, or NULL. Walks the peers: xdp only. */
+static const struct urpc_tp_peer *udp_peer_of(const struct udp_tp *u, const struct sockaddr_in *sa)
+{
+	const struct urpc_tp_peer *p;
+
+	for (p = u->peers; p; p = p->next)
+		if (p->sa.sin_addr.s_addr == sa->sin_addr.s_addr && p->sa.sin_port == sa->sin_port)
+			return p;
+	return NULL;
+}
+
+/*
+ * An xdp endpoint's one-sided datagrams: frames to peers resolved with
+ * frame headers, the kernel socket for the others; one kick at the end.
+ * Replies only ever go to a peer's address (udp_int.h), so each has one.
+ */
+static void udp_os_flush_xdp(struct udp_tp *u)
+{
+	unsigned i;
+
+	for (i = u->ctl_off; i < u->nctl; i++) {
+		const struct msghdr *mh = &u->ctl_msgs[i].msg_hdr;
+		const struct urpc_tp_peer *p = udp_peer_of(u, &u->ctl_dst[i]);
+
+		if (p && p->xp) {
+			if (!urpc__xdp_tx(u, p, mh->msg_iov, (unsigned)mh->msg_iovlen))
+				break; /* the rest is lost; the requester's timer resends */
+		} else {
+			(void)sendmsg(u->fd, mh, MSG_DONTWAIT);
+			u->base.stats.sys_tx++;
+		}
+	}
+	urpc__xdp_kick(u);
+	u->nctl = 0;
+}
 
 /*
  * Send at most @max of the queued one-sided datagrams; what the socket
@@ -34,6 +71,12 @@
 void urpc__udp_os_flush_some(struct udp_tp *u, unsigned max)
 {
 	unsigned end = URPC_MIN(u->nctl, u->ctl_off + max);
+
+	if (u->xdp) { /* into the TX ring, all at once: no system call to slice */
+		udp_os_flush_xdp(u);
+		u->nctl = u->ctl_off = 0;
+		return;
+	}
 
 	while (u->ctl_off < end) {
 		int ret = sendmmsg(u->fd, u->ctl_msgs + u->ctl_off, end - u->ctl_off, MSG_DONTWAIT);

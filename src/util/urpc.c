@@ -96,6 +96,8 @@ URPC_API const char *urpc_transport_str(enum urpc_transport_kind kind)
 		return "udp";
 	case URPC_TRANSPORT_VERBS:
 		return "verbs";
+	case URPC_TRANSPORT_XDP:
+		return "xdp";
 	}
 	return "?";
 }
@@ -103,7 +105,8 @@ URPC_API const char *urpc_transport_str(enum urpc_transport_kind kind)
 URPC_API int urpc_transport_parse(const char *name, enum urpc_transport_kind *out)
 {
 	static const enum urpc_transport_kind all[] = {URPC_TRANSPORT_DEFAULT, URPC_TRANSPORT_LOOP,
-						       URPC_TRANSPORT_UDP, URPC_TRANSPORT_VERBS};
+						       URPC_TRANSPORT_UDP, URPC_TRANSPORT_VERBS,
+						       URPC_TRANSPORT_XDP};
 	unsigned i;
 
 	if (!name || !out)

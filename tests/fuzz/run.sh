@@ -77,7 +77,7 @@ EXAMPLES
 EOF
 }
 
-all_targets=(sm datapath udp_os kv_req)
+all_targets=(sm datapath udp_os kv_req xdp_frame)
 secs=30
 build=build/fuzz
 jobs=1

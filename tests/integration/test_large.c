@@ -218,7 +218,7 @@ static void world_up(void)
 	verbs_skip_without_port(LARGE_KIND);
 	memset(&W, 0, sizeof(W));
 	urpc_nexus_opts_init(&no);
-	no.host = "127.0.0.1";
+	no.host = test_host();
 	cr_assert_eq(urpc_nexus_create(&no, &W.nx), 0);
 	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_ECHO, echo_handler, &W), 0);
 	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_VIEW, view_handler, &W), 0);
@@ -228,7 +228,7 @@ static void world_up(void)
 	cr_assert_eq(urpc_rpc_create(W.nx, 1, &o, &W.srv), 0);
 	opts_for(&o, "URPC_TEST_DEVICE_A", 2);
 	cr_assert_eq(urpc_rpc_create(W.nx, 2, &o, &W.cli), 0);
-	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(W.nx));
+	snprintf(hp, sizeof(hp), "%s:%u", test_host(), urpc_nexus_port(W.nx));
 	cr_assert_eq(urpc_session_connect(W.cli, hp, 1, &W.sess), 0);
 	/* Connected once a tiny request comes back. */
 	{
@@ -488,7 +488,7 @@ Test(LARGE_NAME, several_sessions_many_in_flight, .timeout = 240)
 
 	world_up();
 	sess[0] = W.sess;
-	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(W.nx));
+	snprintf(hp, sizeof(hp), "%s:%u", test_host(), urpc_nexus_port(W.nx));
 	for (i = 1; i < S; i++)
 		cr_assert_eq(urpc_session_connect(W.cli, hp, 1, &sess[i]), 0);
 	for (i = 0; i < S * PER; i++) {

@@ -237,6 +237,7 @@ static void pass(struct lworld *l)
 
 static void setup(struct lworld *l)
 {
+	struct urpc_nexus_opts no;
 	struct urpc_rpc_opts o;
 	uint64_t deadline;
 	char hp[32];
@@ -246,7 +247,9 @@ static void setup(struct lworld *l)
 	verbs_skip_without_port(LOSS_KIND);
 	memset(l, 0, sizeof(*l));
 	l->n = env_uint("URPC_TEST_LOSS_RPCS", DEF_RPCS, MAX_RPCS);
-	cr_assert_eq(urpc_nexus_create(NULL, &l->nx), 0);
+	urpc_nexus_opts_init(&no);
+	no.host = test_host();
+	cr_assert_eq(urpc_nexus_create(&no, &l->nx), 0);
 	cr_assert_eq(urpc_nexus_register_handler(l->nx, REQ_ECHO, echo_handler, l), 0);
 
 	urpc_rpc_opts_init(&o);
@@ -269,7 +272,7 @@ static void setup(struct lworld *l)
 	cr_assert_geq(l->max_msg, 64);
 	cr_assert_eq(urpc_rpc_max_msg_size(l->srv), l->max_msg);
 
-	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(l->nx));
+	snprintf(hp, sizeof(hp), "%s:%u", test_host(), urpc_nexus_port(l->nx));
 	for (i = 0; i < NR_SESS; i++) {
 		cr_assert_eq(urpc_session_connect(l->cli, hp, SRV_ID, &l->sess[i]), 0);
 		cr_assert(l->sess[i] >= 0 && l->sess[i] < MAX_SESS);

@@ -33,6 +33,7 @@
 
 static struct {
 	struct urpc_nexus *nx;
+	struct urpc_nexus *nx_b; /* xdp: B's own Nexus, on the third interface's address */
 	struct urpc_rpc *srv, *a, *b;
 	int sa, sb;   /* client sessions */
 	int srv_sa;   /* the server's number of A's session */
@@ -112,9 +113,18 @@ static void world_up(void)
 	size_t i;
 
 	verbs_skip_without_port(RMEM_KIND);
+	/*
+	 * xdp takes one endpoint per interface (the kernel gives a queue one
+	 * AF_XDP UMEM): B goes on a third one, with a Nexus on its address so
+	 * that its connect comes from its endpoint's host.
+	 */
+	if (RMEM_KIND == URPC_TRANSPORT_XDP &&
+	    (!getenv("URPC_TEST_DEVICE_C") || !getenv("URPC_TEST_HOST_C")))
+		cr_skip_test("xdp: a second client needs URPC_TEST_DEVICE_C and URPC_TEST_HOST_C "
+			     "(tests/xdp-stage.sh sets them)");
 	memset(&W, 0, sizeof(W));
 	urpc_nexus_opts_init(&no);
-	no.host = "127.0.0.1";
+	no.host = test_host();
 	cr_assert_eq(urpc_nexus_create(&no, &W.nx), 0);
 	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_SMALL, small_handler, NULL), 0);
 	urpc_rpc_opts_init(&o);
@@ -125,8 +135,15 @@ static void world_up(void)
 	cr_assert_eq(urpc_rpc_create(W.nx, 1, &o, &W.srv), 0);
 	o.device = getenv("URPC_TEST_DEVICE_A");
 	cr_assert_eq(urpc_rpc_create(W.nx, 2, &o, &W.a), 0);
-	cr_assert_eq(urpc_rpc_create(W.nx, 3, &o, &W.b), 0);
-	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(W.nx));
+	if (RMEM_KIND == URPC_TRANSPORT_XDP) {
+		no.host = getenv("URPC_TEST_HOST_C");
+		cr_assert_eq(urpc_nexus_create(&no, &W.nx_b), 0);
+		o.device = getenv("URPC_TEST_DEVICE_C");
+		cr_assert_eq(urpc_rpc_create(W.nx_b, 3, &o, &W.b), 0);
+	} else {
+		cr_assert_eq(urpc_rpc_create(W.nx, 3, &o, &W.b), 0);
+	}
+	snprintf(hp, sizeof(hp), "%s:%u", test_host(), urpc_nexus_port(W.nx));
 	cr_assert_eq(urpc_session_connect(W.a, hp, 1, &W.sa), 0);
 	cr_assert_eq(urpc_session_connect(W.b, hp, 1, &W.sb), 0);
 	call(W.a, W.sa);
@@ -146,6 +163,8 @@ static void world_down(void)
 	cr_assert_eq(urpc_rpc_destroy(W.b), 0);
 	cr_assert_eq(urpc_rpc_destroy(W.srv), 0);
 	cr_assert_eq(urpc_nexus_destroy(W.nx), 0);
+	if (W.nx_b)
+		cr_assert_eq(urpc_nexus_destroy(W.nx_b), 0);
 	free(W.mem);
 }
 

@@ -171,7 +171,7 @@ static void world_up(void)
 	for (i = 0; i < REGION; i++)
 		W.mem[i] = pat(i, 0);
 	urpc_nexus_opts_init(&no);
-	no.host = "127.0.0.1";
+	no.host = test_host();
 	cr_assert_eq(urpc_nexus_create(&no, &W.nx), 0);
 	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_CHECK, check_handler, NULL), 0);
 	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_RBUF, rbuf_handler, NULL), 0);
@@ -195,7 +195,7 @@ static void world_up(void)
 	o.max_registrations = URPC_RPC_DEFAULT_MAX_REGISTRATIONS;
 	o.device = getenv("URPC_TEST_DEVICE_A");
 	cr_assert_eq(urpc_rpc_create(W.nx, 2, &o, &W.a), 0);
-	snprintf(hp, sizeof(hp), "127.0.0.1:%u", urpc_nexus_port(W.nx));
+	snprintf(hp, sizeof(hp), "%s:%u", test_host(), urpc_nexus_port(W.nx));
 	cr_assert_eq(urpc_session_connect(W.a, hp, 1, &W.sa), 0);
 	call(T_CHECK, q, sizeof(q), &ok, 1); /* the session is up */
 	cr_assert_eq(urpc__rpc_session_info(W.a, W.sa, &info), 0);

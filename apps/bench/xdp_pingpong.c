@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * urpc-xdp-pingpong: the raw AF_XDP baseline of apps/bench/xdp_bench.sh. Two
+ * threads of this process, each with one AF_XDP socket (libxdp's default
+ * program, which hands every frame of queue 0 to the socket) on one end of
+ * a veth pair: the client sends one Ethernet/IPv4/UDP frame of SIZE bytes
+ * of payload, busy-polls its RX ring for the echo and records the round
+ * trip; the server busy-polls, swaps the addresses in place (the checksums
+ * stay valid) and sends the frame back. Both kick the kernel only when the
+ * TX ring asks (XDP_USE_NEED_WAKEUP), as the xdp transport does, and count
+ * their kicks. No urpc code: this is the floor the transport is measured
+ * against. Uses libxdp, libbpf and libc only.
+ *
+ * Usage: urpc-xdp-pingpong CLIENT_IF SERVER_IF [SECONDS [SIZE]]
+ * Prints: "xdp-pingpong size S: N round trips, p50 X us, p99 Y us,
+ * kicks per round trip client C server D".
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/if_link.h>
+#include <linux/if_xdp.h>
+#include <net/if.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <xdp/xsk.h>
+
+#define NFRAMES 256u
+#define FRAME 2048u
+#define MAX_SAMPLES (1u << 22)
+
+struct end {
+	const char *ifname;
+	uint8_t mac[6];
+	struct xsk_umem *umem;
+	struct xsk_socket *xsk;
+	struct xsk_ring_prod fill, tx;
+	struct xsk_ring_cons comp, rx;
+	uint8_t *area;
+	uint64_t kicks;
+};
+
+static atomic_int stop;
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int end_open(struct end *e)
+{
+	struct xsk_socket_config sc = {.rx_size = NFRAMES,
+				       .tx_size = NFRAMES,
+				       .xdp_flags = XDP_FLAGS_DRV_MODE,
+				       .bind_flags = XDP_USE_NEED_WAKEUP | XDP_COPY};
+	struct xsk_umem_config uc = {
+		.fill_size = 2 * NFRAMES, .comp_size = NFRAMES, .frame_size = FRAME};
+	struct ifreq ifr;
+	uint32_t idx = 0, i;
+	int fd, ret;
+
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", e->ifname);
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	if (fd < 0 || ioctl(fd, SIOCGIFHWADDR, &ifr) < 0) {
+		fprintf(stderr, "urpc-xdp-pingpong: %s: %s\n", e->ifname, strerror(errno));
+		return -1;
+	}
+	close(fd);
+	memcpy(e->mac, ifr.ifr_hwaddr.sa_data, 6);
+	e->area = mmap(NULL, 2 * NFRAMES * FRAME, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (e->area == MAP_FAILED)
+		return -1;
+	ret = xsk_umem__create(&e->umem, e->area, 2 * NFRAMES * FRAME, &e->fill, &e->comp, &uc);
+	if (!ret)
+		ret = xsk_socket__create(&e->xsk, e->ifname, 0, e->umem, &e->rx, &e->tx, &sc);
+	if (ret) {
+		fprintf(stderr, "urpc-xdp-pingpong: AF_XDP on %s: %s\n", e->ifname, strerror(-ret));
+		return -1;
+	}
+	/* frames 0..NFRAMES-1 receive, the rest send */
+	xsk_ring_prod__reserve(&e->fill, NFRAMES, &idx);
+	for (i = 0; i < NFRAMES; i++)
+		*xsk_ring_prod__fill_addr(&e->fill, idx + i) = (uint64_t)i * FRAME;
+	xsk_ring_prod__submit(&e->fill, NFRAMES);
+	return 0;
+}
+
+/* Send the @len bytes at frame @addr (a send frame), kicking when asked. */
+static void end_send(struct end *e, uint64_t addr, uint32_t len)
+{
+	uint32_t idx = 0, n;
+
+	/* reclaim completions: the send frame is reused */
+	n = xsk_ring_cons__peek(&e->comp, NFRAMES, &idx);
+	xsk_ring_cons__release(&e->comp, n);
+	while (xsk_ring_prod__reserve(&e->tx, 1, &idx) != 1)
+		;
+	xsk_ring_prod__tx_desc(&e->tx, idx)->addr = addr;
+	xsk_ring_prod__tx_desc(&e->tx, idx)->len = len;
+	xsk_ring_prod__submit(&e->tx, 1);
+	if (xsk_ring_prod__needs_wakeup(&e->tx)) {
+		sendto(xsk_socket__fd(e->xsk), NULL, 0, MSG_DONTWAIT, NULL, 0);
+		e->kicks++;
+	}
+}
+
+/* Busy-poll for one frame: its UMEM address and length, the frame returned to fill. */
+static int end_recv(struct end *e, uint8_t *copy, uint32_t *len)
+{
+	uint32_t idx, fidx = 0;
+	const struct xdp_desc *d;
+
+	while (!xsk_ring_cons__peek(&e->rx, 1, &idx))
+		if (atomic_load_explicit(&stop, memory_order_relaxed))
+			return -1;
+	d = xsk_ring_cons__rx_desc(&e->rx, idx);
+	*len = d->len;
+	memcpy(copy, xsk_umem__get_data(e->area, d->addr), d->len);
+	xsk_ring_prod__reserve(&e->fill, 1, &fidx);
+	*xsk_ring_prod__fill_addr(&e->fill, fidx) = xsk_umem__extract_addr(d->addr);
+	xsk_ring_prod__submit(&e->fill, 1);
+	xsk_ring_cons__release(&e->rx, 1);
+	return 0;
+}
+
+static void *server(void *arg)
+{
+	struct end *e = arg;
+	uint64_t out = (uint64_t)NFRAMES * FRAME;
+	uint8_t *f = xsk_umem__get_data(e->area, out), tmp[6];
+	uint32_t len;
+
+	while (!end_recv(e, f, &len)) {
+		if (len < 42)
+			continue;
+		memcpy(tmp, f, 6); /* swap MACs, IPs, ports: checksums stay valid */
+		memcpy(f, f + 6, 6);
+		memcpy(f + 6, tmp, 6);
+		memcpy(tmp, f + 26, 4);
+		memcpy(f + 26, f + 30, 4);
+		memcpy(f + 30, tmp, 4);
+		memcpy(tmp, f + 34, 2);
+		memcpy(f + 34, f + 36, 2);
+		memcpy(f + 36, tmp, 2);
+		end_send(e, out, len);
+	}
+	return NULL;
+}
+
+static uint16_t csum(const uint8_t *p, size_t n, uint32_t s)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < n; i += 2)
+		s += (uint32_t)(p[i] << 8 | p[i + 1]);
+	if (n & 1)
+		s += (uint32_t)p[n - 1] << 8;
+	while (s >> 16)
+		s = (s & 0xffff) + (s >> 16);
+	return (uint16_t)~s;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+	struct end c = {0}, s = {0};
+	double secs = argc > 3 ? atof(argv[3]) : 2.0, t0, end, *lat;
+	uint32_t size = argc > 4 ? (uint32_t)atoi(argv[4]) : 32, len, n = 0, ulen;
+	uint64_t out = (uint64_t)NFRAMES * FRAME;
+	uint8_t *f, in[FRAME];
+	pthread_t th;
+	uint16_t k;
+
+	if (argc < 3 || size > 1400 || secs <= 0) {
+		fprintf(stderr,
+			"usage: urpc-xdp-pingpong CLIENT_IF SERVER_IF [SECONDS [SIZE<=1400]]\n");
+		return 2;
+	}
+	c.ifname = argv[1];
+	s.ifname = argv[2];
+	lat = malloc(MAX_SAMPLES * sizeof(*lat));
+	if (!lat || end_open(&c) || end_open(&s))
+		return 1;
+	f = xsk_umem__get_data(c.area, out);
+	memset(f, 0, 42 + size);
+	memcpy(f, s.mac, 6);
+	memcpy(f + 6, c.mac, 6);
+	f[12] = 0x08;
+	f[14] = 0x45;
+	k = (uint16_t)(28 + size);
+	f[16] = (uint8_t)(k >> 8);
+	f[17] = (uint8_t)k;
+	f[22] = 64;
+	f[23] = 17;
+	memcpy(f + 26, "\x0a\x4f\x00\x01\x0a\x4f\x00\x02", 8);
+	k = csum(f + 14, 20, 0);
+	f[24] = (uint8_t)(k >> 8);
+	f[25] = (uint8_t)k;
+	memcpy(f + 34, "\x9c\x40\x9c\x41", 4);
+	ulen = 8 + size;
+	f[38] = (uint8_t)(ulen >> 8);
+	f[39] = (uint8_t)ulen;
+	k = csum(f + 34, ulen, (uint32_t)(csum(f + 26, 8, 0) ^ 0xffff) + 17 + ulen);
+	f[40] = (uint8_t)(k >> 8);
+	f[41] = (uint8_t)k;
+	pthread_create(&th, NULL, server, &s);
+	t0 = now_us();
+	end = t0 + secs * 1e6;
+	while (n < MAX_SAMPLES) {
+		double t = now_us();
+
+		if (t > end)
+			break;
+		end_send(&c, out, 42 + size);
+		if (end_recv(&c, in, &len))
+			break;
+		lat[n++] = now_us() - t;
+	}
+	atomic_store(&stop, 1);
+	pthread_join(th, NULL);
+	qsort(lat, n, sizeof(*lat), cmp_d);
+	if (!n) {
+		fprintf(stderr, "urpc-xdp-pingpong: no round trip\n");
+		return 1;
+	}
+	printf("xdp-pingpong size %u: %u round trips, p50 %.2f us, p99 %.2f us, kicks per round "
+	       "trip client %.2f server %.2f\n",
+	       size, n, lat[n / 2], lat[(size_t)(n * 0.99)], (double)c.kicks / n,
+	       (double)s.kicks / n);
+	xsk_socket__delete(c.xsk);
+	xsk_socket__delete(s.xsk);
+	xsk_umem__delete(c.umem);
+	xsk_umem__delete(s.umem);
+	return 0;
+}

@@ -1,0 +1,439 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The xdp transport's top: endpoint create/destroy, peers, idle waiting
+ * and the ops table. An xdp endpoint is a udp endpoint (udp_ep.h) whose
+ * datagrams travel through AF_XDP sockets, one per receive queue of the
+ * interface (opts.device / URPC_DEVICE), each with its own UMEM (hugepage
+ * memory where there is some) and rings sized from the endpoint's config,
+ * bound with XDP_USE_NEED_WAKEUP, zero-copy where the driver offers it and
+ * copy mode otherwise. The udp files keep the wire format, the receive
+ * slots and the one-sided protocol (so xdp and udp endpoints talk to each
+ * other); xdp_io.c carries the frames, xdp_bpf.c the program and maps,
+ * xdp_nl.c the interface and neighbours.
+ *
+ * The endpoint's address is cfg->host when the interface has it, else the
+ * interface's first IPv4 address; its kernel UDP socket holds the port and
+ * carries peers on this host's own interface.
+ */
+#define _GNU_SOURCE
+#define URPC_LOG_MODULE "xdp"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/if_link.h>
+#include <linux/if_xdp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../util/log.h"
+#include "tp_default.h"
+#include "udp_ep.h"
+#include "udp_io.h"
+#include "udp_os.h"
+#include "xdp_int.h"
+#include "xdp_sys.h"
+
+#define HUGE_2M (2u << 20)
+
+static const struct urpc_tp_ops xdp_ops;
+
+static void xdp_q_fini(struct xdp_q *q)
+{
+	if (q->xsk)
+		xsk_socket__delete(q->xsk);
+	if (q->umem)
+		xsk_umem__delete(q->umem);
+	if (q->area)
+		munmap(q->area, q->area_len);
+	free(q->tx_free);
+	memset(q, 0, sizeof(*q));
+}
+
+static void xdp_fini(struct urpc_xdp *x, long id)
+{
+	int lock = urpc__xdp_lock(x->ifname);
+	unsigned i;
+
+	urpc__xdp_maps_del(x, id);
+	urpc__xdp_unlock(lock);
+	for (i = 0; i < x->nq; i++)
+		xdp_q_fini(&x->q[i]);
+	if (x->epfd >= 0)
+		close(x->epfd);
+	free(x);
+}
+
+/* The UMEM's memory: hugepages where there are some, else normal pages. */
+static int xdp_area(struct urpc_xdp *x, struct xdp_q *q, size_t len)
+{
+	size_t huge_len = (len + HUGE_2M - 1) & ~(size_t)(HUGE_2M - 1);
+
+	q->area = mmap(NULL, huge_len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE, -1, 0);
+	if (q->area != MAP_FAILED) {
+		q->area_len = huge_len;
+		x->huge = true;
+		return 0;
+	}
+	q->area = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (q->area == MAP_FAILED) {
+		q->area = NULL;
+		return -ENOMEM;
+	}
+	q->area_len = len;
+	return 0;
+}
+
+static void xdp_memlock_hint(size_t need, long id)
+{
+	struct rlimit rl;
+
+	getrlimit(RLIMIT_MEMLOCK, &rl);
+	URPC_ERR(id,
+		 "xdp: the UMEM (%zu KiB per queue) counts against the memlock limit (%llu "
+		 "KiB): raise it (ulimit -l unlimited, LimitMEMLOCK=infinity in systemd) or "
+		 "grant CAP_IPC_LOCK",
+		 need >> 10, (unsigned long long)rl.rlim_cur >> 10);
+}
+
+/*
+ * One queue's UMEM, rings and socket; the fill ring filled. Only queue 0
+ * sends (xdp_io.c): it alone has send frames and a TX ring.
+ */
+static int xdp_q_init(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
+{
+	struct xdp_q *q = &x->q[qi];
+	uint32_t ntx = qi ? 0 : x->ntx;
+	/*
+	 * The fill ring has room for twice the receive frames: the kernel
+	 * publishes what it took from the ring only when it refills its own
+	 * cache, so a ring of exactly nrx could look full while frames it
+	 * took wait in the RX ring to be handed back.
+	 */
+	struct xsk_umem_config uc = {
+		.fill_size = 2 * x->nrx,
+		.comp_size = ntx ? ntx : 64, /* the kernel wants a ring; unused without TX */
+		.frame_size = x->frame_size,
+		.frame_headroom = 0,
+	};
+	struct xsk_socket_config sc = {
+		.rx_size = x->nrx,
+		.tx_size = x->ntx,
+		.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD,
+		.xdp_flags = x->generic ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE,
+	};
+	size_t len = (size_t)(x->nrx + ntx) * x->frame_size;
+	struct xsk_ring_prod *tx = ntx ? &q->tx : NULL;
+	uint32_t i, idx;
+	int ret;
+
+	q->tx_free = ntx ? calloc(ntx, sizeof(*q->tx_free)) : NULL;
+	if ((ntx && !q->tx_free) || xdp_area(x, q, len))
+		return -ENOMEM;
+	ret = xsk_umem__create(&q->umem, q->area, len, &q->fill, &q->comp, &uc);
+	if (ret) {
+		q->umem = NULL;
+		if (ret == -ENOBUFS || ret == -EPERM || ret == -ENOMEM)
+			xdp_memlock_hint(len, u->base.id);
+		else
+			URPC_ERR(u->base.id, "xdp: UMEM: %s", strerror(-ret));
+		return ret;
+	}
+	/*
+	 * A queue takes one UMEM: a socket closed just before lets go of it a
+	 * little later (the kernel releases it from a work queue), so -EBUSY
+	 * is retried for up to a second before it is taken as another owner's.
+	 */
+	for (i = 0; i < 100; i++) {
+		sc.bind_flags = XDP_USE_NEED_WAKEUP | XDP_ZEROCOPY;
+		ret = xsk_socket__create(&q->xsk, x->ifname, qi, q->umem, &q->rx, tx, &sc);
+		if (ret) {
+			sc.bind_flags = XDP_USE_NEED_WAKEUP | XDP_COPY;
+			ret = xsk_socket__create(&q->xsk, x->ifname, qi, q->umem, &q->rx, tx, &sc);
+		} else {
+			x->zerocopy = true;
+		}
+		if (ret != -EBUSY)
+			break;
+		nanosleep(&(struct timespec){0, 10000000}, NULL);
+	}
+	if (ret == -EBUSY) {
+		q->xsk = NULL;
+		URPC_ERR(u->base.id,
+			 "xdp: queue %u of %s is held by another AF_XDP socket (the kernel takes "
+			 "one per queue: one xdp endpoint per interface and host; use another "
+			 "interface, or a veth pair per endpoint)",
+			 qi, x->ifname);
+		return ret;
+	}
+	if (ret) {
+		q->xsk = NULL;
+		if (ret == -EPERM || ret == -EACCES)
+			URPC_ERR(u->base.id,
+				 "xdp: an AF_XDP socket needs CAP_NET_RAW (and CAP_NET_ADMIN): "
+				 "run as root or setcap cap_net_raw,cap_net_admin,cap_bpf,"
+				 "cap_ipc_lock+ep");
+		else if (ret == -EAFNOSUPPORT)
+			URPC_ERR(u->base.id, "xdp: this kernel has no AF_XDP (CONFIG_XDP_SOCKETS)");
+		else
+			URPC_ERR(u->base.id, "xdp: AF_XDP socket on %s queue %u: %s", x->ifname, qi,
+				 strerror(-ret));
+		return ret;
+	}
+	q->fd = xsk_socket__fd(q->xsk);
+	if (x->busy_poll) {
+		int one = 1, us = 20, budget = 64;
+
+		(void)setsockopt(q->fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof(one));
+		(void)setsockopt(q->fd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof(us));
+		(void)setsockopt(q->fd, SOL_SOCKET, SO_BUSY_POLL_BUDGET, &budget, sizeof(budget));
+	}
+	if (xsk_ring_prod__reserve(&q->fill, x->nrx, &idx) != x->nrx)
+		return -EIO;
+	for (i = 0; i < x->nrx; i++)
+		*xsk_ring_prod__fill_addr(&q->fill, idx + i) = (uint64_t)i * x->frame_size;
+	xsk_ring_prod__submit(&q->fill, x->nrx);
+	for (i = 0; i < ntx; i++)
+		q->tx_free[i] = (uint64_t)(x->nrx + i) * x->frame_size;
+	q->ntx_free = ntx;
+	return 0;
+}
+
+/* Interface, address and mtu into @x and @c. */
+static int xdp_prepare(struct urpc_xdp *x, struct urpc_tp_cfg *c, char *host, size_t hlen)
+{
+	uint32_t ifmtu, mtu, want = 0;
+	char driver[32];
+	int ret;
+
+	ret = urpc__xdp_if_info(x, &ifmtu, driver, sizeof(driver), c->id);
+	if (ret)
+		return ret;
+	if (c->host)
+		inet_pton(AF_INET, c->host, &want);
+	ret = urpc__xdp_if_addr(x, want, c->id);
+	if (ret)
+		return ret;
+	inet_ntop(AF_INET, &x->addr, host, (socklen_t)hlen);
+	c->host = host;
+	/* a frame holds the headers, udp's header and the payload; 4 KiB at most */
+	mtu = URPC_MIN(ifmtu - 28, 4096u - URPC_XDP_HDR_LEN) - (uint32_t)sizeof(struct udp_hdr);
+	if (c->mtu > mtu) {
+		URPC_ERR(c->id, "xdp: mtu %u is above what %s carries (%u)", c->mtu, x->ifname,
+			 mtu);
+		return -EINVAL;
+	}
+	if (!c->mtu)
+		c->mtu = URPC_MIN(mtu, UDP_DEFAULT_DGRAM - (uint32_t)sizeof(struct udp_hdr));
+	x->frame_size = URPC_XDP_HDR_LEN + sizeof(struct udp_hdr) + c->mtu <= 2048 ? 2048 : 4096;
+	x->csum_trusted = !strcmp(driver, "veth");
+	return 0;
+}
+
+static int xdp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
+{
+	struct urpc_tp_cfg c = *cfg;
+	char host[INET_ADDRSTRLEN];
+	const char *dev = cfg->device;
+	struct urpc_xdp *x;
+	struct udp_tp *u;
+	unsigned i;
+	int ret, lock;
+
+	if (!dev || !*dev)
+		dev = getenv("URPC_DEVICE");
+	if (!dev || !*dev) {
+		URPC_ERR(cfg->id,
+			 "xdp needs an interface: set urpc_rpc_opts.device or URPC_DEVICE");
+		return -EINVAL;
+	}
+	u = calloc(1, sizeof(*u));
+	x = calloc(1, sizeof(*x));
+	if (!u || !x) {
+		free(u);
+		free(x);
+		return -ENOMEM;
+	}
+	x->epfd = -1;
+	x->prog_fd = x->ports_fd = x->xsks_fd = -1;
+	snprintf(x->ifname, sizeof(x->ifname), "%s", dev);
+	ret = xdp_prepare(x, &c, host, sizeof(host));
+	if (ret)
+		goto out_free;
+	ret = urpc__udp_ep_init(u, &c, &xdp_ops, URPC_TRANSPORT_XDP);
+	if (ret)
+		goto out_free;
+	x->port = u->local.sin_port;
+	x->nrx = c.rq_depth;
+	x->busy_poll = getenv("URPC_XDP_BUSY_POLL") && !strcmp(getenv("URPC_XDP_BUSY_POLL"), "1");
+	/*
+	 * Send frames: twice the send queue, all on queue 0 (a burst of
+	 * one-sided replies may outrun the completions of a loaded host).
+	 */
+	x->ntx = 2 * c.sq_depth;
+	lock = urpc__xdp_lock(x->ifname);
+	ret = urpc__xdp_prog_get(x, c.id);
+	if (ret)
+		goto out_unlock;
+	x->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (x->epfd < 0) {
+		ret = -errno;
+		goto out_unlock;
+	}
+	for (i = 0; i < x->nq; i++) {
+		struct epoll_event ev = {.events = EPOLLIN};
+
+		ret = xdp_q_init(u, x, i);
+		if (ret)
+			goto out_unlock;
+		if (epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->q[i].fd, &ev) < 0) {
+			ret = -errno;
+			goto out_unlock;
+		}
+	}
+	ret = urpc__xdp_maps_add(x, c.id);
+	if (ret)
+		goto out_unlock;
+	urpc__xdp_unlock(lock);
+	u->xdp = x;
+	URPC_INFO(c.id, "xdp: %s:%u on %s, %u queue(s), %s mode, %s XDP, UMEM in %s", host,
+		  ntohs(x->port), x->ifname, x->nq, x->zerocopy ? "zero-copy" : "copy",
+		  x->generic ? "generic" : "native", x->huge ? "hugepages" : "normal pages");
+	*out = &u->base;
+	return 0;
+
+out_unlock:
+	urpc__xdp_unlock(lock);
+out_free:
+	xdp_fini(x, c.id);
+	urpc__udp_ep_free(u);
+	return ret;
+}
+
+static void xdp_peer_free(struct udp_tp *u, struct urpc_tp_peer *p)
+{
+	if (p->xp) {
+		free(p->xp);
+		p->xp = NULL;
+	} else if (u->kpeers && !--u->kpeers && u->xdp->ep_has_kfd) {
+		epoll_ctl(u->xdp->epfd, EPOLL_CTL_DEL, u->fd, NULL);
+		u->xdp->ep_has_kfd = false;
+	}
+}
+
+static int xdp_destroy(struct urpc_tp *tp)
+{
+	struct udp_tp *u = to_udp(tp);
+	struct urpc_tp_peer *p;
+
+	if (u->nops || u->mrs.n)
+		return -EBUSY;
+	for (p = u->peers; p; p = p->next)
+		xdp_peer_free(u, p);
+	xdp_fini(u->xdp, tp->id);
+	u->xdp = NULL;
+	urpc__udp_ep_free(u);
+	return 0;
+}
+
+static int xdp_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
+			    struct urpc_tp_peer **out)
+{
+	struct udp_tp *u = to_udp(tp);
+	struct urpc_xdp *x = u->xdp;
+	struct urpc_tp_peer *p;
+	uint8_t mac[6];
+	int ret;
+
+	ret = urpc__udp_resolve_peer(tp, ep, len, &p);
+	if (ret)
+		return ret;
+	ret = urpc__xdp_nexthop(x, p->sa.sin_addr.s_addr, mac, tp->id);
+	if (ret < 0) {
+		urpc__udp_release_peer(tp, p);
+		return ret;
+	}
+	if (ret) {
+		p->xp = calloc(1, sizeof(*p->xp));
+		if (!p->xp) {
+			urpc__udp_release_peer(tp, p);
+			return -ENOMEM;
+		}
+		urpc__xdp_frame_tmpl(p->xp, x->mac, mac, x->addr, p->sa.sin_addr.s_addr, x->port,
+				     p->sa.sin_port);
+	} else {
+		/* on this host: the kernel socket carries it both ways */
+		if (!u->kpeers++ && !x->ep_has_kfd) {
+			struct epoll_event ev = {.events = EPOLLIN};
+
+			x->ep_has_kfd = epoll_ctl(x->epfd, EPOLL_CTL_ADD, u->fd, &ev) == 0;
+		}
+	}
+	*out = p;
+	return 0;
+}
+
+static void xdp_release_peer(struct urpc_tp *tp, struct urpc_tp_peer *peer)
+{
+	if (!peer)
+		return;
+	xdp_peer_free(to_udp(tp), peer);
+	urpc__udp_release_peer(tp, peer);
+}
+
+static void xdp_tx_flush(struct urpc_tp *tp)
+{
+	/* the frames were copied into the UMEM */
+}
+
+/* Idle waiting: the sockets (and the kernel socket while it has peers) in one epoll fd. */
+static int xdp_wait_arm(struct urpc_tp *tp)
+{
+	struct udp_tp *u = to_udp(tp);
+
+	if (u->nops || u->pend_cnt)
+		return -EBUSY;
+	return u->xdp->epfd;
+}
+
+static const struct urpc_tp_ops xdp_ops = {
+	.name = "xdp",
+	.create = xdp_create,
+	.destroy = xdp_destroy,
+	.get_endpoint = urpc__udp_get_endpoint,
+	.resolve_peer = xdp_resolve_peer,
+	.release_peer = xdp_release_peer,
+	.ep_host = urpc__udp_ep_host,
+	.tx_burst = urpc__udp_tx_burst,
+	.tx_flush = xdp_tx_flush,
+	.tx_now = urpc__tp_default_tx_now,
+	.reg_mem = urpc__udp_os_reg_mem,
+	.dereg_mem = urpc__udp_os_dereg_mem,
+	.post_read = urpc__udp_os_post_read,
+	.post_write = urpc__udp_os_post_write,
+	.set_peer_token = urpc__udp_os_set_peer_token,
+	.grant = urpc__udp_os_grant,
+	.revoke = urpc__udp_os_revoke,
+	.rx_burst = urpc__udp_rx_burst,
+	.rx_run = urpc__tp_default_rx_run,
+	.rx_release = urpc__udp_rx_release,
+	.poll_completions = urpc__udp_poll_completions,
+	.cancel = urpc__udp_os_cancel,
+	.os_idle = urpc__udp_os_idle,
+	.wait_arm = xdp_wait_arm,
+	.wait_ack = urpc__udp_wait_ack,
+	.reg_dmabuf = urpc__tp_default_reg_dmabuf,
+	.ctl_pop = urpc__tp_default_ctl_pop,
+	.ctl_push = urpc__tp_default_ctl_push,
+};
+
+const struct urpc_tp_ops *urpc__tp_xdp_ops(void)
+{
+	return &xdp_ops;
+}

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The xdp transport's frames (xdp_frame.h): header templates, checksums
+ * and the receive parser. Byte order is done by hand (big-endian fields
+ * read and written byte by byte), so no header of the host's network stack
+ * is needed and the parser never does an unaligned load. Calls nothing of
+ * ours.
+ */
+#include "xdp_frame.h"
+
+#include <string.h>
+
+#define ETH_LEN 14u
+#define IP_LEN 20u
+#define UDP_LEN 8u
+#define ETHERTYPE_IPV4 0x0800u
+#define PROTO_UDP 17u
+
+const char *urpc__xdp_drop_str(enum urpc_xdp_drop d)
+{
+	switch (d) {
+	case URPC_XDP_OK:
+		return "accepted";
+#define URPC_XDP_DROP_CASE(name, text)                                                             \
+	case URPC_XDP_DROP_##name:                                                                 \
+		return text;
+		URPC_XDP_DROPS(URPC_XDP_DROP_CASE)
+#undef URPC_XDP_DROP_CASE
+	case URPC_XDP_DROP_MAX:
+		break;
+	}
+	return "?";
+}
+
+static inline uint16_t get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static inline void put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+/* The ones' complement sum of @len bytes (big-endian 16-bit words), unfolded. */
+static uint64_t csum_add(uint64_t sum, const uint8_t *p, size_t len)
+{
+	while (len >= 8) {
+		sum += (uint64_t)get16(p) + get16(p + 2) + get16(p + 4) + get16(p + 6);
+		p += 8;
+		len -= 8;
+	}
+	while (len >= 2) {
+		sum += get16(p);
+		p += 2;
+		len -= 2;
+	}
+	if (len)
+		sum += (uint64_t)p[0] << 8;
+	return sum;
+}
+
+static inline uint16_t csum_fold(uint64_t sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)sum;
+}
+
+/* The UDP checksum's sum: pseudo header, then the UDP header and payload at @udp. */
+static uint16_t udp_sum(const uint8_t *ip, const uint8_t *udp, uint32_t udp_len)
+{
+	uint64_t sum = csum_add(0, ip + 12, 8); /* source and destination */
+
+	sum += PROTO_UDP + udp_len;
+	sum = csum_add(sum, udp, udp_len);
+	return csum_fold(sum);
+}
+
+void urpc__xdp_frame_tmpl(struct urpc_xdp_peer *p, const uint8_t src_mac[6],
+			  const uint8_t dst_mac[6], uint32_t saddr, uint32_t daddr, uint16_t sport,
+			  uint16_t dport)
+{
+	uint8_t *h = p->hdr, *ip = h + ETH_LEN, *udp = ip + IP_LEN;
+
+	memset(h, 0, sizeof(p->hdr));
+	memcpy(h, dst_mac, 6);
+	memcpy(h + 6, src_mac, 6);
+	put16(h + 12, ETHERTYPE_IPV4);
+	ip[0] = 0x45;	       /* version 4, IHL 5 */
+	put16(ip + 6, 0x4000); /* DF */
+	ip[8] = 64;	       /* TTL */
+	ip[9] = PROTO_UDP;
+	memcpy(ip + 12, &saddr, 4);
+	memcpy(ip + 16, &daddr, 4);
+	memcpy(udp, &sport, 2);
+	memcpy(udp + 2, &dport, 2);
+}
+
+uint32_t urpc__xdp_frame_finish(uint8_t *f, uint32_t payload_len, uint16_t ip_id)
+{
+	uint8_t *ip = f + ETH_LEN, *udp = ip + IP_LEN;
+	uint32_t udp_len = UDP_LEN + payload_len;
+	uint16_t c;
+
+	put16(ip + 2, (uint16_t)(IP_LEN + udp_len));
+	put16(ip + 4, ip_id);
+	put16(ip + 10, 0);
+	put16(ip + 10, (uint16_t)~csum_fold(csum_add(0, ip, IP_LEN)));
+	put16(udp + 4, (uint16_t)udp_len);
+	put16(udp + 6, 0);
+	c = (uint16_t)~udp_sum(ip, udp, udp_len);
+	put16(udp + 6, c ? c : 0xffff); /* 0 means "no checksum" in IPv4 */
+	return ETH_LEN + IP_LEN + udp_len;
+}
+
+enum urpc_xdp_drop urpc__xdp_frame_parse(const uint8_t *f, uint32_t len, uint32_t daddr,
+					 uint16_t dport, bool check_udp_csum,
+					 struct urpc_xdp_dgram *out)
+{
+	const uint8_t *ip, *udp;
+	uint32_t ihl, ip_len, udp_len;
+
+	if (len < ETH_LEN + IP_LEN)
+		return URPC_XDP_DROP_SHORT;
+	if (get16(f + 12) != ETHERTYPE_IPV4)
+		return URPC_XDP_DROP_NOT_IPV4;
+	ip = f + ETH_LEN;
+	if ((ip[0] >> 4) != 4)
+		return URPC_XDP_DROP_NOT_IPV4;
+	ihl = (uint32_t)(ip[0] & 0xf) * 4;
+	if (ihl < IP_LEN || ETH_LEN + ihl > len)
+		return URPC_XDP_DROP_BAD_IHL;
+	ip_len = get16(ip + 2);
+	/* a frame may carry padding after the datagram (60-byte minimum), never less */
+	if (ip_len < ihl || ETH_LEN + ip_len > len)
+		return URPC_XDP_DROP_BAD_IP_LEN;
+	if (csum_fold(csum_add(0, ip, ihl)) != 0xffff)
+		return URPC_XDP_DROP_BAD_IP_CSUM;
+	if (get16(ip + 6) & 0x3fff)
+		return URPC_XDP_DROP_FRAGMENT;
+	if (ip[9] != PROTO_UDP)
+		return URPC_XDP_DROP_NOT_UDP;
+	if (ip_len < ihl + UDP_LEN)
+		return URPC_XDP_DROP_SHORT;
+	udp = ip + ihl;
+	if ((daddr && memcmp(ip + 16, &daddr, 4)) || memcmp(udp + 2, &dport, 2))
+		return URPC_XDP_DROP_NOT_OURS;
+	udp_len = get16(udp + 4);
+	if (udp_len != ip_len - ihl)
+		return URPC_XDP_DROP_BAD_UDP_LEN;
+	if (check_udp_csum && get16(udp + 6) && udp_sum(ip, udp, udp_len) != 0xffff)
+		return URPC_XDP_DROP_BAD_UDP_CSUM;
+	memcpy(&out->saddr, ip + 12, 4);
+	memcpy(&out->sport, udp, 2);
+	out->off = ETH_LEN + ihl + UDP_LEN;
+	out->len = udp_len - UDP_LEN;
+	return URPC_XDP_OK;
+}

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The xdp transport's datapath (xdp_io.h): send frames built in the UMEM
+ * from a peer's header template (xdp_frame.c computes the checksums),
+ * kicks only when the TX ring asks for one (XDP_USE_NEED_WAKEUP),
+ * completions reclaimed in batches when the free frames run out; receive
+ * frames checked by the parser, their payload copied into the endpoint's
+ * receive slots, every frame handed back to the fill ring at once (a
+ * flood cannot exhaust the UMEM). No allocation; the only system calls
+ * are the kicks and the fill ring's wake-ups the kernel asks for.
+ *
+ * udp_io.c and udp_os.c call in here; this file calls xdp_frame.h only.
+ */
+#define _GNU_SOURCE /* struct mmsghdr in udp_int.h; must precede every include */
+#define URPC_LOG_MODULE "xdp"
+#include "xdp_io.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "../util/compiler.h"
+#include "../util/log.h"
+#include "xdp_frame.h"
+#include "xdp_int.h"
+
+/* Take back the send frames the kernel is done with. Owner thread only. */
+static void xdp_reclaim(struct xdp_q *q)
+{
+	uint32_t idx, n, i;
+
+	n = xsk_ring_cons__peek(&q->comp, UINT32_MAX, &idx);
+	if (!n)
+		return;
+	for (i = 0; i < n; i++)
+		q->tx_free[q->ntx_free++] = *xsk_ring_cons__comp_addr(&q->comp, idx + i);
+	xsk_ring_cons__release(&q->comp, n);
+}
+
+static void xdp_kick_q(struct udp_tp *u, struct xdp_q *q)
+{
+	ssize_t r;
+
+	if (!q->tx_pending)
+		return;
+	if (!xsk_ring_prod__needs_wakeup(&q->tx)) {
+		q->tx_pending = 0;
+		return;
+	}
+	r = sendto(q->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
+	u->base.stats.sys_tx++;
+	/* EAGAIN/EBUSY/ENOBUFS: the kernel is busy; the next kick or poll retries */
+	if (r >= 0 || (errno != EAGAIN && errno != EBUSY && errno != ENOBUFS))
+		q->tx_pending = 0;
+	if (unlikely(r < 0 && errno != EAGAIN && errno != EBUSY && errno != ENOBUFS &&
+		     errno != ENETDOWN))
+		URPC_WARN_RATELIMIT(u->base.id, "AF_XDP send kick: %s", strerror(errno));
+}
+
+void urpc__xdp_kick(struct udp_tp *u)
+{
+	xdp_kick_q(u, &u->xdp->q[0]);
+}
+
+int urpc__xdp_tx(struct udp_tp *u, const struct urpc_tp_peer *peer, const struct iovec *iov,
+		 unsigned niov)
+{
+	struct urpc_xdp *x = u->xdp;
+	struct xdp_q *q = &x->q[0];
+	struct xdp_desc *d;
+	uint32_t idx, total = 0, i;
+	uint64_t addr;
+	uint8_t *f;
+
+	if (unlikely(!q->ntx_free)) {
+		xdp_reclaim(q);
+		if (!q->ntx_free) {
+			xdp_kick_q(u, q);
+			xdp_reclaim(q);
+			if (!q->ntx_free)
+				return 0;
+		}
+	}
+	if (unlikely(xsk_ring_prod__reserve(&q->tx, 1, &idx) != 1))
+		return 0;
+	addr = q->tx_free[--q->ntx_free];
+	f = xsk_umem__get_data(q->area, addr);
+	memcpy(f, peer->xp->hdr, URPC_XDP_HDR_LEN);
+	for (i = 0; i < niov; i++) {
+		/* tx_burst checked the mtu, which leaves the headers room in a frame */
+		memcpy(f + URPC_XDP_HDR_LEN + total, iov[i].iov_base, iov[i].iov_len);
+		total += (uint32_t)iov[i].iov_len;
+	}
+	d = xsk_ring_prod__tx_desc(&q->tx, idx);
+	d->addr = addr;
+	d->len = urpc__xdp_frame_finish(f, total, x->ip_id++);
+	d->options = 0;
+	xsk_ring_prod__submit(&q->tx, 1);
+	q->tx_pending++;
+	return 1;
+}
+
+static void xdp_drop(struct udp_tp *u, enum urpc_xdp_drop why)
+{
+	u->xdp->drops[why]++;
+	u->base.stats.rx_drop_bad++;
+	URPC_WARN_RATELIMIT(u->base.id, "dropped a frame: %s", urpc__xdp_drop_str(why));
+}
+
+/* One received frame: into a free slot when it is ours and well formed. */
+static bool xdp_rx_frame(struct udp_tp *u, const uint8_t *f, uint32_t len, uint32_t *slot,
+			 uint32_t *dlen)
+{
+	struct urpc_xdp *x = u->xdp;
+	struct urpc_xdp_dgram d;
+	enum urpc_xdp_drop why;
+	uint32_t s;
+
+	why = urpc__xdp_frame_parse(f, len, x->addr, x->port, !x->csum_trusted, &d);
+	if (unlikely(why)) {
+		xdp_drop(u, why);
+		return false;
+	}
+	if (unlikely(d.len > u->slot_size)) {
+		xdp_drop(u, URPC_XDP_DROP_BAD_UDP_LEN);
+		return false;
+	}
+	if (unlikely(!u->nfree)) {
+		u->base.stats.rx_drop_ring_full++;
+		return false;
+	}
+	s = u->free_stk[--u->nfree];
+	memcpy(u->ring + (size_t)s * u->slot_size, f + d.off, d.len);
+	u->rx_src[s].sin_family = AF_INET;
+	u->rx_src[s].sin_port = d.sport;
+	u->rx_src[s].sin_addr.s_addr = d.saddr;
+	*slot = s;
+	*dlen = d.len;
+	return true;
+}
+
+unsigned urpc__xdp_rx(struct udp_tp *u, uint32_t *slots, uint32_t *lens, unsigned max)
+{
+	struct urpc_xdp *x = u->xdp;
+	unsigned got = 0, qi;
+
+	xdp_kick_q(u, &x->q[0]); /* a kick the kernel put off */
+	for (qi = 0; qi < x->nq && got < max; qi++) {
+		struct xdp_q *q = &x->q[qi];
+		uint32_t idx_rx, idx_fq, n, i;
+
+		n = xsk_ring_cons__peek(&q->rx, max - got, &idx_rx);
+		if (!n)
+			continue;
+		/*
+		 * Room for n: the fill ring has room for twice the nrx receive
+		 * frames (xdp.c), and these n are out of it.
+		 */
+		if (unlikely(xsk_ring_prod__reserve(&q->fill, n, &idx_fq) != n)) {
+			URPC_ERR_RATELIMIT(u->base.id, "fill ring of queue %u has no room", qi);
+			n = 0;
+			continue;
+		}
+		for (i = 0; i < n; i++) {
+			const struct xdp_desc *d = xsk_ring_cons__rx_desc(&q->rx, idx_rx + i);
+			const uint8_t *f = xsk_umem__get_data(q->area, d->addr);
+
+			if (xdp_rx_frame(u, f, d->len, &slots[got], &lens[got]))
+				got++;
+			*xsk_ring_prod__fill_addr(&q->fill, idx_fq + i) =
+				xsk_umem__extract_addr(d->addr);
+		}
+		xsk_ring_cons__release(&q->rx, n);
+		xsk_ring_prod__submit(&q->fill, n);
+		if (xsk_ring_prod__needs_wakeup(&q->fill)) {
+			(void)recvfrom(q->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+			u->base.stats.sys_rx++;
+		}
+	}
+	if (got) {
+		u->rx_armed = 0;
+	} else if (x->busy_poll) {
+		/* nothing came: let the kernel run the driver's receive on this thread */
+		for (qi = 0; qi < x->nq; qi++)
+			(void)recvfrom(x->q[qi].fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+		u->base.stats.sys_rx += x->nq;
+		u->base.stats.sys_rx_empty += x->nq;
+	}
+	return got;
+}

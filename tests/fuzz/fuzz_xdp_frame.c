@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libFuzzer target: the xdp transport's receive parser and frame builder
+ * (src/transport/xdp_frame.c), what urpc__xdp_rx() runs on every frame an
+ * AF_XDP socket hands over, before any byte of it reaches the udp
+ * transport's checks.
+ *
+ * Input: byte 0 flags, then the frame. Flags:
+ *   bit 0  verify the UDP checksum (a NIC that does not vouch for it)
+ *   bit 1  take the destination address and port from the frame itself
+ *          (so the parse gets past the "not ours" check), else fixed ones
+ *   bit 2  repair the IP header checksum first (reaches the deeper checks)
+ *   bit 3  repair the UDP checksum first
+ * The frame is copied into a heap block of its exact size, so ASan reports
+ * any read past its end. Invariants: an accepted frame's payload lies
+ * inside the frame and its length is the UDP length less 8; a frame the
+ * builder made from the input's bytes as payload is accepted, checksum
+ * verified, with that payload and source unchanged.
+ *
+ * Owns: per input, two heap blocks. Calls: xdp_frame.h only.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "transport/xdp_frame.h"
+
+static uint16_t sum16(const uint8_t *p, size_t n, uint32_t s)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < n; i += 2)
+		s += (uint32_t)(p[i] << 8 | p[i + 1]);
+	if (n & 1)
+		s += (uint32_t)p[n - 1] << 8;
+	while (s >> 16)
+		s = (s & 0xffff) + (s >> 16);
+	return (uint16_t)s;
+}
+
+/* Repair the IP header checksum and, with @udp, the UDP one, where the frame has room. */
+static void repair(uint8_t *f, size_t len, bool udp)
+{
+	uint8_t *ip = f + 14;
+	size_t ihl, ulen;
+	uint16_t c;
+
+	if (len < 34)
+		return;
+	ihl = (size_t)(ip[0] & 0xf) * 4;
+	if (ihl < 20 || 14 + ihl > len)
+		return;
+	ip[10] = ip[11] = 0;
+	c = (uint16_t)~sum16(ip, ihl, 0);
+	ip[10] = (uint8_t)(c >> 8);
+	ip[11] = (uint8_t)c;
+	if (!udp || 14 + ihl + 8 > len)
+		return;
+	ulen = (size_t)(ip[ihl + 4] << 8 | ip[ihl + 5]);
+	if (ulen < 8 || 14 + ihl + ulen > len)
+		return;
+	ip[ihl + 6] = ip[ihl + 7] = 0;
+	c = (uint16_t)~sum16(ip + ihl, ulen, (uint32_t)sum16(ip + 12, 8, 0) + 17u + (uint32_t)ulen);
+	ip[ihl + 6] = (uint8_t)(c >> 8);
+	ip[ihl + 7] = (uint8_t)c;
+}
+
+static void round_trip(const uint8_t *payload, size_t n)
+{
+	static const uint8_t a[6] = {2, 0, 0, 0, 0, 1}, b[6] = {2, 0, 0, 0, 0, 2};
+	struct urpc_xdp_peer p;
+	struct urpc_xdp_dgram d;
+	uint32_t saddr = 0x0100000au, daddr = 0x0200000au, flen;
+	uint16_t sport = 0x3412, dport = 0x7856;
+	uint8_t *f;
+
+	if (n > 4000)
+		n = 4000;
+	urpc__xdp_frame_tmpl(&p, a, b, saddr, daddr, sport, dport);
+	f = malloc(URPC_XDP_HDR_LEN + n + 1);
+	FUZZ_CHECK(f, "out of memory");
+	memcpy(f, p.hdr, URPC_XDP_HDR_LEN);
+	if (n)
+		memcpy(f + URPC_XDP_HDR_LEN, payload, n);
+	flen = urpc__xdp_frame_finish(f, (uint32_t)n, (uint16_t)n);
+	FUZZ_CHECK(flen == URPC_XDP_HDR_LEN + n, "frame length %u for %zu bytes", flen, n);
+	FUZZ_CHECK(urpc__xdp_frame_parse(f, flen, daddr, dport, true, &d) == URPC_XDP_OK,
+		   "a built frame of %zu bytes is refused: %s", n,
+		   urpc__xdp_drop_str(urpc__xdp_frame_parse(f, flen, daddr, dport, true, &d)));
+	FUZZ_CHECK(d.len == n && d.off == URPC_XDP_HDR_LEN && d.saddr == saddr && d.sport == sport,
+		   "round trip changed the datagram");
+	FUZZ_CHECK(!n || !memcmp(f + d.off, payload, n), "payload changed");
+	free(f);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct urpc_xdp_dgram d;
+	enum urpc_xdp_drop why;
+	uint32_t daddr = 0x0200000au;
+	uint16_t dport = 0x7856;
+	uint8_t flags, *f;
+	size_t len;
+
+	if (!size)
+		return 0;
+	flags = data[0];
+	len = size - 1;
+	f = malloc(len ? len : 1);
+	FUZZ_CHECK(f, "out of memory");
+	if (len)
+		memcpy(f, data + 1, len);
+	if (flags & 4)
+		repair(f, len, flags & 8);
+	if ((flags & 2) && len >= 38) {
+		size_t ihl = (size_t)(f[14] & 0xf) * 4;
+
+		memcpy(&daddr, f + 30, 4);
+		if (14 + ihl + 4 <= len)
+			memcpy(&dport, f + 14 + ihl + 2, 2);
+	}
+	why = urpc__xdp_frame_parse(f, (uint32_t)len, daddr, dport, flags & 1, &d);
+	FUZZ_CHECK(why < URPC_XDP_DROP_MAX, "reason %d", (int)why);
+	FUZZ_CHECK(urpc__xdp_drop_str(why)[0] != '?', "reason %d has no text", (int)why);
+	if (why == URPC_XDP_OK) {
+		FUZZ_CHECK(d.off >= URPC_XDP_HDR_LEN && d.off <= len && d.len <= len - d.off,
+			   "payload [%u, +%u) outside a %zu-byte frame", d.off, d.len, len);
+		FUZZ_CHECK(d.off == 14 + (size_t)(f[14] & 0xf) * 4 + 8, "payload offset %u", d.off);
+	}
+	free(f);
+	round_trip(data + 1, len);
+	return 0;
+}

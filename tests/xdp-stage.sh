@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# xdp-stage.sh - the xdp transport's stage of the test suite: its builds of
+# the transport contract, end-to-end, loss, large-message and remote-memory
+# suites, on veth interfaces in a network namespace of their own, in native
+# and in generic XDP mode, plus xdp <-> udp across two namespaces. As root.
+#
+# Usage: tests/xdp-stage.sh [--build DIR]     (default build/ci-gcc, built already)
+#
+# Topology (torn down by a trap, addresses only inside the namespaces):
+#   urpcx-<pid>:  bridge br0; veths xa, xb, xc (2 queues each), 10.77.0.1-3/24,
+#                 their other ends xa-p, xb-p, xc-p on br0. The suites put the
+#                 client on xa (URPC_TEST_DEVICE_A) and servers on xb, xc; the
+#                 frames cross the bridge. The loss run puts netem loss 5% on
+#                 the bridge ports (AF_XDP's copy-mode send skips the sending
+#                 veth's qdisc, the bridge port's is on the way).
+#   urpcy-<pid> / urpcz-<pid>: a veth pair ya (10.78.0.1) / yb (10.78.0.2),
+#                 one end in each: an xdp server and a udp client (urpc-hello-*)
+#                 and the reverse, in separate processes; then what a clean
+#                 exit and a kill -9 leave attached (urpc-info --xdp,
+#                 --xdp-cleanup).
+#
+# Exit status: 0 when every run passed; 77 (reported SKIPPED) only where
+# namespaces or BPF are unavailable (not root, no `ip`, no AF_XDP); 1 on a
+# failure.
+set -uo pipefail
+
+build=build/ci-gcc
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--build) build=$2; shift 2 ;;
+	-h | --help) sed -n '4,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "xdp-stage: unknown argument '$1'" >&2; exit 2 ;;
+	esac
+done
+cd "$(dirname "$0")/.."
+tests=$build/tests
+skip() { echo "xdp-stage: SKIPPED: $*"; exit 77; }
+
+[ "$(id -u)" -eq 0 ] || skip "not root (network namespaces and XDP need CAP_NET_ADMIN, CAP_BPF)"
+command -v ip >/dev/null || skip "no ip command (apt-get install iproute2)"
+[ -x "$tests/test_contract_xdp" ] || { echo "xdp-stage: $tests/test_contract_xdp not built" >&2; exit 1; }
+grep -q "URPC_HAVE_XDP:INTERNAL=1\|xdp transport 1" "$build/CMakeCache.txt" 2>/dev/null ||
+	"$tests/test_contract_xdp" --list >/dev/null 2>&1 || true
+
+ns=urpcx-$$
+ns1=urpcy-$$
+ns2=urpcz-$$
+cleanup() {
+	ip netns del "$ns" 2>/dev/null
+	ip netns del "$ns1" 2>/dev/null
+	ip netns del "$ns2" 2>/dev/null
+}
+trap cleanup EXIT INT TERM
+in_ns() { ip netns exec "$ns" "$@"; }
+
+ip netns add "$ns" 2>/dev/null || skip "cannot create a network namespace"
+in_ns ip link set lo up
+in_ns ip link add br0 type bridge || skip "no bridge support in this kernel"
+in_ns ip link set br0 up
+i=1
+for d in xa xb xc; do
+	in_ns ip link add $d numrxqueues 2 numtxqueues 2 type veth peer name $d-p numrxqueues 2 \
+		numtxqueues 2 || skip "no veth support in this kernel"
+	in_ns ip link set $d-p master br0
+	in_ns ip addr add 10.77.0.$i/24 dev $d
+	in_ns ip link set $d-p up
+	in_ns ip link set $d up
+	in_ns sysctl -qw net.ipv4.conf.$d.accept_local=1 net.ipv4.conf.$d.rp_filter=0
+	i=$((i + 1))
+done
+in_ns sysctl -qw net.ipv4.conf.all.accept_local=1 net.ipv4.conf.all.rp_filter=0
+
+env_x=(URPC_TEST_DEVICE_A=xa URPC_TEST_DEVICE_B=xb URPC_TEST_DEVICE_C=xc URPC_TEST_HOST=10.77.0.1
+	URPC_TEST_HOST_C=10.77.0.3)
+fail=0
+declare -a summary
+
+run() { # name mode binary [env...]
+	local name=$1 mode=$2 bin=$3 out rc
+	shift 3
+	out=$(timeout 300 ip netns exec "$ns" env "${env_x[@]}" URPC_XDP_MODE="$mode" "$@" \
+		"$tests/$bin" --jobs 1 2>&1)
+	rc=$?
+	echo "$out" | grep -E "^\[(FAIL|SKIP|====)\]|Assertion|SKIPPED" | sed "s/^/  $name: /"
+	if [ $rc -ne 0 ] || echo "$out" | grep -q "^\[FAIL\]"; then
+		summary+=("FAIL  $name")
+		fail=1
+		echo "$out" | tail -40
+	elif echo "$out" | grep -q "Tested: 0 "; then
+		summary+=("FAIL  $name (ran nothing)")
+		fail=1
+	else
+		summary+=("ok    $name")
+	fi
+}
+
+# AF_XDP and BPF themselves: one contract case says so when the kernel, the
+# build or the container lacks them (the only reasons to skip).
+probe=$(ip netns exec "$ns" env "${env_x[@]}" "$tests/test_contract_xdp" --jobs 1 \
+	--verbose --filter 'contract_xdp/datagram_bursts*' 2>&1)
+why=$(echo "$probe" | grep -o "this kernel has no AF_XDP.*\|this build has no xdp[^:]*\|loading the XDP program needs.*\|attaching to .* need.*" | head -1)
+[ -z "$why" ] || skip "$why"
+echo "$probe" | grep -q "Passing: 1" || { echo "$probe" | tail -20; echo "xdp-stage: the probe case failed" >&2; }
+
+for mode in native generic; do
+	run "contract-$mode" $mode test_contract_xdp
+	run "xdp-frames-$mode" $mode test_xdp
+	run "e2e-$mode" $mode test_e2e_xdp
+done
+run large-native native test_large_xdp
+run rmem-batch-native native test_rmem_batch_xdp
+run rmem-native native test_rmem_xdp
+
+# Loss: netem on the bridge ports, where every frame between the veths passes.
+if in_ns tc qdisc add dev xa-p root netem loss 5% 2>/dev/null &&
+	in_ns tc qdisc add dev xb-p root netem loss 5% 2>/dev/null; then
+	run loss-5pct native test_loss_xdp URPC_TEST_EXPECT_LOSS=5
+	in_ns tc qdisc del dev xa-p root
+	in_ns tc qdisc del dev xb-p root
+else
+	echo "xdp-stage: no netem in this kernel (sch_netem): the loss run is lossless"
+	run loss-lossless native test_loss_xdp
+fi
+
+# xdp <-> udp across two namespaces, separate processes (urpc-hello-server/-client).
+srv=$build/apps/hello/urpc-hello-server
+cli=$build/apps/hello/urpc-hello-client
+if [ -x "$srv" ] && [ -x "$cli" ]; then
+	ip netns add "$ns1" && ip netns add "$ns2"
+	ip link add ya netns "$ns1" numrxqueues 2 numtxqueues 2 type veth peer name yb netns "$ns2" \
+		numrxqueues 2 numtxqueues 2
+	ip -n "$ns1" addr add 10.78.0.1/24 dev ya
+	ip -n "$ns2" addr add 10.78.0.2/24 dev yb
+	for n in "$ns1" "$ns2"; do ip -n "$n" link set lo up; done
+	ip -n "$ns1" link set ya up
+	ip -n "$ns2" link set yb up
+	for pair in "xdp udp" "udp xdp" "xdp xdp"; do
+		set -- $pair
+		name="cross-$1-server-$2-client"
+		log=$(mktemp)
+		ip netns exec "$ns2" env URPC_DEVICE=yb timeout 60 "$srv" -H 10.78.0.2 -p 31850 \
+			-t "$1" -n 20 >"$log" 2>&1 &
+		spid=$!
+		ok=1
+		# the server's Rpc exists once it says it listens (10 s at most)
+		for k in $(seq 1 100); do
+			grep -q listening "$log" && break
+			sleep 0.1
+		done
+		for k in $(seq 1 20); do
+			out=$(ip netns exec "$ns1" env URPC_DEVICE=ya "$cli" -s 10.78.0.2:31850 \
+				-b 10.78.0.1 -t "$2" -T 5000 "n$k" 2>&1)
+			echo "$out" | grep -q "Hello, n$k!" || { ok=0; echo "$out" | tail -5; break; }
+		done
+		wait "$spid" || ok=0
+		if [ $ok -eq 1 ]; then
+			summary+=("ok    $name (20 processes' RPCs)")
+		else
+			summary+=("FAIL  $name")
+			fail=1
+			tail -20 "$log"
+		fi
+		rm -f "$log"
+	done
+	# A clean exit leaves no program; a crash (kill -9) leaves it, and the clean-up detaches it.
+	info=$build/tools/urpc-info
+	if [ -x "$info" ]; then
+		name="destroy-detaches-and-crash-cleanup"
+		left=$(ip netns exec "$ns2" "$info" --xdp yb)
+		log=$(mktemp)
+		ip netns exec "$ns2" env URPC_DEVICE=yb "$srv" -H 10.78.0.2 -p 31851 -t xdp >"$log" 2>&1 &
+		spid=$!
+		for k in $(seq 1 100); do
+			grep -q listening "$log" && break
+			sleep 0.1
+		done
+		kill -9 "$spid"
+		wait "$spid" 2>/dev/null
+		crashed=$(ip netns exec "$ns2" "$info" --xdp yb)
+		ip netns exec "$ns2" "$info" --xdp-cleanup yb >/dev/null
+		after=$(ip netns exec "$ns2" "$info" --xdp yb)
+		rm -f "$log"
+		if echo "$left" | grep -q "no XDP program" && echo "$crashed" | grep -q "1 endpoint" &&
+			echo "$after" | grep -q "no XDP program"; then
+			summary+=("ok    $name")
+		else
+			summary+=("FAIL  $name")
+			fail=1
+			printf '%s\n' "after clean exits: $left" "after kill -9: $crashed" "after clean-up: $after"
+		fi
+	fi
+fi
+
+echo
+echo "xdp-stage summary:"
+printf '  %s\n' "${summary[@]}"
+exit $fail
