@@ -573,6 +573,12 @@ struct urpc_rpc_stats {
 	 * one-sided operations (a quarter).
 	 */
 	uint64_t os_share_waits;
+	/*
+	 * Server: datagrams of a session that carried its token but did not
+	 * come from the udp endpoint it named, before one that did (nothing
+	 * is sent to an endpoint until it has proven itself so).
+	 */
+	uint64_t drop_unproven;
 };
 
 /**

@@ -317,6 +317,7 @@ struct urpc_session {
 	uint32_t remote_num;
 	uint32_t rx_word; /* URPC_PKT_WORD of what it receives while CONNECTED; 0 else */
 	uint64_t token;
+	uint64_t rx_token; /* the receive check's: token, masked while unproven (session_src.h) */
 	/*
 	 * The header of what this session sends (a request or a response),
 	 * built once it is connected: sending copies it and sets the three
@@ -401,8 +402,7 @@ struct urpc_rpc {
 	struct urpc_csprng secrets; /* session tokens: unpredictable from earlier ones */
 	/* Server sessions per source address (session_src.h); NULL: no limit. */
 	uint32_t *src_count;
-	uint64_t
-		*src_bytes; /* ... [2b]: bytes of stored large responses, [2b+1]: READs (quota.c) */
+	uint64_t *src_bytes; /* ... [2b]: stored large responses' bytes, [2b+1]: READs (quota.c) */
 	uint64_t src_bytes_max; /* ... at most (URPC_QUOTA_SRC_BYTES; tests lower it) */
 	uint32_t src_limit;
 	uint64_t src_key;

@@ -28,6 +28,7 @@
 #include "server.h"
 #include "session.h"
 #include "session_sm.h"
+#include "session_src.h"
 #include "tx.h"
 
 #define WAITQ_MASK (URPC_SESSION_WAITQ - 1)
@@ -94,17 +95,30 @@
  * of docs/ENGINE.md: a bad header first, else a bad session (unknown,
  * wrong role, not connected, or wrong token).
  */
-static void rx_drop(struct urpc_rpc *rpc, const struct urpc_pkthdr *h, uint32_t len)
+static URPC_COLD void rx_drop(struct urpc_rpc *rpc, struct urpc_session *s,
+			      const struct urpc_pkthdr *h, uint32_t len, const struct urpc_tp_rx *e)
 {
-	if (!urpc__pkthdr_ok(h, len))
+	if (!urpc__pkthdr_ok(h, len)) {
 		rpc->st.drop_bad_hdr++;
-	else
-		rpc->st.drop_bad_session++;
+		return;
+	}
+	/* A server session's first datagrams, until one proves its endpoint (session_src.h). */
+	if (s->rx_token != s->token && urpc__pkthdr_word(h) == s->rx_word &&
+	    s->token == le64toh(h->token) && s->role == URPC_ROLE_SERVER) {
+		if (urpc__src_prove(rpc, s, e))
+			urpc__srv_rx(rpc, s, h, (const uint8_t *)h + sizeof(*h),
+				     len - (uint32_t)sizeof(*h));
+		return;
+	}
+	rpc->st.drop_bad_session++;
 }
 
-/* urpc__evloop_rx(), inlined into the pass's receive walk (rx_walk()). */
+/*
+ * urpc__evloop_rx(), inlined into the pass's receive walk (rx_walk()); @e
+ * is the transport's entry of the datagram (NULL: none at hand).
+ */
 static inline URPC_ALWAYS_INLINE void evloop_rx(struct urpc_rpc *rpc, const uint8_t *buf,
-						uint32_t len)
+						uint32_t len, const struct urpc_tp_rx *e)
 {
 	const struct urpc_pkthdr *h = (const struct urpc_pkthdr *)(const void *)buf;
 	/* The payload's length, in 32 bits: the size check below is one compare. */
@@ -124,8 +138,8 @@ static inline URPC_ALWAYS_INLINE void evloop_rx(struct urpc_rpc *rpc, const uint
 	num = le32toh(h->dest_session);
 	s = likely(num < rpc->hi_session) ? rpc->sessions[num] : &urpc__sess_none;
 	if (unlikely(urpc__pkthdr_word(h) != s->rx_word || le32toh(h->msg_size) != plen ||
-		     s->token != le64toh(h->token))) {
-		rx_drop(rpc, h, len);
+		     s->rx_token != le64toh(h->token))) {
+		rx_drop(rpc, s, h, len, e);
 		return;
 	}
 	if (s->role == URPC_ROLE_SERVER)
@@ -136,7 +150,7 @@ static inline URPC_ALWAYS_INLINE void evloop_rx(struct urpc_rpc *rpc, const uint
 
 void urpc__evloop_rx(struct urpc_rpc *rpc, const uint8_t *buf, uint32_t len)
 {
-	evloop_rx(rpc, buf, len);
+	evloop_rx(rpc, buf, len, NULL);
 }
 
 /*
@@ -157,7 +171,7 @@ static inline URPC_ALWAYS_INLINE int rx_walk(struct urpc_rpc *rpc, struct urpc_t
 		n = rpc->tp->ops->rx_burst(rpc->tp, rx, URPC_RX_BATCH);
 	}
 	for (p = e, end = e + (n > 0 ? n : 0); p != end; p++)
-		evloop_rx(rpc, p->buf, p->len);
+		evloop_rx(rpc, p->buf, p->len, p);
 	if (n > 0 && e == rx && !rpc->rx_reclaim)
 		rpc->tp->ops->rx_release(rpc->tp, rx, (unsigned)n);
 	return n;

@@ -313,6 +313,7 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 	do
 		s->token = urpc__csprng_next(&rpc->secrets);
 	while (!s->token);
+	s->rx_token = s->token;
 	urpc__session_transition(rpc, s, URPC_SEV_CONNECT_START, 0);
 	*session_out = (int)s->local_num;
 	return 0;
@@ -389,8 +390,10 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 	urpc__src_take(rpc, s, p->from.sin_addr.s_addr);
 	s->nxp = urpc__nexus_peer_get(rpc->nx, &p->from, rpc->ping_ns, rpc->peer_timeout_ns);
 	ret = s->nxp ? rpc->tp->ops->resolve_peer(rpc->tp, p->ep, p->ep_len, &s->peer) : -ENOMEM;
-	if (!ret) /* one-sided requests on this session carry its token */
+	if (!ret) { /* one-sided requests on this session carry its token */
 		rpc->tp->ops->set_peer_token(rpc->tp, s->peer, s->token);
+		urpc__src_bind(rpc, s, p);
+	}
 	if (ret) {
 		URPC_WARN_RATELIMIT(rpc->id, "refusing a session: %s%s", urpc_strerror(ret),
 				    ret == -ENOMEM ? " (no memory for its peer)" : "");

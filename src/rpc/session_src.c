@@ -2,8 +2,10 @@
 /*
  * Admission of server sessions (session_src.h). Owns rpc->src_count (and
  * allocates rpc->src_bytes, which quota.c keeps) and
- * each server session's srv.src_bucket. May call: the transport's ep_host,
- * the Rpc's secret generator (the hash key), the log.
+ * each server session's srv.src_bucket and, for server sessions, rx_token
+ * (the endpoint's proof). May call: the transport's ep_host and
+ * rx_is_from, the Rpc's secret generator (the hash key, the mask), the
+ * log.
  */
 #define URPC_LOG_MODULE "session"
 #include "session_src.h"
@@ -114,6 +116,33 @@ const char *urpc__src_refusal_str(int status)
 		return "it has no memory for another session";
 	}
 	return NULL;
+}
+
+void urpc__src_bind(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_sm_pkt *p)
+{
+	uint32_t host;
+
+	s->rx_token = s->token;
+	if (!rpc->tp->ops->rx_is_from || rpc->tp->ops->ep_host(rpc->tp, p->ep, p->ep_len, &host))
+		return;
+	/* Odd: never equal to the token itself. A guess hits it with 2^-63. */
+	s->rx_token = s->token ^ (urpc__csprng_next(&rpc->secrets) | 1u);
+}
+
+bool urpc__src_prove(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_tp_rx *e)
+{
+	if (e && s->peer && rpc->tp->ops->rx_is_from(rpc->tp, e, s->peer)) {
+		s->rx_token = s->token;
+		return true;
+	}
+	rpc->st.drop_unproven++;
+	URPC_WARN_RATELIMIT(rpc->id,
+			    "dropping a datagram of server session %u: it carries the session's "
+			    "token but not from the endpoint the session named, which has not "
+			    "proven itself yet (nothing is sent there until a datagram comes "
+			    "from it)",
+			    s->local_num);
+	return false;
 }
 
 void urpc__src_take(struct urpc_rpc *rpc, struct urpc_session *s, uint32_t ip)

@@ -276,6 +276,17 @@ static size_t udp_get_endpoint(struct urpc_tp *tp, uint8_t *buf)
 }
 
 /* The host of a udp endpoint: bytes 2..5 (see udp_get_endpoint()). */
+static bool udp_rx_is_from(struct urpc_tp *tp, const struct urpc_tp_rx *rx,
+			   const struct urpc_tp_peer *peer)
+{
+	const struct sockaddr_in *sa;
+
+	if (rx->ring_idx >= tp->rq_depth)
+		return false;
+	sa = &to_udp(tp)->rx_src[rx->ring_idx];
+	return sa->sin_addr.s_addr == peer->sa.sin_addr.s_addr && sa->sin_port == peer->sa.sin_port;
+}
+
 static int udp_ep_host(struct urpc_tp *tp, const uint8_t *ep, size_t len, uint32_t *addr)
 {
 	if (!ep || len != UDP_EP_LEN || ep[0] != (uint8_t)URPC_TRANSPORT_UDP ||
@@ -455,6 +466,7 @@ const struct urpc_tp_ops urpc__tp_udp_ops = {
 	.resolve_peer = udp_resolve_peer,
 	.release_peer = udp_release_peer,
 	.ep_host = udp_ep_host,
+	.rx_is_from = udp_rx_is_from,
 	.tx_burst = urpc__udp_tx_burst,
 	.tx_flush = udp_tx_flush,
 	.tx_now = urpc__tp_default_tx_now,
