@@ -579,6 +579,13 @@ struct urpc_rpc_stats {
 	 * is sent to an endpoint until it has proven itself so).
 	 */
 	uint64_t drop_unproven;
+	/*
+	 * Server: "no such session" answers sent to requests for sessions it
+	 * does not have (rate-limited; udp). Client: sessions reset by one
+	 * (it carried their token and their server's session number).
+	 */
+	uint64_t nosess_tx;
+	uint64_t nosess_rx;
 };
 
 /**

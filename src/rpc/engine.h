@@ -403,9 +403,9 @@ struct urpc_rpc {
 	/* Server sessions per source address (session_src.h); NULL: no limit. */
 	uint32_t *src_count;
 	uint64_t *src_bytes; /* ... [2b]: stored large responses' bytes, [2b+1]: READs (quota.c) */
-	uint64_t src_bytes_max; /* ... at most (URPC_QUOTA_SRC_BYTES; tests lower it) */
-	uint32_t src_limit;
-	uint64_t src_key;
+	uint64_t src_bytes_max;	      /* ... at most (URPC_QUOTA_SRC_BYTES; tests lower it) */
+	uint32_t src_limit, nosess_n; /* ... and NOSESS answers sent since nosess_ns */
+	uint64_t src_key, nosess_ns;
 	unsigned ntx;
 	/* The transport's tx_now() when it sends each datagram at once (URPC_TP_CAP_TX_NOW); NULL: batches */
 	int (*tx_now)(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *buf, uint32_t len);

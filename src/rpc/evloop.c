@@ -4,8 +4,12 @@
  * Owns the pass (rpc->now, rpc->in_loop, rpc->tx_stamp), the timer scan (next_scan_ns,
  * the clearing of the busy and SM-timer bitmaps) and the idle sleep
  * (wake_fd; a busy client session's next timer, read from its slots).
+ * Also the receive path's slow end: the datagrams that fail its fast check
+ * (counted; a server session's endpoint proof and "no such session"
+ * answers, session_src.h; a client's check of such an answer).
  * May call: everything below it: session.h, session_sm.h (the SM outbox),
- * client.h, server.h, large.h, rop.h (the users' batches' timers), tx.h;
+ * session_src.h, client.h, server.h, large.h, rop.h (the users' batches'
+ * timers), tx.h;
  * the SM queue; the transport's rx_run/rx_burst/rx_release/poll_completions/
  * wait_arm/wait_ack; ppoll() (only in the idle sleep) and sched_yield()
  * (only before it, on a shared core).
@@ -91,6 +95,30 @@
 /* ---- receive ---- */
 
 /*
+ * A NOSESS datagram @h (header valid): the client session it names resets
+ * (-ECONNRESET) when the notice carries its token and its server's session
+ * number and it is CONNECTED (nosess_rx); anything else is dropped.
+ */
+static URPC_COLD void notice_rx(struct urpc_rpc *rpc, const struct urpc_pkthdr *h)
+{
+	uint32_t num = le32toh(h->dest_session);
+	struct urpc_session *s = num < rpc->hi_session ? rpc->sessions[num] : NULL;
+
+	if (!s || s->role != URPC_ROLE_CLIENT || s->state != URPC_SESS_CONNECTED ||
+	    s->token != le64toh(h->token) || s->remote_num != le32toh(h->src_session) ||
+	    h->msg_size) {
+		rpc->st.drop_bad_session++;
+		return;
+	}
+	rpc->st.nosess_rx++;
+	URPC_WARN_RATELIMIT(rpc->id,
+			    "session %u: its server no longer has it (a no-such-session answer "
+			    "to a request); resetting it",
+			    s->local_num);
+	urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
+}
+
+/*
  * Count a datagram that failed the fast check of urpc__evloop_rx, in the order
  * of docs/ENGINE.md: a bad header first, else a bad session (unknown,
  * wrong role, not connected, or wrong token).
@@ -102,6 +130,10 @@ static URPC_COLD void rx_drop(struct urpc_rpc *rpc, struct urpc_session *s,
 		rpc->st.drop_bad_hdr++;
 		return;
 	}
+	if (h->pkt_type == URPC_PKT_NOSESS) {
+		notice_rx(rpc, h);
+		return;
+	}
 	/* A server session's first datagrams, until one proves its endpoint (session_src.h). */
 	if (s->rx_token != s->token && urpc__pkthdr_word(h) == s->rx_word &&
 	    s->token == le64toh(h->token) && s->role == URPC_ROLE_SERVER) {
@@ -111,6 +143,8 @@ static URPC_COLD void rx_drop(struct urpc_rpc *rpc, struct urpc_session *s,
 		return;
 	}
 	rpc->st.drop_bad_session++;
+	if (h->pkt_type == URPC_PKT_REQ && e)
+		urpc__src_notice_tx(rpc, h, e);
 }
 
 /*

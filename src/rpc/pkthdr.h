@@ -39,6 +39,12 @@ extern "C" {
 enum urpc_pkt_type {
 	URPC_PKT_REQ = 1,
 	URPC_PKT_RESP = 2,
+	/*
+	 * A server's answer to a request for a session it does not have
+	 * (session_src.h): no payload; dest_session and src_session swapped,
+	 * req_num and token echoed. Rate-limited, never larger than the request.
+	 */
+	URPC_PKT_NOSESS = 3,
 };
 
 struct urpc_pkthdr {
@@ -51,7 +57,7 @@ struct urpc_pkthdr {
 	uint32_t msg_size;
 	uint32_t dest_session; /* the receiver's session number */
 	uint32_t pkt_num;      /* 0: every message is one packet for now */
-	uint32_t reserved1;
+	uint32_t src_session; /* REQ: the sender's session number (for NOSESS); else 0 */
 	uint64_t req_num;
 	uint64_t token; /* the session's random token */
 };
@@ -77,7 +83,7 @@ static inline void urpc__pkthdr_fill(struct urpc_pkthdr *h, enum urpc_pkt_type t
 	h->msg_size = htole32(msg_size);
 	h->dest_session = htole32(dest_session);
 	h->pkt_num = 0;
-	h->reserved1 = 0;
+	h->src_session = 0;
 	h->req_num = htole64(req_num);
 	h->token = htole64(token);
 }
@@ -162,7 +168,7 @@ static inline bool urpc__pkthdr_ok(const struct urpc_pkthdr *h, uint32_t len)
 		return false;
 	if (unlikely(le16toh(h->magic) != URPC_PKT_MAGIC || h->version != URPC_PKT_VERSION))
 		return false;
-	if (unlikely(h->pkt_type != URPC_PKT_REQ && h->pkt_type != URPC_PKT_RESP))
+	if (unlikely(h->pkt_type - (unsigned)URPC_PKT_REQ > URPC_PKT_NOSESS - (unsigned)URPC_PKT_REQ))
 		return false;
 	return le32toh(h->msg_size) == len - sizeof(*h);
 }

@@ -132,6 +132,7 @@ static void enter_connected(struct urpc_session *s)
 	peer_mark(s);
 	urpc__pkthdr_fill(&s->tx_hdr, s->role == URPC_ROLE_CLIENT ? URPC_PKT_REQ : URPC_PKT_RESP, 0,
 			  0, 0, s->remote_num, 0, s->token);
+	s->tx_hdr.src_session = htole32(s->role == URPC_ROLE_CLIENT ? s->local_num : 0);
 }
 
 void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_session_ev ev,

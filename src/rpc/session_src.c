@@ -3,9 +3,9 @@
  * Admission of server sessions (session_src.h). Owns rpc->src_count (and
  * allocates rpc->src_bytes, which quota.c keeps) and
  * each server session's srv.src_bucket and, for server sessions, rx_token
- * (the endpoint's proof). May call: the transport's ep_host and
- * rx_is_from, the Rpc's secret generator (the hash key, the mask), the
- * log.
+ * (the endpoint's proof), and the "no such session" answers a server
+ * sends (nosess_*). May call: the transport's ep_host, rx_is_from and
+ * tx_reply, the Rpc's secret generator (the hash key, the mask), the log.
  */
 #define URPC_LOG_MODULE "session"
 #include "session_src.h"
@@ -143,6 +143,28 @@ bool urpc__src_prove(struct urpc_rpc *rpc, struct urpc_session *s, const struct 
 			    "from it)",
 			    s->local_num);
 	return false;
+}
+
+void urpc__src_notice_tx(struct urpc_rpc *rpc, const struct urpc_pkthdr *h,
+			 const struct urpc_tp_rx *e)
+{
+	struct urpc_pkthdr n;
+
+	if (!rpc->tp->ops->tx_reply)
+		return;
+	if (rpc->now - rpc->nosess_ns >= URPC_NOSESS_WINDOW_NS) {
+		rpc->nosess_ns = rpc->now;
+		rpc->nosess_n = 0;
+	}
+	if (rpc->nosess_n >= URPC_NOSESS_MAX)
+		return;
+	rpc->nosess_n++;
+	/* The header alone: no larger than @h's datagram, which holds at least a header. */
+	urpc__pkthdr_fill(&n, URPC_PKT_NOSESS, h->req_type, 0, 0, le32toh(h->src_session),
+			  le64toh(h->req_num), le64toh(h->token));
+	n.src_session = h->dest_session;
+	if (!rpc->tp->ops->tx_reply(rpc->tp, e, &n, (uint32_t)sizeof(n)))
+		rpc->st.nosess_tx++;
 }
 
 void urpc__src_take(struct urpc_rpc *rpc, struct urpc_session *s, uint32_t ip)

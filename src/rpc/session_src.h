@@ -86,6 +86,19 @@ void urpc__src_bind(struct urpc_rpc *rpc, struct urpc_session *s, const struct u
  */
 bool urpc__src_prove(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_tp_rx *e);
 
+/*
+ * "No such session" (URPC_PKT_NOSESS). A request datagram (its header
+ * valid) for a session this Rpc does not have, or not with its token, in
+ * transport entry @e: answer its source, where the transport can
+ * (tx_reply), with the header alone (never larger than the request), at
+ * most URPC_NOSESS_MAX per URPC_NOSESS_WINDOW_NS; counted in nosess_tx.
+ * The client's side is in evloop.c (notice_rx()).
+ */
+#define URPC_NOSESS_MAX 256u
+#define URPC_NOSESS_WINDOW_NS 100000000ull
+void urpc__src_notice_tx(struct urpc_rpc *rpc, const struct urpc_pkthdr *h,
+			 const struct urpc_tp_rx *e);
+
 /* Count server session @s, admitted by urpc__src_admit(), against @ip. */
 void urpc__src_take(struct urpc_rpc *rpc, struct urpc_session *s, uint32_t ip);
 

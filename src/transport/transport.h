@@ -324,6 +324,14 @@ struct urpc_tp_ops {
 	 */
 	bool (*rx_is_from)(struct urpc_tp *tp, const struct urpc_tp_rx *rx,
 			   const struct urpc_tp_peer *peer);
+	/*
+	 * Send the @len bytes at @buf as one datagram to the source of
+	 * received entry @rx (as rx_is_from()), resolving no peer: the
+	 * server's "no such session" answer (session_src.h). 0 or -errno
+	 * (-EINVAL: @len above tp->mtu). NULL where not offered. Cold.
+	 */
+	int (*tx_reply)(struct urpc_tp *tp, const struct urpc_tp_rx *rx, const void *buf,
+			uint32_t len);
 
 	/*
 	 * Send up to @n datagrams; returns how many were accepted (a prefix of

@@ -18,6 +18,7 @@
  * Both processes are on 127.0.0.1; the forger needs CAP_NET_RAW (the test
  * skips without it). Waits are bounded by what they wait for.
  */
+#define _GNU_SOURCE /* struct mmsghdr in transport/udp_int.h */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -34,6 +35,8 @@
 #include "rpc/engine.h"
 #include "rpc/rpc.h"
 #include "rpc/session.h"
+#include "rpc/session_src.h"
+#include "transport/udp_int.h"
 #include "udp_forge.h"
 #include "util/rand.h"
 #include "util/seam.h"
@@ -617,5 +620,133 @@ Test(nx_auth, a_slow_reader_holds_at_most_its_share_of_one_sided_operations, .ti
 	}
 	side_down(&E);
 	side_down(&C);
+	side_down(&S);
+}
+
+/* ---- "no such session" on the datapath (item 2) ---- */
+
+/* @rpc's udp datapath address, from its endpoint bytes (udp_int.h). */
+static struct sockaddr_in dp_addr(struct urpc_rpc *rpc)
+{
+	uint8_t ep[URPC_TP_EP_MAX];
+	struct sockaddr_in a;
+
+	cr_assert_geq(rpc->tp->ops->get_endpoint(rpc->tp, ep), 8);
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	memcpy(&a.sin_addr.s_addr, ep + 2, 4);
+	memcpy(&a.sin_port, ep + 6, 2);
+	return a;
+}
+
+/* A udp DATA datagram holding a header of @type and @plen zero bytes; its length. */
+static size_t dp_pkt(uint8_t *pkt, enum urpc_pkt_type type, uint32_t dest, uint32_t src,
+		     uint64_t token, uint32_t plen)
+{
+	struct urpc_pkthdr h;
+	struct udp_hdr u;
+
+	udp_hdr_init(&u, UDP_T_DATA, 0, 0, 0);
+	urpc__pkthdr_fill(&h, type, T_ECHO, 0, plen, dest, 2 * URPC_SESSION_SLOTS, token);
+	h.src_session = htole32(src);
+	memcpy(pkt, &u, sizeof(u));
+	memcpy(pkt + sizeof(u), &h, sizeof(h));
+	memset(pkt + sizeof(u) + sizeof(h), 0, plen);
+	return sizeof(u) + sizeof(h) + plen;
+}
+
+Test(nx_auth, a_request_for_a_session_the_server_lost_draws_a_verified_notice, .timeout = 60)
+{
+	struct sockaddr_in me = {.sin_family = AF_INET}, srv, cli;
+	struct urpc_rpc_stats st, cst;
+	struct urpc_session *ss = NULL;
+	uint64_t in_b = 0, out_b = 0, t0, took, end;
+	uint8_t pkt[256], got[2048];
+	unsigned i, answers = 0, bigger = 0;
+	int fd, raw, sess;
+	ssize_t n;
+
+	side_up(&S, true);
+	srv = dp_addr(S.rpc);
+	side_up(&C, false);
+	sess = connect_one();
+	cr_assert_eq(echo_once(sess), 0);
+	for (i = 0; i < S.rpc->hi_session && !ss; i++) {
+		ss = urpc__rpc_session(S.rpc, (int)i);
+		if (ss && ss->role != URPC_ROLE_SERVER)
+			ss = NULL;
+	}
+	cr_assert_not_null(ss);
+	/* Forged notices from the server's address: a wrong token, a wrong server session. */
+	raw = udp_forge_open();
+	if (raw >= 0) {
+		cli = dp_addr(C.rpc);
+		dp_pkt(pkt, URPC_PKT_NOSESS, (uint32_t)sess, ss->local_num, ss->token ^ 1, 0);
+		udp_forge_send(raw, &srv, &cli, pkt, sizeof(struct udp_hdr) + 40);
+		dp_pkt(pkt, URPC_PKT_NOSESS, (uint32_t)sess, ss->local_num + 1, ss->token, 0);
+		udp_forge_send(raw, &srv, &cli, pkt, sizeof(struct udp_hdr) + 40);
+		for (end = urpc__now_ns() + 20000000; urpc__now_ns() < end;)
+			pump();
+		close(raw);
+		cr_assert_eq(C.resets, 0, "a forged notice reset the session");
+		cr_assert_eq(echo_once(sess), 0);
+	} else {
+		fprintf(stderr, "no CAP_NET_RAW: forged notices not sent\n");
+	}
+	/* The server frees the session and tells nobody; the next request learns it. */
+	urpc__session_transition(S.rpc, ss, URPC_SEV_PEER_CLOSED, 0);
+	t0 = urpc__now_ns();
+	cr_assert_eq(echo_once(sess), -ECONNRESET);
+	took = urpc__now_ns() - t0;
+	cr_assert_eq(urpc_rpc_get_stats(C.rpc, &cst), 0);
+	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+	fprintf(stderr,
+		"no such session: the client's request after the server forgot its session failed "
+		"with -ECONNRESET in %.2f ms (server notices %llu, client resets by notice %llu)\n",
+		(double)took / 1e6, (unsigned long long)st.nosess_tx,
+		(unsigned long long)cst.nosess_rx);
+	cr_assert_eq(cst.nosess_rx, 1, "the session was not reset by the notice");
+	cr_assert(!urpc_session_is_connected(C.rpc, sess));
+	side_down(&C);
+	/*
+	 * Strangers' requests, with no session left (the server's socket takes
+	 * any source then): 1,000 for made-up sessions, each answered with at
+	 * most its own length, at most URPC_NOSESS_MAX a window.
+	 */
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	cr_assert_geq(fd, 0);
+	inet_pton(AF_INET, HOST, &me.sin_addr);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
+	srv = dp_addr(S.rpc);
+	t0 = urpc__now_ns();
+	for (i = 0; i < 1000; i++) {
+		size_t len = dp_pkt(pkt, URPC_PKT_REQ, i % 64, 7, 0x1000 + i, i % 3 ? 0 : 64);
+
+		in_b += len;
+		cr_assert_eq(sendto(fd, pkt, len, 0, (struct sockaddr *)&srv, sizeof(srv)),
+			     (ssize_t)len);
+		if (i % 50 == 49)
+			pump();
+	}
+	for (end = urpc__now_ns() + 50000000; urpc__now_ns() < end;) {
+		pump();
+		while ((n = recv(fd, got, sizeof(got), 0)) >= 0) {
+			answers++;
+			out_b += (uint64_t)n;
+			bigger += (size_t)n > sizeof(struct udp_hdr) + sizeof(struct urpc_pkthdr);
+		}
+	}
+	took = urpc__now_ns() - t0;
+	fprintf(stderr,
+		"no such session: 1000 strangers' requests (%llu B) drew %u notices (%llu B, ratio "
+		"%.3f) in %.0f ms\n",
+		(unsigned long long)in_b, answers, (unsigned long long)out_b,
+		(double)out_b / (double)in_b, (double)took / 1e6);
+	cr_assert_eq(bigger, 0, "an answer longer than a bare header");
+	cr_assert_gt(answers, 0);
+	cr_assert_leq(answers, URPC_NOSESS_MAX * (took / URPC_NOSESS_WINDOW_NS + 1));
+	cr_assert_leq(out_b, in_b);
+	close(fd);
+
 	side_down(&S);
 }
