@@ -106,23 +106,6 @@ enum urpc_srv_state { URPC_SRV_STATES(URPC__ENUM_SRV) };
 #undef URPC__ENUM_CLI
 #undef URPC__ENUM_SRV
 
-/*
- * The datagram of a large message: the header, then where the payload lies
- * at the sender (little-endian), for the receiver to READ it: exactly the
- * bytes of the sender's grant to this session's peer, and its key.
- */
-struct urpc_large_desc {
-	uint64_t addr;
-	uint64_t len;
-	uint64_t key;
-};
-static_assert(sizeof(struct urpc_large_desc) == 24, "large descriptor is 24 bytes on the wire");
-
-struct urpc_large_pkt {
-	struct urpc_pkthdr h;
-	struct urpc_large_desc d;
-};
-
 enum urpc_os_kind {
 	URPC_OS_SRV_REQ = 1,  /* server reads a large request's payload */
 	URPC_OS_CLI_RESP = 2, /* client reads a large response into its buffer */
@@ -152,7 +135,9 @@ struct urpc_os_op {
 	struct urpc_msgbuf *resp;
 	int status;
 	uint16_t next_free;
-	uint16_t src_bucket; /* SRV_REQ: its session's source (quota.h); 0: none */
+	uint16_t src_bucket;  /* SRV_REQ: its session's source (quota.h); 0: none */
+	uint64_t raddr, rkey; /* SRV_REQ: the descriptor read (quota.c may post it again) */
+	uint64_t start_ns;    /* SRV_REQ: its first post; 0 once cut (quota.c) */
 };
 
 /* Server slot: what was queued beyond the first send of a stored response. */
@@ -406,6 +391,7 @@ struct urpc_rpc {
 	uint64_t src_bytes_max;	      /* ... at most (URPC_QUOTA_SRC_BYTES; tests lower it) */
 	uint32_t src_limit, nosess_n; /* ... and NOSESS answers sent since nosess_ns */
 	uint64_t src_key, nosess_ns;
+	uint64_t os_wait_ns; /* the last time a large request waited for an operation (quota.c) */
 	unsigned ntx;
 	/* The transport's tx_now() when it sends each datagram at once (URPC_TP_CAP_TX_NOW); NULL: batches */
 	int (*tx_now)(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *buf, uint32_t len);

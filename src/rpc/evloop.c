@@ -275,6 +275,9 @@ static void scan_timers(struct urpc_rpc *rpc)
 		while ((sl = urpc__quota_grant_expired(rpc)) != NULL)
 			urpc__srv_large_retire(rpc, sl);
 	}
+	/* READs of large requests slower than the minimum rate while others wait (quota.h). */
+	if (unlikely(rpc->os_wait_ns != 0))
+		urpc__quota_os_scan(rpc);
 	/* Large responses whose client has not let go of them yet. */
 	if (unlikely(rpc->retiring != NULL))
 		urpc__srv_large_retiring(rpc, false);

@@ -57,7 +57,7 @@ struct urpc_pkthdr {
 	uint32_t msg_size;
 	uint32_t dest_session; /* the receiver's session number */
 	uint32_t pkt_num;      /* 0: every message is one packet for now */
-	uint32_t src_session; /* REQ: the sender's session number (for NOSESS); else 0 */
+	uint32_t src_session;  /* REQ: the sender's session number (for NOSESS); else 0 */
 	uint64_t req_num;
 	uint64_t token; /* the session's random token */
 };
@@ -68,6 +68,23 @@ static_assert(offsetof(struct urpc_pkthdr, msg_size) == 8, "wire layout");
 static_assert(offsetof(struct urpc_pkthdr, dest_session) == 12, "wire layout");
 static_assert(offsetof(struct urpc_pkthdr, req_num) == 24, "wire layout");
 static_assert(offsetof(struct urpc_pkthdr, token) == 32, "wire layout");
+
+/*
+ * The datagram of a large message: the header, then where the payload lies
+ * at the sender (little-endian), for the receiver to READ it: exactly the
+ * bytes of the sender's grant to this session's peer, and its key.
+ */
+struct urpc_large_desc {
+	uint64_t addr;
+	uint64_t len;
+	uint64_t key;
+};
+static_assert(sizeof(struct urpc_large_desc) == 24, "large descriptor is 24 bytes on the wire");
+
+struct urpc_large_pkt {
+	struct urpc_pkthdr h;
+	struct urpc_large_desc d;
+};
 
 /* Fill @h. Caller owns @h; it must stay unchanged until the transport is done. */
 static inline void urpc__pkthdr_fill(struct urpc_pkthdr *h, enum urpc_pkt_type type,
@@ -168,7 +185,8 @@ static inline bool urpc__pkthdr_ok(const struct urpc_pkthdr *h, uint32_t len)
 		return false;
 	if (unlikely(le16toh(h->magic) != URPC_PKT_MAGIC || h->version != URPC_PKT_VERSION))
 		return false;
-	if (unlikely(h->pkt_type - (unsigned)URPC_PKT_REQ > URPC_PKT_NOSESS - (unsigned)URPC_PKT_REQ))
+	if (unlikely(h->pkt_type - (unsigned)URPC_PKT_REQ >
+		     URPC_PKT_NOSESS - (unsigned)URPC_PKT_REQ))
 		return false;
 	return le32toh(h->msg_size) == len - sizeof(*h);
 }

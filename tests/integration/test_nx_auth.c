@@ -110,6 +110,9 @@ static void sm_cb(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int 
 }
 
 static void side_up_at(struct side *sd, bool server, const char *host);
+/* Options a test may change before side_up(): 0 / -1 keep the defaults. */
+static uint32_t opt_os_timeout_ms;
+static int opt_per_source = -1;
 
 static void side_up(struct side *sd, bool server)
 {
@@ -137,6 +140,9 @@ static void side_up_at(struct side *sd, bool server, const char *host)
 	o.ping_interval_ms = PING_MS;
 	o.peer_timeout_ms = TIMEOUT_MS;
 	o.idle_block_us = 0;
+	o.one_sided_timeout_ms = opt_os_timeout_ms;
+	if (opt_per_source >= 0)
+		o.max_sessions_per_source = (uint32_t)opt_per_source;
 	cr_assert_eq(urpc_rpc_create(sd->nx, server ? SRV_ID : CLI_ID, &o, &sd->rpc), 0);
 }
 
@@ -748,5 +754,156 @@ Test(nx_auth, a_request_for_a_session_the_server_lost_draws_a_verified_notice, .
 	cr_assert_leq(out_b, in_b);
 	close(fd);
 
+	side_down(&S);
+}
+
+/* ---- the one-sided time-out and the minimum rate (item 3, issue 35 item 11) ---- */
+
+/* Run @rpc's loop (NULL: both S and C) for @ms milliseconds. */
+static void run_for(struct urpc_rpc *rpc, unsigned ms)
+{
+	uint64_t end = urpc__now_ns() + (uint64_t)ms * 1000000;
+
+	while (urpc__now_ns() < end) {
+		if (rpc)
+			urpc_rpc_run_event_loop_once(rpc);
+		else
+			pump();
+	}
+}
+
+/*
+ * An owner that is alive (its Nexus answers heartbeats) but whose loop
+ * does not run for five one-sided time-outs, with nobody else waiting for
+ * the server's operations: its large request is read when it runs again
+ * (before: the READ timed out and the request failed with EIO).
+ */
+Test(nx_auth, a_starved_owner_without_contention_completes, .timeout = 60)
+{
+	struct urpc_msgbuf req, resp;
+	struct urpc_rpc_stats st;
+	unsigned want;
+	uint64_t t0;
+	int sess;
+
+	opt_os_timeout_ms = 100;
+	side_up(&S, true);
+	side_up(&C, false);
+	sess = connect_one();
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, PUT_LEN, &req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, 64, &resp), 0);
+	memset(req.buf, 0x3c, PUT_LEN);
+	want = echo_done + 1;
+	cr_assert_eq(urpc_req_enqueue(C.rpc, sess, T_SINK, &req, &resp, echo_cont, NULL, 0), 0);
+	run_for(C.rpc, 2); /* the descriptor leaves */
+	run_for(S.rpc, 5 * 100);
+	for (t0 = urpc__now_ns(); echo_done < want && urpc__now_ns() - t0 < WAIT_NS;)
+		pump();
+	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+	fprintf(stderr,
+		"starved owner: its 1 MiB request ended with status %d after a 500 ms stall "
+		"(one-sided time-out 100 ms; READs posted again %llu, cut %llu)\n",
+		echo_status, (unsigned long long)st.os_reposted, (unsigned long long)st.os_cut);
+	cr_assert_eq(echo_done, want);
+	cr_assert_eq(echo_status, 0, "the starved owner's request failed: %d", echo_status);
+	cr_assert_geq(st.os_reposted, 1);
+	cr_assert_eq(st.os_cut, 0);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &req), 0);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &resp), 0);
+	side_down(&C);
+	side_down(&S);
+}
+
+/*
+ * A slow reader that keeps making some progress (its loop runs every
+ * 5 ms: about 1 MB/s per operation) holds every operation of a server whose per-source share is
+ * off; a legitimate client's large request waits, and the slow READs,
+ * past the one-sided time-out plus their bytes at 4 MiB/s, are cut: the
+ * legitimate request is read (before: it waited for the slow ones).
+ */
+Test(nx_auth, a_slow_reader_is_cut_while_a_legitimate_client_waits, .timeout = 120)
+{
+	enum { NS = 8, PER = 8, SLOW_LEN = 4u << 20 };
+	static struct urpc_msgbuf ereq[NS * PER], eresp[NS * PER];
+	struct urpc_msgbuf vreq, vresp;
+	struct urpc_rpc_stats st;
+	struct side E;
+	unsigned i, k, want, held;
+	uint64_t t0, took, e_next;
+	char hp[64];
+	int es[NS], sess;
+
+	/* Long enough that the slow reader's READs never stall that long, even on a busy host. */
+	opt_os_timeout_ms = 1500;
+	opt_per_source = 0; /* no share: the slow reader may hold every operation */
+	side_up(&S, true);
+	side_up(&C, false);
+	side_up_at(&E, false, "127.0.0.2");
+	sess = connect_one();
+	snprintf(hp, sizeof(hp), "%s:%u", HOST, urpc_nexus_port(S.nx));
+	for (i = 0; i < NS; i++)
+		cr_assert_eq(urpc_session_connect(E.rpc, hp, SRV_ID, &es[i]), 0);
+	for (t0 = urpc__now_ns(); E.connected < NS && urpc__now_ns() - t0 < WAIT_NS;) {
+		pump();
+		urpc_rpc_run_event_loop_once(E.rpc);
+	}
+	cr_assert_eq(E.connected, NS);
+	for (i = 0; i < NS; i++)
+		for (k = 0; k < PER; k++) {
+			struct urpc_msgbuf *q = &ereq[i * PER + k], *r = &eresp[i * PER + k];
+
+			cr_assert_eq(urpc_msgbuf_alloc(E.rpc, SLOW_LEN, q), 0);
+			cr_assert_eq(urpc_msgbuf_alloc(E.rpc, 64, r), 0);
+			memset(q->buf, 0xe2, SLOW_LEN);
+			cr_assert_eq(
+				urpc_req_enqueue(E.rpc, es[i], T_SINK, q, r, count_cont, NULL, 0),
+				0);
+		}
+	run_for(E.rpc, 20);
+	run_for(NULL, 50);
+	held = S.rpc->os_busy;
+	/* The legitimate request, while the slow reader runs every 150 ms. */
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, PUT_LEN, &vreq), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, 64, &vresp), 0);
+	memset(vreq.buf, 0x5a, PUT_LEN);
+	want = echo_done + 1;
+	cr_assert_eq(urpc_req_enqueue(C.rpc, sess, T_SINK, &vreq, &vresp, echo_cont, NULL, 0), 0);
+	t0 = urpc__now_ns();
+	for (e_next = t0; echo_done < want && urpc__now_ns() - t0 < 3 * WAIT_NS;) {
+		pump();
+		if (urpc__now_ns() >= e_next) {
+			urpc_rpc_run_event_loop_once(E.rpc);
+			e_next = urpc__now_ns() + 5000000;
+		}
+	}
+	took = urpc__now_ns() - t0;
+	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+	fprintf(stderr,
+		"minimum rate: a slow reader held %u of %u operations; the legitimate 1 MiB "
+		"request took %.1f ms (READs cut %llu, posted again %llu)\n",
+		held, URPC_OS_OPS, (double)took / 1e6, (unsigned long long)st.os_cut,
+		(unsigned long long)st.os_reposted);
+	cr_assert_eq(held, URPC_OS_OPS);
+	cr_assert_eq(echo_done, want);
+	cr_assert_eq(echo_status, 0, "the legitimate request failed: %d", echo_status);
+	cr_assert_gt(st.os_cut, 0);
+	/* Cut at 1.5 s + 4 MiB at 4 MiB/s; without the cut it waited 18.0 s here. */
+	cr_assert_lt(took, 8000000000ull, "the legitimate request waited %.1f ms",
+		     (double)took / 1e6);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &vreq), 0);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &vresp), 0);
+	/* The slow reader runs again: its requests end, one way or another. */
+	want = echo_done + NS * PER;
+	for (t0 = urpc__now_ns(); echo_done < want && urpc__now_ns() - t0 < 3 * WAIT_NS;) {
+		pump();
+		urpc_rpc_run_event_loop_once(E.rpc);
+	}
+	cr_assert_eq(echo_done, want);
+	for (i = 0; i < NS * PER; i++) {
+		cr_assert_eq(urpc_msgbuf_free(E.rpc, &ereq[i]), 0);
+		cr_assert_eq(urpc_msgbuf_free(E.rpc, &eresp[i]), 0);
+	}
+	side_down(&E);
+	side_down(&C);
 	side_down(&S);
 }
