@@ -429,9 +429,12 @@ struct urpc_rpc_opts {
 	 * A large message's one-sided READ by this Rpc that makes no progress
 	 * for this long fails, whatever the request's own deadline: as a
 	 * server, the client's continuation gets -EIO (the request could not
-	 * be read; its handler never runs); as a client, -ETIMEDOUT (the
-	 * response could not be read). udp and verbs; the loop transport never
-	 * times out. 0 (the default): derived from the session-management
+	 * be read; its handler never runs) if other large requests wait for
+	 * the server's operations, else the READ is posted again while the
+	 * session lives (a slow owner delays only itself; under contention a
+	 * READ slower than 4 MiB/s after this time, at least 1 s, is cut);
+	 * as a client, -ETIMEDOUT (the response could not be read). udp and
+	 * verbs; the loop transport never times out. 0 (the default): derived from the session-management
 	 * round trips this Rpc measures (its connects), smoothed as
 	 * TCP's RTO (srtt + 4 rttvar): 16 RTOs, at least 1000 ms, at most 60 s;
 	 * 1000 ms before the first sample. On udp, time the Rpc is not polled
@@ -662,6 +665,28 @@ struct urpc_rpc_stats {
 	 * one-sided operations (a quarter).
 	 */
 	uint64_t os_share_waits;
+	/*
+	 * Server: datagrams of a session that carried its token but did not
+	 * come from the udp endpoint it named, before one that did (nothing
+	 * is sent to an endpoint until it has proven itself so).
+	 */
+	uint64_t drop_unproven;
+	/*
+	 * Server: "no such session" answers sent to requests for sessions it
+	 * does not have (rate-limited; udp). Client: sessions reset by one
+	 * (it carried their token and their server's session number).
+	 */
+	uint64_t nosess_tx;
+	uint64_t nosess_rx;
+	/*
+	 * Server: READs of large requests cut because they went slower than
+	 * the minimum rate while another large request waited for an
+	 * operation (the request fails with EIO), and READs that timed out
+	 * without progress but were posted again: nobody waited and the
+	 * session (its peer's Nexus) was alive.
+	 */
+	uint64_t os_cut;
+	uint64_t os_reposted;
 };
 
 /**

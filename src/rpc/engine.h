@@ -257,6 +257,7 @@ struct urpc_session {
 	 */
 	uint32_t slot_mask;
 	uint64_t token;
+	uint64_t rx_token; /* the receive check's: token, masked while unproven (session_src.h) */
 	/*
 	 * The header of what this session sends (a request or a response),
 	 * built once it is connected: sending copies it and sets the three
@@ -343,11 +344,11 @@ struct urpc_rpc {
 	struct urpc_csprng secrets; /* session tokens: unpredictable from earlier ones */
 	/* Server sessions per source address (session_src.h); NULL: no limit. */
 	uint32_t *src_count;
-	uint64_t
-		*src_bytes; /* ... [2b]: bytes of stored large responses, [2b+1]: READs (quota.c) */
-	uint64_t src_bytes_max; /* ... at most (URPC_QUOTA_SRC_BYTES; tests lower it) */
-	uint32_t src_limit;
-	uint64_t src_key;
+	uint64_t *src_bytes; /* ... [2b]: stored large responses' bytes, [2b+1]: READs (quota.c) */
+	uint64_t src_bytes_max;	      /* ... at most (URPC_QUOTA_SRC_BYTES; tests lower it) */
+	uint32_t src_limit, nosess_n; /* ... and NOSESS answers sent since nosess_ns */
+	uint64_t src_key, nosess_ns;
+	uint64_t os_wait_ns; /* the last time a large request waited for an operation (quota.c) */
 	unsigned ntx;
 	/* The transport's tx_now() when it sends each datagram at once (URPC_TP_CAP_TX_NOW); NULL: batches */
 	int (*tx_now)(struct urpc_tp *tp, struct urpc_tp_peer *peer, const void *buf, uint32_t len);

@@ -4,9 +4,12 @@
  * Owns the pass (rpc->now, rpc->in_loop, rpc->tx_stamp), the timer scan (next_scan_ns,
  * the clearing of the busy and SM-timer bitmaps) and the idle sleep
  * (wake_fd; a busy client session's next timer, read from its slots).
+ * Also the receive path's slow end: the datagrams that fail its fast check
+ * (counted; a server session's endpoint proof and "no such session"
+ * answers, session_src.h; a client's check of such an answer).
  * May call: everything below it: session.h, session_in.h (SM packets in),
- * session_sm.h (the SM outbox),
- * client.h, server.h, large.h, rop.h (the users' batches' timers), tx.h;
+ * session_sm.h (the SM outbox), session_src.h, client.h, server.h,
+ * large.h, rop.h (the users' batches' timers), tx.h;
  * the SM queue; the transport's rx_run/rx_burst/rx_release/poll_completions/
  * wait_arm/wait_ack; ppoll() (only in the idle sleep) and sched_yield()
  * (only before it, on a shared core).
@@ -32,6 +35,7 @@
 #include "session.h"
 #include "session_in.h"
 #include "session_sm.h"
+#include "session_src.h"
 #include "tx.h"
 
 #define WAITQ_MASK (URPC_SESSION_WAITQ - 1)
@@ -94,21 +98,64 @@
 /* ---- receive ---- */
 
 /*
+ * A NOSESS datagram @h (header valid): the client session it names resets
+ * (-ECONNRESET) when the notice carries its token and its server's session
+ * number and it is CONNECTED (nosess_rx); anything else is dropped.
+ */
+static URPC_COLD void notice_rx(struct urpc_rpc *rpc, const struct urpc_pkthdr *h)
+{
+	uint32_t num = le32toh(h->dest_session);
+	struct urpc_session *s = num < rpc->hi_session ? rpc->sessions[num] : NULL;
+
+	if (!s || s->role != URPC_ROLE_CLIENT || s->state != URPC_SESS_CONNECTED ||
+	    s->token != le64toh(h->token) || s->remote_num != le32toh(h->src_session) ||
+	    h->msg_size) {
+		rpc->st.drop_bad_session++;
+		return;
+	}
+	rpc->st.nosess_rx++;
+	URPC_WARN_RATELIMIT(rpc->id,
+			    "session %u: its server no longer has it (a no-such-session answer "
+			    "to a request); resetting it",
+			    s->local_num);
+	urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
+}
+
+/*
  * Count a datagram that failed the fast check of urpc__evloop_rx, in the order
  * of docs/ENGINE.md: a bad header first, else a bad session (unknown,
  * wrong role, not connected, or wrong token).
  */
-static void rx_drop(struct urpc_rpc *rpc, const struct urpc_pkthdr *h, uint32_t len)
+static URPC_COLD void rx_drop(struct urpc_rpc *rpc, struct urpc_session *s,
+			      const struct urpc_pkthdr *h, uint32_t len, const struct urpc_tp_rx *e)
 {
-	if (!urpc__pkthdr_ok(h, len))
+	if (!urpc__pkthdr_ok(h, len)) {
 		rpc->st.drop_bad_hdr++;
-	else
-		rpc->st.drop_bad_session++;
+		return;
+	}
+	if (h->pkt_type == URPC_PKT_NOSESS) {
+		notice_rx(rpc, h);
+		return;
+	}
+	/* A server session's first datagrams, until one proves its endpoint (session_src.h). */
+	if (s->rx_token != s->token && urpc__pkthdr_word(h) == s->rx_word &&
+	    s->token == le64toh(h->token) && s->role == URPC_ROLE_SERVER) {
+		if (urpc__src_prove(rpc, s, e))
+			urpc__srv_rx(rpc, s, h, (const uint8_t *)h + sizeof(*h),
+				     len - (uint32_t)sizeof(*h));
+		return;
+	}
+	rpc->st.drop_bad_session++;
+	if (h->pkt_type == URPC_PKT_REQ && e)
+		urpc__src_notice_tx(rpc, h, e);
 }
 
-/* urpc__evloop_rx(), inlined into the pass's receive walk (rx_walk()). */
+/*
+ * urpc__evloop_rx(), inlined into the pass's receive walk (rx_walk()); @e
+ * is the transport's entry of the datagram (NULL: none at hand).
+ */
 static inline URPC_ALWAYS_INLINE void evloop_rx(struct urpc_rpc *rpc, const uint8_t *buf,
-						uint32_t len)
+						uint32_t len, const struct urpc_tp_rx *e)
 {
 	const struct urpc_pkthdr *h = (const struct urpc_pkthdr *)(const void *)buf;
 	/* The payload's length, in 32 bits: the size check below is one compare. */
@@ -128,8 +175,8 @@ static inline URPC_ALWAYS_INLINE void evloop_rx(struct urpc_rpc *rpc, const uint
 	num = le32toh(h->dest_session);
 	s = likely(num < rpc->hi_session) ? rpc->sessions[num] : &urpc__sess_none;
 	if (unlikely(urpc__pkthdr_word(h) != s->rx_word || le32toh(h->msg_size) != plen ||
-		     s->token != le64toh(h->token))) {
-		rx_drop(rpc, h, len);
+		     s->rx_token != le64toh(h->token))) {
+		rx_drop(rpc, s, h, len, e);
 		return;
 	}
 	if (s->role == URPC_ROLE_SERVER)
@@ -140,7 +187,7 @@ static inline URPC_ALWAYS_INLINE void evloop_rx(struct urpc_rpc *rpc, const uint
 
 void urpc__evloop_rx(struct urpc_rpc *rpc, const uint8_t *buf, uint32_t len)
 {
-	evloop_rx(rpc, buf, len);
+	evloop_rx(rpc, buf, len, NULL);
 }
 
 /*
@@ -161,7 +208,7 @@ static inline URPC_ALWAYS_INLINE int rx_walk(struct urpc_rpc *rpc, struct urpc_t
 		n = rpc->tp->ops->rx_burst(rpc->tp, rx, URPC_RX_BATCH);
 	}
 	for (p = e, end = e + (n > 0 ? n : 0); p != end; p++)
-		evloop_rx(rpc, p->buf, p->len);
+		evloop_rx(rpc, p->buf, p->len, p);
 	if (n > 0 && e == rx && !rpc->rx_reclaim)
 		rpc->tp->ops->rx_release(rpc->tp, rx, (unsigned)n);
 	return n;
@@ -231,6 +278,9 @@ static void scan_timers(struct urpc_rpc *rpc)
 		while ((sl = urpc__quota_grant_expired(rpc)) != NULL)
 			urpc__srv_large_retire(rpc, sl);
 	}
+	/* READs of large requests slower than the minimum rate while others wait (quota.h). */
+	if (unlikely(rpc->os_wait_ns != 0))
+		urpc__quota_os_scan(rpc);
 	/* Large responses whose client has not let go of them yet. */
 	if (unlikely(rpc->retiring != NULL))
 		urpc__srv_large_retiring(rpc, false);

@@ -24,22 +24,7 @@
 extern "C" {
 #endif
 
-/*
- * The datagram of a large message: the header, then where the payload lies
- * at the sender (little-endian), for the receiver to READ it: exactly the
- * bytes of the sender's grant to this session's peer, and its key.
- */
-struct urpc_large_desc {
-	uint64_t addr;
-	uint64_t len;
-	uint64_t key;
-};
-static_assert(sizeof(struct urpc_large_desc) == 24, "large descriptor is 24 bytes on the wire");
-
-struct urpc_large_pkt {
-	struct urpc_pkthdr h;
-	struct urpc_large_desc d;
-};
+/* The datagram of a large message (struct urpc_large_pkt) is in pkthdr.h. */
 
 enum urpc_os_kind {
 	URPC_OS_SRV_REQ = 1,  /* server reads a large request's payload */
@@ -71,7 +56,9 @@ struct urpc_os_op {
 	struct urpc_msgbuf *resp;
 	int status;
 	uint16_t next_free;
-	uint16_t src_bucket; /* SRV_REQ: its session's source (quota.h); 0: none */
+	uint16_t src_bucket;  /* SRV_REQ: its session's source (quota.h); 0: none */
+	uint64_t raddr, rkey; /* SRV_REQ: the descriptor read (quota.c may post it again) */
+	uint64_t start_ns;    /* SRV_REQ: its first post; 0 once cut (quota.c) */
 };
 
 /*

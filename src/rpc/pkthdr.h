@@ -21,7 +21,10 @@ extern "C" {
 #endif
 
 #define URPC_PKT_MAGIC 0x7552 /* "uR" */
-/* 2: budget_us (issue 35); a version-1 peer's packets are dropped as bad headers. */
+/*
+ * 2: budget_us (issue 35) and src_session with NOSESS answers (issue 31); a
+ * version-1 peer's packets are dropped as bad headers.
+ */
 #define URPC_PKT_VERSION 2
 
 /* Wire-visible: explicit values. */
@@ -40,6 +43,12 @@ extern "C" {
 enum urpc_pkt_type {
 	URPC_PKT_REQ = 1,
 	URPC_PKT_RESP = 2,
+	/*
+	 * A server's answer to a request for a session it does not have
+	 * (session_src.h): no payload; dest_session and src_session swapped,
+	 * req_num and token echoed. Rate-limited, never larger than the request.
+	 */
+	URPC_PKT_NOSESS = 3,
 };
 
 struct urpc_pkthdr {
@@ -51,7 +60,12 @@ struct urpc_pkthdr {
 	uint16_t status; /* RESP: 0, or a positive errno code */
 	uint32_t msg_size;
 	uint32_t dest_session; /* the receiver's session number */
-	uint32_t pkt_num;      /* 0: every message is one packet for now */
+	/*
+	 * REQ: the sender's session number, for a NOSESS answer (session_src.h);
+	 * else 0. (Once pkt_num, always 0: a message is one datagram, a large
+	 * one a descriptor of its payload.)
+	 */
+	uint32_t src_session;
 	/*
 	 * REQ: the client's time left before its deadline when it sent this
 	 * copy, in microseconds, rounded up (0: no deadline; at most
@@ -67,9 +81,27 @@ static_assert(sizeof(struct urpc_pkthdr) == 40, "wire header is 40 bytes");
 static_assert(offsetof(struct urpc_pkthdr, status) == 6, "wire layout");
 static_assert(offsetof(struct urpc_pkthdr, msg_size) == 8, "wire layout");
 static_assert(offsetof(struct urpc_pkthdr, dest_session) == 12, "wire layout");
+static_assert(offsetof(struct urpc_pkthdr, src_session) == 16, "wire layout");
 static_assert(offsetof(struct urpc_pkthdr, budget_us) == 20, "wire layout");
 static_assert(offsetof(struct urpc_pkthdr, req_num) == 24, "wire layout");
 static_assert(offsetof(struct urpc_pkthdr, token) == 32, "wire layout");
+
+/*
+ * The datagram of a large message: the header, then where the payload lies
+ * at the sender (little-endian), for the receiver to READ it: exactly the
+ * bytes of the sender's grant to this session's peer, and its key.
+ */
+struct urpc_large_desc {
+	uint64_t addr;
+	uint64_t len;
+	uint64_t key;
+};
+static_assert(sizeof(struct urpc_large_desc) == 24, "large descriptor is 24 bytes on the wire");
+
+struct urpc_large_pkt {
+	struct urpc_pkthdr h;
+	struct urpc_large_desc d;
+};
 
 /* Fill @h. Caller owns @h; it must stay unchanged until the transport is done. */
 static inline void urpc__pkthdr_fill(struct urpc_pkthdr *h, enum urpc_pkt_type type,
@@ -84,7 +116,7 @@ static inline void urpc__pkthdr_fill(struct urpc_pkthdr *h, enum urpc_pkt_type t
 	h->status = htole16(status);
 	h->msg_size = htole32(msg_size);
 	h->dest_session = htole32(dest_session);
-	h->pkt_num = 0;
+	h->src_session = 0;
 	h->budget_us = 0;
 	h->req_num = htole64(req_num);
 	h->token = htole64(token);
@@ -170,7 +202,8 @@ static inline bool urpc__pkthdr_ok(const struct urpc_pkthdr *h, uint32_t len)
 		return false;
 	if (unlikely(le16toh(h->magic) != URPC_PKT_MAGIC || h->version != URPC_PKT_VERSION))
 		return false;
-	if (unlikely(h->pkt_type != URPC_PKT_REQ && h->pkt_type != URPC_PKT_RESP))
+	if (unlikely(h->pkt_type - (unsigned)URPC_PKT_REQ >
+		     URPC_PKT_NOSESS - (unsigned)URPC_PKT_REQ))
 		return false;
 	return le32toh(h->msg_size) == len - sizeof(*h);
 }

@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Per-peer quotas on a server (quota.h): large responses that wait too
- * long for their READ. Owns rpc->grants_live and each stored response's
- * place on it. May call: the log (evloop.c frees what expires, large.h). Cold: a few operations per
- * large response, and one look at the list's head per timer scan.
+ * long for their READ; the shares of the one-sided operations and the
+ * minimum rate under contention (rpc->os_wait_ns, the cut of slow READs).
+ * Owns rpc->grants_live and each stored response's place on it. May call:
+ * the transport's cancel (a cut), the log (evloop.c frees what expires,
+ * large.h). Cold: a few operations per large response, and one look at
+ * the list's head per timer scan (a walk of os[] only under contention).
  */
 #define URPC_LOG_MODULE "rpc"
 #include "quota.h"
+
+#include <errno.h>
 
 #include "../util/log.h"
 
@@ -111,4 +116,46 @@ void urpc__quota_op_take(struct urpc_rpc *rpc, const struct urpc_session *s, str
 	op->src_bucket = (uint16_t)b;
 	if (b)
 		rpc->src_bytes[2 * (b - 1) + 1]++;
+}
+
+/* The one-sided time-out the quotas count from. */
+static uint64_t os_timeout_ns(const struct urpc_rpc *rpc)
+{
+	return URPC_MAX(rpc->tp->one_sided_timeout_ns, URPC_OS_TIMEOUT_MIN_NS);
+}
+
+bool urpc__quota_contended(const struct urpc_rpc *rpc)
+{
+	return rpc->os_wait_ns && rpc->now - rpc->os_wait_ns < os_timeout_ns(rpc);
+}
+
+void urpc__quota_op_waited(struct urpc_rpc *rpc)
+{
+	rpc->os_wait_ns = URPC_MAX(rpc->now, 1);
+}
+
+void urpc__quota_os_scan(struct urpc_rpc *rpc)
+{
+	uint16_t i;
+
+	if (!urpc__quota_contended(rpc))
+		return;
+	for (i = 0; i < URPC_OS_OPS; i++) {
+		struct urpc_os_op *op = &rpc->os[i];
+
+		if (!op->busy || op->orphan || op->kind != URPC_OS_SRV_REQ || !op->start_ns ||
+		    rpc->now - op->start_ns <
+			    os_timeout_ns(rpc) + op->len * 1000000000ull / URPC_QUOTA_MIN_RATE)
+			continue;
+		op->start_ns = 0; /* cut once, and never posted again */
+		if (rpc->tp->ops->cancel(rpc->tp, i, -ETIMEDOUT))
+			continue;
+		rpc->st.os_cut++;
+		URPC_WARN_RATELIMIT(
+			rpc->id,
+			"session %u: cutting the READ of a %zu-byte request: slower than "
+			"%llu MiB/s while other large requests wait for an operation; "
+			"the client gets EIO",
+			op->sess_num, op->len, (unsigned long long)(URPC_QUOTA_MIN_RATE >> 20));
+	}
 }

@@ -49,6 +49,22 @@ bool urpc__quota_bytes_refuse(struct urpc_rpc *rpc, const struct urpc_sslot *sl,
  */
 bool urpc__quota_op_refuse(struct urpc_rpc *rpc, const struct urpc_session *s);
 
+/*
+ * The minimum rate under contention (issue 31). A large request that finds
+ * no operation (its source's share, or the table, full) marks contention
+ * (urpc__quota_op_waited); while contention is recent (within the
+ * one-sided time-out), urpc__quota_os_scan() cuts every READ of a large
+ * request that has run past the one-sided time-out plus its bytes at
+ * URPC_QUOTA_MIN_RATE (slower than that rate: cancelled, the request
+ * fails with EIO, os_cut). Without contention a READ the transport timed
+ * out (-ETIMEDOUT, no progress) on a session still CONNECTED (its peer's
+ * Nexus alive) is posted again instead (server.c, os_reposted): a slow or
+ * starved owner delays only itself.
+ */
+void urpc__quota_op_waited(struct urpc_rpc *rpc);
+bool urpc__quota_contended(const struct urpc_rpc *rpc);
+void urpc__quota_os_scan(struct urpc_rpc *rpc);
+
 /* Operation @op reads a request of @s now: counted in its source's share until urpc__os_put(). */
 void urpc__quota_op_take(struct urpc_rpc *rpc, const struct urpc_session *s, struct urpc_os_op *op);
 

@@ -206,10 +206,10 @@ static bool server_read_req(struct urpc_rpc *rpc, struct urpc_session *s, struct
 	}
 	/* A fair share of the operations per source address (quota.h). */
 	if (unlikely(urpc__quota_op_refuse(rpc, s)))
-		goto out_drop;
+		goto out_wait;
 	i = urpc__os_get(rpc);
 	if (unlikely(i == URPC_OS_NIL))
-		goto out_drop;
+		goto out_wait;
 	op = &rpc->os[i];
 	ret = urpc__pool_alloc(rpc->pool, (size_t)total, &op->buf);
 	if (unlikely(ret)) {
@@ -226,7 +226,7 @@ static bool server_read_req(struct urpc_rpc *rpc, struct urpc_session *s, struct
 		urpc__pool_free(rpc->pool, &op->buf);
 		urpc__os_put(rpc, i);
 		if (ret == -EAGAIN)
-			goto out_drop;
+			goto out_wait;
 		server_error_resp(rpc, s, sl, h->req_type, -ret);
 		return true;
 	}
@@ -238,11 +238,15 @@ static bool server_read_req(struct urpc_rpc *rpc, struct urpc_session *s, struct
 	op->len = (size_t)total;
 	op->req_type = h->req_type;
 	op->deadline_ns = h->budget_us ? rpc->now + (uint64_t)le32toh(h->budget_us) * 1000 : 0;
+	op->raddr = le64toh(d.addr);
+	op->rkey = le64toh(d.key);
+	op->start_ns = URPC_MAX(rpc->now, 1);
 	urpc__srv_set(rpc, sl, URPC_SRV_READING);
 	return true;
 
-out_drop:
-	sl->cur_req_num = prev; /* not taken: its retransmission is new again */
+out_wait:
+	urpc__quota_op_waited(rpc); /* contention: slow READs may be cut (quota.h) */
+	sl->cur_req_num = prev;	    /* not taken: its retransmission is new again */
 	return false;
 }
 
@@ -573,11 +577,45 @@ full:
 /* ---- completions of large messages ---- */
 
 /* The READ of a large request finished: run its handler, or answer the error. */
+/*
+ * The READ of @done (taken from os[]) timed out without progress: post it
+ * again in a new entry, unless others wait for operations or the session
+ * is no longer CONNECTED (quota.h). True when posted.
+ */
+static URPC_COLD bool read_again(struct urpc_rpc *rpc, const struct urpc_os_op *done)
+{
+	struct urpc_session *s = rpc->sessions[done->sess_num];
+	struct urpc_os_op *op;
+	uint16_t i;
+
+	if (done->kind != URPC_OS_SRV_REQ || !done->start_ns || urpc__quota_contended(rpc) ||
+	    s->state != URPC_SESS_CONNECTED || s->role != URPC_ROLE_SERVER)
+		return false;
+	i = urpc__os_get(rpc);
+	if (i == URPC_OS_NIL)
+		return false;
+	if (rpc->tp->ops->post_read(rpc->tp, s->peer, done->buf.buf,
+				    urpc__pool_reg_handle(&done->buf), done->raddr, done->rkey,
+				    done->len, i)) {
+		urpc__os_put(rpc, i);
+		return false;
+	}
+	op = &rpc->os[i];
+	*op = *done;
+	op->busy = true;
+	op->orphan = false;
+	urpc__quota_op_take(rpc, s, op);
+	rpc->st.os_reposted++;
+	return true;
+}
+
 void urpc__srv_read_done(struct urpc_rpc *rpc, struct urpc_os_op *op, int status)
 {
 	struct urpc_session *s = rpc->sessions[op->sess_num];
 	struct urpc_sslot *sl = &s->srv.slots[op->slot];
 
+	if (unlikely(status == -ETIMEDOUT) && read_again(rpc, op))
+		return; /* no one waits and the peer lives: a slow owner delays only itself */
 	if (unlikely(status)) {
 		URPC_WARN_RATELIMIT(rpc->id, "reading a %zu-byte request failed: %s", op->len,
 				    urpc_strerror(status));

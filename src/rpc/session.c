@@ -155,6 +155,7 @@ static void enter_connected(struct urpc_session *s)
 	peer_mark(s);
 	urpc__pkthdr_fill(&s->tx_hdr, s->role == URPC_ROLE_CLIENT ? URPC_PKT_REQ : URPC_PKT_RESP, 0,
 			  0, 0, s->remote_num, 0, s->token);
+	s->tx_hdr.src_session = htole32(s->role == URPC_ROLE_CLIENT ? s->local_num : 0);
 }
 
 void urpc__session_transition(struct urpc_rpc *rpc, struct urpc_session *s, enum urpc_session_ev ev,
@@ -329,6 +330,7 @@ URPC_API int urpc_session_connect(struct urpc_rpc *rpc, const char *host_port,
 	do /* first: the peer's session digest counts it (nexus_peer.h) */
 		s->token = urpc__csprng_next(&rpc->secrets);
 	while (!s->token);
+	s->rx_token = s->token;
 	s->nxp = urpc__nexus_peer_get(rpc->nx, &addr, rpc->ping_ns, rpc->peer_timeout_ns, s->token);
 	if (!s->nxp) {
 		urpc__sess_free(rpc, s);

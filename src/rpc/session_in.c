@@ -72,8 +72,10 @@ static void on_connect_req(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 	s->nxp = urpc__nexus_peer_get(rpc->nx, &p->from, rpc->ping_ns, rpc->peer_timeout_ns,
 				      s->token);
 	ret = s->nxp ? rpc->tp->ops->resolve_peer(rpc->tp, p->ep, p->ep_len, &s->peer) : -ENOMEM;
-	if (!ret) /* one-sided requests on this session carry its token */
+	if (!ret) { /* one-sided requests on this session carry its token */
 		rpc->tp->ops->set_peer_token(rpc->tp, s->peer, s->token);
+		urpc__src_bind(rpc, s, p);
+	}
 	if (ret) {
 		URPC_WARN_RATELIMIT(rpc->id, "refusing a session: %s%s", urpc_strerror(ret),
 				    ret == -ENOMEM ? " (no memory for its peer)" : "");

@@ -2,8 +2,10 @@
 /*
  * Admission of server sessions (session_src.h). Owns rpc->src_count (and
  * allocates rpc->src_bytes, which quota.c keeps) and
- * each server session's srv.src_bucket. May call: the transport's ep_host,
- * the Rpc's secret generator (the hash key), the log.
+ * each server session's srv.src_bucket and, for server sessions, rx_token
+ * (the endpoint's proof), and the "no such session" answers a server
+ * sends (nosess_*). May call: the transport's ep_host, rx_is_from and
+ * tx_reply, the Rpc's secret generator (the hash key, the mask), the log.
  */
 #define URPC_LOG_MODULE "session"
 #include "session_src.h"
@@ -114,6 +116,55 @@ const char *urpc__src_refusal_str(int status)
 		return "it has no memory for another session";
 	}
 	return NULL;
+}
+
+void urpc__src_bind(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_sm_pkt *p)
+{
+	uint32_t host;
+
+	s->rx_token = s->token;
+	if (!rpc->tp->ops->rx_is_from || rpc->tp->ops->ep_host(rpc->tp, p->ep, p->ep_len, &host))
+		return;
+	/* Odd: never equal to the token itself. A guess hits it with 2^-63. */
+	s->rx_token = s->token ^ (urpc__csprng_next(&rpc->secrets) | 1u);
+}
+
+bool urpc__src_prove(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_tp_rx *e)
+{
+	if (e && s->peer && rpc->tp->ops->rx_is_from(rpc->tp, e, s->peer)) {
+		s->rx_token = s->token;
+		return true;
+	}
+	rpc->st.drop_unproven++;
+	URPC_WARN_RATELIMIT(rpc->id,
+			    "dropping a datagram of server session %u: it carries the session's "
+			    "token but not from the endpoint the session named, which has not "
+			    "proven itself yet (nothing is sent there until a datagram comes "
+			    "from it)",
+			    s->local_num);
+	return false;
+}
+
+void urpc__src_notice_tx(struct urpc_rpc *rpc, const struct urpc_pkthdr *h,
+			 const struct urpc_tp_rx *e)
+{
+	struct urpc_pkthdr n;
+
+	if (!rpc->tp->ops->tx_reply)
+		return;
+	if (rpc->now - rpc->nosess_ns >= URPC_NOSESS_WINDOW_NS) {
+		rpc->nosess_ns = rpc->now;
+		rpc->nosess_n = 0;
+	}
+	if (rpc->nosess_n >= URPC_NOSESS_MAX)
+		return;
+	rpc->nosess_n++;
+	/* The header alone: no larger than @h's datagram, which holds at least a header. */
+	urpc__pkthdr_fill(&n, URPC_PKT_NOSESS, h->req_type, 0, 0, le32toh(h->src_session),
+			  le64toh(h->req_num), le64toh(h->token));
+	n.src_session = h->dest_session;
+	if (!rpc->tp->ops->tx_reply(rpc->tp, e, &n, (uint32_t)sizeof(n)))
+		rpc->st.nosess_tx++;
 }
 
 void urpc__src_take(struct urpc_rpc *rpc, struct urpc_session *s, uint32_t ip)

@@ -20,6 +20,7 @@
 #ifndef URPC_RPC_SESSION_SRC_H
 #define URPC_RPC_SESSION_SRC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../nexus/sm.h"
@@ -65,6 +66,38 @@ int urpc__src_admit(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p);
  * line: the limits and what to change; NULL for other statuses.
  */
 const char *urpc__src_refusal_str(int status);
+
+/*
+ * Server session @s of CONNECT_REQ @p has its peer: where its endpoint is
+ * an IP host and the transport tells a datagram's source (udp), it is
+ * unproven until a datagram carrying its token comes from that endpoint's
+ * address and port (urpc__src_prove); until then the server sends it
+ * nothing, so a session that names another process's port (on the
+ * client's host, as admit() lets it) sends there no READ, answer or
+ * acknowledgement. Elsewhere, and for client sessions, rx_token = token.
+ */
+void urpc__src_bind(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_sm_pkt *p);
+
+/*
+ * A datagram of unproven server session @s, its header and token valid,
+ * came in transport entry @e (NULL: unknown): true, and @s proven, when
+ * it came from the session's endpoint; else false, counted in
+ * drop_unproven. Cold: once per session, and per forged datagram.
+ */
+bool urpc__src_prove(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_tp_rx *e);
+
+/*
+ * "No such session" (URPC_PKT_NOSESS). A request datagram (its header
+ * valid) for a session this Rpc does not have, or not with its token, in
+ * transport entry @e: answer its source, where the transport can
+ * (tx_reply), with the header alone (never larger than the request), at
+ * most URPC_NOSESS_MAX per URPC_NOSESS_WINDOW_NS; counted in nosess_tx.
+ * The client's side is in evloop.c (notice_rx()).
+ */
+#define URPC_NOSESS_MAX 256u
+#define URPC_NOSESS_WINDOW_NS 100000000ull
+void urpc__src_notice_tx(struct urpc_rpc *rpc, const struct urpc_pkthdr *h,
+			 const struct urpc_tp_rx *e);
 
 /* Count server session @s, admitted by urpc__src_admit(), against @ip. */
 void urpc__src_take(struct urpc_rpc *rpc, struct urpc_session *s, uint32_t ip);

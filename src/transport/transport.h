@@ -323,6 +323,24 @@ struct urpc_tp_ops {
 	int (*ep_host)(struct urpc_tp *tp, const uint8_t *ep, size_t len, uint32_t *addr);
 
 	/*
+	 * Did the datagram of entry @rx (from rx_burst(), not yet handed
+	 * back) come from @peer's endpoint, its exact address and port? For
+	 * the server's proof of a session's endpoint before it sends there
+	 * (src/rpc/session_src.h). Only where ep_host() names IP hosts and
+	 * the source is known (udp); NULL elsewhere. Owner thread; cold.
+	 */
+	bool (*rx_is_from)(struct urpc_tp *tp, const struct urpc_tp_rx *rx,
+			   const struct urpc_tp_peer *peer);
+	/*
+	 * Send the @len bytes at @buf as one datagram to the source of
+	 * received entry @rx (as rx_is_from()), resolving no peer: the
+	 * server's "no such session" answer (session_src.h). 0 or -errno
+	 * (-EINVAL: @len above tp->mtu). NULL where not offered. Cold.
+	 */
+	int (*tx_reply)(struct urpc_tp *tp, const struct urpc_tp_rx *rx, const void *buf,
+			uint32_t len);
+
+	/*
 	 * Send up to @n datagrams; returns how many were accepted (a prefix of
 	 * @pkts; fewer than @n under back-pressure), or -EMSGSIZE, sending
 	 * nothing, when any entry's hdr_len + data_len exceeds tp->mtu, or

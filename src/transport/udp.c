@@ -283,6 +283,36 @@ size_t urpc__udp_get_endpoint(struct urpc_tp *tp, uint8_t *buf)
 }
 
 /* The host of a udp endpoint: bytes 2..5 (see udp_get_endpoint()). */
+bool urpc__udp_rx_is_from(struct urpc_tp *tp, const struct urpc_tp_rx *rx,
+			   const struct urpc_tp_peer *peer)
+{
+	const struct sockaddr_in *sa;
+
+	if (rx->ring_idx >= tp->rq_depth)
+		return false;
+	sa = &to_udp(tp)->rx_src[rx->ring_idx];
+	return sa->sin_addr.s_addr == peer->sa.sin_addr.s_addr && sa->sin_port == peer->sa.sin_port;
+}
+
+static int udp_tx_reply(struct urpc_tp *tp, const struct urpc_tp_rx *rx, const void *buf,
+			uint32_t len)
+{
+	struct udp_tp *u = to_udp(tp);
+	struct udp_hdr h;
+	struct iovec iov[2] = {{&h, sizeof(h)}, {(void *)(uintptr_t)buf, len}};
+	struct msghdr m;
+
+	if (rx->ring_idx >= tp->rq_depth || len > tp->mtu)
+		return -EINVAL;
+	udp_hdr_init(&h, UDP_T_DATA, 0, 0, 0);
+	memset(&m, 0, sizeof(m));
+	m.msg_name = &u->rx_src[rx->ring_idx];
+	m.msg_namelen = sizeof(u->rx_src[rx->ring_idx]);
+	m.msg_iov = iov;
+	m.msg_iovlen = 2;
+	return sendmsg(u->fd, &m, 0) < 0 ? -errno : 0;
+}
+
 int urpc__udp_ep_host(struct urpc_tp *tp, const uint8_t *ep, size_t len, uint32_t *addr)
 {
 	if (!ep || len != UDP_EP_LEN || ep[0] != (uint8_t)URPC_TRANSPORT_UDP ||
@@ -463,6 +493,8 @@ const struct urpc_tp_ops urpc__tp_udp_ops = {
 	.resolve_peer = urpc__udp_resolve_peer,
 	.release_peer = urpc__udp_release_peer,
 	.ep_host = urpc__udp_ep_host,
+	.rx_is_from = urpc__udp_rx_is_from,
+	.tx_reply = udp_tx_reply,
 	.tx_burst = urpc__udp_tx_burst,
 	.tx_flush = udp_tx_flush,
 	.tx_now = urpc__tp_default_tx_now,

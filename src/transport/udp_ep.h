@@ -27,6 +27,9 @@ void urpc__udp_ep_free(struct udp_tp *u);
 
 /* The ops of transport.h, as udp's table has them. */
 size_t urpc__udp_get_endpoint(struct urpc_tp *tp, uint8_t *buf);
+/* Whether received entry @rx came from exactly @peer's address and port (rx_src). */
+bool urpc__udp_rx_is_from(struct urpc_tp *tp, const struct urpc_tp_rx *rx,
+			  const struct urpc_tp_peer *peer);
 int urpc__udp_ep_host(struct urpc_tp *tp, const uint8_t *ep, size_t len, uint32_t *addr);
 int urpc__udp_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
 			   struct urpc_tp_peer **out);

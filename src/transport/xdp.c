@@ -410,6 +410,7 @@ static const struct urpc_tp_ops xdp_ops = {
 	.resolve_peer = xdp_resolve_peer,
 	.release_peer = xdp_release_peer,
 	.ep_host = urpc__udp_ep_host,
+	.rx_is_from = urpc__udp_rx_is_from, /* rx_src: the frame's IPv4/UDP source */
 	.tx_burst = urpc__udp_tx_burst,
 	.tx_flush = xdp_tx_flush,
 	.tx_now = urpc__tp_default_tx_now,

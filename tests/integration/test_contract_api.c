@@ -1015,15 +1015,18 @@ Test(API_NAME, one_sided_timeout_option_allows_a_long_stall)
 	cr_assert_eq(st, 0, "status %s", urpc_strerror(st));
 }
 
-/* One that allows 200 ms gives up on a 700 ms stall: the client hears -EIO (udp). */
-Test(API_NAME, one_sided_timeout_option_fails_a_stalled_read)
+/*
+ * One that allows 200 ms, with a 700 ms stall and nobody else waiting for
+ * the server's operations: the READ that timed out is posted again (the
+ * client's Nexus is alive; issue 31: a slow owner delays only itself) and
+ * the request completes. Under contention such a READ fails the request
+ * with EIO (test_nx_auth: a_slow_reader_is_cut_while_a_legitimate_client_waits).
+ */
+Test(API_NAME, one_sided_timeout_option_reposts_a_stalled_read_without_contention)
 {
 	int st = stalled_large_request(200, 700);
 
-	if (API_KIND == URPC_TRANSPORT_LOOP)
-		cr_assert_eq(st, 0, "loop never times out: %s", urpc_strerror(st));
-	else
-		cr_assert_eq(st, -EIO, "status %s", urpc_strerror(st));
+	cr_assert_eq(st, 0, "status %s", urpc_strerror(st));
 }
 
 /* 0 derives it from the measured heartbeat round trips; a set value stays. */

@@ -18,6 +18,7 @@
  * Both processes are on 127.0.0.1; the forger needs CAP_NET_RAW (the test
  * skips without it). Waits are bounded by what they wait for.
  */
+#define _GNU_SOURCE /* struct mmsghdr in transport/udp_int.h */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -34,6 +35,8 @@
 #include "rpc/engine.h"
 #include "rpc/rpc.h"
 #include "rpc/session.h"
+#include "rpc/session_src.h"
+#include "transport/udp_int.h"
 #include "udp_forge.h"
 #include "util/rand.h"
 #include "util/seam.h"
@@ -107,6 +110,9 @@ static void sm_cb(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int 
 }
 
 static void side_up_at(struct side *sd, bool server, const char *host);
+/* Options a test may change before side_up(): 0 / -1 keep the defaults. */
+static uint32_t opt_os_timeout_ms;
+static int opt_per_source = -1;
 
 static void side_up(struct side *sd, bool server)
 {
@@ -134,6 +140,9 @@ static void side_up_at(struct side *sd, bool server, const char *host)
 	o.ping_interval_ms = PING_MS;
 	o.peer_timeout_ms = TIMEOUT_MS;
 	o.idle_block_us = 0;
+	o.one_sided_timeout_ms = opt_os_timeout_ms;
+	if (opt_per_source >= 0)
+		o.max_sessions_per_source = (uint32_t)opt_per_source;
 	cr_assert_eq(urpc_rpc_create(sd->nx, server ? SRV_ID : CLI_ID, &o, &sd->rpc), 0);
 }
 
@@ -602,6 +611,285 @@ Test(nx_auth, a_slow_reader_holds_at_most_its_share_of_one_sided_operations, .ti
 	cr_assert_leq(e_conn, URPC_OS_OPS / 4);
 	cr_assert_gt(st.os_share_waits, 0);
 	cr_assert_lt(took, 500000000ull, "the victim waited %.1f ms", (double)took / 1e6);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &vreq), 0);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &vresp), 0);
+	/* The slow reader runs again: its requests end, one way or another. */
+	want = echo_done + NS * PER;
+	for (t0 = urpc__now_ns(); echo_done < want && urpc__now_ns() - t0 < 3 * WAIT_NS;) {
+		pump();
+		urpc_rpc_run_event_loop_once(E.rpc);
+	}
+	cr_assert_eq(echo_done, want);
+	for (i = 0; i < NS * PER; i++) {
+		cr_assert_eq(urpc_msgbuf_free(E.rpc, &ereq[i]), 0);
+		cr_assert_eq(urpc_msgbuf_free(E.rpc, &eresp[i]), 0);
+	}
+	side_down(&E);
+	side_down(&C);
+	side_down(&S);
+}
+
+/* ---- "no such session" on the datapath (item 2) ---- */
+
+/* @rpc's udp datapath address, from its endpoint bytes (udp_int.h). */
+static struct sockaddr_in dp_addr(struct urpc_rpc *rpc)
+{
+	uint8_t ep[URPC_TP_EP_MAX];
+	struct sockaddr_in a;
+
+	cr_assert_geq(rpc->tp->ops->get_endpoint(rpc->tp, ep), 8);
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	memcpy(&a.sin_addr.s_addr, ep + 2, 4);
+	memcpy(&a.sin_port, ep + 6, 2);
+	return a;
+}
+
+/* A udp DATA datagram holding a header of @type and @plen zero bytes; its length. */
+static size_t dp_pkt(uint8_t *pkt, enum urpc_pkt_type type, uint32_t dest, uint32_t src,
+		     uint64_t token, uint32_t plen)
+{
+	struct urpc_pkthdr h;
+	struct udp_hdr u;
+
+	udp_hdr_init(&u, UDP_T_DATA, 0, 0, 0);
+	urpc__pkthdr_fill(&h, type, T_ECHO, 0, plen, dest, 2 * URPC_SESSION_SLOTS, token);
+	h.src_session = htole32(src);
+	memcpy(pkt, &u, sizeof(u));
+	memcpy(pkt + sizeof(u), &h, sizeof(h));
+	memset(pkt + sizeof(u) + sizeof(h), 0, plen);
+	return sizeof(u) + sizeof(h) + plen;
+}
+
+Test(nx_auth, a_request_for_a_session_the_server_lost_draws_a_verified_notice, .timeout = 60)
+{
+	struct sockaddr_in me = {.sin_family = AF_INET}, srv, cli;
+	struct urpc_rpc_stats st, cst;
+	struct urpc_session *ss = NULL;
+	uint64_t in_b = 0, out_b = 0, t0, took, end;
+	uint8_t pkt[256], got[2048];
+	unsigned i, answers = 0, bigger = 0;
+	int fd, raw, sess;
+	ssize_t n;
+
+	side_up(&S, true);
+	srv = dp_addr(S.rpc);
+	side_up(&C, false);
+	sess = connect_one();
+	cr_assert_eq(echo_once(sess), 0);
+	for (i = 0; i < S.rpc->hi_session && !ss; i++) {
+		ss = urpc__rpc_session(S.rpc, (int)i);
+		if (ss && ss->role != URPC_ROLE_SERVER)
+			ss = NULL;
+	}
+	cr_assert_not_null(ss);
+	/* Forged notices from the server's address: a wrong token, a wrong server session. */
+	raw = udp_forge_open();
+	if (raw >= 0) {
+		cli = dp_addr(C.rpc);
+		dp_pkt(pkt, URPC_PKT_NOSESS, (uint32_t)sess, ss->local_num, ss->token ^ 1, 0);
+		udp_forge_send(raw, &srv, &cli, pkt, sizeof(struct udp_hdr) + 40);
+		dp_pkt(pkt, URPC_PKT_NOSESS, (uint32_t)sess, ss->local_num + 1, ss->token, 0);
+		udp_forge_send(raw, &srv, &cli, pkt, sizeof(struct udp_hdr) + 40);
+		for (end = urpc__now_ns() + 20000000; urpc__now_ns() < end;)
+			pump();
+		close(raw);
+		cr_assert_eq(C.resets, 0, "a forged notice reset the session");
+		cr_assert_eq(echo_once(sess), 0);
+	} else {
+		fprintf(stderr, "no CAP_NET_RAW: forged notices not sent\n");
+	}
+	/* The server frees the session and tells nobody; the next request learns it. */
+	urpc__session_transition(S.rpc, ss, URPC_SEV_PEER_CLOSED, 0);
+	t0 = urpc__now_ns();
+	cr_assert_eq(echo_once(sess), -ECONNRESET);
+	took = urpc__now_ns() - t0;
+	cr_assert_eq(urpc_rpc_get_stats(C.rpc, &cst), 0);
+	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+	fprintf(stderr,
+		"no such session: the client's request after the server forgot its session failed "
+		"with -ECONNRESET in %.2f ms (server notices %llu, client resets by notice %llu)\n",
+		(double)took / 1e6, (unsigned long long)st.nosess_tx,
+		(unsigned long long)cst.nosess_rx);
+	cr_assert_eq(cst.nosess_rx, 1, "the session was not reset by the notice");
+	cr_assert(!urpc_session_is_connected(C.rpc, sess));
+	side_down(&C);
+	/*
+	 * Strangers' requests, with no session left (the server's socket takes
+	 * any source then): 1,000 for made-up sessions, each answered with at
+	 * most its own length, at most URPC_NOSESS_MAX a window.
+	 */
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	cr_assert_geq(fd, 0);
+	inet_pton(AF_INET, HOST, &me.sin_addr);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
+	srv = dp_addr(S.rpc);
+	t0 = urpc__now_ns();
+	for (i = 0; i < 1000; i++) {
+		size_t len = dp_pkt(pkt, URPC_PKT_REQ, i % 64, 7, 0x1000 + i, i % 3 ? 0 : 64);
+
+		in_b += len;
+		cr_assert_eq(sendto(fd, pkt, len, 0, (struct sockaddr *)&srv, sizeof(srv)),
+			     (ssize_t)len);
+		if (i % 50 == 49)
+			pump();
+	}
+	for (end = urpc__now_ns() + 50000000; urpc__now_ns() < end;) {
+		pump();
+		while ((n = recv(fd, got, sizeof(got), 0)) >= 0) {
+			answers++;
+			out_b += (uint64_t)n;
+			bigger += (size_t)n > sizeof(struct udp_hdr) + sizeof(struct urpc_pkthdr);
+		}
+	}
+	took = urpc__now_ns() - t0;
+	fprintf(stderr,
+		"no such session: 1000 strangers' requests (%llu B) drew %u notices (%llu B, ratio "
+		"%.3f) in %.0f ms\n",
+		(unsigned long long)in_b, answers, (unsigned long long)out_b,
+		(double)out_b / (double)in_b, (double)took / 1e6);
+	cr_assert_eq(bigger, 0, "an answer longer than a bare header");
+	cr_assert_gt(answers, 0);
+	cr_assert_leq(answers, URPC_NOSESS_MAX * (took / URPC_NOSESS_WINDOW_NS + 1));
+	cr_assert_leq(out_b, in_b);
+	close(fd);
+
+	side_down(&S);
+}
+
+/* ---- the one-sided time-out and the minimum rate (item 3, issue 35 item 11) ---- */
+
+/* Run @rpc's loop (NULL: both S and C) for @ms milliseconds. */
+static void run_for(struct urpc_rpc *rpc, unsigned ms)
+{
+	uint64_t end = urpc__now_ns() + (uint64_t)ms * 1000000;
+
+	while (urpc__now_ns() < end) {
+		if (rpc)
+			urpc_rpc_run_event_loop_once(rpc);
+		else
+			pump();
+	}
+}
+
+/*
+ * An owner that is alive (its Nexus answers heartbeats) but whose loop
+ * does not run for five one-sided time-outs, with nobody else waiting for
+ * the server's operations: its large request is read when it runs again
+ * (before: the READ timed out and the request failed with EIO).
+ */
+Test(nx_auth, a_starved_owner_without_contention_completes, .timeout = 60)
+{
+	struct urpc_msgbuf req, resp;
+	struct urpc_rpc_stats st;
+	unsigned want;
+	uint64_t t0;
+	int sess;
+
+	opt_os_timeout_ms = 100;
+	side_up(&S, true);
+	side_up(&C, false);
+	sess = connect_one();
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, PUT_LEN, &req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, 64, &resp), 0);
+	memset(req.buf, 0x3c, PUT_LEN);
+	want = echo_done + 1;
+	cr_assert_eq(urpc_req_enqueue(C.rpc, sess, T_SINK, &req, &resp, echo_cont, NULL, 0), 0);
+	run_for(C.rpc, 2); /* the descriptor leaves */
+	run_for(S.rpc, 5 * 100);
+	for (t0 = urpc__now_ns(); echo_done < want && urpc__now_ns() - t0 < WAIT_NS;)
+		pump();
+	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+	fprintf(stderr,
+		"starved owner: its 1 MiB request ended with status %d after a 500 ms stall "
+		"(one-sided time-out 100 ms; READs posted again %llu, cut %llu)\n",
+		echo_status, (unsigned long long)st.os_reposted, (unsigned long long)st.os_cut);
+	cr_assert_eq(echo_done, want);
+	cr_assert_eq(echo_status, 0, "the starved owner's request failed: %d", echo_status);
+	cr_assert_geq(st.os_reposted, 1);
+	cr_assert_eq(st.os_cut, 0);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &req), 0);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &resp), 0);
+	side_down(&C);
+	side_down(&S);
+}
+
+/*
+ * A slow reader that keeps making some progress (its loop runs every
+ * 5 ms: about 1 MB/s per operation) holds every operation of a server whose per-source share is
+ * off; a legitimate client's large request waits, and the slow READs,
+ * past the one-sided time-out plus their bytes at 4 MiB/s, are cut: the
+ * legitimate request is read (before: it waited for the slow ones).
+ */
+Test(nx_auth, a_slow_reader_is_cut_while_a_legitimate_client_waits, .timeout = 120)
+{
+	enum { NS = 8, PER = 8, SLOW_LEN = 4u << 20 };
+	static struct urpc_msgbuf ereq[NS * PER], eresp[NS * PER];
+	struct urpc_msgbuf vreq, vresp;
+	struct urpc_rpc_stats st;
+	struct side E;
+	unsigned i, k, want, held;
+	uint64_t t0, took, e_next;
+	char hp[64];
+	int es[NS], sess;
+
+	/* Long enough that the slow reader's READs never stall that long, even on a busy host. */
+	opt_os_timeout_ms = 1500;
+	opt_per_source = 0; /* no share: the slow reader may hold every operation */
+	side_up(&S, true);
+	side_up(&C, false);
+	side_up_at(&E, false, "127.0.0.2");
+	sess = connect_one();
+	snprintf(hp, sizeof(hp), "%s:%u", HOST, urpc_nexus_port(S.nx));
+	for (i = 0; i < NS; i++)
+		cr_assert_eq(urpc_session_connect(E.rpc, hp, SRV_ID, &es[i]), 0);
+	for (t0 = urpc__now_ns(); E.connected < NS && urpc__now_ns() - t0 < WAIT_NS;) {
+		pump();
+		urpc_rpc_run_event_loop_once(E.rpc);
+	}
+	cr_assert_eq(E.connected, NS);
+	for (i = 0; i < NS; i++)
+		for (k = 0; k < PER; k++) {
+			struct urpc_msgbuf *q = &ereq[i * PER + k], *r = &eresp[i * PER + k];
+
+			cr_assert_eq(urpc_msgbuf_alloc(E.rpc, SLOW_LEN, q), 0);
+			cr_assert_eq(urpc_msgbuf_alloc(E.rpc, 64, r), 0);
+			memset(q->buf, 0xe2, SLOW_LEN);
+			cr_assert_eq(
+				urpc_req_enqueue(E.rpc, es[i], T_SINK, q, r, count_cont, NULL, 0),
+				0);
+		}
+	run_for(E.rpc, 20);
+	run_for(NULL, 50);
+	held = S.rpc->os_busy;
+	/* The legitimate request, while the slow reader runs every 150 ms. */
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, PUT_LEN, &vreq), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, 64, &vresp), 0);
+	memset(vreq.buf, 0x5a, PUT_LEN);
+	want = echo_done + 1;
+	cr_assert_eq(urpc_req_enqueue(C.rpc, sess, T_SINK, &vreq, &vresp, echo_cont, NULL, 0), 0);
+	t0 = urpc__now_ns();
+	for (e_next = t0; echo_done < want && urpc__now_ns() - t0 < 3 * WAIT_NS;) {
+		pump();
+		if (urpc__now_ns() >= e_next) {
+			urpc_rpc_run_event_loop_once(E.rpc);
+			e_next = urpc__now_ns() + 5000000;
+		}
+	}
+	took = urpc__now_ns() - t0;
+	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+	fprintf(stderr,
+		"minimum rate: a slow reader held %u of %u operations; the legitimate 1 MiB "
+		"request took %.1f ms (READs cut %llu, posted again %llu)\n",
+		held, URPC_OS_OPS, (double)took / 1e6, (unsigned long long)st.os_cut,
+		(unsigned long long)st.os_reposted);
+	cr_assert_eq(held, URPC_OS_OPS);
+	cr_assert_eq(echo_done, want);
+	cr_assert_eq(echo_status, 0, "the legitimate request failed: %d", echo_status);
+	cr_assert_gt(st.os_cut, 0);
+	/* Cut at 1.5 s + 4 MiB at 4 MiB/s; without the cut it waited 18.0 s here. */
+	cr_assert_lt(took, 8000000000ull, "the legitimate request waited %.1f ms",
+		     (double)took / 1e6);
 	cr_assert_eq(urpc_msgbuf_free(C.rpc, &vreq), 0);
 	cr_assert_eq(urpc_msgbuf_free(C.rpc, &vresp), 0);
 	/* The slow reader runs again: its requests end, one way or another. */

@@ -12,6 +12,9 @@
  * - a session cannot be pointed at a third address: a CONNECT_REQ whose
  *   endpoint is not on its source host is refused with -EADDRNOTAVAIL, and nothing
  *   reaches the address it named;
+ * - nor at another port of the client's host (issue 31, item 4): the
+ *   server sends nothing to a session's endpoint until a datagram with its
+ *   token came from it;
  * - a client process gets one cookie per server Nexus, not one per session;
  * - limits refuse with -ENOSPC and reset nobody: the per-source limit
  *   (max_sessions_per_source) holds one address to its share and lets
@@ -61,6 +64,7 @@ struct side {
 
 /* The server; a client; a second client process; a client on the attacker's address. */
 static struct side S, C, L, E;
+static uint32_t crafted_sess; /* the server session of the last crafted_connect() */
 static char srv_hp[64];
 
 static uint64_t now_ns(void)
@@ -669,6 +673,7 @@ static int crafted_connect(int fd, const struct sockaddr_in *from, const struct 
 	cr_assert_eq(urpc__sm_decode(in, n, &got), 0);
 	cr_assert_eq(got.type, URPC_SM_PKT_CONNECT_RESP);
 	cr_assert_eq(got.token, token);
+	crafted_sess = got.server_sess;
 	return got.status;
 }
 
@@ -759,4 +764,119 @@ Test(sm_attack, per_source_limit_refuses_with_enospc_and_resets_nobody, .timeout
 	side_down(&E);
 	side_down(&S);
 	urpc_log_set_sink(NULL, NULL);
+}
+
+/* ---- no reflection to another port of the client's host (issue 31, item 4) ---- */
+
+/* The server Rpc's datapath (udp) address, from its endpoint bytes. */
+static struct sockaddr_in srv_dp_addr(void)
+{
+	struct urpc_tp *tp = S.rpc->tp;
+	uint8_t ep[URPC_TP_EP_MAX];
+	struct sockaddr_in a;
+
+	cr_assert_geq(tp->ops->get_endpoint(tp, ep), 8);
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	memcpy(&a.sin_addr.s_addr, ep + 2, 4);
+	memcpy(&a.sin_port, ep + 6, 2);
+	return a;
+}
+
+/*
+ * Send on @fd a request datagram of server session @sess with @token (udp
+ * DATA framing): @large, a descriptor of 64 MiB at a made-up key, else a
+ * 64-byte echo. Returns its length.
+ */
+static size_t dp_request(int fd, uint32_t sess, uint64_t token, uint64_t req_num, bool large)
+{
+	struct sockaddr_in to = srv_dp_addr();
+	uint8_t pkt[16 + sizeof(struct urpc_pkthdr) + 64];
+	struct urpc_large_desc d = {.addr = 1ull << 40, .len = 64ull << 20, .key = 0x5eed};
+	struct urpc_pkthdr h;
+	uint32_t plen = large ? (uint32_t)sizeof(d) : 64;
+	size_t n = 16 + sizeof(h) + plen;
+
+	memset(pkt, 0, sizeof(pkt));
+	pkt[0] = 0x55; /* UDP_MAGIC, little-endian */
+	pkt[1] = 0x70;
+	pkt[2] = 2; /* UDP_VERSION */
+	pkt[3] = 1; /* UDP_T_DATA */
+	urpc__pkthdr_fill(&h, URPC_PKT_REQ, T_ECHO, 0, plen, sess, req_num, token);
+	if (large)
+		h.flags = URPC_PKT_F_LARGE;
+	memcpy(pkt + 16, &h, sizeof(h));
+	if (large)
+		memcpy(pkt + 16 + sizeof(h), &d, sizeof(d));
+	cr_assert_eq(sendto(fd, pkt, n, 0, (struct sockaddr *)&to, sizeof(to)), (ssize_t)n);
+	return n;
+}
+
+/* Pump for @ms milliseconds; the datagrams (*@bytes their bytes) that reached @fd. */
+static unsigned drain_for(int fd, unsigned ms, uint64_t *bytes)
+{
+	uint64_t end = now_ns() + (uint64_t)ms * 1000000;
+	uint8_t in[65536];
+	unsigned n = 0;
+	ssize_t r;
+
+	*bytes = 0;
+	while (now_ns() < end) {
+		pump();
+		while ((r = recv(fd, in, sizeof(in), 0)) >= 0) {
+			n++;
+			*bytes += (uint64_t)r;
+		}
+	}
+	return n;
+}
+
+Test(sm_attack, a_session_naming_another_port_sends_nothing_there_until_it_proves_it, .timeout = 60)
+{
+	struct sockaddr_in from, vic_a, own_a;
+	struct urpc_rpc_stats st;
+	int fd, vic, own, legit;
+	uint64_t bytes, sent = 0, token = 0x7e5701;
+	unsigned got, i;
+
+	side_up(&S, GOOD_HOST, true, 0);
+	/*
+	 * A legitimate client first: while all its peers share one address and
+	 * port, the server's socket is connected to it and the kernel drops
+	 * datagrams from any other source (udp.c), which hides the attack.
+	 */
+	side_up(&C, GOOD_HOST, false, 0);
+	cr_assert_eq(urpc_session_connect(C.rpc, srv_hp, SRV_ID, &legit), 0);
+	cr_assert(pump_until(&C.connected, 1));
+	fd = sock_on(EVIL_HOST, &from);
+	vic = sock_on(EVIL_HOST, &vic_a); /* another process's port on the attacker's host */
+	own = sock_on(EVIL_HOST, &own_a); /* the attacker's own datapath socket */
+
+	cr_assert_eq(crafted_connect(fd, &from, &vic_a, token), 0);
+	/* From its own socket, with the session's token: large and small requests. */
+	for (i = 0; i < 8; i++)
+		sent += dp_request(own, crafted_sess, token, URPC_SESSION_SLOTS + i, i % 2 == 0);
+	got = drain_for(vic, 300, &bytes);
+	printf("reflection: %zu B sent from another port, %u datagrams (%llu B) reached the "
+	       "endpoint the session named\n",
+	       (size_t)sent, got, (unsigned long long)bytes);
+	cr_assert_eq(got, 0, "the server sent %u datagrams (%llu B) to an unproven endpoint", got,
+		     (unsigned long long)bytes);
+	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+	cr_assert_eq(st.drop_unproven, 8);
+	cr_assert_eq(st.reqs_handled, 0);
+
+	/* A datagram from the endpoint itself proves it: its echo comes back there. */
+	dp_request(vic, crafted_sess, token, 2 * URPC_SESSION_SLOTS + 1, false);
+	got = drain_for(vic, 100, &bytes);
+	cr_assert_eq(got, 1, "the proven endpoint got %u answers", got);
+	cr_assert_eq(bytes, 16 + sizeof(struct urpc_pkthdr) + 64);
+	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+	cr_assert_eq(st.reqs_handled, 1);
+	cr_assert_eq(echo_once(&C, legit), 0, "the legitimate client is served");
+	close(fd);
+	close(vic);
+	close(own);
+	side_down(&C);
+	side_down(&S);
 }
