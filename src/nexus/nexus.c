@@ -213,6 +213,7 @@ static void sm_input(struct urpc_nexus *nx, const uint8_t *buf, size_t n,
 		return;
 	}
 	pkt.from = *from;
+	pkt.peer_restarted = false;
 	if (pkt.type == URPC_SM_PKT_CONNECT_REQ &&
 	    !urpc__sm_cookie_check(&nx->cookie_key, from, urpc__now_ns(), pkt.cookie)) {
 		/* Its source is not proven: it changes nothing here. */
@@ -229,9 +230,28 @@ static void sm_input(struct urpc_nexus *nx, const uint8_t *buf, size_t n,
 	pthread_mutex_lock(&nx->lock);
 	verdict = urpc__nxa_check(&nx->peers, &pkt, buf, n, NEXUS_HELLO_TTL_NS, urpc__now_ns());
 	if (verdict == URPC_NXA_REFUSED) {
+		const struct urpc_nx_peer *pe = urpc__nxp_find(&nx->peers, from);
+		bool stranger = !pe || !pe->nonce_remote;
+
 		pthread_mutex_unlock(&nx->lock);
+		/*
+		 * A session's probe from a peer we share no secret with (we
+		 * restarted; it did not know): no session of ours can be its, so
+		 * the Nexus says so itself, a bare header that echoes its token
+		 * (never larger than the probe, never routed): the peer learns of
+		 * our restart before its time-out. Anything else unsigned: nothing.
+		 */
+		if (stranger && pkt.type == URPC_SM_PKT_PING_REQ && n >= URPC_SM_HDR_LEN) {
+			reply_no_rpc(nx, &pkt);
+			return;
+		}
 		stat_inc(&nx->stats.drop_auth);
 		return;
+	}
+	if (verdict != URPC_NXA_OK && pkt.type == URPC_SM_PKT_PING_RESP) {
+		const struct urpc_nx_peer *pe = urpc__nxp_find(&nx->peers, from);
+
+		pkt.peer_restarted = pe && pe->incarnation && pkt.nexus_inc != pe->incarnation;
 	}
 	if (pkt.type == URPC_SM_PKT_NX_PING || pkt.type == URPC_SM_PKT_NX_PONG) {
 		pthread_mutex_unlock(&nx->lock);

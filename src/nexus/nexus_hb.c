@@ -103,8 +103,9 @@ uint64_t urpc__nexus_tick(struct urpc_nexus *nx)
 
 	pthread_mutex_lock(&nx->lock);
 	due = urpc__nxp_tick(&nx->peers, now, &failed, ping_peer, nx);
-	if (failed)
+	if (failed || nx->peers.probed)
 		urpc__nexus_notify_rpcs(nx);
+	nx->peers.probed = false;
 	pthread_mutex_unlock(&nx->lock);
 	return due;
 }

@@ -182,6 +182,7 @@ static bool seen(struct urpc_nx_peer *p, uint64_t incarnation, uint64_t now)
 	}
 	p->incarnation = incarnation;
 	p->last_heard_ns = now;
+	p->silence_probed = false;
 	return moved;
 }
 
@@ -315,6 +316,12 @@ uint64_t urpc__nxp_tick(struct urpc_nx_peers *t, uint64_t now, bool *failed,
 		if (p->incarnation && p->last_heard_ns && now - p->last_heard_ns > p->timeout_ns) {
 			fail(p, "no heartbeat", -EHOSTDOWN);
 			*failed = true;
+		} else if (p->incarnation && p->last_heard_ns && !p->silence_probed &&
+			   now - p->last_heard_ns > URPC_NXP_SILENCE_PINGS * p->ping_ns) {
+			/* Silent a while: have its sessions ask (a restart shows at once). */
+			p->silence_probed = true;
+			atomic_fetch_add_explicit(&p->probe_gen, 1, memory_order_relaxed);
+			t->probed = true;
 		}
 		if (now >= p->next_ping_ns) {
 			send(arg, p);
@@ -323,6 +330,9 @@ uint64_t urpc__nxp_tick(struct urpc_nx_peers *t, uint64_t now, bool *failed,
 		due = URPC_MIN(due, p->next_ping_ns);
 		if (p->incarnation && p->last_heard_ns)
 			due = URPC_MIN(due, p->last_heard_ns + p->timeout_ns + 1);
+		if (p->incarnation && p->last_heard_ns && !p->silence_probed)
+			due = URPC_MIN(due,
+				       p->last_heard_ns + URPC_NXP_SILENCE_PINGS * p->ping_ns + 1);
 	}
 	t->wake_ns = due == UINT64_MAX ? 0 : due;
 	return due;

@@ -98,6 +98,14 @@ struct urpc_nx_peer {
 	uint32_t hb_mismatch;
 	uint64_t seen_ours, seen_theirs;
 	uint32_t probe_backoff;
+	/*
+	 * Silent for URPC_NXP_SILENCE_PINGS intervals and probed once for it:
+	 * a restarted process (same address, no secret with us yet) drops our
+	 * signed pings unanswered, but its Rpcs answer the sessions' probes
+	 * (a PING_RESP that echoes the session's token) long before the peer
+	 * time-out. Cleared by the next heartbeat heard.
+	 */
+	bool silence_probed;
 	uint64_t nonce_local;  /* our half of the pair's secret, never 0 */
 	uint64_t nonce_remote; /* its half, from a handshake; 0: none yet */
 	struct urpc_nx_peer *next;
@@ -113,6 +121,7 @@ struct urpc_nx_peers {
 	struct urpc_csprng rng; /* draws nonce_local; keyed on first use */
 	bool rng_ready;
 	uint64_t wake_ns; /* when the last tick asked to run next (its due); 0: none */
+	bool probed;	  /* a tick advanced some probe_gen (silence): the Rpcs should look */
 };
 
 /* The entry of @addr (a tombstone included), or NULL. */
@@ -163,6 +172,8 @@ bool urpc__nxp_heard(struct urpc_nx_peers *t, const struct sockaddr_in *addr, ui
 		     uint64_t epoch, uint64_t it_failed, const uint8_t *rpcs, uint64_t digest,
 		     uint64_t now);
 
+/* Ping intervals without a heartbeat heard before client sessions probe once. */
+#define URPC_NXP_SILENCE_PINGS 3u
 /* Heartbeats in a row whose session count disagrees before client sessions probe. */
 #define URPC_NXP_MISMATCH 3u
 #define URPC_NXP_BACKOFF_MAX 6

@@ -122,6 +122,11 @@ struct urpc_sm_pkt {
 	uint64_t nx_nonce;
 	uint64_t mac;
 	struct sockaddr_in from; /* filled on receive: the sending Nexus's address */
+	/*
+	 * Set on receive (not on the wire): an unsigned answer from a peer
+	 * whose incarnation is not the one this Nexus knew (a restarted process).
+	 */
+	bool peer_restarted;
 };
 
 /* Largest encoded SM packet, in bytes. */

@@ -199,8 +199,9 @@ void urpc__session_handle_sm(struct urpc_rpc *rpc, const struct urpc_sm_pkt *p)
 		if (!s || s->state != URPC_SESS_CONNECTED)
 			return;
 		s->cli.probe_next_ns = 0;
-		if (p->status)
-			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED, -ECONNRESET);
+		if (p->status) /* its server Rpc does not know it; a new process: -ESTALE */
+			urpc__session_transition(rpc, s, URPC_SEV_PEER_FAILED,
+						 p->peer_restarted ? -ESTALE : -ECONNRESET);
 		return;
 	case URPC_SM_PKT_NX_NOTICE:
 		urpc__session_notices(rpc);

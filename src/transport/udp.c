@@ -284,7 +284,7 @@ size_t urpc__udp_get_endpoint(struct urpc_tp *tp, uint8_t *buf)
 
 /* The host of a udp endpoint: bytes 2..5 (see udp_get_endpoint()). */
 bool urpc__udp_rx_is_from(struct urpc_tp *tp, const struct urpc_tp_rx *rx,
-			   const struct urpc_tp_peer *peer)
+			  const struct urpc_tp_peer *peer)
 {
 	const struct sockaddr_in *sa;
 

@@ -653,7 +653,7 @@ static size_t dp_pkt(uint8_t *pkt, enum urpc_pkt_type type, uint32_t dest, uint3
 	struct udp_hdr u;
 
 	udp_hdr_init(&u, UDP_T_DATA, 0, 0, 0);
-	urpc__pkthdr_fill(&h, type, T_ECHO, 0, plen, dest, 2 * URPC_SESSION_SLOTS, token);
+	urpc__pkthdr_fill(&h, type, T_ECHO, 0, plen, dest, 2 * URPC_SESSION_WINDOW_MAX, token);
 	h.src_session = htole32(src);
 	memcpy(pkt, &u, sizeof(u));
 	memcpy(pkt + sizeof(u), &h, sizeof(h));

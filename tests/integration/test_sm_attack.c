@@ -855,7 +855,8 @@ Test(sm_attack, a_session_naming_another_port_sends_nothing_there_until_it_prove
 	cr_assert_eq(crafted_connect(fd, &from, &vic_a, token), 0);
 	/* From its own socket, with the session's token: large and small requests. */
 	for (i = 0; i < 8; i++)
-		sent += dp_request(own, crafted_sess, token, URPC_SESSION_SLOTS + i, i % 2 == 0);
+		sent += dp_request(own, crafted_sess, token, URPC_SESSION_WINDOW_MAX + i,
+				   i % 2 == 0);
 	got = drain_for(vic, 300, &bytes);
 	printf("reflection: %zu B sent from another port, %u datagrams (%llu B) reached the "
 	       "endpoint the session named\n",
@@ -867,7 +868,7 @@ Test(sm_attack, a_session_naming_another_port_sends_nothing_there_until_it_prove
 	cr_assert_eq(st.reqs_handled, 0);
 
 	/* A datagram from the endpoint itself proves it: its echo comes back there. */
-	dp_request(vic, crafted_sess, token, 2 * URPC_SESSION_SLOTS + 1, false);
+	dp_request(vic, crafted_sess, token, 2 * URPC_SESSION_WINDOW_MAX + 1, false);
 	got = drain_for(vic, 100, &bytes);
 	cr_assert_eq(got, 1, "the proven endpoint got %u answers", got);
 	cr_assert_eq(bytes, 16 + sizeof(struct urpc_pkthdr) + 64);
