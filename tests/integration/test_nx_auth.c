@@ -732,10 +732,10 @@ Test(nx_auth, a_request_for_a_session_the_server_lost_draws_a_verified_notice, .
 		cr_assert_eq(sendto(fd, pkt, len, 0, (struct sockaddr *)&srv, sizeof(srv)),
 			     (ssize_t)len);
 		if (i % 50 == 49)
-			pump();
+			urpc_rpc_run_event_loop_once(S.rpc);
 	}
 	for (end = urpc__now_ns() + 50000000; urpc__now_ns() < end;) {
-		pump();
+		urpc_rpc_run_event_loop_once(S.rpc);
 		while ((n = recv(fd, got, sizeof(got), 0)) >= 0) {
 			answers++;
 			out_b += (uint64_t)n;
