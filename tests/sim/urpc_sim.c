@@ -50,7 +50,8 @@ static const char usage[] =
 	"  --faults LIST     comma-separated subset of drop,dup,delay,part,crash,rpc,disc,forget,\n"
 	"                    or all, or none\n"
 	"  --max-large BYTES largest message (default 64 KiB or 2 MiB)\n"
-	"  --fault-ms MS     virtual time during which faults happen\n"
+	"  --fault-ms MS     virtual time during which faults happen (up to 6\n"
+	"                    decimals: the reproduce line gives it to the ns)\n"
 	"  --work-ms MS      virtual time during which requests are issued (> fault-ms)\n"
 	"  --gpu 0|1         some payloads in GPU memory, over the tests' fake CUDA\n"
 	"                    driver (or the one URPC_CUDA_LIB names)\n"
@@ -152,18 +153,28 @@ static void cfg_for(const struct opts *o, uint64_t seed, struct sim_cfg *c)
 	c->trace = o->trace;
 }
 
+/* @ns as milliseconds, exactly: "229" or "229.123456" (what parse_ms() reads back). */
+static const char *ms_str(uint64_t ns, char *buf, size_t n)
+{
+	if (ns % 1000000)
+		snprintf(buf, n, "%" PRIu64 ".%06" PRIu64, ns / 1000000, ns % 1000000);
+	else
+		snprintf(buf, n, "%" PRIu64, ns / 1000000);
+	return buf;
+}
+
 /* The options that reproduce @c exactly, whatever the seed's defaults become. */
 static void cfg_line(const struct sim_cfg *c, char *buf, size_t n)
 {
-	char f[96];
+	char f[96], fm[32], wm[32];
 
+	/* The times to the nanosecond: a seed's are drawn in ns, and rounding them changed the run. */
 	snprintf(buf, n,
 		 "--seed %" PRIu64 " --clients %u --reqs %u --faults %s --max-large %u "
-		 "--fault-ms %" PRIu64 " --work-ms %" PRIu64
-		 " --gpu %u --rmem %u --release-lag %u --window %u",
+		 "--fault-ms %s --work-ms %s --gpu %u --rmem %u --release-lag %u --window %u",
 		 c->seed, c->clients, c->reqs, sim_faults_str(c->faults, f, sizeof(f)),
-		 c->max_large, c->fault_ns / 1000000, c->work_ns / 1000000, c->gpu, c->rmem,
-		 c->release_lag, c->window);
+		 c->max_large, ms_str(c->fault_ns, fm, sizeof(fm)),
+		 ms_str(c->work_ns, wm, sizeof(wm)), c->gpu, c->rmem, c->release_lag, c->window);
 	if (c->fabric)
 		snprintf(buf + strlen(buf), n - strlen(buf), " --fabric %u", c->fabric);
 }
@@ -320,6 +331,36 @@ static int parse_u64(const char *s, uint64_t *v)
 	errno = 0;
 	*v = strtoull(s, &end, 0);
 	return errno || end == s || *end || *s == '-' ? -1 : 0;
+}
+
+/* Milliseconds, whole or with up to 6 decimals ("229.123456"), into nanoseconds. */
+static int parse_ms(const char *s, uint64_t *ns)
+{
+	const char *dot = strchr(s, '.');
+	uint64_t ms, frac = 0;
+	char whole[32];
+	size_t k, digits;
+
+	if (!dot)
+		return parse_u64(s, &ms) || ms > UINT64_MAX / 1000000 ? -1
+								      : (*ns = ms * 1000000, 0);
+	k = (size_t)(dot - s);
+	digits = strlen(dot + 1);
+	if (!k || k >= sizeof(whole) || !digits || digits > 6)
+		return -1;
+	memcpy(whole, s, k);
+	whole[k] = 0;
+	if (parse_u64(whole, &ms) || ms > UINT64_MAX / 1000000)
+		return -1;
+	for (k = 0; k < 6; k++) {
+		char d = k < digits ? dot[1 + k] : '0';
+
+		if (d < '0' || d > '9')
+			return -1;
+		frac = frac * 10 + (uint64_t)(d - '0');
+	}
+	*ns = ms * 1000000 + frac;
+	return 0;
 }
 
 static int parse_args(int argc, char **argv, struct opts *o);
@@ -546,15 +587,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->given |= G_LARGE;
 			break;
 		case 'F':
-			if (parse_u64(optarg, &v) || v < 1 || v > 3600000)
+			if (parse_ms(optarg, &v) || v < 1000000 || v > 3600000 * 1000000ull)
 				goto bad;
-			o->over.fault_ns = v * 1000000ull;
+			o->over.fault_ns = v;
 			o->given |= G_FAULT_MS;
 			break;
 		case 'W':
-			if (parse_u64(optarg, &v) || v < 1 || v > 3600000)
+			if (parse_ms(optarg, &v) || v < 1000000 || v > 3600000 * 1000000ull)
 				goto bad;
-			o->over.work_ns = v * 1000000ull;
+			o->over.work_ns = v;
 			o->given |= G_WORK_MS;
 			break;
 		case 'g':
