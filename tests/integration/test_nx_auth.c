@@ -361,7 +361,12 @@ Test(nx_auth, forged_control_packets_from_a_peers_address_change_nothing, .timeo
 	cr_assert_eq(s1.sm_rx - s0.sm_rx,
 		     (s1.drop_auth - s0.drop_auth) + (s1.heartbeats_rx - s0.heartbeats_rx),
 		     "a forgery to the server went uncounted");
-	cr_assert_geq(s1.drop_auth - s0.drop_auth, to_srv / 2);
+	/*
+	 * The attack arrived: a burst beyond the socket's buffer loses part of
+	 * itself in the kernel (936 of 2,000 counted once on a host at load
+	 * 10), so a tenth is the bound; the equation above is the property.
+	 */
+	cr_assert_geq(s1.drop_auth - s0.drop_auth, to_srv / 10);
 	cr_assert_gt(c1.drop_auth - c0.drop_auth, 0);
 	/* Heartbeats kept flowing, signed: the peer was heard all along. */
 	cr_assert_gt(s1.heartbeats_rx - s0.heartbeats_rx, 0);
