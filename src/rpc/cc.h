@@ -163,6 +163,7 @@ struct urpc_cc_sess {
 	struct urpc_cc cc;
 	struct urpc_wheel_ent ent; /* on the Rpc's pacer while @queued */
 	bool queued;
+	uint64_t os_window; /* what set_peer_window was last told for its peer (0: default) */
 };
 
 #ifdef __cplusplus

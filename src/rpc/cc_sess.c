@@ -2,8 +2,9 @@
 /*
  * Congestion control of an Rpc's client sessions (cc_sess.h): options,
  * per-session controllers (cc.c), the Rpc's pacer (a timing wheel) and
- * urpc_session_get_stats(). Calls cc.c and the log; never the datapath
- * (client.c kicks a released session itself).
+ * urpc_session_get_stats(). Calls cc.c, the log and the transport's
+ * set_peer_window (the one-sided window follows the controller); never the
+ * datapath (client.c kicks a released session itself).
  */
 #define URPC_LOG_MODULE "cc"
 #include "cc_sess.h"
@@ -139,9 +140,24 @@ void urpc__cc_sess_forget(struct urpc_rpc *rpc, struct urpc_session *s)
 /* After the controller moved: limited sessions sample every answer, free ones now and then. */
 static void cc_moved(struct urpc_rpc *rpc, struct urpc_session *s)
 {
-	s->cli.cc_limited = s->cli.cc.cc.limited;
+	const struct urpc_cc *c = &s->cli.cc.cc;
+	uint64_t win = 0;
+
+	s->cli.cc_limited = c->limited;
 	if (s->cli.cc_limited)
 		s->cli.rtt.next_ns = rpc->now;
+	/*
+	 * One-sided transfers on the session (the READs of large responses)
+	 * keep rate x round trip in flight while it is paced, the transport's
+	 * own window while it is not: a bulk transfer backs off with the RPCs.
+	 */
+	if (c->limited && c->srtt_ns)
+		win = URPC_MAX(c->rate_bps / 8 * (c->srtt_ns / 1000) / 1000000,
+			       1); /* no overflow */
+	if (s->peer && rpc->tp->ops->set_peer_window && win != s->cli.cc.os_window) {
+		s->cli.cc.os_window = win;
+		rpc->tp->ops->set_peer_window(rpc->tp, s->peer, win);
+	}
 }
 
 URPC_COLD void urpc__cc_sess_sample(struct urpc_rpc *rpc, struct urpc_session *s, uint64_t rtt_ns)

@@ -444,6 +444,14 @@ struct urpc_tp_ops {
 	 * dereg_mem() and release_peer() revoke the grants on what goes away.
 	 */
 	void (*set_peer_token)(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t token);
+	/*
+	 * Optional (NULL: the transport's own window). The bytes of own
+	 * one-sided operations to @peer that may be in flight at once: the
+	 * session's congestion controller (cc_sess.c) sets rate x round trip
+	 * while it paces the session, 0 for the transport's default. udp and
+	 * xdp: chunks per operation, from 1 to their window. Cold.
+	 */
+	void (*set_peer_window)(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t bytes);
 	int (*grant)(struct urpc_tp *tp, struct urpc_tp_peer *peer, const struct urpc_tp_mr *mr,
 		     const void *addr, size_t len, unsigned access, struct urpc_tp_grant *g);
 	void (*revoke)(struct urpc_tp *tp, struct urpc_tp_grant *g);

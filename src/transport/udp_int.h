@@ -156,6 +156,7 @@ struct urpc_tp_peer {
 	uint64_t token; /* the session's, carried by one-sided requests (set_peer_token) */
 	uint32_t nonce;
 	uint32_t chunk_size; /* one-sided payload per datagram to this peer */
+	uint32_t os_window; /* chunks in flight per operation (set_peer_window); 0: UDP_OS_WINDOW */
 	struct urpc_tp_peer *next;
 	struct urpc_tp_peer *prev;
 };

@@ -259,6 +259,20 @@ void urpc__udp_os_set_peer_token(struct urpc_tp *tp, struct urpc_tp_peer *peer, 
 		peer->token = token;
 }
 
+void urpc__udp_os_set_peer_window(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t bytes)
+{
+	uint64_t chunks;
+
+	if (!peer)
+		return;
+	if (!bytes) {
+		peer->os_window = 0;
+		return;
+	}
+	chunks = bytes / (peer->chunk_size ? peer->chunk_size : 1);
+	peer->os_window = (uint32_t)URPC_MAX(URPC_MIN(chunks, (uint64_t)UDP_OS_WINDOW), 1);
+}
+
 /* Datapath; the table grows only when every entry is live. */
 int urpc__udp_os_grant(struct urpc_tp *tp, struct urpc_tp_peer *peer, const struct urpc_tp_mr *mr,
 		       const void *addr, size_t len, unsigned access, struct urpc_tp_grant *g)
@@ -309,7 +323,9 @@ static void udp_op_send_chunk(struct udp_tp *u, struct udp_op *op, uint32_t c)
 /* Send the chunks that the window newly allows. */
 static void udp_op_pump(struct udp_tp *u, struct udp_op *op)
 {
-	while (op->next < op->nchunks && op->next - op->base < UDP_OS_WINDOW)
+	uint32_t win = op->peer && op->peer->os_window ? op->peer->os_window : UDP_OS_WINDOW;
+
+	while (op->next < op->nchunks && op->next - op->base < win)
 		udp_op_send_chunk(u, op, op->next++);
 }
 

@@ -25,6 +25,8 @@ int urpc__udp_os_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const
 int urpc__udp_os_cancel(struct urpc_tp *tp, uint64_t wr_id, int status);
 int urpc__udp_os_idle(struct urpc_tp *tp, uint64_t wr_id, uint64_t *idle_ns);
 void urpc__udp_os_set_peer_token(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t token);
+/* The one-sided window to @peer in bytes (transport.h); 0: UDP_OS_WINDOW chunks. */
+void urpc__udp_os_set_peer_window(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t bytes);
 int urpc__udp_os_grant(struct urpc_tp *tp, struct urpc_tp_peer *peer, const struct urpc_tp_mr *mr,
 		       const void *addr, size_t len, unsigned access, struct urpc_tp_grant *g);
 void urpc__udp_os_revoke(struct urpc_tp *tp, struct urpc_tp_grant *g);

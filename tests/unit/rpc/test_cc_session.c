@@ -10,6 +10,7 @@
  * that moves by a step between the server's and the client's loop passes,
  * so that each round trip takes a step or a few.
  */
+#define _GNU_SOURCE /* udp_int.h: struct mmsghdr */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
@@ -18,6 +19,8 @@
 
 #include <urpc/urpc.h>
 
+#include "rpc/engine.h"
+#include "transport/udp_int.h"
 #include "util/seam.h"
 
 #define T_ECHO 1
@@ -91,7 +94,8 @@ static void pump(void)
 	cr_assert_eq(urpc_rpc_run_event_loop_once(W.cli), 0);
 }
 
-static void world_up(enum urpc_cc_algo algo, uint32_t target_us, uint32_t line_mbps)
+static void world_up_on(enum urpc_transport_kind kind, enum urpc_cc_algo algo, uint32_t target_us,
+			uint32_t line_mbps)
 {
 	struct urpc_seams seams = {.clock = test_clock};
 	struct urpc_nexus_opts no;
@@ -109,7 +113,7 @@ static void world_up(enum urpc_cc_algo algo, uint32_t target_us, uint32_t line_m
 	cr_assert_eq(urpc_nexus_create(&no, &W.nx), 0);
 	cr_assert_eq(urpc_nexus_register_handler(W.nx, T_ECHO, echo_handler, NULL), 0);
 	urpc_rpc_opts_init(&o);
-	o.transport = URPC_TRANSPORT_LOOP;
+	o.transport = kind;
 	cr_assert_eq(urpc_rpc_create(W.nx, 1, &o, &W.srv), 0);
 	o.cc_algo = algo;
 	o.cc_target_us = target_us;
@@ -146,6 +150,11 @@ static void world_down(void)
 	cr_assert_eq(urpc_rpc_destroy(W.srv), 0);
 	cr_assert_eq(urpc_nexus_destroy(W.nx), 0);
 	urpc__seams_set(NULL);
+}
+
+static void world_up(enum urpc_cc_algo algo, uint32_t target_us, uint32_t line_mbps)
+{
+	world_up_on(URPC_TRANSPORT_LOOP, algo, target_us, line_mbps);
 }
 
 /* Keep WINDOW requests in flight until @n more completed; the slot of a completion is reused. */
@@ -272,4 +281,36 @@ Test(cc_session, bad_options_refused)
 	cr_assert_eq(urpc_session_get_stats(rpc, -1, &st), -EINVAL);
 	cr_assert_eq(urpc_rpc_destroy(rpc), 0);
 	cr_assert_eq(urpc_nexus_destroy(nx), 0);
+}
+
+/*
+ * udp: the session's one-sided window follows its controller: the
+ * transport's own (UDP_OS_WINDOW chunks) while the session is free, rate x
+ * round trip while it is paced, so a bulk READ backs off with the RPCs.
+ */
+Test(cc_session, paced_session_narrows_its_one_sided_window)
+{
+	const struct urpc_session *s;
+	struct urpc_session_stats st;
+
+	world_up_on(URPC_TRANSPORT_UDP, URPC_CC_SWIFT, 1000, 0);
+	W.step_ns = 5000;
+	run(500, NULL);
+	s = urpc__rpc_session(W.cli, W.sess);
+	cr_assert_not_null(s);
+	cr_assert_eq(s->peer->os_window, 0, "a free session's window was narrowed to %u chunks",
+		     s->peer->os_window);
+	world_down();
+
+	world_up_on(URPC_TRANSPORT_UDP, URPC_CC_SWIFT, 10, 100);
+	W.step_ns = 200000;
+	run(200, NULL);
+	cr_assert_eq(urpc_session_get_stats(W.cli, W.sess, &st), 0);
+	cr_assert(st.cc_limited);
+	s = urpc__rpc_session(W.cli, W.sess);
+	/* At most 100 Mb/s x a few hundred us: a few KB, fewer chunks than the default. */
+	cr_assert(s->peer->os_window >= 1 && s->peer->os_window < UDP_OS_WINDOW,
+		  "window %u chunks at %llu b/s, srtt %llu ns", s->peer->os_window,
+		  (unsigned long long)st.cc_rate_bps, (unsigned long long)st.srtt_ns);
+	world_down();
 }
