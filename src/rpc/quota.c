@@ -27,7 +27,7 @@ void urpc__quota_grant_start(struct urpc_rpc *rpc, struct urpc_srv_large *l, str
 	/* The one-sided time-out, and the time its bytes take at the slowest rate allowed. */
 	l->slot = sl;
 	l->expires_ns = rpc->now + URPC_MAX(rpc->tp->one_sided_timeout_ns, URPC_OS_TIMEOUT_MIN_NS) +
-			(uint64_t)l->resp.data_size * 1000000000ull / URPC_QUOTA_MIN_RATE;
+			(uint64_t)l->resp.data_size * 1000000000ull / URPC_QUOTA_GRANT_RATE;
 	/* Sorted by expiry: from the tail, where a new one nearly always goes. */
 	while (p && p->expires_ns > l->expires_ns)
 		p = p->lprev;
