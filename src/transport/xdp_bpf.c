@@ -298,18 +298,25 @@ void urpc__xdp_maps_del(struct urpc_xdp *x, long id)
 	close_fd(&x->prog_fd);
 }
 
+/* urpc's program on @ifname and its maps, opened into @x; 0, -ENODEV or prog_find()'s error. */
+static int prog_open(const char *ifname, struct urpc_xdp *x)
+{
+	char other[64];
+
+	memset(x, 0, sizeof(*x));
+	x->prog_fd = x->ports_fd = x->xsks_fd = -1;
+	x->ifindex = (int)if_nametoindex(ifname);
+	if (!x->ifindex)
+		return -ENODEV;
+	return prog_find(x->ifindex, x, other, sizeof(other));
+}
+
 int urpc__xdp_cleanup(const char *ifname)
 {
 	struct urpc_xdp x;
-	char other[64];
 	int ret;
 
-	memset(&x, 0, sizeof(x));
-	x.prog_fd = x.ports_fd = x.xsks_fd = -1;
-	x.ifindex = (int)if_nametoindex(ifname);
-	if (!x.ifindex)
-		return -ENODEV;
-	ret = prog_find(x.ifindex, &x, other, sizeof(other));
+	ret = prog_open(ifname, &x);
 	if (ret)
 		return ret;
 	ret = prog_detach(x.ifindex, x.prog_fd, x.generic);
@@ -323,15 +330,9 @@ int urpc__xdp_query(const char *ifname, unsigned *endpoints, bool *generic)
 {
 	struct urpc_xdp x;
 	uint16_t key, *prev = NULL;
-	char other[64];
 	int ret;
 
-	memset(&x, 0, sizeof(x));
-	x.prog_fd = x.ports_fd = x.xsks_fd = -1;
-	x.ifindex = (int)if_nametoindex(ifname);
-	if (!x.ifindex)
-		return -ENODEV;
-	ret = prog_find(x.ifindex, &x, other, sizeof(other));
+	ret = prog_open(ifname, &x);
 	if (ret)
 		return ret;
 	*endpoints = 0;
