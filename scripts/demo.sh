@@ -23,11 +23,21 @@ cmake --build build/release -j "$(nproc)"
 bin=build/release/apps
 port=$((32000 + $$ % 20000))
 echo "==== urpc-hello: one RPC between two processes ===="
-"$bin/hello/urpc-hello-server" --port "$port" --count 1 &
+out=$(mktemp)
+"$bin/hello/urpc-hello-server" --port "$port" --count 1 >"$out" &
 server=$!
-trap 'kill $server 2>/dev/null || true' EXIT
+trap 'kill $server 2>/dev/null || true; rm -f "$out"' EXIT
+# The client starts once the server says it listens (up to 10 s).
+for _ in $(seq 200); do
+	grep -q listening "$out" && break
+	kill -0 "$server" 2>/dev/null || break
+	sleep 0.05
+done
+cat "$out"
 "$bin/hello/urpc-hello-client" --server "127.0.0.1:$port" --timeout 5000 urpc
 wait $server
+tail -n +2 "$out"
+rm -f "$out"
 trap - EXIT
 
 echo "==== urpc-demo: the transport layer ===="

@@ -141,12 +141,20 @@ static int peer_failed(const struct urpc_session *s)
 
 /* Both ways into CONNECTED: the peer and token are known, the datapath header can be built. */
 /*
- * Client session @s, connecting: has the peer's host said since the
- * connect began that nothing listens at its Nexus's address?
+ * Refusals (ICMP port unreachable) of a connect's CONNECT_REQs before it
+ * fails with -ECONNREFUSED: the first and two resends (about two SM
+ * retries, 200 ms at most), so that a server process started together
+ * with its client, whose socket is not bound yet, is still reached.
+ */
+#define URPC_CONNECT_REFUSALS 3u
+
+/*
+ * Client session @s, connecting: has the peer's host said, often enough
+ * since the connect began, that nothing listens at its Nexus's address?
  */
 static bool connect_refused(const struct urpc_session *s)
 {
-	return urpc__nxp_refused_gen(s->nxp) != s->cli.nx_refused_gen;
+	return urpc__nxp_refused_gen(s->nxp) - s->cli.nx_refused_gen >= URPC_CONNECT_REFUSALS;
 }
 
 static void enter_connected(struct urpc_session *s)

@@ -26,6 +26,9 @@
 
 #include <urpc/urpc.h>
 
+#include "nexus/nexus_peer.h"
+#include "rpc/engine.h"
+
 #define REQ_ECHO 1 /* answers every byte ^ 0x3c, at once */
 #define REQ_HOLD 2 /* the test keeps the handle and answers (or not) later */
 #define REQ_PROBE 3
@@ -1189,6 +1192,53 @@ Test(lifecycle, restarted_server_process_resets_with_estale, .timeout = TEST_TIM
 	}
 	stop_server(1, stop_fd);
 	ctx_free(&L, win);
+	cr_assert_eq(urpc_rpc_destroy(L.cli), 0);
+	cr_assert_eq(urpc_nexus_destroy(L.nx), 0);
+}
+
+/*
+ * A server process started together with its client: its socket is bound
+ * only after the client's first CONNECT_REQ was refused (ICMP port
+ * unreachable). One refusal does not end the connect (urpc-hello in
+ * scripts/demo.sh failed that way): the resend reaches the server.
+ */
+Test(lifecycle, a_server_bound_after_the_first_refusal_is_reached, .timeout = TEST_TIMEOUT_S)
+{
+	struct urpc_rpc_opts co;
+	const struct urpc_session *cs;
+	uint16_t port = free_udp_port();
+	uint64_t deadline;
+	uint32_t gen0;
+	int s, stop_fd;
+
+	memset(&L, 0, sizeof(L));
+	nexus_up(&L, 0);
+	opts(&co, URPC_TRANSPORT_UDP, &L.cli_ev);
+	co.connect_timeout_ms = 10000;
+	cr_assert_eq(urpc_rpc_create(L.nx, CLI_ID, &co, &L.cli), 0);
+	cr_assert_eq(urpc_session_connect(L.cli, hostport(port), SRV_ID, &s), 0);
+	cs = urpc__rpc_session(L.cli, s);
+	cr_assert_not_null(cs);
+	gen0 = cs->cli.nx_refused_gen;
+	deadline = now_us() + WAIT_MS * 1000u;
+	while (urpc__nxp_refused_gen(cs->nxp) == gen0 && now_us() < deadline)
+		pass(&L);
+	cr_assert_neq(urpc__nxp_refused_gen(cs->nxp), gen0, "nothing refused the first connect");
+	cr_assert_null(find_ev(&L.cli_ev, s, URPC_SM_CONNECT_FAILED, 0),
+		       "one refusal ended the connect");
+	stop_fd = start_server(0, port);
+	deadline = now_us() + WAIT_MS * 1000u;
+	while (!find_ev(&L.cli_ev, s, URPC_SM_CONNECTED, 0) &&
+	       !find_ev(&L.cli_ev, s, URPC_SM_CONNECT_FAILED, 0) && now_us() < deadline)
+		pass(&L);
+	cr_assert_null(find_ev(&L.cli_ev, s, URPC_SM_CONNECT_FAILED, 0),
+		       "the connect failed although the server came up");
+	cr_assert_not_null(find_ev(&L.cli_ev, s, URPC_SM_CONNECTED, 0), "never connected");
+	cr_assert_eq(urpc_session_disconnect(L.cli, s), 0);
+	deadline = now_us() + WAIT_MS * 1000u;
+	while (!find_ev(&L.cli_ev, s, URPC_SM_DISCONNECTED, 0) && now_us() < deadline)
+		pass(&L);
+	stop_server(0, stop_fd);
 	cr_assert_eq(urpc_rpc_destroy(L.cli), 0);
 	cr_assert_eq(urpc_nexus_destroy(L.nx), 0);
 }
