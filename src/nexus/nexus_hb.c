@@ -35,13 +35,12 @@ void urpc__nexus_notify_rpcs(struct urpc_nexus *nx)
 }
 
 /*
- * A heartbeat of @type to @to, with what we said of it (@failed_it), how
- * many sessions we hold with it (@sessions) and their digest (@digest, the
- * XOR of their tokens: nexus_peer.h). nx->lock held.
+ * A heartbeat of @type to @to, with what we said of it (@failed_it) and the
+ * digest of the sessions we hold with it (@digest, the XOR of their tokens:
+ * nexus_peer.h). nx->lock held.
  */
 static void heartbeat_send(struct urpc_nexus *nx, const struct sockaddr_in *to,
-			   enum urpc_sm_pkt_type type, uint64_t failed_it, uint32_t sessions,
-			   uint64_t digest)
+			   enum urpc_sm_pkt_type type, uint64_t failed_it, uint64_t digest)
 {
 	struct urpc_sm_pkt p;
 	unsigned i;
@@ -49,7 +48,6 @@ static void heartbeat_send(struct urpc_nexus *nx, const struct sockaddr_in *to,
 	memset(&p, 0, sizeof(p));
 	p.type = type;
 	p.seq = failed_it;
-	p.client_sess = sessions;
 	p.token = digest;
 	p.ep_len = URPC_NXP_RPC_BYTES;
 	for (i = 0; i < NEXUS_MAX_RPCS; i++)
@@ -65,8 +63,7 @@ static void ping_peer(void *arg, const struct urpc_nx_peer *peer)
 
 	/* Without a secret yet, nothing we say would be believed. */
 	if (!atomic_load_explicit(&nx->mute, memory_order_relaxed) && peer->nonce_remote)
-		heartbeat_send(nx, &peer->addr, URPC_SM_PKT_NX_PING, peer->failed_it, peer->refs,
-			       peer->digest);
+		heartbeat_send(nx, &peer->addr, URPC_SM_PKT_NX_PING, peer->failed_it, peer->digest);
 }
 
 uint32_t urpc__nexus_notices(const struct urpc_nexus *nx)
@@ -91,7 +88,7 @@ void urpc__nexus_heartbeat_rx(struct urpc_nexus *nx, const struct urpc_sm_pkt *p
 	if (p->type == URPC_SM_PKT_NX_PING) {
 		peer = urpc__nxp_find(&nx->peers, &p->from);
 		heartbeat_send(nx, &p->from, URPC_SM_PKT_NX_PONG, peer ? peer->failed_it : 0,
-			       peer ? peer->refs : 0, peer ? peer->digest : 0);
+			       peer ? peer->digest : 0);
 	}
 	pthread_mutex_unlock(&nx->lock);
 }

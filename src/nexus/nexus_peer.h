@@ -174,7 +174,7 @@ bool urpc__nxp_heard(struct urpc_nx_peers *t, const struct sockaddr_in *addr, ui
 
 /* Ping intervals without a heartbeat heard before client sessions probe once. */
 #define URPC_NXP_SILENCE_PINGS 3u
-/* Heartbeats in a row whose session count disagrees before client sessions probe. */
+/* Heartbeats in a row whose session digest disagrees before client sessions probe. */
 #define URPC_NXP_MISMATCH 3u
 #define URPC_NXP_BACKOFF_MAX 6
 

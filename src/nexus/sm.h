@@ -44,8 +44,9 @@ enum urpc_sm_pkt_type {
 	/*
 	 * Nexus to Nexus heartbeats (nexus_peer.h), sent and answered by the
 	 * SM thread, never by an Rpc: seq
-	 * how many times the sender declared the receiver failed, client_sess
-	 * how many sessions it holds with the receiver, ep[32] the
+	 * how many times the sender declared the receiver failed, token the
+	 * digest of the sessions it holds with the receiver (the XOR of their
+	 * tokens, nexus_peer.h), ep[32] the
 	 * bitmap of the sender's attached Rpc ids (as of nexus_epoch). NX_PING is answered with
 	 * NX_PONG; both refresh the peer.
 	 */
