@@ -59,6 +59,7 @@ struct urpc_os_op {
 	uint16_t src_bucket;  /* SRV_REQ: its session's source (quota.h); 0: none */
 	uint64_t raddr, rkey; /* SRV_REQ: the descriptor read (quota.c may post it again) */
 	uint64_t start_ns;    /* SRV_REQ: its first post; 0 once cut (quota.c) */
+	uint64_t post_ns;     /* SRV_REQ: its latest post (server.c, read_again()) */
 };
 
 /*

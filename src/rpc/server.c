@@ -241,6 +241,7 @@ static bool server_read_req(struct urpc_rpc *rpc, struct urpc_session *s, struct
 	op->raddr = le64toh(d.addr);
 	op->rkey = le64toh(d.key);
 	op->start_ns = URPC_MAX(rpc->now, 1);
+	op->post_ns = rpc->now;
 	urpc__srv_set(rpc, sl, URPC_SRV_READING);
 	return true;
 
@@ -579,8 +580,12 @@ full:
 /* The READ of a large request finished: run its handler, or answer the error. */
 /*
  * The READ of @done (taken from os[]) timed out without progress: post it
- * again in a new entry, unless others wait for operations or the session
- * is no longer CONNECTED (quota.h). True when posted.
+ * again in a new entry, unless others wait for operations, the session is
+ * no longer CONNECTED (quota.h), or the transport failed it well before
+ * its time-out could pass (it refused it at once, as verbs does on a
+ * connection whose handshake timed out, until the session is reset:
+ * posting again would spin).
+ * True when posted.
  */
 static URPC_COLD bool read_again(struct urpc_rpc *rpc, const struct urpc_os_op *done)
 {
@@ -589,7 +594,8 @@ static URPC_COLD bool read_again(struct urpc_rpc *rpc, const struct urpc_os_op *
 	uint16_t i;
 
 	if (done->kind != URPC_OS_SRV_REQ || !done->start_ns || urpc__quota_contended(rpc) ||
-	    s->state != URPC_SESS_CONNECTED || s->role != URPC_ROLE_SERVER)
+	    s->state != URPC_SESS_CONNECTED || s->role != URPC_ROLE_SERVER ||
+	    rpc->now - done->post_ns < rpc->tp->one_sided_timeout_ns / 2)
 		return false;
 	i = urpc__os_get(rpc);
 	if (i == URPC_OS_NIL)
@@ -604,6 +610,7 @@ static URPC_COLD bool read_again(struct urpc_rpc *rpc, const struct urpc_os_op *
 	*op = *done;
 	op->busy = true;
 	op->orphan = false;
+	op->post_ns = rpc->now;
 	urpc__quota_op_take(rpc, s, op);
 	rpc->st.os_reposted++;
 	return true;

@@ -185,8 +185,7 @@ void urpc__verbs_hs_timers(struct verbs_tp *v, uint64_t now)
 		if (p->rc_state != VERBS_RC_PENDING)
 			continue;
 		if (now >= p->hs_deadline_ns) {
-			urpc__verbs_rc_fail(v, p, -ETIMEDOUT,
-					    "no answer to the connection request");
+			urpc__verbs_rc_stall(v, p, "no answer to the connection request");
 			continue;
 		}
 		if (now < p->hs_next_ns)

@@ -38,9 +38,14 @@
  *   PENDING QP created, REQ sent (and resent with back-off), operations
  *           wait in the peer's FIFO;
  *   READY   QP in RTS, operations posted at once;
- *   FAILED  a tombstone: the QP hit an error (or never connected); later
- *           operations complete at once with the recorded error, until the
- *           peer is released (its session reset) and resolved again.
+ *   FAILED  a tombstone: the QP hit an error (or could not be created);
+ *           later operations complete at once with the recorded error,
+ *           until the peer is released (its session reset) and resolved
+ *           again. Not after a refused request (-EACCES) or a deadline
+ *           (-ETIMEDOUT: no answer to REQ, or no progress; rc_stalled):
+ *           those end what was posted or waiting, and the next operation
+ *           connects a new pair, since the Nexus, not the NIC, judges
+ *           whether the peer lives.
  * A completion error is recorded as the peer's cause; WR_FLUSH_ERR
  * completions behind it report that cause, never the flush.
  * A cancel of a posted operation (its deadline) renews the pair instead:
@@ -176,6 +181,7 @@ struct verbs_conn {
 	uint32_t rc_remote_qpn; /* READY: the peer's RC QP */
 	uint32_t rc_psn;
 	int rc_err;	    /* FAILED: the recorded cause (-errno) */
+	bool rc_stalled;    /* FAILED by a deadline (urpc__verbs_rc_stall()): next op reconnects */
 	uint32_t rc_posted; /* operations posted on rc_qp, completion not seen */
 	uint32_t rd_out;    /* READ work requests posted on rc_qp, not back (<= rd_atomic) */
 	uint16_t rd_ops;    /* READ operations posted on rc_qp, not retired */

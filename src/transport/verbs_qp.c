@@ -83,6 +83,7 @@ void urpc__verbs_qp_destroy(struct verbs_tp *v, struct verbs_conn *p, bool keep)
 	p->rc_qp = NULL;
 	p->rc_state = VERBS_RC_NONE;
 	p->rc_err = 0;
+	p->rc_stalled = false;
 	p->rc_remote_qpn = 0;
 	p->rd_out = 0;
 	p->rd_ops = p->rd_notice = 0;

@@ -20,7 +20,8 @@
  * only when neither its own chunks nor the operations ahead of it on the
  * connection completed anything for one_sided_timeout (plus the allowance
  * of one chunk), so a long transfer on a slow or loaded link lives while it
- * moves, and a stalled peer still fails it.
+ * moves, and a stalled peer still fails it. That failure is no tombstone
+ * (urpc__verbs_rc_stall()): the next operation connects a new pair.
  * A renewal (a cancel, or the peer's RENEW) flushes the QP with
  * p->requeue set: the flushed operations go back to the FIFO from their
  * first chunk not done (RC completes a QP's work requests in order, so
@@ -174,13 +175,14 @@ int urpc__verbs_rc_start(struct verbs_tp *v, struct verbs_conn *p)
 	return 0;
 }
 
-void urpc__verbs_rc_fail(struct verbs_tp *v, struct verbs_conn *p, int err, const char *why)
+/* rc_fail(); @renew: the next operation connects a new pair rather than failing at once. */
+static void fail(struct verbs_tp *v, struct verbs_conn *p, int err, const char *why, bool renew)
 {
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 
 	if (p->rc_state == VERBS_RC_FAILED)
 		return;
-	if (err == -EACCES) /* the peer refused a request: the next operation reconnects */
+	if (renew)
 		URPC_WARN_RATELIMIT(v->base.id,
 				    "RC connection to peer QPN %u failed while %s (%s); the next "
 				    "one-sided operation connects anew",
@@ -197,10 +199,22 @@ void urpc__verbs_rc_fail(struct verbs_tp *v, struct verbs_conn *p, int err, cons
 		v->npending--;
 	p->rc_state = VERBS_RC_FAILED;
 	p->rc_err = err;
+	p->rc_stalled = renew && err == -ETIMEDOUT;
 	wait_fail_all(v, p, err);
 	/* Posted operations come back flushed and report @err. */
 	if (p->rc_qp && p->rc_posted)
 		ibv_modify_qp(p->rc_qp, &a, IBV_QP_STATE);
+}
+
+void urpc__verbs_rc_fail(struct verbs_tp *v, struct verbs_conn *p, int err, const char *why)
+{
+	/* A peer that refused a request (-EACCES) lives: the next operation reconnects. */
+	fail(v, p, err, why, err == -EACCES);
+}
+
+void urpc__verbs_rc_stall(struct verbs_tp *v, struct verbs_conn *p, const char *why)
+{
+	fail(v, p, -ETIMEDOUT, why, true);
 }
 
 /*
@@ -444,16 +458,17 @@ static int post_op(struct verbs_tp *v, enum urpc_tp_op kind, struct urpc_tp_peer
 
 	switch (p->rc_state) {
 	case VERBS_RC_FAILED:
-		if (p->rc_err != -EACCES) {
-			op_done(v, idx, p->rc_err);
+		if (p->rc_err != -EACCES && !p->rc_stalled) {
+			op_done(v, idx, p->rc_err); /* a tombstone until the session is reset */
 			return 0;
 		}
 		/*
 		 * A request the peer refused (a key revoked, a range not granted)
-		 * put both QPs in the error state; nothing else is wrong with
-		 * the peer: connect a new pair and go on.
+		 * put both QPs in the error state, or the pair stalled: nothing
+		 * says the peer is gone (the Nexus judges that): connect a new
+		 * pair and go on.
 		 */
-		urpc__verbs_rc_teardown(v, p, -EACCES);
+		urpc__verbs_rc_teardown(v, p, p->rc_err);
 		URPC_FALLTHROUGH;
 	case VERBS_RC_NONE:
 		if (urpc__verbs_rc_start(v, p)) {

@@ -31,6 +31,17 @@ int urpc__verbs_rc_start(struct verbs_tp *v, struct verbs_conn *c);
 void urpc__verbs_rc_fail(struct verbs_tp *v, struct verbs_conn *c, int err, const char *why);
 
 /*
+ * Fail @c with -ETIMEDOUT because a deadline passed: its posted operations
+ * made no progress for the one-sided time-out, or its handshake had no
+ * answer (@why says which). Unlike other failures, a time-out is no
+ * tombstone: whether the peer still lives is the Nexus's call (heartbeats,
+ * which reset the session of a dead one), not the NIC's; a stall (a loaded
+ * host, an emulated NIC, a link that flapped) ends what was posted or
+ * waited, and the next operation connects a new pair.
+ */
+void urpc__verbs_rc_stall(struct verbs_tp *v, struct verbs_conn *c, const char *why);
+
+/*
  * Tear @c's RC side down to NONE: posted operations are flushed and reaped
  * (their status the recorded cause, else @err), waiting ones fail with
  * @err, the QP is destroyed.

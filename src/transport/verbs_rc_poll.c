@@ -4,7 +4,7 @@
  * fail connections whose operations stopped making progress, and hand the
  * engine what completed; and os_idle: how long an operation went without
  * progress, as that deadline counts it. Called by verbs.c through
- * verbs_rc_poll.h; calls only verbs_rc.h (reap, fail).
+ * verbs_rc_poll.h; calls only verbs_rc.h (reap, stall).
  */
 #include "verbs_rc_poll.h"
 
@@ -29,8 +29,8 @@ static void scan_deadlines(struct verbs_tp *v, uint64_t now)
 		allow = v->base.one_sided_timeout_ns +
 			((uint64_t)op->chunk >> 20) * VERBS_OP_NS_PER_MIB;
 		if (now >= URPC_MAX(op->progress_ns, op->conn->progress_ns) + allow)
-			urpc__verbs_rc_fail(
-				v, op->conn, -ETIMEDOUT,
+			urpc__verbs_rc_stall(
+				v, op->conn,
 				"a one-sided operation made no progress within its time-out");
 	}
 }
