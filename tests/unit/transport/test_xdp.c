@@ -5,7 +5,9 @@
  * the wire with an AF_PACKET socket reach an xdp endpoint's parser, a bad
  * one is dropped and counted without touching the receive slots, and a
  * flood of bad frames many times the ring's size leaves the endpoint
- * receiving (every frame went back to the fill ring). The contract suite
+ * receiving (every frame went back to the fill ring); several endpoints of
+ * one process share an interface, from one thread and from two at once
+ * (the shared UMEM's fill and completion rings). The contract suite
  * (test_contract_xdp) covers what xdp shares with the other transports.
  */
 #include <arpa/inet.h>
@@ -14,6 +16,7 @@
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,7 @@
 
 #include "transport/transport.h"
 #include "transport/xdp_frame.h"
+#include "util/compiler.h"
 #include "util/seam.h"
 #include "verbs_skip.h"
 
@@ -195,4 +199,152 @@ Test(xdp, frames_on_every_receive_queue_are_received)
 	}
 	close(w.fd);
 	cr_assert_eq(b->ops->destroy(b), 0);
+}
+
+/* Frames to the endpoint on device B with the wire's template aimed at @b's port. */
+static void wire_aim(struct wire *w, struct urpc_tp *b)
+{
+	uint8_t ep[URPC_TP_EP_MAX];
+	uint16_t dport;
+
+	b->ops->get_endpoint(b, ep);
+	memcpy(&dport, ep + 6, 2);
+	memcpy(w->tmpl.hdr + 36, &dport, 2); /* UDP destination port */
+}
+
+Test(xdp, endpoints_of_one_process_share_an_interface)
+{
+	struct urpc_tp *b1 = open_on("URPC_TEST_DEVICE_B");
+	struct urpc_tp *b2 = open_on("URPC_TEST_DEVICE_B");
+	struct urpc_tp *b3;
+	struct wire w;
+	uint32_t tag;
+
+	/* before the shared UMEM, the second create failed: -EBUSY, the queue was b1's */
+	wire_open(&w, b1);
+	for (tag = 1; tag <= 32; tag++) {
+		wire_aim(&w, tag & 1 ? b1 : b2);
+		wire_send(&w, tag, 0);
+		cr_assert(wait_tag(tag & 1 ? b1 : b2, tag), "flow %u to endpoint %u", tag,
+			  tag & 1 ? 1 : 2);
+	}
+	/* a frame for one is never the other's */
+	wire_aim(&w, b2);
+	wire_send(&w, 100, 0);
+	cr_assert(wait_tag(b2, 100));
+	{
+		struct urpc_tp_rx rx[32];
+
+		cr_assert_eq(b1->ops->rx_burst(b1, rx, 32), 0, "b1 received b2's frame");
+	}
+	/* b1 leaves; b2 keeps receiving; b3 takes b1's share of the UMEM */
+	cr_assert_eq(b1->ops->destroy(b1), 0);
+	for (tag = 200; tag < 216; tag++) {
+		wire_send(&w, tag, 0);
+		cr_assert(wait_tag(b2, tag), "flow %u after the first endpoint left", tag);
+	}
+	b3 = open_on("URPC_TEST_DEVICE_B");
+	wire_aim(&w, b3);
+	for (tag = 300; tag < 316; tag++) {
+		wire_send(&w, tag, 0);
+		cr_assert(wait_tag(b3, tag), "flow %u to the endpoint that joined last", tag);
+	}
+	close(w.fd);
+	cr_assert_eq(b2->ops->destroy(b2), 0);
+	cr_assert_eq(b3->ops->destroy(b3), 0);
+}
+
+#define FLOW_N 4000u
+#define FLOW_WIN 16u
+
+/* One thread's flow: its endpoint on A sends FLOW_N numbered datagrams to its endpoint on B. */
+struct flow {
+	struct urpc_tp *a, *b;
+	struct urpc_tp_peer *a2b;
+	uint32_t id;
+	pthread_t th;
+	unsigned got, dup, foreign;
+	bool timed_out;
+	uint8_t seen[FLOW_N];
+};
+
+static void *flow_run(void *arg)
+{
+	struct flow *f = arg;
+	struct urpc_tp_rx rx[32];
+	uint32_t sent = 0, msg[2];
+	struct urpc_tp_tx tx = {.peer = f->a2b, .hdr = msg, .hdr_len = sizeof(msg)};
+
+	msg[0] = f->id;
+	while (f->got < FLOW_N && !f->timed_out) {
+		uint64_t end = urpc__now_ns() + WAIT_NS;
+		uint32_t want = URPC_MIN(sent + FLOW_WIN, FLOW_N);
+
+		while (sent < want) {
+			msg[1] = sent;
+			if (f->a->ops->tx_burst(f->a, &tx, 1) == 1)
+				sent++;
+		}
+		while (f->got < want) {
+			int n = f->b->ops->rx_burst(f->b, rx, 32), i;
+
+			for (i = 0; i < n; i++) {
+				uint32_t m[2];
+
+				memcpy(m, rx[i].buf, sizeof(m));
+				if (rx[i].len != sizeof(m) || m[0] != f->id || m[1] >= FLOW_N)
+					f->foreign++;
+				else if (f->seen[m[1]]++)
+					f->dup++;
+				else
+					f->got++;
+			}
+			if (n > 0)
+				f->b->ops->rx_release(f->b, rx, (unsigned)n);
+			if (urpc__now_ns() > end) {
+				f->timed_out = true;
+				break;
+			}
+		}
+	}
+	return NULL;
+}
+
+Test(xdp, endpoints_on_one_interface_in_two_threads)
+{
+	struct flow *f = calloc(2, sizeof(*f));
+	uint8_t ep[URPC_TP_EP_MAX];
+	unsigned i;
+	size_t n;
+
+	cr_assert_not_null(f);
+	for (i = 0; i < 2; i++) {
+		f[i].a = open_on("URPC_TEST_DEVICE_A");
+		f[i].b = open_on("URPC_TEST_DEVICE_B");
+		f[i].id = 0xf10u + i;
+		n = f[i].b->ops->get_endpoint(f[i].b, ep);
+		cr_assert_eq(f[i].a->ops->resolve_peer(f[i].a, ep, n, &f[i].a2b), 0);
+	}
+	/*
+	 * Both threads at once: the send frames of A's endpoints complete
+	 * through one completion ring and B's receive frames return through
+	 * one fill ring; many times the send frames go round.
+	 */
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(pthread_create(&f[i].th, NULL, flow_run, &f[i]), 0);
+	for (i = 0; i < 2; i++)
+		pthread_join(f[i].th, NULL);
+	for (i = 0; i < 2; i++) {
+		cr_assert_not(f[i].timed_out, "flow %u: %u of %u arrived", i, f[i].got, FLOW_N);
+		cr_assert_eq(f[i].got, FLOW_N);
+		cr_assert_eq(f[i].dup, 0, "flow %u: %u duplicates", i, f[i].dup);
+		cr_assert_eq(f[i].foreign, 0, "flow %u: %u datagrams of the other flow", i,
+			     f[i].foreign);
+	}
+	for (i = 0; i < 2; i++) {
+		f[i].a->ops->release_peer(f[i].a, f[i].a2b);
+		cr_assert_eq(f[i].a->ops->destroy(f[i].a), 0);
+		cr_assert_eq(f[i].b->ops->destroy(f[i].b), 0);
+	}
+	free(f);
 }
