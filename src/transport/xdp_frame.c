@@ -43,22 +43,58 @@ static inline void put16(uint8_t *p, uint16_t v)
 	p[1] = (uint8_t)v;
 }
 
-/* The ones' complement sum of @len bytes (big-endian 16-bit words), unfolded. */
+/*
+ * The ones' complement sum of @len bytes as big-endian 16-bit words, added
+ * to @sum (unfolded). The bytes are summed as native 32-bit words (a ones'
+ * complement sum is the same in either byte order up to a swap of its two
+ * bytes, RFC 1071), folded, then swapped to big-endian order on a
+ * little-endian host: about one instruction per 4 bytes instead of four
+ * per byte (per RPC, 846 instructions of callgrind's count were here).
+ */
 static uint64_t csum_add(uint64_t sum, const uint8_t *p, size_t len)
 {
-	while (len >= 8) {
-		sum += (uint64_t)get16(p) + get16(p + 2) + get16(p + 4) + get16(p + 6);
-		p += 8;
-		len -= 8;
+	uint64_t s = 0;
+	uint32_t w;
+	uint16_t h;
+
+	while (len >= 16) {
+		uint32_t a, b, c, d;
+
+		memcpy(&a, p, 4);
+		memcpy(&b, p + 4, 4);
+		memcpy(&c, p + 8, 4);
+		memcpy(&d, p + 12, 4);
+		s += (uint64_t)a + b + c + d;
+		p += 16;
+		len -= 16;
 	}
-	while (len >= 2) {
-		sum += get16(p);
+	while (len >= 4) {
+		memcpy(&w, p, 4);
+		s += w;
+		p += 4;
+		len -= 4;
+	}
+	if (len >= 2) {
+		memcpy(&h, p, 2);
+		s += h;
 		p += 2;
 		len -= 2;
 	}
-	if (len)
-		sum += (uint64_t)p[0] << 8;
-	return sum;
+	if (len) {
+		uint8_t last[2] = {p[0], 0}; /* the high byte of a big-endian word */
+
+		memcpy(&h, last, 2);
+		s += h;
+	}
+	s = (s & 0xffffffffu) + (s >> 32);
+	s = (s & 0xffffffffu) + (s >> 32);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	s = (uint16_t)(s << 8 | s >> 8);
+#endif
+	return sum + s;
 }
 
 static inline uint16_t csum_fold(uint64_t sum)
