@@ -132,21 +132,32 @@ void urpc__xdp_frame_tmpl(struct urpc_xdp_peer *p, const uint8_t src_mac[6],
 	memcpy(ip + 16, &daddr, 4);
 	memcpy(udp, &sport, 2);
 	memcpy(udp + 2, &dport, 2);
+	/*
+	 * The checksum fields carry the sums of what every frame to this peer
+	 * shares (urpc__xdp_frame_finish() adds the rest): the IP header
+	 * without its length and id; the UDP pseudo header's addresses and
+	 * protocol and the two ports.
+	 */
+	put16(ip + 10, csum_fold(csum_add(0, ip, IP_LEN)));
+	put16(udp + 6, csum_fold(csum_add(csum_add(0, ip + 12, 8) + PROTO_UDP, udp, 4)));
 }
 
 uint32_t urpc__xdp_frame_finish(uint8_t *f, uint32_t payload_len, uint16_t ip_id)
 {
 	uint8_t *ip = f + ETH_LEN, *udp = ip + IP_LEN;
 	uint32_t udp_len = UDP_LEN + payload_len;
+	uint64_t sum;
 	uint16_t c;
 
+	/* the template's partial sums (urpc__xdp_frame_tmpl()) plus what varies */
+	sum = (uint64_t)get16(ip + 10) + IP_LEN + udp_len + ip_id;
 	put16(ip + 2, (uint16_t)(IP_LEN + udp_len));
 	put16(ip + 4, ip_id);
-	put16(ip + 10, 0);
-	put16(ip + 10, (uint16_t)~csum_fold(csum_add(0, ip, IP_LEN)));
+	put16(ip + 10, (uint16_t)~csum_fold(sum));
+	/* the pseudo header's length and the UDP header's, then the payload */
+	sum = csum_add((uint64_t)get16(udp + 6) + 2 * udp_len, udp + UDP_LEN, payload_len);
 	put16(udp + 4, (uint16_t)udp_len);
-	put16(udp + 6, 0);
-	c = (uint16_t)~udp_sum(ip, udp, udp_len);
+	c = (uint16_t)~csum_fold(sum);
 	put16(udp + 6, c ? c : 0xffff); /* 0 means "no checksum" in IPv4 */
 	return ETH_LEN + IP_LEN + udp_len;
 }

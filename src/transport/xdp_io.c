@@ -20,6 +20,8 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "../util/compiler.h"
 #include "../util/log.h"
@@ -37,7 +39,11 @@ static void xdp_kick_q(struct udp_tp *u, struct xdp_q *q)
 		q->tx_pending = 0;
 		return;
 	}
-	r = sendto(q->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
+	/*
+	 * The raw system call: libc's sendto() is a cancellation point, whose
+	 * wrappers cost about 30 instructions a kick (callgrind, xdp_cpu_cost.sh).
+	 */
+	r = syscall(SYS_sendto, q->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
 	u->base.stats.sys_tx++;
 	/* EAGAIN/EBUSY/ENOBUFS: the kernel is busy; the next kick or poll retries */
 	if (r >= 0 || (errno != EAGAIN && errno != EBUSY && errno != ENOBUFS))

@@ -36,7 +36,8 @@
 struct wire {
 	int fd; /* AF_PACKET on device A */
 	uint8_t mac_a[6], mac_b[6];
-	struct urpc_xdp_peer tmpl; /* A -> the endpoint on B */
+	uint32_t saddr, daddr; /* network order */
+	uint16_t dport;	       /* network order: the endpoint on B */
 };
 
 static struct urpc_tp *open_on(const char *env)
@@ -72,15 +73,13 @@ static void wire_open(struct wire *w, struct urpc_tp *b)
 	const char *a_if = getenv("URPC_TEST_DEVICE_A"), *b_if = getenv("URPC_TEST_DEVICE_B");
 	struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL)};
 	uint8_t ep[URPC_TP_EP_MAX];
-	uint32_t daddr, saddr = htonl(0x0a4d00fe); /* 10.77.0.254: any source */
-	uint16_t dport;
 
 	b->ops->get_endpoint(b, ep);
-	memcpy(&daddr, ep + 2, 4);
-	memcpy(&dport, ep + 6, 2);
+	w->saddr = htonl(0x0a4d00fe); /* 10.77.0.254: any source */
+	memcpy(&w->daddr, ep + 2, 4);
+	memcpy(&w->dport, ep + 6, 2);
 	mac_of(a_if, w->mac_a);
 	mac_of(b_if, w->mac_b);
-	urpc__xdp_frame_tmpl(&w->tmpl, w->mac_a, w->mac_b, saddr, daddr, htons(40000), dport);
 	w->fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
 	cr_assert_geq(w->fd, 0, "AF_PACKET: %s", strerror(errno));
 	sll.sll_ifindex = (int)if_nametoindex(a_if);
@@ -94,12 +93,13 @@ static void wire_open(struct wire *w, struct urpc_tp *b)
 static void wire_send(struct wire *w, uint32_t tag, int spoil)
 {
 	uint8_t f[URPC_XDP_HDR_LEN + 16 + 4];
+	/* one flow per tag: the NIC's hash spreads them over the queues */
 	uint16_t sport = htons((uint16_t)(40000 + (tag & 1023)));
+	struct urpc_xdp_peer tmpl;
 	uint32_t len;
 
-	memcpy(f, w->tmpl.hdr, URPC_XDP_HDR_LEN);
-	memcpy(f + 34, &sport,
-	       2); /* one flow per tag: the NIC's hash spreads them over the queues */
+	urpc__xdp_frame_tmpl(&tmpl, w->mac_a, w->mac_b, w->saddr, w->daddr, sport, w->dport);
+	memcpy(f, tmpl.hdr, URPC_XDP_HDR_LEN);
 	memset(f + URPC_XDP_HDR_LEN, 0, 16);
 	f[URPC_XDP_HDR_LEN + 0] = 0x55; /* udp_hdr: magic 0x7055 little-endian, version 2, DATA */
 	f[URPC_XDP_HDR_LEN + 1] = 0x70;
@@ -205,11 +205,9 @@ Test(xdp, frames_on_every_receive_queue_are_received)
 static void wire_aim(struct wire *w, struct urpc_tp *b)
 {
 	uint8_t ep[URPC_TP_EP_MAX];
-	uint16_t dport;
 
 	b->ops->get_endpoint(b, ep);
-	memcpy(&dport, ep + 6, 2);
-	memcpy(w->tmpl.hdr + 36, &dport, 2); /* UDP destination port */
+	memcpy(&w->dport, ep + 6, 2);
 }
 
 Test(xdp, endpoints_of_one_process_share_an_interface)

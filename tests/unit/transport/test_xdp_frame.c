@@ -160,3 +160,33 @@ Test(xdp_frame, every_reason_has_a_text)
 	for (r = 0; r < URPC_XDP_DROP_MAX; r++)
 		cr_assert_neq(urpc__xdp_drop_str((enum urpc_xdp_drop)r)[0], '?', "reason %d", r);
 }
+
+Test(xdp_frame, checksums_hold_for_any_addresses_ports_and_ids)
+{
+	uint32_t seed = 12345, i, n, len;
+
+	/* the template's partial sums plus each frame's lengths and id, against the reference */
+	for (i = 0; i < 2000; i++) {
+		struct urpc_xdp_peer p;
+		uint8_t f[URPC_XDP_HDR_LEN + 64];
+		uint32_t sa, da;
+		uint16_t sp, dp;
+
+		seed = seed * 1103515245u + 12345u;
+		sa = seed;
+		seed = seed * 1103515245u + 12345u;
+		da = seed;
+		sp = (uint16_t)(seed >> 16);
+		dp = (uint16_t)seed ^ 0x5a5a;
+		n = i % 64;
+		urpc__xdp_frame_tmpl(&p, MAC_A, MAC_B, sa, da, sp, dp);
+		memcpy(f, p.hdr, URPC_XDP_HDR_LEN);
+		memset(f + URPC_XDP_HDR_LEN, (int)(i * 37), n);
+		len = urpc__xdp_frame_finish(f, n, (uint16_t)(i * 7919));
+		cr_assert_eq(len, URPC_XDP_HDR_LEN + n);
+		cr_assert_eq(xdp_csum_sum(f + 14, 20, 0), 0xffff, "IP header checksum, frame %u",
+			     i);
+		cr_assert_eq(xdp_csum_udp_sum(f + 14, f + 34, 8 + n), 0xffff,
+			     "UDP checksum, frame %u", i);
+	}
+}
