@@ -221,7 +221,7 @@ int main(int argc, char **argv)
 	struct end c = {0}, s = {0};
 	bool count = argc > 4 && !strcmp(argv[3], "--count");
 	unsigned long nrounds = count ? strtoul(argv[4], NULL, 10) : 0;
-	int a = count ? 5 : 3; /* the argument after SECONDS or --count N */
+	int a = count ? 5 : 4; /* SIZE: after SECONDS, or after --count N */
 	double secs = !count && argc > 3 ? atof(argv[3]) : 2.0, t0, end, *lat;
 	uint32_t size = argc > a ? (uint32_t)atoi(argv[a]) : 32, len, n = 0, ulen;
 	uint64_t out = (uint64_t)NFRAMES * FRAME;
