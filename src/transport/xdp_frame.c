@@ -58,16 +58,19 @@ static uint64_t csum_add(uint64_t sum, const uint8_t *p, size_t len)
 	uint16_t h;
 
 	while (len >= 16) {
-		uint32_t a, b, c, d;
+		uint64_t a, b;
 
-		memcpy(&a, p, 4);
-		memcpy(&b, p + 4, 4);
-		memcpy(&c, p + 8, 4);
-		memcpy(&d, p + 12, 4);
-		s += (uint64_t)a + b + c + d;
+		/* 64-bit words, the carry added back (add, adc) */
+		memcpy(&a, p, 8);
+		memcpy(&b, p + 8, 8);
+		s += a;
+		s += s < a;
+		s += b;
+		s += s < b;
 		p += 16;
 		len -= 16;
 	}
+	s = (s & 0xffffffffu) + (s >> 32); /* room for the 32-bit words below */
 	while (len >= 4) {
 		memcpy(&w, p, 4);
 		s += w;
