@@ -252,6 +252,31 @@ Test(xdp, endpoints_of_one_process_share_an_interface)
 	cr_assert_eq(b3->ops->destroy(b3), 0);
 }
 
+Test(xdp, the_umem_has_room_for_the_endpoints_asked)
+{
+	struct urpc_tp_cfg cfg;
+	struct urpc_tp *b1, *b2, *b3;
+
+	verbs_skip_without_port(URPC_TRANSPORT_XDP);
+	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_XDP);
+	cfg.device = getenv("URPC_TEST_DEVICE_B");
+	cfg.rq_depth = RQ;
+	/* bad values are refused (each test runs in a process of its own: no UMEM yet) */
+	cr_assert_eq(setenv("URPC_XDP_ENDPOINTS", "0", 1), 0);
+	cr_assert_eq(urpc__tp_create(&cfg, &b1), -EINVAL);
+	cr_assert_eq(setenv("URPC_XDP_ENDPOINTS", "33", 1), 0);
+	cr_assert_eq(urpc__tp_create(&cfg, &b1), -EINVAL);
+	cr_assert_eq(setenv("URPC_XDP_ENDPOINTS", "2", 1), 0);
+	b1 = open_on("URPC_TEST_DEVICE_B");
+	b2 = open_on("URPC_TEST_DEVICE_B");
+	cr_assert_eq(urpc__tp_create(&cfg, &b3), -ENOSPC, "a third endpoint in a UMEM for two");
+	cr_assert_eq(b1->ops->destroy(b1), 0);
+	b3 = open_on("URPC_TEST_DEVICE_B"); /* b1's share */
+	cr_assert_eq(b2->ops->destroy(b2), 0);
+	cr_assert_eq(b3->ops->destroy(b3), 0);
+	unsetenv("URPC_XDP_ENDPOINTS");
+}
+
 #define FLOW_N 4000u
 #define FLOW_WIN 16u
 
