@@ -20,7 +20,8 @@
 #                 and the reverse, in separate processes; then what a clean
 #                 exit and a kill -9 leave attached (urpc-info --xdp,
 #                 --xdp-cleanup); a second process's xdp endpoint on an
-#                 interface another process uses is refused, naming the cause.
+#                 interface another process uses is refused, naming the cause,
+#                 unless each binds its own queues (URPC_XDP_QUEUES).
 #
 # Exit status: 0 when every run passed; 77 (reported SKIPPED) only where
 # namespaces or BPF are unavailable (not root, no `ip`, no AF_XDP); 1 on a
@@ -251,6 +252,43 @@ if [ -x "$srv" ] && [ -x "$cli" ]; then
 		summary+=("FAIL  $name")
 		fail=1
 		printf '%s\n' "second (rc $rc2):" "$(tail -5 "$log2")" "first (rc $rc1):" "$(tail -5 "$log")" "$out"
+	fi
+	rm -f "$log" "$log2"
+	# Two processes on one interface, each on its own queue (URPC_XDP_QUEUES):
+	# on veth a frame sent from queue Q arrives on the peer's queue Q, so
+	# clients on the same queue reach a server by AF_XDP, clients on the
+	# other queue through the servers' and their own kernel sockets.
+	name="two-processes-on-their-own-queues"
+	log=$(mktemp)
+	log2=$(mktemp)
+	ip netns exec "$ns2" env URPC_DEVICE=yb URPC_XDP_QUEUES=0 timeout 60 "$srv" -H 10.78.0.2 \
+		-p 31854 -t xdp -n 4 >"$log" 2>&1 &
+	spid=$!
+	ip netns exec "$ns2" env URPC_DEVICE=yb URPC_XDP_QUEUES=1 timeout 60 "$srv" -H 10.78.0.2 \
+		-p 31855 -t xdp -n 4 >"$log2" 2>&1 &
+	spid2=$!
+	for k in $(seq 1 100); do
+		grep -q listening "$log" && grep -q listening "$log2" && break
+		sleep 0.1
+	done
+	ok=1
+	for k in 1 2; do
+		for pq in "31854 0" "31855 1" "31854 1" "31855 0"; do
+			set -- $pq
+			out=$(ip netns exec "$ns1" env URPC_DEVICE=ya URPC_XDP_QUEUES=$2 "$cli" \
+				-s 10.78.0.2:$1 -b 10.78.0.1 -t xdp -T 5000 "q$2p$1r$k" 2>&1)
+			echo "$out" | grep -q "Hello, q$2p$1r$k!" ||
+				{ ok=0; echo "port $1 from queue $2: $(echo "$out" | tail -3)"; }
+		done
+	done
+	wait "$spid" || ok=0
+	wait "$spid2" || ok=0
+	if [ $ok -eq 1 ]; then
+		summary+=("ok    $name (2 servers, 16 client processes)")
+	else
+		summary+=("FAIL  $name")
+		fail=1
+		printf '%s\n' "$(tail -5 "$log")" "$(tail -5 "$log2")"
 	fi
 	rm -f "$log" "$log2"
 fi

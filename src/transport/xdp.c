@@ -73,6 +73,37 @@ static int xdp_q_init(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
 	return 0;
 }
 
+/*
+ * URPC_XDP_QUEUES=A or A-B: bind only receive queues A to B of the
+ * interface (each process on an interface its own queues, a NIC's flow
+ * rules steering each one's ports there; frames that land on another queue
+ * reach the endpoint through its kernel socket). Unset: every queue.
+ */
+static int xdp_queues(struct urpc_xdp *x, long id)
+{
+	const char *env = getenv("URPC_XDP_QUEUES");
+	unsigned long a, b;
+	char *end;
+
+	x->q0 = 0;
+	x->partial = false;
+	if (!env || !*env)
+		return 0;
+	a = strtoul(env, &end, 10);
+	b = a;
+	if (end != env && *end == '-')
+		b = strtoul(end + 1, &end, 10);
+	if (end == env || *end || a > b || b >= x->nq) {
+		URPC_ERR(id, "xdp: URPC_XDP_QUEUES=%s: use A or A-B with A <= B < %u (%s's queues)",
+			 env, x->nq, x->ifname);
+		return -EINVAL;
+	}
+	x->q0 = (unsigned)a;
+	x->partial = a > 0 || b + 1 < x->nq;
+	x->nq = (unsigned)(b - a + 1);
+	return 0;
+}
+
 /* Interface, address and mtu into @x and @c. */
 static int xdp_prepare(struct urpc_xdp *x, struct urpc_tp_cfg *c, char *host, size_t hlen)
 {
@@ -81,6 +112,8 @@ static int xdp_prepare(struct urpc_xdp *x, struct urpc_tp_cfg *c, char *host, si
 	int ret;
 
 	ret = urpc__xdp_if_info(x, &ifmtu, driver, sizeof(driver), c->id);
+	if (!ret)
+		ret = xdp_queues(x, c->id);
 	if (ret)
 		return ret;
 	if (c->host)
@@ -165,14 +198,31 @@ static int xdp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 			goto out_unlock;
 		}
 	}
+	if (x->partial) {
+		/*
+		 * Datagrams that land on a queue this endpoint does not bind
+		 * pass to the kernel: its socket is read as for a peer on this
+		 * host, for the endpoint's life (a peer count that never ends).
+		 */
+		struct epoll_event ev = {.events = EPOLLIN};
+
+		u->kpeers++;
+		if (epoll_ctl(x->epfd, EPOLL_CTL_ADD, u->fd, &ev) < 0) {
+			ret = -errno;
+			goto out_unlock;
+		}
+		x->ep_has_kfd = true;
+	}
 	ret = urpc__xdp_maps_add(x, c.id);
 	if (ret)
 		goto out_unlock;
 	urpc__xdp_unlock(lock);
 	u->xdp = x;
-	URPC_INFO(c.id, "xdp: %s:%u on %s, %u queue(s), %s mode, %s XDP, UMEM in %s", host,
-		  ntohs(x->port), x->ifname, x->nq, x->zerocopy ? "zero-copy" : "copy",
-		  x->generic ? "generic" : "native", x->huge ? "hugepages" : "normal pages");
+	URPC_INFO(c.id, "xdp: %s:%u on %s, %u queue(s) from %u%s, %s mode, %s XDP, UMEM in %s",
+		  host, ntohs(x->port), x->ifname, x->nq, x->q0,
+		  x->partial ? " (URPC_XDP_QUEUES; the kernel socket read too)" : "",
+		  x->zerocopy ? "zero-copy" : "copy", x->generic ? "generic" : "native",
+		  x->huge ? "hugepages" : "normal pages");
 	*out = &u->base;
 	return 0;
 

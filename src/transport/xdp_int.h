@@ -104,6 +104,9 @@ struct urpc_xdp {
 	uint32_t addr; /* network order */
 	uint16_t port; /* network order */
 	unsigned nq;
+	unsigned q0; /* q[i] is receive queue q0 + i; q[0] sends */
+	/* URPC_XDP_QUEUES binds some queues only: the kernel socket is read too */
+	bool partial;
 	struct xdp_q q[URPC_XDP_MAXQ];
 	uint32_t frame_size;
 	uint32_t nrx, ntx; /* receive frames per queue, send frames (queue 0 only) */

@@ -128,10 +128,10 @@ static int shares_wanted(long id, uint32_t *n)
  * A new group for queue @qid: its UMEM with room for as many endpoints as
  * asked, fewer while the memlock limit refuses it (at least one).
  */
-static int grp_new(const struct urpc_xdp *x, unsigned qid, uint64_t netns, long id,
+static int grp_new(const struct urpc_xdp *x, unsigned qid, bool sends, uint64_t netns, long id,
 		   struct xdp_grp **out)
 {
-	uint32_t ntx = qid ? 0 : x->ntx, nshares, i, idx, nrx_all;
+	uint32_t ntx = sends ? x->ntx : 0, nshares, i, idx, nrx_all;
 	struct xdp_grp *g;
 	size_t len = 0;
 	int ret;
@@ -234,7 +234,7 @@ static int q_socket(struct udp_tp *u, struct urpc_xdp *x, struct xdp_q *q, struc
 		.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD,
 		.xdp_flags = x->generic ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE,
 	};
-	struct xsk_ring_prod *tx = g->ntx ? &q->tx : NULL;
+	struct xsk_ring_prod *tx = q == &x->q[0] ? &q->tx : NULL;
 	unsigned qi = g->qid, i;
 	int ret = 0;
 
@@ -265,15 +265,17 @@ static int q_socket(struct udp_tp *u, struct urpc_xdp *x, struct xdp_q *q, struc
 		URPC_ERR(u->base.id,
 			 "xdp: queue %u of %s is held by another process's AF_XDP socket (the "
 			 "kernel gives a queue one UMEM; urpc shares it among the endpoints of one "
-			 "process only): run the endpoints in one process, or use another "
-			 "interface",
+			 "process only): run the endpoints in one process, give each process "
+			 "its own queues (URPC_XDP_QUEUES), or use another interface",
 			 qi, x->ifname);
 	return ret;
 }
 
-int urpc__xdp_q_open(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
+int urpc__xdp_q_open(struct udp_tp *u, struct urpc_xdp *x, unsigned i)
 {
-	struct xdp_q *q = &x->q[qi];
+	struct xdp_q *q = &x->q[i];
+	unsigned qi = x->q0 + i;
+	bool sends = i == 0;
 	uint64_t ns = netns_cookie(u->fd);
 	struct xdp_grp *g;
 	bool fresh = false;
@@ -286,7 +288,7 @@ int urpc__xdp_q_open(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
 		if (g->netns == ns && g->ifindex == x->ifindex && g->qid == qi)
 			break;
 	if (!g) {
-		ret = grp_new(x, qi, ns, u->base.id, &g);
+		ret = grp_new(x, qi, sends, ns, u->base.id, &g);
 		if (ret)
 			goto out;
 		fresh = true;
@@ -295,6 +297,14 @@ int urpc__xdp_q_open(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
 			 "xdp: %s queue %u has %u-byte frames (its first endpoint's mtu); this "
 			 "endpoint's mtu needs %u: give the endpoints of one interface one mtu",
 			 x->ifname, qi, g->frame_size, x->frame_size);
+		ret = -EINVAL;
+		goto out;
+	} else if (sends && !g->ntx) {
+		URPC_ERR(u->base.id,
+			 "xdp: this process's endpoints on %s receive on queue %u without sending "
+			 "there (another URPC_XDP_QUEUES): give the endpoints of one process one "
+			 "URPC_XDP_QUEUES",
+			 x->ifname, qi);
 		ret = -EINVAL;
 		goto out;
 	}
@@ -323,7 +333,7 @@ int urpc__xdp_q_open(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
 				 strerror(-ret));
 		goto out;
 	}
-	if (g->ntx) {
+	if (sends) {
 		q->tx_free = calloc(g->ntx, sizeof(*q->tx_free));
 		if (!q->tx_free) {
 			xsk_socket__delete(q->xsk);
@@ -362,11 +372,11 @@ static bool tx_ring_empty(const struct xdp_q *q)
 	return __atomic_load_n(q->tx.consumer, __ATOMIC_ACQUIRE) == *q->tx.producer;
 }
 
-void urpc__xdp_q_close(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
+void urpc__xdp_q_close(struct udp_tp *u, struct urpc_xdp *x, unsigned i)
 {
-	struct xdp_q *q = &x->q[qi];
+	struct xdp_q *q = &x->q[i];
 	struct xdp_grp *g = q->g, **pp;
-	uint32_t idx, n, i, fidx;
+	uint32_t idx, n, k, fidx;
 	int tries;
 
 	if (!g) {
@@ -375,7 +385,7 @@ void urpc__xdp_q_close(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
 		return;
 	}
 	/* queued sends go out first: descriptors left in a closed socket's ring never complete */
-	for (tries = 0; g->ntx && q->xsk && !tx_ring_empty(q) && tries < 100; tries++) {
+	for (tries = 0; q->tx_free && q->xsk && !tx_ring_empty(q) && tries < 100; tries++) {
 		(void)sendto(q->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
 		if (!tx_ring_empty(q))
 			msleep(1);
@@ -385,15 +395,15 @@ void urpc__xdp_q_close(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
 	/* frames waiting in this socket's RX ring go back to the pool */
 	n = xsk_ring_cons__peek(&q->rx, UINT32_MAX, &idx);
 	if (n && xsk_ring_prod__reserve(&g->fill, n, &fidx) == n) {
-		for (i = 0; i < n; i++)
-			*xsk_ring_prod__fill_addr(&g->fill, fidx + i) = xsk_umem__extract_addr(
-				xsk_ring_cons__rx_desc(&q->rx, idx + i)->addr);
+		for (k = 0; k < n; k++)
+			*xsk_ring_prod__fill_addr(&g->fill, fidx + k) = xsk_umem__extract_addr(
+				xsk_ring_cons__rx_desc(&q->rx, idx + k)->addr);
 		xsk_ring_prod__submit(&g->fill, n);
 		xsk_ring_cons__release(&q->rx, n);
 	}
 	/* free send frames go home; those in flight come back as completions */
-	for (i = 0; i < q->ntx_free; i++)
-		g->ret[(size_t)q->share * g->ntx + g->nret[q->share]++] = q->tx_free[i];
+	for (k = 0; q->tx_free && k < q->ntx_free; k++)
+		g->ret[(size_t)q->share * g->ntx + g->nret[q->share]++] = q->tx_free[k];
 	urpc__xdp_grp_unlock(g);
 	if (q->xsk)
 		xsk_socket__delete(q->xsk);

@@ -277,6 +277,50 @@ Test(xdp, the_umem_has_room_for_the_endpoints_asked)
 	unsetenv("URPC_XDP_ENDPOINTS");
 }
 
+/*
+ * URPC_XDP_QUEUES: an endpoint on queue 0 only and one on queue 1 only (as
+ * two processes on one interface would bind) each receive all 64 flows:
+ * those on its own queue by AF_XDP, the others by its kernel socket (the
+ * program passes them to the kernel). However the flows spread over the
+ * queues, each lands on one of them: both paths are taken.
+ */
+Test(xdp, endpoints_on_some_queues_get_the_other_queues_flows_by_their_socket)
+{
+	static const char *const queues[2] = {"0", "1"};
+	uint64_t by_kernel[2];
+	struct urpc_tp *b;
+	struct wire w;
+	uint32_t tag;
+	unsigned i;
+
+	for (i = 0; i < 2; i++) {
+		cr_assert_eq(setenv("URPC_XDP_QUEUES", queues[i], 1), 0);
+		b = open_on("URPC_TEST_DEVICE_B");
+		unsetenv("URPC_XDP_QUEUES");
+		wire_open(&w, b);
+		for (tag = 1; tag <= 64; tag++) {
+			wire_send(&w, tag, 0);
+			cr_assert(wait_tag(b, tag), "queue %s only: flow %u was not received",
+				  queues[i], tag);
+		}
+		by_kernel[i] = b->stats.sys_rx - b->stats.sys_rx_empty;
+		close(w.fd);
+		cr_assert_eq(b->ops->destroy(b), 0);
+	}
+	cr_assert_gt(by_kernel[0] + by_kernel[1], 0, "no flow came by a kernel socket");
+	cr_assert_lt(by_kernel[0] + by_kernel[1], 128, "no flow came by AF_XDP");
+	/* a queue beyond the interface's is refused */
+	cr_assert_eq(setenv("URPC_XDP_QUEUES", "1-2", 1), 0);
+	{
+		struct urpc_tp_cfg cfg;
+
+		urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_XDP);
+		cfg.device = getenv("URPC_TEST_DEVICE_B");
+		cr_assert_eq(urpc__tp_create(&cfg, &b), -EINVAL);
+	}
+	unsetenv("URPC_XDP_QUEUES");
+}
+
 #define FLOW_N 4000u
 #define FLOW_WIN 16u
 
