@@ -10,7 +10,7 @@ pkgs=(
 	libcriterion-dev libhugetlbfs-dev
 	libibverbs-dev rdma-core ibverbs-providers ibverbs-utils
 	valgrind
-	libxdp-dev libbpf-dev xdp-tools bpftool iproute2
+	libxdp-dev libbpf-dev xdp-tools bpftool iproute2 nftables
 )
 
 missing=()

@@ -19,7 +19,9 @@
 #                 one end in each: an xdp server and a udp client (urpc-hello-*)
 #                 and the reverse, in separate processes; then what a clean
 #                 exit and a kill -9 leave attached (urpc-info --xdp,
-#                 --xdp-cleanup).
+#                 --xdp-cleanup); a second process's xdp endpoint on an
+#                 interface another process uses is refused, naming the cause,
+#                 unless each binds its own queues (URPC_XDP_QUEUES).
 #
 # Exit status: 0 when every run passed; 77 (reported SKIPPED) only where
 # namespaces or BPF are unavailable (not root, no `ip`, no AF_XDP); 1 on a
@@ -30,7 +32,7 @@ build=build/ci-gcc
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--build) build=$2; shift 2 ;;
-	-h | --help) sed -n '4,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '4,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "xdp-stage: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -113,15 +115,46 @@ run large-native native test_large_xdp
 run rmem-batch-native native test_rmem_batch_xdp
 run rmem-native native test_rmem_xdp
 
-# Loss: netem on the bridge ports, where every frame between the veths passes.
+# Loss: 5% of the frames crossing the bridge dropped, both ways: netem on
+# the bridge ports where the kernel has sch_netem, else a bridge-family
+# nftables rule (numgen random mod 20). The loss test then asserts that the
+# client retransmitted (at least 5% of the RPCs) and every RPC's handler and
+# continuation ran exactly once; the large-message suite runs there too.
+loss_how=""
 if in_ns tc qdisc add dev xa-p root netem loss 5% 2>/dev/null &&
 	in_ns tc qdisc add dev xb-p root netem loss 5% 2>/dev/null; then
-	run loss-5pct native test_loss_xdp URPC_TEST_EXPECT_LOSS=5
-	in_ns tc qdisc del dev xa-p root
-	in_ns tc qdisc del dev xb-p root
+	loss_how=netem
+	echo "xdp-stage: loss by netem: loss 5% on the bridge ports xa-p, xb-p"
 else
-	echo "xdp-stage: no netem in this kernel (sch_netem): the loss run is lossless"
-	run loss-lossless native test_loss_xdp
+	in_ns tc qdisc del dev xa-p root 2>/dev/null
+	if command -v nft >/dev/null && in_ns nft -f - <<'NFT'
+table bridge urpc_loss {
+	chain lossy {
+		type filter hook forward priority 0; policy accept;
+		ether type ip ip protocol udp numgen random mod 20 == 0 counter drop
+	}
+}
+NFT
+	then
+		loss_how=nft
+		echo "xdp-stage: loss by nftables (this kernel has no sch_netem): 1 in 20 IPv4 UDP frames forwarded by br0 dropped"
+	fi
+fi
+if [ -n "$loss_how" ]; then
+	run "loss-5pct-$loss_how" native test_loss_xdp URPC_TEST_EXPECT_LOSS=5
+	run "loss-5pct-$loss_how-generic" generic test_loss_xdp URPC_TEST_EXPECT_LOSS=5
+	run "large-loss-5pct-$loss_how" native test_large_xdp
+	if [ "$loss_how" = netem ]; then
+		in_ns tc qdisc del dev xa-p root
+		in_ns tc qdisc del dev xb-p root
+	else
+		echo "xdp-stage: $(in_ns nft list table bridge urpc_loss | grep -o 'counter packets [0-9]*' |
+			sed 's/counter packets/frames dropped by the loss rule:/')"
+		in_ns nft delete table bridge urpc_loss
+	fi
+else
+	echo "xdp-stage: no way to lose frames here (no sch_netem, no nft: apt-get install nftables)"
+	summary+=("SKIP  loss (no sch_netem and no nft: scripts/deps.sh installs nftables)")
 fi
 
 # xdp <-> udp across two namespaces, separate processes (urpc-hello-server/-client).
@@ -191,6 +224,73 @@ if [ -x "$srv" ] && [ -x "$cli" ]; then
 			printf '%s\n' "after clean exits: $left" "after kill -9: $crashed" "after clean-up: $after"
 		fi
 	fi
+	# Two processes on one interface: the kernel gives a queue one UMEM, which
+	# urpc shares among one process's endpoints only; the second process's
+	# endpoint is refused with an error naming the cause, the first serves on.
+	name="second-process-on-one-interface-refused"
+	log=$(mktemp)
+	log2=$(mktemp)
+	ip netns exec "$ns2" env URPC_DEVICE=yb timeout 60 "$srv" -H 10.78.0.2 -p 31852 -t xdp \
+		-n 1 >"$log" 2>&1 &
+	spid=$!
+	for k in $(seq 1 100); do
+		grep -q listening "$log" && break
+		sleep 0.1
+	done
+	ip netns exec "$ns2" env URPC_DEVICE=yb timeout 30 "$srv" -H 10.78.0.2 -p 31853 -t xdp \
+		-n 1 >"$log2" 2>&1
+	rc2=$?
+	out=$(ip netns exec "$ns1" env URPC_DEVICE=ya "$cli" -s 10.78.0.2:31852 -b 10.78.0.1 \
+		-t xdp -T 5000 first 2>&1)
+	wait "$spid"
+	rc1=$?
+	if [ $rc2 -ne 0 ] && [ $rc2 -ne 124 ] && grep -q "held by another process" "$log2" &&
+		echo "$out" | grep -q "Hello, first!" && [ $rc1 -eq 0 ]; then
+		summary+=("ok    $name")
+		grep -o "queue .* held by another process.*" "$log2" | head -1 | sed 's/^/  second process: /'
+	else
+		summary+=("FAIL  $name")
+		fail=1
+		printf '%s\n' "second (rc $rc2):" "$(tail -5 "$log2")" "first (rc $rc1):" "$(tail -5 "$log")" "$out"
+	fi
+	rm -f "$log" "$log2"
+	# Two processes on one interface, each on its own queue (URPC_XDP_QUEUES):
+	# on veth a frame sent from queue Q arrives on the peer's queue Q, so
+	# clients on the same queue reach a server by AF_XDP, clients on the
+	# other queue through the servers' and their own kernel sockets.
+	name="two-processes-on-their-own-queues"
+	log=$(mktemp)
+	log2=$(mktemp)
+	ip netns exec "$ns2" env URPC_DEVICE=yb URPC_XDP_QUEUES=0 timeout 60 "$srv" -H 10.78.0.2 \
+		-p 31854 -t xdp -n 4 >"$log" 2>&1 &
+	spid=$!
+	ip netns exec "$ns2" env URPC_DEVICE=yb URPC_XDP_QUEUES=1 timeout 60 "$srv" -H 10.78.0.2 \
+		-p 31855 -t xdp -n 4 >"$log2" 2>&1 &
+	spid2=$!
+	for k in $(seq 1 100); do
+		grep -q listening "$log" && grep -q listening "$log2" && break
+		sleep 0.1
+	done
+	ok=1
+	for k in 1 2; do
+		for pq in "31854 0" "31855 1" "31854 1" "31855 0"; do
+			set -- $pq
+			out=$(ip netns exec "$ns1" env URPC_DEVICE=ya URPC_XDP_QUEUES=$2 "$cli" \
+				-s 10.78.0.2:$1 -b 10.78.0.1 -t xdp -T 5000 "q$2p$1r$k" 2>&1)
+			echo "$out" | grep -q "Hello, q$2p$1r$k!" ||
+				{ ok=0; echo "port $1 from queue $2: $(echo "$out" | tail -3)"; }
+		done
+	done
+	wait "$spid" || ok=0
+	wait "$spid2" || ok=0
+	if [ $ok -eq 1 ]; then
+		summary+=("ok    $name (2 servers, 16 client processes)")
+	else
+		summary+=("FAIL  $name")
+		fail=1
+		printf '%s\n' "$(tail -5 "$log")" "$(tail -5 "$log2")"
+	fi
+	rm -f "$log" "$log2"
 fi
 
 echo

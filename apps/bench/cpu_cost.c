@@ -9,7 +9,9 @@
  * of 32 bytes get 32-byte responses, with WINDOW of them outstanding.
  *
  * cpu_cost_callgrind.sh runs it under callgrind at two counts and reports
- * instructions per RPC without the setup cost. Uses only <urpc/urpc.h>.
+ * instructions per RPC without the setup cost; --transport udp or xdp puts
+ * a transport's user-space work in the figure (xdp_cpu_cost.sh). Uses only
+ * <urpc/urpc.h>.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -34,7 +36,9 @@ struct opts {
 	unsigned long count;
 	unsigned long window;
 	bool copy; /* responses copied into a buffer (urpc_req_enqueue), not viewed */
-	unsigned long cc_target_us; /* 0: congestion control off (the default) */
+	unsigned long cc_target_us;	    /* 0: congestion control off (the default) */
+	enum urpc_transport_kind transport; /* loop (default), udp or xdp */
+	const char *device, *server_device; /* xdp: the client's and the server's interface */
 };
 
 struct bench;
@@ -70,6 +74,7 @@ static void usage(FILE *f)
 		"\n"
 		"SYNOPSIS\n"
 		"    urpc-cpu-cost [--count N] [--window W] [--copy] [--cc-target-us T]\n"
+		"                  [--transport loop|udp|xdp] [--device IF] [--server-device IF]\n"
 		"    urpc-cpu-cost --help\n"
 		"\n"
 		"DESCRIPTION\n"
@@ -109,6 +114,14 @@ static void usage(FILE *f)
 		"        Run the client with congestion control (Swift) and a delay target\n"
 		"        of T us, 1 to 100000 (default: off, the library's default). The\n"
 		"        last line gives the session's rate, round trip and pacing.\n"
+		"    --transport loop|udp|xdp\n"
+		"        The transport between the two Rpcs (default loop). udp and xdp\n"
+		"        add their transport's user-space work: kernel sockets, or AF_XDP\n"
+		"        frames between --device (the client's, on the Nexus's address,\n"
+		"        URPC_BENCH_HOST) and --server-device (the server's), as\n"
+		"        xdp_cpu_cost.sh runs it in a network namespace.\n"
+		"    --device IF, --server-device IF\n"
+		"        xdp: the client's and the server's interfaces.\n"
 		"    -h, --help\n"
 		"        Show this help.\n"
 		"\n"
@@ -130,6 +143,14 @@ static void usage(FILE *f)
 }
 
 /* 0: run; 1: --help printed; 2: bad usage (reported). */
+static int parse_tp(const char *prog, const char *val, void *dst)
+{
+	return urpc_app_parse_transport(prog, val,
+					(1u << URPC_TRANSPORT_LOOP) | (1u << URPC_TRANSPORT_UDP) |
+						(1u << URPC_TRANSPORT_XDP),
+					"loop, udp or xdp", "", dst);
+}
+
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	const struct urpc_app_opt opts[] = {
@@ -137,6 +158,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{URPC_APP_ULONG("window", 'w', &o->window, 1, MAX_WINDOW)},
 		{URPC_APP_TRUE("copy", 'c', &o->copy)},
 		{URPC_APP_ULONG("cc-target-us", 't', &o->cc_target_us, 1, 100000)},
+		{URPC_APP_FN("transport", 0, &o->transport, parse_tp)},
+		{URPC_APP_STR("device", 0, &o->device)},
+		{URPC_APP_STR("server-device", 0, &o->server_device)},
 	};
 	const struct urpc_app_cmdline cl = {URPC_APP_CMDLINE(PROG, usage, opts)};
 
@@ -144,6 +168,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	o->window = 8;
 	o->copy = false;
 	o->cc_target_us = 0;
+	o->transport = URPC_TRANSPORT_LOOP;
+	o->device = o->server_device = NULL;
 	return urpc_app_parse_args(&cl, argc, argv, NULL);
 }
 
@@ -310,9 +336,9 @@ int main(int argc, char **argv)
 	if (bench_nexus_open(PROG, handler, &b, &nx))
 		return 1;
 
-	/* Both Rpcs in this thread, over the loop transport. */
+	/* Both Rpcs in this thread, over the loop transport (or --transport). */
 	urpc_rpc_opts_init(&ro);
-	ro.transport = URPC_TRANSPORT_LOOP;
+	ro.transport = o.transport;
 	/*
 	 * The loop loses nothing, so retransmissions could only be spurious, and
 	 * under callgrind (50x slower) they would be: keep the timers far away.
@@ -327,7 +353,9 @@ int main(int argc, char **argv)
 	}
 	b.sv.nx = nx;
 	b.sv.ro = ro;
-	if (bench_rpcs_create(PROG, &b.sv, &ro, NULL, &b.sm, "loop", "loop", &b.cli))
+	b.sv.ro.device = o.server_device;
+	if (bench_rpcs_create(PROG, &b.sv, &ro, o.device, &b.sm, urpc_transport_str(o.transport),
+			      urpc_transport_str(o.transport), &b.cli))
 		goto out_nexus;
 	b.srv = b.sv.rpc;
 

@@ -19,7 +19,9 @@
 #              COPY (1: responses copied into buffers, urpc-cpu-cost --copy;
 #              default 0: read in place), CC_TARGET_US (congestion control
 #              on with this target, urpc-cpu-cost --cc-target-us; default
-#              off), VALGRIND (default valgrind).
+#              off), CPU_COST_ARGS (more arguments for urpc-cpu-cost, e.g.
+#              "--transport xdp --device IF --server-device IF": see
+#              xdp_cpu_cost.sh), VALGRIND (default valgrind).
 set -eu
 
 N1=${N1:-20000}
@@ -30,7 +32,7 @@ VALGRIND=${VALGRIND:-valgrind}
 here=$(cd "$(dirname "$0")" && pwd)
 
 usage() {
-	sed -n '4,20p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '4,22p' "$0" | sed 's/^# \{0,1\}//'
 }
 if [ $# -gt 1 ]; then
 	usage >&2
@@ -68,6 +70,10 @@ how="responses read in place"
 if [ "$COPY" = 1 ]; then
 	copy_arg=--copy
 	how="responses copied"
+fi
+if [ -n "${CPU_COST_ARGS:-}" ]; then
+	copy_arg="$copy_arg $CPU_COST_ARGS"
+	how="$how, $CPU_COST_ARGS"
 fi
 if [ -n "${CC_TARGET_US:-}" ]; then
 	copy_arg="$copy_arg --cc-target-us $CC_TARGET_US"
@@ -122,7 +128,7 @@ if command -v callgrind_annotate >/dev/null 2>&1; then
 			v = $1; gsub(",", "", v); f = $2; sub(/:.*/, "", f)
 			if (f ~ /src\/rpc\/client/) g = "client (client.c)"
 			else if (f ~ /src\/rpc\/server/) g = "server (server.c)"
-			else if (f ~ /src\/transport\//) g = "transport (loop)"
+			else if (f ~ /src\/transport\//) g = "transport"
 			else if (f ~ /apps\//) g = "benchmark (issue, handler, continuation)"
 			else if (f ~ /include\/urpc\//) g = "inline API calls (urpc.h, in the benchmark)"
 			else if (f ~ /src\//) g = "engine (loop pass, TX batch, headers, states)"

@@ -14,6 +14,9 @@
  * Usage: urpc-xdp-pingpong CLIENT_IF SERVER_IF [SECONDS [SIZE]]
  * Prints: "xdp-pingpong size S: N round trips, p50 X us, p99 Y us,
  * kicks per round trip client C server D".
+ *        urpc-xdp-pingpong CLIENT_IF SERVER_IF --count N [SIZE]
+ * runs N round trips with both ends in one thread (no timing), for
+ * xdp_cpu_cost.sh's instruction count.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,6 +25,7 @@
 #include <net/if.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,30 +140,62 @@ static int end_recv(struct end *e, uint8_t *copy, uint32_t *len)
 	return 0;
 }
 
-static void *server(void *arg)
+/* The server's part of a round trip: receive a frame, echo it. -1 once stopped. */
+static int serve_one(struct end *e)
 {
-	struct end *e = arg;
 	uint64_t out = (uint64_t)NFRAMES * FRAME;
 	uint8_t *f = xsk_umem__get_data(e->area, out), tmp[6];
 	uint32_t len;
 
-	while (!end_recv(e, f, &len)) {
-		if (len < 42)
-			continue;
-		memcpy(tmp, f, 6); /* swap MACs, IPs, ports: checksums stay valid */
-		memcpy(f, f + 6, 6);
-		memcpy(f + 6, tmp, 6);
-		memcpy(tmp, f + 26, 4);
-		memcpy(f + 26, f + 30, 4);
-		memcpy(f + 30, tmp, 4);
-		memcpy(tmp, f + 34, 2);
-		memcpy(f + 34, f + 36, 2);
-		memcpy(f + 36, tmp, 2);
-		end_send(e, out, len);
-	}
+	if (end_recv(e, f, &len))
+		return -1;
+	if (len < 42)
+		return 0;
+	memcpy(tmp, f, 6); /* swap MACs, IPs, ports: checksums stay valid */
+	memcpy(f, f + 6, 6);
+	memcpy(f + 6, tmp, 6);
+	memcpy(tmp, f + 26, 4);
+	memcpy(f + 26, f + 30, 4);
+	memcpy(f + 30, tmp, 4);
+	memcpy(tmp, f + 34, 2);
+	memcpy(f + 34, f + 36, 2);
+	memcpy(f + 36, tmp, 2);
+	end_send(e, out, len);
+	return 0;
+}
+
+static void *server(void *arg)
+{
+	while (!serve_one(arg))
+		;
 	return NULL;
 }
 
+/*
+ * --count: @n round trips with both ends in this thread, for callgrind
+ * (xdp_cpu_cost.sh counts the instructions inside this function, as
+ * cpu_cost_callgrind.sh does inside urpc-cpu-cost's run()).
+ */
+__attribute__((noinline)) static int rounds(struct end *c, struct end *s, uint64_t out,
+					    uint32_t flen, unsigned long n)
+{
+	uint8_t in[FRAME];
+	uint32_t len;
+	unsigned long i;
+
+	for (i = 0; i < n; i++) {
+		end_send(c, out, flen);
+		if (serve_one(s) || end_recv(c, in, &len))
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * Its own checksum, on purpose: the baseline links nothing of urpc's, and
+ * computes it once per run (the server swaps addresses, which keeps the
+ * checksums valid), where urpc's xdp transport computes one per frame.
+ */
 static uint16_t csum(const uint8_t *p, size_t n, uint32_t s)
 {
 	size_t i;
@@ -183,16 +219,21 @@ static int cmp_d(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	struct end c = {0}, s = {0};
-	double secs = argc > 3 ? atof(argv[3]) : 2.0, t0, end, *lat;
-	uint32_t size = argc > 4 ? (uint32_t)atoi(argv[4]) : 32, len, n = 0, ulen;
+	bool count = argc > 4 && !strcmp(argv[3], "--count");
+	unsigned long nrounds = count ? strtoul(argv[4], NULL, 10) : 0;
+	int a = count ? 5 : 4; /* SIZE: after SECONDS, or after --count N */
+	double secs = !count && argc > 3 ? atof(argv[3]) : 2.0, t0, end, *lat;
+	uint32_t size = argc > a ? (uint32_t)atoi(argv[a]) : 32, len, n = 0, ulen;
 	uint64_t out = (uint64_t)NFRAMES * FRAME;
 	uint8_t *f, in[FRAME];
 	pthread_t th;
 	uint16_t k;
+	int ret = 0;
 
-	if (argc < 3 || size > 1400 || secs <= 0) {
+	if (argc < 3 || size > 1400 || secs <= 0 || (count && !nrounds)) {
 		fprintf(stderr,
-			"usage: urpc-xdp-pingpong CLIENT_IF SERVER_IF [SECONDS [SIZE<=1400]]\n");
+			"usage: urpc-xdp-pingpong CLIENT_IF SERVER_IF [SECONDS [SIZE<=1400]]\n"
+			"       urpc-xdp-pingpong CLIENT_IF SERVER_IF --count N [SIZE<=1400]\n");
 		return 2;
 	}
 	c.ifname = argv[1];
@@ -222,6 +263,15 @@ int main(int argc, char **argv)
 	k = csum(f + 34, ulen, (uint32_t)(csum(f + 26, 8, 0) ^ 0xffff) + 17 + ulen);
 	f[40] = (uint8_t)(k >> 8);
 	f[41] = (uint8_t)k;
+	if (count) {
+		ret = rounds(&c, &s, out, 42 + size, nrounds);
+		if (!ret)
+			printf("xdp-pingpong size %u: %lu round trips in one thread, kicks per round "
+			       "trip client %.2f server %.2f\n",
+			       size, nrounds, (double)c.kicks / (double)nrounds,
+			       (double)s.kicks / (double)nrounds);
+		goto out;
+	}
 	pthread_create(&th, NULL, server, &s);
 	t0 = now_us();
 	end = t0 + secs * 1e6;
@@ -240,15 +290,17 @@ int main(int argc, char **argv)
 	qsort(lat, n, sizeof(*lat), cmp_d);
 	if (!n) {
 		fprintf(stderr, "urpc-xdp-pingpong: no round trip\n");
-		return 1;
+		ret = -1;
+		goto out;
 	}
 	printf("xdp-pingpong size %u: %u round trips, p50 %.2f us, p99 %.2f us, kicks per round "
 	       "trip client %.2f server %.2f\n",
 	       size, n, lat[n / 2], lat[(size_t)(n * 0.99)], (double)c.kicks / n,
 	       (double)s.kicks / n);
+out:
 	xsk_socket__delete(c.xsk);
 	xsk_socket__delete(s.xsk);
 	xsk_umem__delete(c.umem);
 	xsk_umem__delete(s.umem);
-	return 0;
+	return ret ? 1 : 0;
 }

@@ -3,10 +3,11 @@
  * The xdp transport's top: endpoint create/destroy, peers, idle waiting
  * and the ops table. An xdp endpoint is a udp endpoint (udp_ep.h) whose
  * datagrams travel through AF_XDP sockets, one per receive queue of the
- * interface (opts.device / URPC_DEVICE), each with its own UMEM (hugepage
- * memory where there is some) and rings sized from the endpoint's config,
- * bound with XDP_USE_NEED_WAKEUP, zero-copy where the driver offers it and
- * copy mode otherwise. The udp files keep the wire format, the receive
+ * interface (opts.device / URPC_DEVICE), each with its own RX / TX rings
+ * sized from the endpoint's config, on the process's UMEM of that queue
+ * (xdp_umem.c: shared by the process's endpoints there), bound with
+ * XDP_USE_NEED_WAKEUP, zero-copy where the driver offers it and copy mode
+ * otherwise. The udp files keep the wire format, the receive
  * slots and the one-sided protocol (so xdp and udp endpoints talk to each
  * other); xdp_io.c carries the frames, xdp_bpf.c the program and maps,
  * xdp_nl.c the interface and neighbours.
@@ -25,10 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../util/log.h"
@@ -38,24 +36,11 @@
 #include "udp_os.h"
 #include "xdp_int.h"
 #include "xdp_sys.h"
-
-#define HUGE_2M (2u << 20)
+#include "xdp_umem.h"
 
 static const struct urpc_tp_ops xdp_ops;
 
-static void xdp_q_fini(struct xdp_q *q)
-{
-	if (q->xsk)
-		xsk_socket__delete(q->xsk);
-	if (q->umem)
-		xsk_umem__delete(q->umem);
-	if (q->area)
-		munmap(q->area, q->area_len);
-	free(q->tx_free);
-	memset(q, 0, sizeof(*q));
-}
-
-static void xdp_fini(struct urpc_xdp *x, long id)
+static void xdp_fini(struct udp_tp *u, struct urpc_xdp *x, long id)
 {
 	int lock = urpc__xdp_lock(x->ifname);
 	unsigned i;
@@ -63,130 +48,21 @@ static void xdp_fini(struct urpc_xdp *x, long id)
 	urpc__xdp_maps_del(x, id);
 	urpc__xdp_unlock(lock);
 	for (i = 0; i < x->nq; i++)
-		xdp_q_fini(&x->q[i]);
+		urpc__xdp_q_close(u, x, i);
 	if (x->epfd >= 0)
 		close(x->epfd);
 	free(x);
 }
 
-/* The UMEM's memory: hugepages where there are some, else normal pages. */
-static int xdp_area(struct urpc_xdp *x, struct xdp_q *q, size_t len)
-{
-	size_t huge_len = (len + HUGE_2M - 1) & ~(size_t)(HUGE_2M - 1);
-
-	q->area = mmap(NULL, huge_len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE, -1, 0);
-	if (q->area != MAP_FAILED) {
-		q->area_len = huge_len;
-		x->huge = true;
-		return 0;
-	}
-	q->area = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (q->area == MAP_FAILED) {
-		q->area = NULL;
-		return -ENOMEM;
-	}
-	q->area_len = len;
-	return 0;
-}
-
-static void xdp_memlock_hint(size_t need, long id)
-{
-	struct rlimit rl;
-
-	getrlimit(RLIMIT_MEMLOCK, &rl);
-	URPC_ERR(id,
-		 "xdp: the UMEM (%zu KiB per queue) counts against the memlock limit (%llu "
-		 "KiB): raise it (ulimit -l unlimited, LimitMEMLOCK=infinity in systemd) or "
-		 "grant CAP_IPC_LOCK",
-		 need >> 10, (unsigned long long)rl.rlim_cur >> 10);
-}
-
-/*
- * One queue's UMEM, rings and socket; the fill ring filled. Only queue 0
- * sends (xdp_io.c): it alone has send frames and a TX ring.
- */
+/* One queue's socket, on the process's UMEM of that queue (xdp_umem.c). */
 static int xdp_q_init(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
 {
 	struct xdp_q *q = &x->q[qi];
-	uint32_t ntx = qi ? 0 : x->ntx;
-	/*
-	 * The fill ring has room for twice the receive frames: the kernel
-	 * publishes what it took from the ring only when it refills its own
-	 * cache, so a ring of exactly nrx could look full while frames it
-	 * took wait in the RX ring to be handed back.
-	 */
-	struct xsk_umem_config uc = {
-		.fill_size = 2 * x->nrx,
-		.comp_size = ntx ? ntx : 64, /* the kernel wants a ring; unused without TX */
-		.frame_size = x->frame_size,
-		.frame_headroom = 0,
-	};
-	struct xsk_socket_config sc = {
-		.rx_size = x->nrx,
-		.tx_size = x->ntx,
-		.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD,
-		.xdp_flags = x->generic ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE,
-	};
-	size_t len = (size_t)(x->nrx + ntx) * x->frame_size;
-	struct xsk_ring_prod *tx = ntx ? &q->tx : NULL;
-	uint32_t i, idx;
 	int ret;
 
-	q->tx_free = ntx ? calloc(ntx, sizeof(*q->tx_free)) : NULL;
-	if ((ntx && !q->tx_free) || xdp_area(x, q, len))
-		return -ENOMEM;
-	ret = xsk_umem__create(&q->umem, q->area, len, &q->fill, &q->comp, &uc);
-	if (ret) {
-		q->umem = NULL;
-		if (ret == -ENOBUFS || ret == -EPERM || ret == -ENOMEM)
-			xdp_memlock_hint(len, u->base.id);
-		else
-			URPC_ERR(u->base.id, "xdp: UMEM: %s", strerror(-ret));
+	ret = urpc__xdp_q_open(u, x, qi);
+	if (ret)
 		return ret;
-	}
-	/*
-	 * A queue takes one UMEM: a socket closed just before lets go of it a
-	 * little later (the kernel releases it from a work queue), so -EBUSY
-	 * is retried for up to a second before it is taken as another owner's.
-	 */
-	for (i = 0; i < 100; i++) {
-		sc.bind_flags = XDP_USE_NEED_WAKEUP | XDP_ZEROCOPY;
-		ret = xsk_socket__create(&q->xsk, x->ifname, qi, q->umem, &q->rx, tx, &sc);
-		if (ret) {
-			sc.bind_flags = XDP_USE_NEED_WAKEUP | XDP_COPY;
-			ret = xsk_socket__create(&q->xsk, x->ifname, qi, q->umem, &q->rx, tx, &sc);
-		} else {
-			x->zerocopy = true;
-		}
-		if (ret != -EBUSY)
-			break;
-		nanosleep(&(struct timespec){0, 10000000}, NULL);
-	}
-	if (ret == -EBUSY) {
-		q->xsk = NULL;
-		URPC_ERR(u->base.id,
-			 "xdp: queue %u of %s is held by another AF_XDP socket (the kernel takes "
-			 "one per queue: one xdp endpoint per interface and host; use another "
-			 "interface, or a veth pair per endpoint)",
-			 qi, x->ifname);
-		return ret;
-	}
-	if (ret) {
-		q->xsk = NULL;
-		if (ret == -EPERM || ret == -EACCES)
-			URPC_ERR(u->base.id,
-				 "xdp: an AF_XDP socket needs CAP_NET_RAW (and CAP_NET_ADMIN): "
-				 "run as root or setcap cap_net_raw,cap_net_admin,cap_bpf,"
-				 "cap_ipc_lock+ep");
-		else if (ret == -EAFNOSUPPORT)
-			URPC_ERR(u->base.id, "xdp: this kernel has no AF_XDP (CONFIG_XDP_SOCKETS)");
-		else
-			URPC_ERR(u->base.id, "xdp: AF_XDP socket on %s queue %u: %s", x->ifname, qi,
-				 strerror(-ret));
-		return ret;
-	}
-	q->fd = xsk_socket__fd(q->xsk);
 	if (x->busy_poll) {
 		int one = 1, us = 20, budget = 64;
 
@@ -194,14 +70,37 @@ static int xdp_q_init(struct udp_tp *u, struct urpc_xdp *x, unsigned qi)
 		(void)setsockopt(q->fd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof(us));
 		(void)setsockopt(q->fd, SOL_SOCKET, SO_BUSY_POLL_BUDGET, &budget, sizeof(budget));
 	}
-	if (xsk_ring_prod__reserve(&q->fill, x->nrx, &idx) != x->nrx)
-		return -EIO;
-	for (i = 0; i < x->nrx; i++)
-		*xsk_ring_prod__fill_addr(&q->fill, idx + i) = (uint64_t)i * x->frame_size;
-	xsk_ring_prod__submit(&q->fill, x->nrx);
-	for (i = 0; i < ntx; i++)
-		q->tx_free[i] = (uint64_t)(x->nrx + i) * x->frame_size;
-	q->ntx_free = ntx;
+	return 0;
+}
+
+/*
+ * URPC_XDP_QUEUES=A or A-B: bind only receive queues A to B of the
+ * interface (each process on an interface its own queues, a NIC's flow
+ * rules steering each one's ports there; frames that land on another queue
+ * reach the endpoint through its kernel socket). Unset: every queue.
+ */
+static int xdp_queues(struct urpc_xdp *x, long id)
+{
+	const char *env = getenv("URPC_XDP_QUEUES");
+	unsigned long a, b;
+	char *end;
+
+	x->q0 = 0;
+	x->partial = false;
+	if (!env || !*env)
+		return 0;
+	a = strtoul(env, &end, 10);
+	b = a;
+	if (end != env && *end == '-')
+		b = strtoul(end + 1, &end, 10);
+	if (end == env || *end || a > b || b >= x->nq) {
+		URPC_ERR(id, "xdp: URPC_XDP_QUEUES=%s: use A or A-B with A <= B < %u (%s's queues)",
+			 env, x->nq, x->ifname);
+		return -EINVAL;
+	}
+	x->q0 = (unsigned)a;
+	x->partial = a > 0 || b + 1 < x->nq;
+	x->nq = (unsigned)(b - a + 1);
 	return 0;
 }
 
@@ -213,6 +112,8 @@ static int xdp_prepare(struct urpc_xdp *x, struct urpc_tp_cfg *c, char *host, si
 	int ret;
 
 	ret = urpc__xdp_if_info(x, &ifmtu, driver, sizeof(driver), c->id);
+	if (!ret)
+		ret = xdp_queues(x, c->id);
 	if (ret)
 		return ret;
 	if (c->host)
@@ -297,21 +198,38 @@ static int xdp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 			goto out_unlock;
 		}
 	}
+	if (x->partial) {
+		/*
+		 * Datagrams that land on a queue this endpoint does not bind
+		 * pass to the kernel: its socket is read as for a peer on this
+		 * host, for the endpoint's life (a peer count that never ends).
+		 */
+		struct epoll_event ev = {.events = EPOLLIN};
+
+		u->kpeers++;
+		if (epoll_ctl(x->epfd, EPOLL_CTL_ADD, u->fd, &ev) < 0) {
+			ret = -errno;
+			goto out_unlock;
+		}
+		x->ep_has_kfd = true;
+	}
 	ret = urpc__xdp_maps_add(x, c.id);
 	if (ret)
 		goto out_unlock;
 	urpc__xdp_unlock(lock);
 	u->xdp = x;
-	URPC_INFO(c.id, "xdp: %s:%u on %s, %u queue(s), %s mode, %s XDP, UMEM in %s", host,
-		  ntohs(x->port), x->ifname, x->nq, x->zerocopy ? "zero-copy" : "copy",
-		  x->generic ? "generic" : "native", x->huge ? "hugepages" : "normal pages");
+	URPC_INFO(c.id, "xdp: %s:%u on %s, %u queue(s) from %u%s, %s mode, %s XDP, UMEM in %s",
+		  host, ntohs(x->port), x->ifname, x->nq, x->q0,
+		  x->partial ? " (URPC_XDP_QUEUES; the kernel socket read too)" : "",
+		  x->zerocopy ? "zero-copy" : "copy", x->generic ? "generic" : "native",
+		  x->huge ? "hugepages" : "normal pages");
 	*out = &u->base;
 	return 0;
 
 out_unlock:
 	urpc__xdp_unlock(lock);
 out_free:
-	xdp_fini(x, c.id);
+	xdp_fini(u, x, c.id);
 	urpc__udp_ep_free(u);
 	return ret;
 }
@@ -336,7 +254,7 @@ static int xdp_destroy(struct urpc_tp *tp)
 		return -EBUSY;
 	for (p = u->peers; p; p = p->next)
 		xdp_peer_free(u, p);
-	xdp_fini(u->xdp, tp->id);
+	xdp_fini(u, u->xdp, tp->id);
 	u->xdp = NULL;
 	urpc__udp_ep_free(u);
 	return 0;

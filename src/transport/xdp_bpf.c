@@ -238,7 +238,7 @@ int urpc__xdp_maps_add(struct urpc_xdp *x, long id)
 	for (q = 0; q < x->nq; q++) {
 		int fd = x->q[q].fd;
 
-		k = slot * URPC_XDP_MAXQ + q;
+		k = slot * URPC_XDP_MAXQ + x->q0 + q;
 		ret = bpf_map_update_elem(x->xsks_fd, &k, &fd, BPF_ANY);
 		if (ret) {
 			URPC_ERR(id, "xdp: entering socket %u in the map: %s", q, strerror(-ret));
@@ -281,7 +281,7 @@ void urpc__xdp_maps_del(struct urpc_xdp *x, long id)
 		if (!bpf_map_lookup_elem(x->ports_fd, &x->port, &slot) && slot == x->slot)
 			(void)bpf_map_delete_elem(x->ports_fd, &x->port);
 		for (q = 0; q < x->nq; q++) {
-			k = x->slot * URPC_XDP_MAXQ + q;
+			k = x->slot * URPC_XDP_MAXQ + x->q0 + q;
 			(void)bpf_map_delete_elem(x->xsks_fd, &k);
 		}
 		x->slot_set = false;

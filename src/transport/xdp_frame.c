@@ -43,22 +43,61 @@ static inline void put16(uint8_t *p, uint16_t v)
 	p[1] = (uint8_t)v;
 }
 
-/* The ones' complement sum of @len bytes (big-endian 16-bit words), unfolded. */
+/*
+ * The ones' complement sum of @len bytes as big-endian 16-bit words, added
+ * to @sum (unfolded). The bytes are summed as native 32-bit words (a ones'
+ * complement sum is the same in either byte order up to a swap of its two
+ * bytes, RFC 1071), folded, then swapped to big-endian order on a
+ * little-endian host: about one instruction per 4 bytes instead of four
+ * per byte (per RPC, 846 instructions of callgrind's count were here).
+ */
 static uint64_t csum_add(uint64_t sum, const uint8_t *p, size_t len)
 {
-	while (len >= 8) {
-		sum += (uint64_t)get16(p) + get16(p + 2) + get16(p + 4) + get16(p + 6);
-		p += 8;
-		len -= 8;
+	uint64_t s = 0;
+	uint32_t w;
+	uint16_t h;
+
+	while (len >= 16) {
+		uint64_t a, b;
+
+		/* 64-bit words, the carry added back (add, adc) */
+		memcpy(&a, p, 8);
+		memcpy(&b, p + 8, 8);
+		s += a;
+		s += s < a;
+		s += b;
+		s += s < b;
+		p += 16;
+		len -= 16;
 	}
-	while (len >= 2) {
-		sum += get16(p);
+	s = (s & 0xffffffffu) + (s >> 32); /* room for the 32-bit words below */
+	while (len >= 4) {
+		memcpy(&w, p, 4);
+		s += w;
+		p += 4;
+		len -= 4;
+	}
+	if (len >= 2) {
+		memcpy(&h, p, 2);
+		s += h;
 		p += 2;
 		len -= 2;
 	}
-	if (len)
-		sum += (uint64_t)p[0] << 8;
-	return sum;
+	if (len) {
+		uint8_t last[2] = {p[0], 0}; /* the high byte of a big-endian word */
+
+		memcpy(&h, last, 2);
+		s += h;
+	}
+	s = (s & 0xffffffffu) + (s >> 32);
+	s = (s & 0xffffffffu) + (s >> 32);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	s = (uint16_t)(s << 8 | s >> 8);
+#endif
+	return sum + s;
 }
 
 static inline uint16_t csum_fold(uint64_t sum)
@@ -66,6 +105,27 @@ static inline uint16_t csum_fold(uint64_t sum)
 	while (sum >> 16)
 		sum = (sum & 0xffff) + (sum >> 16);
 	return (uint16_t)sum;
+}
+
+/*
+ * Whether the @ihl-byte IPv4 header at @ip sums to 0xffff (its checksum
+ * holds). The usual 20 bytes in five native loads, folded in line: a sum
+ * of 0xffff reads the same in either byte order.
+ */
+static inline bool ip_csum_ok(const uint8_t *ip, uint32_t ihl)
+{
+	uint32_t w[5];
+	uint64_t s;
+
+	if (ihl != IP_LEN)
+		return csum_fold(csum_add(0, ip, ihl)) == 0xffff;
+	memcpy(w, ip, sizeof(w));
+	s = (uint64_t)w[0] + w[1] + w[2] + w[3] + w[4];
+	s = (s & 0xffffffffu) + (s >> 32);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return s == 0xffff;
 }
 
 /* The UDP checksum's sum: pseudo header, then the UDP header and payload at @udp. */
@@ -96,21 +156,32 @@ void urpc__xdp_frame_tmpl(struct urpc_xdp_peer *p, const uint8_t src_mac[6],
 	memcpy(ip + 16, &daddr, 4);
 	memcpy(udp, &sport, 2);
 	memcpy(udp + 2, &dport, 2);
+	/*
+	 * The checksum fields carry the sums of what every frame to this peer
+	 * shares (urpc__xdp_frame_finish() adds the rest): the IP header
+	 * without its length and id; the UDP pseudo header's addresses and
+	 * protocol and the two ports.
+	 */
+	put16(ip + 10, csum_fold(csum_add(0, ip, IP_LEN)));
+	put16(udp + 6, csum_fold(csum_add(csum_add(0, ip + 12, 8) + PROTO_UDP, udp, 4)));
 }
 
 uint32_t urpc__xdp_frame_finish(uint8_t *f, uint32_t payload_len, uint16_t ip_id)
 {
 	uint8_t *ip = f + ETH_LEN, *udp = ip + IP_LEN;
 	uint32_t udp_len = UDP_LEN + payload_len;
+	uint64_t sum;
 	uint16_t c;
 
+	/* the template's partial sums (urpc__xdp_frame_tmpl()) plus what varies */
+	sum = (uint64_t)get16(ip + 10) + IP_LEN + udp_len + ip_id;
 	put16(ip + 2, (uint16_t)(IP_LEN + udp_len));
 	put16(ip + 4, ip_id);
-	put16(ip + 10, 0);
-	put16(ip + 10, (uint16_t)~csum_fold(csum_add(0, ip, IP_LEN)));
+	put16(ip + 10, (uint16_t)~csum_fold(sum));
+	/* the pseudo header's length and the UDP header's, then the payload */
+	sum = csum_add((uint64_t)get16(udp + 6) + 2 * udp_len, udp + UDP_LEN, payload_len);
 	put16(udp + 4, (uint16_t)udp_len);
-	put16(udp + 6, 0);
-	c = (uint16_t)~udp_sum(ip, udp, udp_len);
+	c = (uint16_t)~csum_fold(sum);
 	put16(udp + 6, c ? c : 0xffff); /* 0 means "no checksum" in IPv4 */
 	return ETH_LEN + IP_LEN + udp_len;
 }
@@ -136,7 +207,7 @@ enum urpc_xdp_drop urpc__xdp_frame_parse(const uint8_t *f, uint32_t len, uint32_
 	/* a frame may carry padding after the datagram (60-byte minimum), never less */
 	if (ip_len < ihl || ETH_LEN + ip_len > len)
 		return URPC_XDP_DROP_BAD_IP_LEN;
-	if (csum_fold(csum_add(0, ip, ihl)) != 0xffff)
+	if (!ip_csum_ok(ip, ihl))
 		return URPC_XDP_DROP_BAD_IP_CSUM;
 	if (get16(ip + 6) & 0x3fff)
 		return URPC_XDP_DROP_FRAGMENT;

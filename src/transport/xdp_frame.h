@@ -42,7 +42,11 @@ enum urpc_xdp_drop {
 
 const char *urpc__xdp_drop_str(enum urpc_xdp_drop d);
 
-/* A peer's headers, built once at resolve time. */
+/*
+ * A peer's headers, built once at resolve time. Their checksum fields hold
+ * the sums of the fields every frame to the peer shares, for
+ * urpc__xdp_frame_finish() (change no field after urpc__xdp_frame_tmpl()).
+ */
 struct urpc_xdp_peer {
 	uint8_t hdr[URPC_XDP_HDR_LEN];
 };

@@ -1,18 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The xdp transport's private types (xdp.c, xdp_io.c, xdp_bpf.c,
- * xdp_nl.c): one AF_XDP socket per receive queue of the interface, each
- * with its own UMEM and fill / completion / RX / TX rings, and the
- * program's maps. Only the libxdp build's xdp*.c include this header.
+ * xdp_nl.c, xdp_umem.c): one AF_XDP socket per receive queue of the
+ * interface, each with its own RX / TX rings on the process's UMEM of that
+ * queue, and the program's maps. Only the libxdp build's xdp*.c include this header.
  *
  * An xdp endpoint is a struct udp_tp (udp_int.h) with u->xdp pointing
  * here: the udp files keep the wire format, the receive slots, the
  * one-sided protocol and the peers; this state carries the frames.
  *
- * Frames of a queue's UMEM: the first nrx are the receive frames (always
- * either in the fill ring, in the kernel, or in the RX ring until
- * urpc__xdp_rx() puts them back); queue 0's next ntx the send frames (on the
- * free stack, in the TX ring, or awaiting their completion).
+ * A queue's UMEM belongs to the process, shared by its endpoints there
+ * (struct xdp_grp, xdp_umem.c). Its receive frames are always either in
+ * the fill ring, in the kernel, or in an RX ring until urpc__xdp_rx() puts
+ * them back; an endpoint's send frames (queue 0 only) are on its free
+ * stack, in its TX ring, awaiting their completion, or on its share's
+ * return stack.
  */
 #ifndef URPC_TRANSPORT_XDP_INT_H
 #define URPC_TRANSPORT_XDP_INT_H
@@ -34,17 +36,63 @@ extern "C" {
 #define URPC_XDP_RX_BATCH 64u
 #define URPC_XDP_PROG_NAME "urpc_xdp"
 
+#define URPC_XDP_SHARES_MAX 32u /* endpoints one process's UMEM of a queue can hold */
+
+/*
+ * One UMEM of this process for one queue of an interface, shared by its
+ * endpoints there (xdp_umem.c): the kernel gives a queue one fill ring and
+ * one completion ring, which the lock guards. Frames: share s (one per
+ * endpoint) holds nrx receive frames, then ntx send frames, from
+ * s * share_bytes; every receive frame is in one pool.
+ */
+struct xdp_grp {
+	struct xsk_ring_prod fill; /* lock */
+	struct xsk_ring_cons comp; /* lock */
+	int lock;
+	uint8_t *area;
+	uint64_t share_bytes;
+	uint32_t nshares, ntx;
+	uint64_t *ret;			    /* lock: nshares x ntx send frames back home */
+	uint32_t nret[URPC_XDP_SHARES_MAX]; /* lock */
+	/* cold, under xdp_umem.c's registry mutex */
+	struct xdp_grp *next;
+	struct xsk_umem *umem;
+	size_t area_len;
+	uint64_t netns;
+	int ifindex;
+	unsigned qid;
+	uint32_t frame_size, nrx;
+	uint32_t used; /* shares taken */
+	unsigned members;
+	bool huge, zerocopy;
+};
+
+static inline void urpc__xdp_grp_lock(struct xdp_grp *g)
+{
+	while (__atomic_exchange_n(&g->lock, 1, __ATOMIC_ACQUIRE))
+		while (__atomic_load_n(&g->lock, __ATOMIC_RELAXED))
+#if defined(__x86_64__) || defined(__i386__)
+			__builtin_ia32_pause();
+#else
+			;
+#endif
+}
+
+static inline void urpc__xdp_grp_unlock(struct xdp_grp *g)
+{
+	__atomic_store_n(&g->lock, 0, __ATOMIC_RELEASE);
+}
+
+/* An endpoint's socket on one queue, its own RX and TX rings, in a group. */
 struct xdp_q {
 	struct xsk_ring_cons rx;
 	struct xsk_ring_prod tx;
-	struct xsk_ring_prod fill;
-	struct xsk_ring_cons comp;
-	struct xsk_umem *umem;
+	struct xdp_grp *g;
 	struct xsk_socket *xsk;
 	int fd;
-	uint8_t *area;
-	size_t area_len;
-	uint64_t *tx_free; /* free send frames (UMEM offsets) */
+	uint32_t share;
+	uint8_t *area;	   /* g->area */
+	uint64_t *tx_free; /* free send frames of this share (UMEM offsets) */
 	uint32_t ntx_free;
 	uint32_t tx_pending; /* queued since the last kick */
 };
@@ -56,6 +104,9 @@ struct urpc_xdp {
 	uint32_t addr; /* network order */
 	uint16_t port; /* network order */
 	unsigned nq;
+	unsigned q0; /* q[i] is receive queue q0 + i; q[0] sends */
+	/* URPC_XDP_QUEUES binds some queues only: the kernel socket is read too */
+	bool partial;
 	struct xdp_q q[URPC_XDP_MAXQ];
 	uint32_t frame_size;
 	uint32_t nrx, ntx; /* receive frames per queue, send frames (queue 0 only) */

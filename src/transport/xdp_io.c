@@ -3,13 +3,15 @@
  * The xdp transport's datapath (xdp_io.h): send frames built in the UMEM
  * from a peer's header template (xdp_frame.c computes the checksums),
  * kicks only when the TX ring asks for one (XDP_USE_NEED_WAKEUP),
- * completions reclaimed in batches when the free frames run out; receive
- * frames checked by the parser, their payload copied into the endpoint's
- * receive slots, every frame handed back to the fill ring at once (a
- * flood cannot exhaust the UMEM). No allocation; the only system calls
+ * completions reclaimed in batches when the free frames run out
+ * (xdp_umem.c); receive frames checked by the parser, their payload copied
+ * into the endpoint's receive slots, every frame handed back to the fill
+ * ring at once, one lock of the shared ring per batch (a flood cannot
+ * exhaust the UMEM). No allocation; the only system calls
  * are the kicks and the fill ring's wake-ups the kernel asks for.
  *
- * udp_io.c and udp_os.c call in here; this file calls xdp_frame.h only.
+ * udp_io.c and udp_os.c call in here; this file calls xdp_frame.h and
+ * xdp_umem.h.
  */
 #define _GNU_SOURCE /* struct mmsghdr in udp_int.h; must precede every include */
 #define URPC_LOG_MODULE "xdp"
@@ -18,24 +20,14 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "../util/compiler.h"
 #include "../util/log.h"
 #include "xdp_frame.h"
 #include "xdp_int.h"
-
-/* Take back the send frames the kernel is done with. Owner thread only. */
-static void xdp_reclaim(struct xdp_q *q)
-{
-	uint32_t idx, n, i;
-
-	n = xsk_ring_cons__peek(&q->comp, UINT32_MAX, &idx);
-	if (!n)
-		return;
-	for (i = 0; i < n; i++)
-		q->tx_free[q->ntx_free++] = *xsk_ring_cons__comp_addr(&q->comp, idx + i);
-	xsk_ring_cons__release(&q->comp, n);
-}
+#include "xdp_umem.h"
 
 static void xdp_kick_q(struct udp_tp *u, struct xdp_q *q)
 {
@@ -47,7 +39,11 @@ static void xdp_kick_q(struct udp_tp *u, struct xdp_q *q)
 		q->tx_pending = 0;
 		return;
 	}
-	r = sendto(q->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
+	/*
+	 * The raw system call: libc's sendto() is a cancellation point, whose
+	 * wrappers cost about 30 instructions a kick (callgrind, xdp_cpu_cost.sh).
+	 */
+	r = syscall(SYS_sendto, q->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
 	u->base.stats.sys_tx++;
 	/* EAGAIN/EBUSY/ENOBUFS: the kernel is busy; the next kick or poll retries */
 	if (r >= 0 || (errno != EAGAIN && errno != EBUSY && errno != ENOBUFS))
@@ -73,10 +69,10 @@ int urpc__xdp_tx(struct udp_tp *u, const struct urpc_tp_peer *peer, const struct
 	uint8_t *f;
 
 	if (unlikely(!q->ntx_free)) {
-		xdp_reclaim(q);
+		urpc__xdp_reclaim(q);
 		if (!q->ntx_free) {
 			xdp_kick_q(u, q);
-			xdp_reclaim(q);
+			urpc__xdp_reclaim(q);
 			if (!q->ntx_free)
 				return 0;
 		}
@@ -147,32 +143,40 @@ unsigned urpc__xdp_rx(struct udp_tp *u, uint32_t *slots, uint32_t *lens, unsigne
 	xdp_kick_q(u, &x->q[0]); /* a kick the kernel put off */
 	for (qi = 0; qi < x->nq && got < max; qi++) {
 		struct xdp_q *q = &x->q[qi];
+		struct xdp_grp *g = q->g;
+		uint64_t back[URPC_XDP_RX_BATCH];
 		uint32_t idx_rx, idx_fq, n, i;
+		bool wake;
 
-		n = xsk_ring_cons__peek(&q->rx, max - got, &idx_rx);
+		n = xsk_ring_cons__peek(&q->rx, URPC_MIN(max - got, URPC_XDP_RX_BATCH), &idx_rx);
 		if (!n)
 			continue;
-		/*
-		 * Room for n: the fill ring has room for twice the nrx receive
-		 * frames (xdp.c), and these n are out of it.
-		 */
-		if (unlikely(xsk_ring_prod__reserve(&q->fill, n, &idx_fq) != n)) {
-			URPC_ERR_RATELIMIT(u->base.id, "fill ring of queue %u has no room", qi);
-			n = 0;
-			continue;
-		}
 		for (i = 0; i < n; i++) {
 			const struct xdp_desc *d = xsk_ring_cons__rx_desc(&q->rx, idx_rx + i);
 			const uint8_t *f = xsk_umem__get_data(q->area, d->addr);
 
 			if (xdp_rx_frame(u, f, d->len, &slots[got], &lens[got]))
 				got++;
-			*xsk_ring_prod__fill_addr(&q->fill, idx_fq + i) =
-				xsk_umem__extract_addr(d->addr);
+			back[i] = xsk_umem__extract_addr(d->addr);
 		}
 		xsk_ring_cons__release(&q->rx, n);
-		xsk_ring_prod__submit(&q->fill, n);
-		if (xsk_ring_prod__needs_wakeup(&q->fill)) {
+		/*
+		 * Every frame back to the fill ring the process's endpoints on
+		 * this queue share (xdp_umem.c). It has room for twice the
+		 * frames of the UMEM, so the reserve cannot fail.
+		 */
+		urpc__xdp_grp_lock(g);
+		if (unlikely(xsk_ring_prod__reserve(&g->fill, n, &idx_fq) != n)) {
+			urpc__xdp_grp_unlock(g);
+			URPC_ERR_RATELIMIT(u->base.id, "fill ring of queue %u has no room", qi);
+			continue;
+		}
+		for (i = 0; i < n; i++)
+			*xsk_ring_prod__fill_addr(&g->fill, idx_fq + i) = back[i];
+		xsk_ring_prod__submit(&g->fill, n);
+		wake = xsk_ring_prod__needs_wakeup(&g->fill);
+		urpc__xdp_grp_unlock(g);
+		if (wake) {
 			(void)recvfrom(q->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
 			u->base.stats.sys_rx++;
 		}

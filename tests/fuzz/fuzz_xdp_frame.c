@@ -24,47 +24,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../xdp_csum.h"
 #include "fuzz.h"
 #include "transport/xdp_frame.h"
-
-static uint16_t sum16(const uint8_t *p, size_t n, uint32_t s)
-{
-	size_t i;
-
-	for (i = 0; i + 1 < n; i += 2)
-		s += (uint32_t)(p[i] << 8 | p[i + 1]);
-	if (n & 1)
-		s += (uint32_t)p[n - 1] << 8;
-	while (s >> 16)
-		s = (s & 0xffff) + (s >> 16);
-	return (uint16_t)s;
-}
 
 /* Repair the IP header checksum and, with @udp, the UDP one, where the frame has room. */
 static void repair(uint8_t *f, size_t len, bool udp)
 {
 	uint8_t *ip = f + 14;
 	size_t ihl, ulen;
-	uint16_t c;
 
 	if (len < 34)
 		return;
 	ihl = (size_t)(ip[0] & 0xf) * 4;
 	if (ihl < 20 || 14 + ihl > len)
 		return;
-	ip[10] = ip[11] = 0;
-	c = (uint16_t)~sum16(ip, ihl, 0);
-	ip[10] = (uint8_t)(c >> 8);
-	ip[11] = (uint8_t)c;
+	xdp_csum_ip_fix(ip, ihl);
 	if (!udp || 14 + ihl + 8 > len)
 		return;
 	ulen = (size_t)(ip[ihl + 4] << 8 | ip[ihl + 5]);
 	if (ulen < 8 || 14 + ihl + ulen > len)
 		return;
-	ip[ihl + 6] = ip[ihl + 7] = 0;
-	c = (uint16_t)~sum16(ip + ihl, ulen, (uint32_t)sum16(ip + 12, 8, 0) + 17u + (uint32_t)ulen);
-	ip[ihl + 6] = (uint8_t)(c >> 8);
-	ip[ihl + 7] = (uint8_t)c;
+	xdp_csum_udp_fix(ip, ihl, ulen);
 }
 
 static void round_trip(const uint8_t *payload, size_t n)
@@ -92,6 +73,10 @@ static void round_trip(const uint8_t *payload, size_t n)
 	FUZZ_CHECK(d.len == n && d.off == URPC_XDP_HDR_LEN && d.saddr == saddr && d.sport == sport,
 		   "round trip changed the datagram");
 	FUZZ_CHECK(!n || !memcmp(f + d.off, payload, n), "payload changed");
+	/* the library's checksums against the plain reference (tests/xdp_csum.h) */
+	FUZZ_CHECK(xdp_csum_sum(f + 14, 20, 0) == 0xffff, "IP header checksum of %zu bytes", n);
+	FUZZ_CHECK(xdp_csum_udp_sum(f + 14, f + 34, 8 + n) == 0xffff, "UDP checksum of %zu bytes",
+		   n);
 	free(f);
 }
 

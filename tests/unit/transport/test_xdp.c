@@ -5,7 +5,9 @@
  * the wire with an AF_PACKET socket reach an xdp endpoint's parser, a bad
  * one is dropped and counted without touching the receive slots, and a
  * flood of bad frames many times the ring's size leaves the endpoint
- * receiving (every frame went back to the fill ring). The contract suite
+ * receiving (every frame went back to the fill ring); several endpoints of
+ * one process share an interface, from one thread and from two at once
+ * (the shared UMEM's fill and completion rings). The contract suite
  * (test_contract_xdp) covers what xdp shares with the other transports.
  */
 #include <arpa/inet.h>
@@ -14,6 +16,7 @@
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,7 @@
 
 #include "transport/transport.h"
 #include "transport/xdp_frame.h"
+#include "util/compiler.h"
 #include "util/seam.h"
 #include "verbs_skip.h"
 
@@ -32,7 +36,8 @@
 struct wire {
 	int fd; /* AF_PACKET on device A */
 	uint8_t mac_a[6], mac_b[6];
-	struct urpc_xdp_peer tmpl; /* A -> the endpoint on B */
+	uint32_t saddr, daddr; /* network order */
+	uint16_t dport;	       /* network order: the endpoint on B */
 };
 
 static struct urpc_tp *open_on(const char *env)
@@ -68,15 +73,13 @@ static void wire_open(struct wire *w, struct urpc_tp *b)
 	const char *a_if = getenv("URPC_TEST_DEVICE_A"), *b_if = getenv("URPC_TEST_DEVICE_B");
 	struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL)};
 	uint8_t ep[URPC_TP_EP_MAX];
-	uint32_t daddr, saddr = htonl(0x0a4d00fe); /* 10.77.0.254: any source */
-	uint16_t dport;
 
 	b->ops->get_endpoint(b, ep);
-	memcpy(&daddr, ep + 2, 4);
-	memcpy(&dport, ep + 6, 2);
+	w->saddr = htonl(0x0a4d00fe); /* 10.77.0.254: any source */
+	memcpy(&w->daddr, ep + 2, 4);
+	memcpy(&w->dport, ep + 6, 2);
 	mac_of(a_if, w->mac_a);
 	mac_of(b_if, w->mac_b);
-	urpc__xdp_frame_tmpl(&w->tmpl, w->mac_a, w->mac_b, saddr, daddr, htons(40000), dport);
 	w->fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
 	cr_assert_geq(w->fd, 0, "AF_PACKET: %s", strerror(errno));
 	sll.sll_ifindex = (int)if_nametoindex(a_if);
@@ -90,12 +93,13 @@ static void wire_open(struct wire *w, struct urpc_tp *b)
 static void wire_send(struct wire *w, uint32_t tag, int spoil)
 {
 	uint8_t f[URPC_XDP_HDR_LEN + 16 + 4];
+	/* one flow per tag: the NIC's hash spreads them over the queues */
 	uint16_t sport = htons((uint16_t)(40000 + (tag & 1023)));
+	struct urpc_xdp_peer tmpl;
 	uint32_t len;
 
-	memcpy(f, w->tmpl.hdr, URPC_XDP_HDR_LEN);
-	memcpy(f + 34, &sport,
-	       2); /* one flow per tag: the NIC's hash spreads them over the queues */
+	urpc__xdp_frame_tmpl(&tmpl, w->mac_a, w->mac_b, w->saddr, w->daddr, sport, w->dport);
+	memcpy(f, tmpl.hdr, URPC_XDP_HDR_LEN);
 	memset(f + URPC_XDP_HDR_LEN, 0, 16);
 	f[URPC_XDP_HDR_LEN + 0] = 0x55; /* udp_hdr: magic 0x7055 little-endian, version 2, DATA */
 	f[URPC_XDP_HDR_LEN + 1] = 0x70;
@@ -188,11 +192,230 @@ Test(xdp, frames_on_every_receive_queue_are_received)
 	uint32_t tag;
 
 	wire_open(&w, b);
-	/* 64 flows: the hash puts some on each of the veth's queues */
+	/*
+	 * 64 flows. Across tests/xdp-stage.sh's bridge every AF_PACKET frame
+	 * lands on queue 0 (the URPC_XDP_QUEUES case below shows it): queue
+	 * 1's socket is reached only where the sender spreads its flows.
+	 */
 	for (tag = 1; tag <= 64; tag++) {
 		wire_send(&w, tag, 0);
 		cr_assert(wait_tag(b, tag), "flow %u was not received", tag);
 	}
 	close(w.fd);
 	cr_assert_eq(b->ops->destroy(b), 0);
+}
+
+/* Frames to the endpoint on device B with the wire's template aimed at @b's port. */
+static void wire_aim(struct wire *w, struct urpc_tp *b)
+{
+	uint8_t ep[URPC_TP_EP_MAX];
+
+	b->ops->get_endpoint(b, ep);
+	memcpy(&w->dport, ep + 6, 2);
+}
+
+Test(xdp, endpoints_of_one_process_share_an_interface)
+{
+	struct urpc_tp *b1 = open_on("URPC_TEST_DEVICE_B");
+	struct urpc_tp *b2 = open_on("URPC_TEST_DEVICE_B");
+	struct urpc_tp *b3;
+	struct wire w;
+	uint32_t tag;
+
+	/* before the shared UMEM, the second create failed: -EBUSY, the queue was b1's */
+	wire_open(&w, b1);
+	for (tag = 1; tag <= 32; tag++) {
+		wire_aim(&w, tag & 1 ? b1 : b2);
+		wire_send(&w, tag, 0);
+		cr_assert(wait_tag(tag & 1 ? b1 : b2, tag), "flow %u to endpoint %u", tag,
+			  tag & 1 ? 1 : 2);
+	}
+	/* a frame for one is never the other's */
+	wire_aim(&w, b2);
+	wire_send(&w, 100, 0);
+	cr_assert(wait_tag(b2, 100));
+	{
+		struct urpc_tp_rx rx[32];
+
+		cr_assert_eq(b1->ops->rx_burst(b1, rx, 32), 0, "b1 received b2's frame");
+	}
+	/* b1 leaves; b2 keeps receiving; b3 takes b1's share of the UMEM */
+	cr_assert_eq(b1->ops->destroy(b1), 0);
+	for (tag = 200; tag < 216; tag++) {
+		wire_send(&w, tag, 0);
+		cr_assert(wait_tag(b2, tag), "flow %u after the first endpoint left", tag);
+	}
+	b3 = open_on("URPC_TEST_DEVICE_B");
+	wire_aim(&w, b3);
+	for (tag = 300; tag < 316; tag++) {
+		wire_send(&w, tag, 0);
+		cr_assert(wait_tag(b3, tag), "flow %u to the endpoint that joined last", tag);
+	}
+	close(w.fd);
+	cr_assert_eq(b2->ops->destroy(b2), 0);
+	cr_assert_eq(b3->ops->destroy(b3), 0);
+}
+
+Test(xdp, the_umem_has_room_for_the_endpoints_asked)
+{
+	struct urpc_tp_cfg cfg;
+	struct urpc_tp *b1, *b2, *b3;
+
+	verbs_skip_without_port(URPC_TRANSPORT_XDP);
+	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_XDP);
+	cfg.device = getenv("URPC_TEST_DEVICE_B");
+	cfg.rq_depth = RQ;
+	/* bad values are refused (each test runs in a process of its own: no UMEM yet) */
+	cr_assert_eq(setenv("URPC_XDP_ENDPOINTS", "0", 1), 0);
+	cr_assert_eq(urpc__tp_create(&cfg, &b1), -EINVAL);
+	cr_assert_eq(setenv("URPC_XDP_ENDPOINTS", "33", 1), 0);
+	cr_assert_eq(urpc__tp_create(&cfg, &b1), -EINVAL);
+	cr_assert_eq(setenv("URPC_XDP_ENDPOINTS", "2", 1), 0);
+	b1 = open_on("URPC_TEST_DEVICE_B");
+	b2 = open_on("URPC_TEST_DEVICE_B");
+	cr_assert_eq(urpc__tp_create(&cfg, &b3), -ENOSPC, "a third endpoint in a UMEM for two");
+	cr_assert_eq(b1->ops->destroy(b1), 0);
+	b3 = open_on("URPC_TEST_DEVICE_B"); /* b1's share */
+	cr_assert_eq(b2->ops->destroy(b2), 0);
+	cr_assert_eq(b3->ops->destroy(b3), 0);
+	unsetenv("URPC_XDP_ENDPOINTS");
+}
+
+/*
+ * URPC_XDP_QUEUES: an endpoint on queue 0 only and one on queue 1 only (as
+ * two processes on one interface would bind) each receive all 64 flows:
+ * those on its own queue by AF_XDP, the others by its kernel socket (the
+ * program passes them to the kernel). However the flows spread over the
+ * queues, each lands on one of them: both paths are taken.
+ */
+Test(xdp, endpoints_on_some_queues_get_the_other_queues_flows_by_their_socket)
+{
+	static const char *const queues[2] = {"0", "1"};
+	uint64_t by_kernel[2];
+	struct urpc_tp *b;
+	struct wire w;
+	uint32_t tag;
+	unsigned i;
+
+	for (i = 0; i < 2; i++) {
+		cr_assert_eq(setenv("URPC_XDP_QUEUES", queues[i], 1), 0);
+		b = open_on("URPC_TEST_DEVICE_B");
+		unsetenv("URPC_XDP_QUEUES");
+		wire_open(&w, b);
+		for (tag = 1; tag <= 64; tag++) {
+			wire_send(&w, tag, 0);
+			cr_assert(wait_tag(b, tag), "queue %s only: flow %u was not received",
+				  queues[i], tag);
+		}
+		by_kernel[i] = b->stats.sys_rx - b->stats.sys_rx_empty;
+		close(w.fd);
+		cr_assert_eq(b->ops->destroy(b), 0);
+	}
+	cr_assert_gt(by_kernel[0] + by_kernel[1], 0, "no flow came by a kernel socket");
+	cr_assert_lt(by_kernel[0] + by_kernel[1], 128, "no flow came by AF_XDP");
+	/* a queue beyond the interface's is refused */
+	cr_assert_eq(setenv("URPC_XDP_QUEUES", "1-2", 1), 0);
+	{
+		struct urpc_tp_cfg cfg;
+
+		urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_XDP);
+		cfg.device = getenv("URPC_TEST_DEVICE_B");
+		cr_assert_eq(urpc__tp_create(&cfg, &b), -EINVAL);
+	}
+	unsetenv("URPC_XDP_QUEUES");
+}
+
+#define FLOW_N 4000u
+#define FLOW_WIN 16u
+
+/* One thread's flow: its endpoint on A sends FLOW_N numbered datagrams to its endpoint on B. */
+struct flow {
+	struct urpc_tp *a, *b;
+	struct urpc_tp_peer *a2b;
+	uint32_t id;
+	pthread_t th;
+	unsigned got, dup, foreign;
+	bool timed_out;
+	uint8_t seen[FLOW_N];
+};
+
+static void *flow_run(void *arg)
+{
+	struct flow *f = arg;
+	struct urpc_tp_rx rx[32];
+	uint32_t sent = 0, msg[2];
+	struct urpc_tp_tx tx = {.peer = f->a2b, .hdr = msg, .hdr_len = sizeof(msg)};
+
+	msg[0] = f->id;
+	while (f->got < FLOW_N && !f->timed_out) {
+		uint64_t end = urpc__now_ns() + WAIT_NS;
+		uint32_t want = URPC_MIN(sent + FLOW_WIN, FLOW_N);
+
+		while (sent < want) {
+			msg[1] = sent;
+			if (f->a->ops->tx_burst(f->a, &tx, 1) == 1)
+				sent++;
+		}
+		while (f->got < want) {
+			int n = f->b->ops->rx_burst(f->b, rx, 32), i;
+
+			for (i = 0; i < n; i++) {
+				uint32_t m[2];
+
+				memcpy(m, rx[i].buf, sizeof(m));
+				if (rx[i].len != sizeof(m) || m[0] != f->id || m[1] >= FLOW_N)
+					f->foreign++;
+				else if (f->seen[m[1]]++)
+					f->dup++;
+				else
+					f->got++;
+			}
+			if (n > 0)
+				f->b->ops->rx_release(f->b, rx, (unsigned)n);
+			if (urpc__now_ns() > end) {
+				f->timed_out = true;
+				break;
+			}
+		}
+	}
+	return NULL;
+}
+
+Test(xdp, endpoints_on_one_interface_in_two_threads)
+{
+	struct flow *f = calloc(2, sizeof(*f));
+	uint8_t ep[URPC_TP_EP_MAX];
+	unsigned i;
+	size_t n;
+
+	cr_assert_not_null(f);
+	for (i = 0; i < 2; i++) {
+		f[i].a = open_on("URPC_TEST_DEVICE_A");
+		f[i].b = open_on("URPC_TEST_DEVICE_B");
+		f[i].id = 0xf10u + i;
+		n = f[i].b->ops->get_endpoint(f[i].b, ep);
+		cr_assert_eq(f[i].a->ops->resolve_peer(f[i].a, ep, n, &f[i].a2b), 0);
+	}
+	/*
+	 * Both threads at once: the send frames of A's endpoints complete
+	 * through one completion ring and B's receive frames return through
+	 * one fill ring; many times the send frames go round.
+	 */
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(pthread_create(&f[i].th, NULL, flow_run, &f[i]), 0);
+	for (i = 0; i < 2; i++)
+		pthread_join(f[i].th, NULL);
+	for (i = 0; i < 2; i++) {
+		cr_assert_not(f[i].timed_out, "flow %u: %u of %u arrived", i, f[i].got, FLOW_N);
+		cr_assert_eq(f[i].got, FLOW_N);
+		cr_assert_eq(f[i].dup, 0, "flow %u: %u duplicates", i, f[i].dup);
+		cr_assert_eq(f[i].foreign, 0, "flow %u: %u datagrams of the other flow", i,
+			     f[i].foreign);
+	}
+	for (i = 0; i < 2; i++) {
+		f[i].a->ops->release_peer(f[i].a, f[i].a2b);
+		cr_assert_eq(f[i].a->ops->destroy(f[i].a), 0);
+		cr_assert_eq(f[i].b->ops->destroy(f[i].b), 0);
+	}
+	free(f);
 }

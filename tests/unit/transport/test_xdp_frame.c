@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "transport/xdp_frame.h"
+#include "xdp_csum.h"
 
 static const uint8_t MAC_A[6] = {2, 0, 0, 0, 0, 0xa}, MAC_B[6] = {2, 0, 0, 0, 0, 0xb};
 #define SADDR 0x0100000au /* 10.0.0.1, network order */
@@ -41,20 +42,6 @@ static enum urpc_xdp_drop parse(const uint8_t *f, uint32_t len, bool csum)
 	return urpc__xdp_frame_parse(f, len, DADDR, DPORT, csum, &d);
 }
 
-/* The ones' complement sum of @n bytes, folded. */
-static uint16_t sum(const uint8_t *p, size_t n, uint32_t s)
-{
-	size_t i;
-
-	for (i = 0; i + 1 < n; i += 2)
-		s += (uint32_t)(p[i] << 8 | p[i + 1]);
-	if (n & 1)
-		s += (uint32_t)p[n - 1] << 8;
-	while (s >> 16)
-		s = (s & 0xffff) + (s >> 16);
-	return (uint16_t)s;
-}
-
 Test(xdp_frame, a_built_frame_parses_back_with_full_checksums)
 {
 	uint32_t n, len;
@@ -73,8 +60,8 @@ Test(xdp_frame, a_built_frame_parses_back_with_full_checksums)
 		cr_assert_eq(d.saddr, SADDR);
 		cr_assert_eq(d.sport, SPORT);
 		/* full checksums, as a kernel receiver checks them: IP header and UDP */
-		cr_assert_eq(sum(f + 14, 20, 0), 0xffff, "IP header checksum");
-		cr_assert_eq(sum(f + 34, 8 + n, sum(f + 26, 8, 0) + 17u + 8u + n), 0xffff,
+		cr_assert_eq(xdp_csum_sum(f + 14, 20, 0), 0xffff, "IP header checksum");
+		cr_assert_eq(xdp_csum_udp_sum(f + 14, f + 34, 8 + n), 0xffff,
 			     "UDP checksum over %u bytes", n);
 		cr_assert_neq(f[40] | f[41], 0, "a zero UDP checksum means none");
 		free(f);
@@ -131,14 +118,9 @@ Test(xdp_frame, each_bad_field_has_its_reason)
 /* Set the IP header's 16-bit field at @off and redo its checksum. */
 static void ip_set(uint8_t *f, unsigned off, uint16_t v)
 {
-	uint16_t c;
-
 	f[14 + off] = (uint8_t)(v >> 8);
 	f[14 + off + 1] = (uint8_t)v;
-	f[24] = f[25] = 0;
-	c = (uint16_t)~sum(f + 14, 20, 0);
-	f[24] = (uint8_t)(c >> 8);
-	f[25] = (uint8_t)c;
+	xdp_csum_ip_fix(f + 14, 20);
 }
 
 Test(xdp_frame, fragments_length_mismatches_and_strangers_are_refused)
@@ -177,4 +159,34 @@ Test(xdp_frame, every_reason_has_a_text)
 
 	for (r = 0; r < URPC_XDP_DROP_MAX; r++)
 		cr_assert_neq(urpc__xdp_drop_str((enum urpc_xdp_drop)r)[0], '?', "reason %d", r);
+}
+
+Test(xdp_frame, checksums_hold_for_any_addresses_ports_and_ids)
+{
+	uint32_t seed = 12345, i, n, len;
+
+	/* the template's partial sums plus each frame's lengths and id, against the reference */
+	for (i = 0; i < 2000; i++) {
+		struct urpc_xdp_peer p;
+		uint8_t f[URPC_XDP_HDR_LEN + 64];
+		uint32_t sa, da;
+		uint16_t sp, dp;
+
+		seed = seed * 1103515245u + 12345u;
+		sa = seed;
+		seed = seed * 1103515245u + 12345u;
+		da = seed;
+		sp = (uint16_t)(seed >> 16);
+		dp = (uint16_t)seed ^ 0x5a5a;
+		n = i % 64;
+		urpc__xdp_frame_tmpl(&p, MAC_A, MAC_B, sa, da, sp, dp);
+		memcpy(f, p.hdr, URPC_XDP_HDR_LEN);
+		memset(f + URPC_XDP_HDR_LEN, (int)(i * 37), n);
+		len = urpc__xdp_frame_finish(f, n, (uint16_t)(i * 7919));
+		cr_assert_eq(len, URPC_XDP_HDR_LEN + n);
+		cr_assert_eq(xdp_csum_sum(f + 14, 20, 0), 0xffff, "IP header checksum, frame %u",
+			     i);
+		cr_assert_eq(xdp_csum_udp_sum(f + 14, f + 34, 8 + n), 0xffff,
+			     "UDP checksum, frame %u", i);
+	}
 }
