@@ -102,7 +102,7 @@ extern "C" {
 #define UDP_CTL_BATCH 64u	   /* one-sided datagrams per sendmmsg() */
 #define UDP_OS_OPS 64u		   /* one-sided operations outstanding */
 #define UDP_OS_WINDOW 32u	   /* chunks in flight per operation; <= 64 */
-#define UDP_OS_SLICE 8u		   /* one-sided datagrams per sendmmsg() while receiving */
+#define UDP_OS_SLICE 4u		   /* one-sided datagrams per sendmmsg() while receiving */
 #define UDP_OS_SLICES 16u	   /* slices per drain before the rest goes at once */
 #define UDP_OS_HOLDS 4u		   /* drains in a row that hold them back while DATA is pending */
 #define UDP_RTO_MIN_NS 2000000ull  /* first retransmission after 2 ms */
