@@ -160,10 +160,13 @@ struct urpc_tp_peer {
 	/*
 	 * One-sided window (issue 32): chunks of own operations to this peer
 	 * in flight at once, all operations together (set_peer_window; 0:
-	 * UDP_OS_WINDOW), and those in flight now (sent, not done).
+	 * UDP_OS_WINDOW), those in flight now (sent, not done), and the
+	 * operations: each keeps at most its share (window / operations, one
+	 * at least) in flight, so that they move on together, as before.
 	 */
 	uint32_t os_window;
 	uint32_t os_inflight;
+	uint32_t os_nops; /* own operations to it not done: each gets its share of the window */
 	/*
 	 * One chunk at a time is timed (never a resent one): its operation's
 	 * id + 1 (0: none), its index and when it left; its round trip waits

@@ -206,6 +206,8 @@ static void udp_op_finish(struct udp_tp *u, struct udp_op *op, int status)
 	uint32_t out = op->next - op->base - (uint32_t)__builtin_popcountll(op->done_mask);
 
 	p->os_inflight -= URPC_MIN(out, p->os_inflight);
+	if (p->os_nops)
+		p->os_nops--;
 	if (p->os_timed_op == udp_op_id(u, op) + 1)
 		p->os_timed_op = 0;
 	op->state = UDP_OP_DONE;
@@ -364,17 +366,18 @@ static inline uint32_t udp_peer_window(const struct urpc_tp_peer *p)
 }
 
 /*
- * Send the chunks that the operation's window (UDP_OS_WINDOW, its done
- * mask) and its peer's (every operation to it) newly allow; time one when
- * none of the peer's is.
+ * Send the chunks that the operation's share of its peer's window (every
+ * operation to it; one chunk at least, UDP_OS_WINDOW at most: its done
+ * mask) and the peer's window newly allow; time one when none of the
+ * peer's is.
  */
 static void udp_op_pump(struct udp_tp *u, struct udp_op *op)
 {
 	struct urpc_tp_peer *p = op->peer;
 	uint32_t win = udp_peer_window(p);
+	uint32_t share = URPC_MIN(URPC_MAX(win / URPC_MAX(p->os_nops, 1u), 1u), UDP_OS_WINDOW);
 
-	while (op->next < op->nchunks && op->next - op->base < UDP_OS_WINDOW &&
-	       p->os_inflight < win) {
+	while (op->next < op->nchunks && op->next - op->base < share && p->os_inflight < win) {
 		if (!p->os_timed_op) {
 			p->os_timed_op = udp_op_id(u, op) + 1;
 			p->os_timed_chunk = op->next;
@@ -490,6 +493,7 @@ static int udp_post(struct udp_tp *u, enum urpc_tp_op kind, struct urpc_tp_peer 
 	if (!u->nops)
 		u->os_seen_ns = now; /* no gap before the first op */
 	u->nops++;
+	peer->os_nops++;
 	udp_op_pump(u, op);
 	urpc__udp_os_flush(u);
 	return 0;

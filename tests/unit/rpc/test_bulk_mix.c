@@ -237,8 +237,14 @@ static void interleave_on(enum urpc_transport_kind kind, enum urpc_cc_algo algo)
 	/* loop: the READ is one copy, a pass or two; udp: thousands of chunks */
 	cr_assert_geq(W.small_beside, kind == URPC_TRANSPORT_UDP ? 20 : 1,
 		      "only %u small RPCs completed beside the bulk", W.small_beside);
-	/* sent in a client pass, answered in the server's next, taken in the client's next */
-	cr_assert_leq(W.max_passes, 3, "a small RPC beside the bulk took %u passes", W.max_passes);
+	/*
+	 * Sent in a client pass, answered in the server's next, taken in the
+	 * client's next (loop); udp: the kernel may hand a loopback datagram
+	 * to its soft-interrupt thread on a loaded host, a pass or more later,
+	 * but never the bulk's thousands of chunks later.
+	 */
+	cr_assert_leq(W.max_passes, kind == URPC_TRANSPORT_UDP ? 64 : 3,
+		      "a small RPC beside the bulk took %u passes", W.max_passes);
 	world_down();
 }
 
