@@ -35,6 +35,7 @@ struct opts {
 	unsigned long count;  /* small RPCs per phase */
 	enum urpc_cc_algo cc; /* both Rpcs' congestion control (--cc) */
 	unsigned long cc_target_us;
+	bool cc_both; /* --cc both: off, then Swift, one after the other */
 };
 
 /* When the server's handler last saw a small request (ns, bench_now_s()): the split. */
@@ -67,7 +68,7 @@ static void usage(FILE *f)
 		"\n"
 		"SYNOPSIS\n"
 		"    urpc-bulk-mix [--transport loop|udp|verbs] [--bulk SIZE] [--small BYTES]\n"
-		"                  [--count N] [--cc off|swift[:TARGET_US]] [--device DEV]\n"
+		"                  [--count N] [--cc off|swift|both[:TARGET_US]] [--device DEV]\n"
 		"                  [--server-device DEV]\n"
 		"\n"
 		"DESCRIPTION\n"
@@ -83,8 +84,9 @@ static void usage(FILE *f)
 		"    -b, --bulk SIZE    bulk request size, 64K to 256M (K, M suffixes)\n"
 		"    -s, --small BYTES  small request size, 1 to %d\n"
 		"    -n, --count N      small requests per phase, 10 to 10^7 (default 2000)\n"
-		"    -c, --cc MODE      congestion control of both Rpcs: off (default) or\n"
-		"                       swift, optionally :TARGET_US (1-100000, default 100)\n"
+		"    -c, --cc MODE      congestion control of both Rpcs: off (default), swift,\n"
+		"                       or both (a run with each), swift and both optionally\n"
+		"                       with :TARGET_US (1-100000, default 100)\n"
 		"    -h, --help         this help\n",
 		SMALL_MAX);
 }
@@ -105,26 +107,36 @@ static int parse_bulk(const char *prog, const char *val, void *dst)
 static int parse_cc(const char *prog, const char *val, void *dst)
 {
 	struct opts *o = dst;
+	const char *p;
 	char *end;
 	unsigned long t = 100;
 
+	o->cc_both = false;
 	if (!strcmp(val, "off")) {
 		o->cc = URPC_CC_OFF;
 		return 0;
 	}
-	if (strncmp(val, "swift", 5) || (val[5] && val[5] != ':'))
+	if (!strncmp(val, "both", 4) && (!val[4] || val[4] == ':')) {
+		o->cc_both = true;
+		p = val + 4;
+	} else if (!strncmp(val, "swift", 5) && (!val[5] || val[5] == ':')) {
+		p = val + 5;
+	} else {
 		goto bad;
-	if (val[5]) {
-		t = strtoul(val + 6, &end, 10);
-		if (end == val + 6 || *end || !t || t > 100000)
+	}
+	if (*p) {
+		t = strtoul(p + 1, &end, 10);
+		if (end == p + 1 || *end || !t || t > 100000)
 			goto bad;
 	}
 	o->cc = URPC_CC_SWIFT;
 	o->cc_target_us = t;
 	return 0;
 bad:
-	fprintf(stderr, "%s: --cc must be off or swift[:TARGET_US] (1-100000), got '%s'\n", prog,
-		val);
+	fprintf(stderr,
+		"%s: --cc must be off, swift[:TARGET_US] or both[:TARGET_US] (1-100000), "
+		"got '%s'\n",
+		prog, val);
 	return -EINVAL;
 }
 
@@ -328,70 +340,87 @@ static int run(struct client *c)
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* One run with both Rpcs' congestion control @cc: set up, the two phases, tear down. 0 or 1. */
+static int one_mode(struct client *c, struct opts *o, enum urpc_cc_algo cc)
 {
-	static struct client c;
 	struct bench_server bsv;
 	struct urpc_rpc_opts ro;
 	struct urpc_nexus *nx;
-	struct opts o;
 	int ret, status = 1;
 
-	ret = parse_opts(argc, argv, &o);
-	if (ret)
-		return ret == 1 ? 0 : 2;
 	memset(&bsv, 0, sizeof(bsv));
-	c.o = &o;
-	c.sv = &bsv;
-	c.lat_ns = calloc(o.count, sizeof(*c.lat_ns));
-	c.fwd_ns = calloc(o.count, sizeof(*c.fwd_ns));
-	c.back_ns = calloc(o.count, sizeof(*c.back_ns));
-	if (!c.lat_ns || !c.fwd_ns || !c.back_ns)
-		goto out_lat;
+	o->cc = cc;
+	c->sv = &bsv;
+	c->sbusy = c->bbusy = c->bulk_on = false;
+	c->bulks = 0;
+	c->bulk_s = 0;
+	c->errors = 0;
+	memset(&c->sm, 0, sizeof(c->sm));
 	if (bench_nexus_open(PROG, handler, NULL, &nx))
-		goto out_lat;
+		return 1;
 	bsv.nx = nx;
-	bench_rpc_opts(&bsv.ro, o.cli.transport);
-	bsv.ro.device = o.cli.server_device;
+	bench_rpc_opts(&bsv.ro, o->cli.transport);
+	bsv.ro.device = o->cli.server_device;
 	bsv.ro.peer_timeout_ms = 10000;
-	bsv.ro.cc_algo = o.cc;
-	bsv.ro.cc_target_us = (uint32_t)o.cc_target_us;
-	bsv.threaded = o.cli.transport != URPC_TRANSPORT_LOOP;
-	bench_rpc_opts(&ro, o.cli.transport);
+	bsv.ro.cc_algo = cc;
+	bsv.ro.cc_target_us = (uint32_t)o->cc_target_us;
+	bsv.threaded = o->cli.transport != URPC_TRANSPORT_LOOP;
+	bench_rpc_opts(&ro, o->cli.transport);
 	ro.peer_timeout_ms = 10000;
-	ro.cc_algo = o.cc;
-	ro.cc_target_us = (uint32_t)o.cc_target_us;
-	if (bench_rpcs_create(PROG, &bsv, &ro, o.cli.device, &c.sm, "server", "client", &c.rpc))
+	ro.cc_algo = cc;
+	ro.cc_target_us = (uint32_t)o->cc_target_us;
+	if (bench_rpcs_create(PROG, &bsv, &ro, o->cli.device, &c->sm, "server", "client", &c->rpc))
 		goto out_nexus;
-	ret = bench_connect(PROG, c.rpc, &bsv, &c.sm, &c.session, 1);
+	ret = bench_connect(PROG, c->rpc, &bsv, &c->sm, &c->session, 1);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot connect: %s\n", urpc_strerror(ret));
 		goto out_cli;
 	}
-	if (urpc_msgbuf_alloc(c.rpc, o.small, &c.sreq) ||
-	    urpc_msgbuf_alloc(c.rpc, o.small, &c.sresp) ||
-	    urpc_msgbuf_alloc(c.rpc, o.bulk, &c.breq) || urpc_msgbuf_alloc(c.rpc, 64, &c.bresp)) {
+	if (urpc_msgbuf_alloc(c->rpc, o->small, &c->sreq) ||
+	    urpc_msgbuf_alloc(c->rpc, o->small, &c->sresp) ||
+	    urpc_msgbuf_alloc(c->rpc, o->bulk, &c->breq) ||
+	    urpc_msgbuf_alloc(c->rpc, 64, &c->bresp)) {
 		fprintf(stderr, PROG ": cannot allocate the buffers\n");
 		goto out_cli;
 	}
-	memset(c.breq.buf, 0xa5, o.bulk);
-	if (!run(&c))
+	memset(c->breq.buf, 0xa5, o->bulk);
+	if (!run(c))
 		status = 0;
-	if (!urpc_session_disconnect(c.rpc, c.session))
-		bench_drain(PROG, c.rpc, &bsv, &c.sm, 1, busy, &c);
-	urpc_msgbuf_free(c.rpc, &c.sreq);
-	urpc_msgbuf_free(c.rpc, &c.sresp);
-	urpc_msgbuf_free(c.rpc, &c.breq);
-	urpc_msgbuf_free(c.rpc, &c.bresp);
+	if (!urpc_session_disconnect(c->rpc, c->session))
+		bench_drain(PROG, c->rpc, &bsv, &c->sm, 1, busy, c);
+	urpc_msgbuf_free(c->rpc, &c->sreq);
+	urpc_msgbuf_free(c->rpc, &c->sresp);
+	urpc_msgbuf_free(c->rpc, &c->breq);
+	urpc_msgbuf_free(c->rpc, &c->bresp);
 out_cli:
-	if (urpc_rpc_destroy(c.rpc))
+	if (urpc_rpc_destroy(c->rpc))
 		status = 1;
 	if (bench_server_stop(PROG, &bsv))
 		status = 1;
 out_nexus:
 	if (urpc_nexus_destroy(nx))
 		status = 1;
-out_lat:
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	static struct client c;
+	struct opts o;
+	int ret, status = 1;
+
+	ret = parse_opts(argc, argv, &o);
+	if (ret)
+		return ret == 1 ? 0 : 2;
+	c.o = &o;
+	c.lat_ns = calloc(o.count, sizeof(*c.lat_ns));
+	c.fwd_ns = calloc(o.count, sizeof(*c.fwd_ns));
+	c.back_ns = calloc(o.count, sizeof(*c.back_ns));
+	if (c.lat_ns && c.fwd_ns && c.back_ns) {
+		status = one_mode(&c, &o, o.cc_both ? URPC_CC_OFF : o.cc);
+		if (!status && o.cc_both)
+			status = one_mode(&c, &o, URPC_CC_SWIFT);
+	}
 	free(c.lat_ns);
 	free(c.fwd_ns);
 	free(c.back_ns);
