@@ -32,8 +32,14 @@ struct opts {
 	struct bench_cli cli; /* --transport, --duration, --device, --server-device */
 	size_t bulk;
 	unsigned long small;
-	unsigned long count; /* small RPCs per phase */
+	unsigned long count;  /* small RPCs per phase */
+	enum urpc_cc_algo cc; /* both Rpcs' congestion control (--cc) */
+	unsigned long cc_target_us;
+	bool cc_both; /* --cc both: off, then Swift, one after the other */
 };
+
+/* When the server's handler last saw a small request (ns, bench_now_s()): the split. */
+static uint64_t handler_ns;
 
 struct client {
 	const struct opts *o;
@@ -45,6 +51,8 @@ struct client {
 	bool sbusy, bbusy, bulk_on;
 	double t_small, t_bulk;
 	uint64_t *lat_ns;
+	uint64_t *fwd_ns;  /* enqueue to the server's handler */
+	uint64_t *back_ns; /* the handler to the continuation */
 	unsigned long nlat;
 	unsigned long bulks;
 	double bulk_s;
@@ -60,19 +68,25 @@ static void usage(FILE *f)
 		"\n"
 		"SYNOPSIS\n"
 		"    urpc-bulk-mix [--transport loop|udp|verbs] [--bulk SIZE] [--small BYTES]\n"
-		"                  [--count N] [--device DEV] [--server-device DEV]\n"
+		"                  [--count N] [--cc off|swift|both[:TARGET_US]] [--device DEV]\n"
+		"                  [--server-device DEV]\n"
 		"\n"
 		"DESCRIPTION\n"
 		"    Phase idle: N requests of BYTES (default 32), one at a time. Phase\n"
 		"    bulk: the same N while one request of SIZE (default 64M) is kept in\n"
 		"    flight on the same session, the server READing its payload. Prints\n"
 		"    each phase's p50 and p99 in microseconds, the client's\n"
-		"    retransmissions, p99 over the idle p50, and the bulk's MB/s.\n"
+		"    retransmissions, p99 over the idle p50, and the bulk's MB/s; beside\n"
+		"    the bulk, the same split at the server's handler: request (to the\n"
+		"    handler) and answer (back to the client).\n"
 		"\n"
 		"OPTIONS\n"
 		"    -b, --bulk SIZE    bulk request size, 64K to 256M (K, M suffixes)\n"
 		"    -s, --small BYTES  small request size, 1 to %d\n"
 		"    -n, --count N      small requests per phase, 10 to 10^7 (default 2000)\n"
+		"    -c, --cc MODE      congestion control of both Rpcs: off (default), swift,\n"
+		"                       or both (a run with each), swift and both optionally\n"
+		"                       with :TARGET_US (1-100000, default 100)\n"
 		"    -h, --help         this help\n",
 		SMALL_MAX);
 }
@@ -90,9 +104,46 @@ static int parse_bulk(const char *prog, const char *val, void *dst)
 	return 0;
 }
 
+static int parse_cc(const char *prog, const char *val, void *dst)
+{
+	struct opts *o = dst;
+	const char *p;
+	char *end;
+	unsigned long t = 100;
+
+	o->cc_both = false;
+	if (!strcmp(val, "off")) {
+		o->cc = URPC_CC_OFF;
+		return 0;
+	}
+	if (!strncmp(val, "both", 4) && (!val[4] || val[4] == ':')) {
+		o->cc_both = true;
+		p = val + 4;
+	} else if (!strncmp(val, "swift", 5) && (!val[5] || val[5] == ':')) {
+		p = val + 5;
+	} else {
+		goto bad;
+	}
+	if (*p) {
+		t = strtoul(p + 1, &end, 10);
+		if (end == p + 1 || *end || !t || t > 100000)
+			goto bad;
+	}
+	o->cc = URPC_CC_SWIFT;
+	o->cc_target_us = t;
+	return 0;
+bad:
+	fprintf(stderr,
+		"%s: --cc must be off, swift[:TARGET_US] or both[:TARGET_US] (1-100000), "
+		"got '%s'\n",
+		prog, val);
+	return -EINVAL;
+}
+
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	const struct urpc_app_opt own[] = {
+		{URPC_APP_FN("cc", 'c', o, parse_cc)},
 		{URPC_APP_FN("bulk", 'b', &o->bulk, parse_bulk)},
 		{URPC_APP_ULONG("small", 's', &o->small, 1, SMALL_MAX)},
 		{URPC_APP_ULONG("count", 'n', &o->count, 10, 10000000ul)},
@@ -104,6 +155,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	o->bulk = 64u << 20;
 	o->small = 32;
 	o->count = 2000;
+	o->cc = URPC_CC_OFF;
 	return bench_parse_args(PROG, argc, argv, &o->cli, BENCH_CLI_TRANSPORT | BENCH_CLI_DEVICES,
 				own, URPC_APP_NOPTS(own), usage);
 }
@@ -119,6 +171,7 @@ static void handler(struct urpc_req_handle *h, void *arg)
 	(void)arg;
 	d = urpc_req_data(h, &len);
 	if (len <= SMALL_MAX) {
+		__atomic_store_n(&handler_ns, (uint64_t)(bench_now_s() * 1e9), __ATOMIC_RELEASE);
 		memcpy(resp->buf, d, len);
 		urpc_msgbuf_resize(resp, len);
 	} else {
@@ -145,8 +198,13 @@ static void small_cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_
 		fail(c, status);
 		return;
 	}
-	if (c->nlat < c->o->count)
+	if (c->nlat < c->o->count) {
+		uint64_t at = __atomic_load_n(&handler_ns, __ATOMIC_ACQUIRE);
+		uint64_t t0 = (uint64_t)(c->t_small * 1e9);
+
+		c->fwd_ns[c->nlat] = at > t0 ? at - t0 : 0;
 		c->lat_ns[c->nlat++] = (uint64_t)((bench_now_s() - c->t_small) * 1e9);
+	}
 }
 
 static void bulk_cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
@@ -215,7 +273,12 @@ static int phase(struct client *c, bool bulk)
 			urpc_strerror(c->first_error));
 		return c->first_error;
 	}
+	for (seen = 0; seen < c->nlat; seen++)
+		c->back_ns[seen] =
+			c->lat_ns[seen] > c->fwd_ns[seen] ? c->lat_ns[seen] - c->fwd_ns[seen] : 0;
 	qsort(c->lat_ns, c->nlat, sizeof(c->lat_ns[0]), bench_cmp_u64);
+	qsort(c->fwd_ns, c->nlat, sizeof(c->fwd_ns[0]), bench_cmp_u64);
+	qsort(c->back_ns, c->nlat, sizeof(c->back_ns[0]), bench_cmp_u64);
 	return 0;
 }
 
@@ -263,69 +326,103 @@ static int run(struct client *c)
 	       c->o->bulk >> 20, c->o->count, p50, p90, p99, p99 / p50_idle,
 	       (unsigned long long)(r2 - r1),
 	       c->bulk_s > 0 ? c->bulks * (double)c->o->bulk / c->bulk_s / 1e6 : 0.0);
-	printf(PROG ": %lu bulk requests completed\n", c->bulks);
+	printf(PROG ": beside the bulk, to the server's handler p50 %.1f us p99 %.1f us, back "
+		    "p50 %.1f us p99 %.1f us\n",
+	       bench_quantile(c->fwd_ns, c->nlat, 0.5) / 1e3,
+	       bench_quantile(c->fwd_ns, c->nlat, 0.99) / 1e3,
+	       bench_quantile(c->back_ns, c->nlat, 0.5) / 1e3,
+	       bench_quantile(c->back_ns, c->nlat, 0.99) / 1e3);
+	printf(PROG ": congestion control %s", urpc_cc_algo_str(c->o->cc));
+	if (c->o->cc == URPC_CC_SWIFT)
+		printf(", target %lu us", c->o->cc_target_us);
+	printf("\n" PROG ": %lu bulk requests completed\n", c->bulks);
 	bench_print_session_stats(PROG, c->rpc, c->session);
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* One run with both Rpcs' congestion control @cc: set up, the two phases, tear down. 0 or 1. */
+static int one_mode(struct client *c, struct opts *o, enum urpc_cc_algo cc)
 {
-	static struct client c;
 	struct bench_server bsv;
 	struct urpc_rpc_opts ro;
 	struct urpc_nexus *nx;
-	struct opts o;
 	int ret, status = 1;
 
-	ret = parse_opts(argc, argv, &o);
-	if (ret)
-		return ret == 1 ? 0 : 2;
 	memset(&bsv, 0, sizeof(bsv));
-	c.o = &o;
-	c.sv = &bsv;
-	c.lat_ns = calloc(o.count, sizeof(*c.lat_ns));
-	if (!c.lat_ns)
-		return 1;
+	o->cc = cc;
+	c->sv = &bsv;
+	c->sbusy = c->bbusy = c->bulk_on = false;
+	c->bulks = 0;
+	c->bulk_s = 0;
+	c->errors = 0;
+	memset(&c->sm, 0, sizeof(c->sm));
 	if (bench_nexus_open(PROG, handler, NULL, &nx))
-		goto out_lat;
+		return 1;
 	bsv.nx = nx;
-	bench_rpc_opts(&bsv.ro, o.cli.transport);
-	bsv.ro.device = o.cli.server_device;
+	bench_rpc_opts(&bsv.ro, o->cli.transport);
+	bsv.ro.device = o->cli.server_device;
 	bsv.ro.peer_timeout_ms = 10000;
-	bsv.threaded = o.cli.transport != URPC_TRANSPORT_LOOP;
-	bench_rpc_opts(&ro, o.cli.transport);
+	bsv.ro.cc_algo = cc;
+	bsv.ro.cc_target_us = (uint32_t)o->cc_target_us;
+	bsv.threaded = o->cli.transport != URPC_TRANSPORT_LOOP;
+	bench_rpc_opts(&ro, o->cli.transport);
 	ro.peer_timeout_ms = 10000;
-	if (bench_rpcs_create(PROG, &bsv, &ro, o.cli.device, &c.sm, "server", "client", &c.rpc))
+	ro.cc_algo = cc;
+	ro.cc_target_us = (uint32_t)o->cc_target_us;
+	if (bench_rpcs_create(PROG, &bsv, &ro, o->cli.device, &c->sm, "server", "client", &c->rpc))
 		goto out_nexus;
-	ret = bench_connect(PROG, c.rpc, &bsv, &c.sm, &c.session, 1);
+	ret = bench_connect(PROG, c->rpc, &bsv, &c->sm, &c->session, 1);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot connect: %s\n", urpc_strerror(ret));
 		goto out_cli;
 	}
-	if (urpc_msgbuf_alloc(c.rpc, o.small, &c.sreq) ||
-	    urpc_msgbuf_alloc(c.rpc, o.small, &c.sresp) ||
-	    urpc_msgbuf_alloc(c.rpc, o.bulk, &c.breq) || urpc_msgbuf_alloc(c.rpc, 64, &c.bresp)) {
+	if (urpc_msgbuf_alloc(c->rpc, o->small, &c->sreq) ||
+	    urpc_msgbuf_alloc(c->rpc, o->small, &c->sresp) ||
+	    urpc_msgbuf_alloc(c->rpc, o->bulk, &c->breq) ||
+	    urpc_msgbuf_alloc(c->rpc, 64, &c->bresp)) {
 		fprintf(stderr, PROG ": cannot allocate the buffers\n");
 		goto out_cli;
 	}
-	memset(c.breq.buf, 0xa5, o.bulk);
-	if (!run(&c))
+	memset(c->breq.buf, 0xa5, o->bulk);
+	if (!run(c))
 		status = 0;
-	if (!urpc_session_disconnect(c.rpc, c.session))
-		bench_drain(PROG, c.rpc, &bsv, &c.sm, 1, busy, &c);
-	urpc_msgbuf_free(c.rpc, &c.sreq);
-	urpc_msgbuf_free(c.rpc, &c.sresp);
-	urpc_msgbuf_free(c.rpc, &c.breq);
-	urpc_msgbuf_free(c.rpc, &c.bresp);
+	if (!urpc_session_disconnect(c->rpc, c->session))
+		bench_drain(PROG, c->rpc, &bsv, &c->sm, 1, busy, c);
+	urpc_msgbuf_free(c->rpc, &c->sreq);
+	urpc_msgbuf_free(c->rpc, &c->sresp);
+	urpc_msgbuf_free(c->rpc, &c->breq);
+	urpc_msgbuf_free(c->rpc, &c->bresp);
 out_cli:
-	if (urpc_rpc_destroy(c.rpc))
+	if (urpc_rpc_destroy(c->rpc))
 		status = 1;
 	if (bench_server_stop(PROG, &bsv))
 		status = 1;
 out_nexus:
 	if (urpc_nexus_destroy(nx))
 		status = 1;
-out_lat:
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	static struct client c;
+	struct opts o;
+	int ret, status = 1;
+
+	ret = parse_opts(argc, argv, &o);
+	if (ret)
+		return ret == 1 ? 0 : 2;
+	c.o = &o;
+	c.lat_ns = calloc(o.count, sizeof(*c.lat_ns));
+	c.fwd_ns = calloc(o.count, sizeof(*c.fwd_ns));
+	c.back_ns = calloc(o.count, sizeof(*c.back_ns));
+	if (c.lat_ns && c.fwd_ns && c.back_ns) {
+		status = one_mode(&c, &o, o.cc_both ? URPC_CC_OFF : o.cc);
+		if (!status && o.cc_both)
+			status = one_mode(&c, &o, URPC_CC_SWIFT);
+	}
 	free(c.lat_ns);
+	free(c.fwd_ns);
+	free(c.back_ns);
 	return status;
 }

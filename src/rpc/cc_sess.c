@@ -2,9 +2,11 @@
 /*
  * Congestion control of an Rpc's client sessions (cc_sess.h): options,
  * per-session controllers (cc.c), the Rpc's pacer (a timing wheel) and
- * urpc_session_get_stats(). Calls cc.c, the log and the transport's
- * set_peer_window (the one-sided window follows the controller); never the
- * datapath (client.c kicks a released session itself).
+ * urpc_session_get_stats(). Calls cc.c, the log, rop.h (the sessions of
+ * users' one-sided batches) and the transport's set_peer_window and
+ * peer_os_rtt (the one-sided window follows the controller, fed by the
+ * transfers' own round trips); never the datapath (client.c kicks a
+ * released session itself).
  */
 #define URPC_LOG_MODULE "cc"
 #include "cc_sess.h"
@@ -15,8 +17,10 @@
 #include <string.h>
 
 #include "../util/log.h"
+#include "rop.h"
 
-#define CC_WHEEL_SHIFT 10 /* 1.024 us slots: 4.2 ms ahead */
+#define CC_WHEEL_SHIFT 10   /* 1.024 us slots: 4.2 ms ahead */
+#define CC_OS_TICK_NS 10000 /* one-sided round trips are looked at every 10 us at most */
 
 URPC_API const char *urpc_cc_algo_str(enum urpc_cc_algo a)
 {
@@ -137,27 +141,85 @@ void urpc__cc_sess_forget(struct urpc_rpc *rpc, struct urpc_session *s)
 	s->cli.cc.queued = false;
 }
 
-/* After the controller moved: limited sessions sample every answer, free ones now and then. */
-static void cc_moved(struct urpc_rpc *rpc, struct urpc_session *s)
+/*
+ * One-sided transfers on @s (a client's READs of large responses, a
+ * server's READs of large requests, the owner's side of urpc_rdma_*) keep
+ * rate x round trip in flight while its controller @cs is limited, the
+ * transport's own window while it is free: a bulk transfer backs off with
+ * the RPCs, and a burst of them into one port with each other.
+ */
+static void cc_window(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_cc_sess *cs)
 {
-	const struct urpc_cc *c = &s->cli.cc.cc;
+	const struct urpc_cc *c = &cs->cc;
 	uint64_t win = 0;
 
-	s->cli.cc_limited = c->limited;
-	if (s->cli.cc_limited)
-		s->cli.rtt.next_ns = rpc->now;
-	/*
-	 * One-sided transfers on the session (the READs of large responses)
-	 * keep rate x round trip in flight while it is paced, the transport's
-	 * own window while it is not: a bulk transfer backs off with the RPCs.
-	 */
 	if (c->limited && c->srtt_ns)
 		win = URPC_MAX(c->rate_bps / 8 * (c->srtt_ns / 1000) / 1000000,
 			       1); /* no overflow */
-	if (s->peer && rpc->tp->ops->set_peer_window && win != s->cli.cc.os_window) {
-		s->cli.cc.os_window = win;
+	if (s->peer && rpc->tp->ops->set_peer_window && win != cs->os_window) {
+		cs->os_window = win;
 		rpc->tp->ops->set_peer_window(rpc->tp, s->peer, win);
 	}
+}
+
+/* After the controller moved: limited sessions sample every answer, free ones now and then. */
+static void cc_moved(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	s->cli.cc_limited = s->cli.cc.cc.limited;
+	if (s->cli.cc_limited)
+		s->cli.rtt.next_ns = rpc->now;
+	cc_window(rpc, s, &s->cli.cc);
+}
+
+/*
+ * The newest round trip of a piece of @s's one-sided transfers (the
+ * transport's peer_os_rtt) into its controller: a client's own (one
+ * session, one controller), a server session's (started at its first
+ * sample). The piece's own time on the line at line rate is taken out
+ * (a loop operation is a whole message): what is left is the path's
+ * delay and queue, as an RPC's round trip.
+ */
+static void cc_os_sample(struct urpc_rpc *rpc, struct urpc_session *s)
+{
+	struct urpc_cc_sess *cs;
+	uint64_t bytes = 0, rtt, wire;
+
+	if (!s->peer || s->state != URPC_SESS_CONNECTED)
+		return;
+	rtt = rpc->tp->ops->peer_os_rtt(rpc->tp, s->peer, &bytes);
+	if (!rtt)
+		return;
+	cs = s->role == URPC_ROLE_CLIENT ? &s->cli.cc : &s->srv.cc;
+	if (!cs->cc.rate_bps)
+		urpc__cc_init(&cs->cc, &rpc->ccp);
+	wire = (uint64_t)((double)bytes * 8e9 / (double)rpc->ccp.line_bps);
+	rtt = rtt > wire ? rtt - wire : 1;
+	/* a window's worth acknowledged per sample (one a round trip); the piece's at least */
+	urpc__cc_sample(&cs->cc, &rpc->ccp, rtt, false,
+			(uint32_t)URPC_MIN(URPC_MAX(cs->os_window, bytes), UINT32_MAX), rpc->now);
+	if (s->role == URPC_ROLE_CLIENT)
+		cc_moved(rpc, s);
+	else
+		cc_window(rpc, s, cs);
+}
+
+URPC_COLD void urpc__cc_os_scan(struct urpc_rpc *rpc)
+{
+	unsigned i;
+
+	rpc->cc_os_next_ns = rpc->now + CC_OS_TICK_NS;
+	if (!rpc->tp->ops->peer_os_rtt)
+		return;
+	for (i = 0; i < URPC_OS_OPS; i++) {
+		struct urpc_session *s;
+
+		if (!rpc->os[i].busy || rpc->os[i].orphan)
+			continue;
+		s = urpc__rpc_session(rpc, (int)rpc->os[i].sess_num);
+		if (s)
+			cc_os_sample(rpc, s);
+	}
+	urpc__rop_each_session(rpc, cc_os_sample);
 }
 
 URPC_COLD void urpc__cc_sess_sample(struct urpc_rpc *rpc, struct urpc_session *s, uint64_t rtt_ns)
@@ -222,8 +284,21 @@ URPC_API int urpc_session_get_stats(struct urpc_rpc *rpc, int session,
 	if (!rpc || !st || !urpc__rpc_is_owner(rpc))
 		return -EINVAL;
 	s = urpc__rpc_session(rpc, session);
-	if (!s || s->role != URPC_ROLE_CLIENT)
+	if (!s || (s->role != URPC_ROLE_CLIENT && s->role != URPC_ROLE_SERVER))
 		return -EINVAL;
+	if (s->role == URPC_ROLE_SERVER) { /* its one-sided transfers' controller */
+		const struct urpc_cc *c = &s->srv.cc.cc;
+
+		*st = (struct urpc_session_stats){
+			.cc_rate_bps = c->rate_bps ? c->rate_bps : rpc->ccp.line_bps,
+			.cc_line_bps = rpc->ccp.line_bps,
+			.cc_srtt_ns = c->srtt_ns,
+			.cc_samples = c->samples,
+			.cc_decreases = c->decreases,
+			.cc_limited = c->limited,
+		};
+		return 0;
+	}
 	*st = (struct urpc_session_stats){
 		.cc_rate_bps = s->cli.cc.cc.rate_bps,
 		.cc_line_bps = rpc->ccp.line_bps,

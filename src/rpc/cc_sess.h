@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Congestion control of an Rpc's client sessions (cc_sess.c, docs/CC.md):
+ * Congestion control of an Rpc's sessions (cc_sess.c, docs/CC.md):
  * the options, each session's controller fed from the round-trip samples
  * (rtt.c) and retransmission timeouts (client.c), and the Rpc's pacer that
  * releases the wait queue of a rate-limited session (client.c's kick, run
@@ -32,6 +32,17 @@ void urpc__cc_sess_timeout(struct urpc_rpc *rpc, struct urpc_session *s);
  * the pacer, whose release kicks its wait queue again. Cold.
  */
 bool urpc__cc_sess_may_send(struct urpc_rpc *rpc, struct urpc_session *s, uint64_t bytes);
+/*
+ * The round trips of one-sided transfers into their sessions' controllers
+ * and windows (client and server sessions; docs/CC.md). Cold.
+ */
+void urpc__cc_os_scan(struct urpc_rpc *rpc);
+/* evloop.c, each pass with one-sided operations in flight: one test while CC is off. */
+static inline void urpc__cc_os_tick(struct urpc_rpc *rpc)
+{
+	if (unlikely(rpc->cc_wheel != NULL) && rpc->now >= rpc->cc_os_next_ns)
+		urpc__cc_os_scan(rpc);
+}
 /* Sessions whose pacing time came, each to @kick (evloop.c). */
 void urpc__cc_poll(struct urpc_rpc *rpc, void (*kick)(struct urpc_rpc *, struct urpc_session *));
 

@@ -318,7 +318,15 @@ static __attribute__((noinline)) unsigned pass_rare(struct urpc_rpc *rpc)
 
 	if (rpc->os_busy) {
 		work++; /* polling is the work: never sleep with operations in flight */
+		/*
+		 * Answers the pass's handlers gave go before the one-sided
+		 * work: on udp, poll_completions() serves and sends a window
+		 * of chunks, and a small answer waited behind them (issue 32).
+		 */
+		if (rpc->ntx)
+			urpc__tx_flush(rpc);
 		poll_os(rpc);
+		urpc__cc_os_tick(rpc); /* their round trips into the controllers */
 	}
 	if (rpc->now >= rpc->next_scan_ns) {
 		rpc->next_scan_ns = rpc->now + SCAN_INTERVAL_NS;

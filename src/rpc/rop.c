@@ -203,6 +203,24 @@ static void pump(struct urpc_rpc *rpc)
 	}
 }
 
+void urpc__rop_each_session(struct urpc_rpc *rpc,
+			    void (*fn)(struct urpc_rpc *rpc, struct urpc_session *s))
+{
+	const struct urpc_rop_tab *t = rpc->rop;
+	uint32_t bi;
+
+	for (bi = 0; t && bi < t->bcap; bi++) {
+		struct urpc_session *s;
+
+		if (!t->b[bi].cont || !t->b[bi].posted)
+			continue;
+		s = urpc__rpc_session(rpc, (int)t->b[bi].sess_num);
+		if (s)
+			fn(rpc, s);
+		t = rpc->rop;
+	}
+}
+
 void urpc__rop_run_due(struct urpc_rpc *rpc)
 {
 	struct urpc_rop_tab *t = rpc->rop;

@@ -127,6 +127,10 @@ int urpc__rop_check(const struct urpc_rpc *rpc, uint32_t *batches, char *why, si
 /* Free the tables (destroy, after the drain). */
 void urpc__rop_fini(struct urpc_rpc *rpc);
 
+/* @fn on the session of every batch with operations posted (cc_sess.c's samples). Cold. */
+void urpc__rop_each_session(struct urpc_rpc *rpc,
+			    void (*fn)(struct urpc_rpc *rpc, struct urpc_session *s));
+
 #ifdef __cplusplus
 }
 #endif

@@ -70,6 +70,14 @@ struct urpc_tp_peer {
 	uint64_t token;			  /* the session's, carried by one-sided requests */
 	struct urpc_tp_peer *next, *prev; /* the resolving endpoint's list */
 	bool lane;			  /* plain datagrams go into ep's lane (we own it) */
+	/*
+	 * One-sided window (issue 32; owner only): bytes of own operations to
+	 * this peer published at once (set_peer_window; 0: no bound; one
+	 * operation always goes), and the newest round trip of one not taken
+	 * yet (peer_os_rtt; 0: none) with its bytes.
+	 */
+	uint64_t os_window;
+	uint64_t os_rtt_ns, os_rtt_bytes;
 };
 
 /*
@@ -158,7 +166,8 @@ struct os_op {
 	uint64_t rkey;
 	uint64_t token; /* the requester's session token */
 	size_t len;
-	uint64_t wr_id; /* owner only */
+	uint64_t wr_id;	 /* owner only */
+	uint64_t pub_ns; /* owner only: when it went to its target; 0: held by its peer's window */
 };
 
 /* A request queued at its target: names the requester's slot and its tag. */
@@ -201,6 +210,11 @@ struct loop_ep {
 	uint32_t op_free[LOOP_MAX_OPS];
 	uint32_t nop_free;
 	uint32_t outstanding; /* posted and not yet reaped */
+	/* posted, held back by their peer's window (slot, tag), oldest first; owner only */
+	struct {
+		uint32_t slot, tag;
+	} held_ops[LOOP_MAX_OPS];
+	uint32_t nheld_ops;
 	struct loop_ep *next; /* registry */
 
 	/* Read by senders: constant after create, but for dead (set once by destroy) and refs. */

@@ -33,6 +33,13 @@
  * outstanding; cfg->one_sided_timeout_ms is not used). dereg_mem() of the
  * local region completes the operations using it with -EIO at once; the
  * target then skips them. Each operation completes exactly once.
+ *
+ * A peer's one-sided window (set_peer_window, issue 32): while it is set,
+ * an operation that would take the bytes in flight to that peer past it
+ * (one always goes) is held on the requester, unseen by the target, and
+ * published oldest first by a later poll_completions() once earlier ones
+ * completed; a held one is failed as a queued one (the same CAS, nothing
+ * to wait for). Each completion leaves its round trip for peer_os_rtt.
  */
 #define URPC_LOG_MODULE "loop"
 #include "loop_os.h"
@@ -165,10 +172,13 @@ void urpc__loop_os_cancel_peer(struct loop_ep *ep, const struct urpc_tp_peer *pe
 	uint32_t slot;
 
 	urpc__sw_revoke_peer(&ep->mrs, peer);
-	for (slot = 0; slot < LOOP_MAX_OPS; slot++)
+	for (slot = 0; slot < LOOP_MAX_OPS; slot++) {
 		if (OP_STATE(__atomic_load_n(&ep->ops[slot].tag, __ATOMIC_RELAXED)) != OP_FREE &&
 		    ep->ops[slot].peer == peer)
 			op_cancel(ep, slot, -ECONNRESET);
+		if (ep->ops[slot].peer == peer)
+			ep->ops[slot].peer = NULL; /* it goes: its completions take no sample */
+	}
 }
 
 /*
@@ -336,6 +346,87 @@ void urpc__loop_os_dereg_mem(struct urpc_tp *tp, struct urpc_tp_mr *mr)
 }
 
 /*
+ * Bytes of own operations to @peer at its target (published, not done).
+ * Thread: @ep's owner. Cold: only while a controller bounds @peer's window.
+ */
+static uint64_t peer_inflight(const struct loop_ep *ep, const struct urpc_tp_peer *peer)
+{
+	uint64_t bytes = 0;
+	uint32_t i;
+
+	for (i = 0; i < LOOP_MAX_OPS; i++) {
+		const struct os_op *o = &ep->ops[i];
+		uint32_t st = OP_STATE(__atomic_load_n(&o->tag, __ATOMIC_RELAXED));
+
+		if (o->peer == peer && o->pub_ns && (st == OP_QUEUED || st == OP_SERVING))
+			bytes += o->len;
+	}
+	return bytes;
+}
+
+/* Is one of the first @n held operations for @peer (and still held)? */
+static bool peer_held(const struct loop_ep *ep, const struct urpc_tp_peer *peer, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		const struct os_op *o = &ep->ops[ep->held_ops[i].slot];
+
+		if (o->peer == peer &&
+		    __atomic_load_n(&o->tag, __ATOMIC_RELAXED) == ep->held_ops[i].tag)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * May an operation of @len bytes to @peer go to its target now, the held
+ * ones before it being the first @n? Its peer's window bounds the bytes
+ * in flight to it; one operation always goes; none overtakes an earlier.
+ */
+static bool window_admits(const struct loop_ep *ep, const struct urpc_tp_peer *peer, size_t len,
+			  uint32_t n)
+{
+	uint64_t bytes;
+
+	if (!peer->os_window)
+		return !peer_held(ep, peer, n);
+	if (peer_held(ep, peer, n))
+		return false;
+	bytes = peer_inflight(ep, peer);
+	return !bytes || bytes + len <= peer->os_window;
+}
+
+static int publish(struct loop_ep *ep, uint32_t slot, uint32_t tag);
+
+/*
+ * Publish the held operations that their peers' windows now let go,
+ * oldest first; fail those whose target went away; forget those
+ * cancelled meanwhile (their tag moved on: the completion is queued).
+ * Thread: @ep's owner.
+ */
+static void release_held(struct loop_ep *ep)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < ep->nheld_ops; i++) {
+		uint32_t slot = ep->held_ops[i].slot, tag = ep->held_ops[i].tag;
+		struct os_op *o = &ep->ops[slot];
+
+		if (__atomic_load_n(&o->tag, __ATOMIC_RELAXED) != tag)
+			continue;
+		if (__atomic_load_n(&o->peer->ep->dead, __ATOMIC_RELAXED)) {
+			op_cancel(ep, slot, -ECONNRESET);
+			continue;
+		}
+		if (window_admits(ep, o->peer, o->len, n) && !publish(ep, slot, tag))
+			continue;
+		ep->held_ops[n++] = ep->held_ops[i];
+	}
+	ep->nheld_ops = n;
+}
+
+/*
  * Queue a one-sided request at the peer. The operation's slot and the
  * queue's cell are preallocated; -EAGAIN when either is full.
  * Thread: @tp's owner. Datapath.
@@ -345,9 +436,9 @@ static int post(struct urpc_tp *tp, struct urpc_tp_peer *peer, enum urpc_tp_op o
 		uint64_t wr_id)
 {
 	struct loop_ep *ep = to_ep(tp), *to;
-	uint32_t slot, tag, pos, seq;
-	struct os_ref *r;
+	uint32_t slot, tag;
 	struct os_op *o;
+	int ret;
 
 	if (unlikely(!peer || urpc__sw_mr_check_local(&ep->mrs, mr, local, len)))
 		return -EINVAL;
@@ -375,6 +466,37 @@ static int post(struct urpc_tp *tp, struct urpc_tp_peer *peer, enum urpc_tp_op o
 		comp_push(ep, slot, -ECONNRESET);
 		return 0;
 	}
+	if (unlikely(peer->os_window || ep->nheld_ops) &&
+	    !window_admits(ep, peer, len, ep->nheld_ops)) {
+		/* Held by its peer's window: published by a later poll_completions(). */
+		ep->nop_free--;
+		ep->outstanding++;
+		o->pub_ns = 0;
+		__atomic_store_n(&o->tag, tag, __ATOMIC_RELAXED);
+		ep->held_ops[ep->nheld_ops].slot = slot;
+		ep->held_ops[ep->nheld_ops++].tag = tag;
+		return 0;
+	}
+	ret = publish(ep, slot, tag);
+	if (!ret) {
+		ep->nop_free--;
+		ep->outstanding++;
+	}
+	return ret;
+}
+
+/*
+ * Queue own operation @slot (tagged @tag, its fields set) at its target.
+ * 0, or -EAGAIN when the target's queue is full (nothing changed).
+ * Thread: @ep's owner.
+ */
+static int publish(struct loop_ep *ep, uint32_t slot, uint32_t tag)
+{
+	struct os_op *o = &ep->ops[slot];
+	struct loop_ep *to = o->peer->ep;
+	uint32_t pos, seq;
+	struct os_ref *r;
+
 	/* Claim a cell; SEQ_CST pairs with loop_destroy() in loop.c (see there). */
 	pos = __atomic_load_n(&to->in_tail, __ATOMIC_RELAXED);
 	for (;;) {
@@ -391,8 +513,7 @@ static int post(struct urpc_tp *tp, struct urpc_tp_peer *peer, enum urpc_tp_op o
 			pos = __atomic_load_n(&to->in_tail, __ATOMIC_RELAXED);
 		}
 	}
-	ep->nop_free--;
-	ep->outstanding++;
+	o->pub_ns = URPC_MAX(urpc__now_ns(), 1);
 	__atomic_store_n(&o->tag, tag, __ATOMIC_RELAXED);
 	ep_get(ep); /* the queued request keeps its requester's memory alive */
 	r->from = ep;
@@ -404,6 +525,35 @@ static int post(struct urpc_tp *tp, struct urpc_tp_peer *peer, enum urpc_tp_op o
 	if (unlikely(__atomic_load_n(&to->dead, __ATOMIC_SEQ_CST)))
 		op_cancel(ep, slot, -ECONNRESET); /* destroyed after our early look */
 	return 0;
+}
+
+/* The round trip of own operation @o, done: its peer's newest (peer_os_rtt). */
+static void sample(const struct os_op *o)
+{
+	struct urpc_tp_peer *p = (struct urpc_tp_peer *)(uintptr_t)o->peer;
+	uint64_t now = urpc__now_ns();
+
+	p->os_rtt_ns = now > o->pub_ns ? now - o->pub_ns : 1;
+	p->os_rtt_bytes = o->len;
+}
+
+uint64_t urpc__loop_os_peer_rtt(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t *bytes)
+{
+	uint64_t rtt = peer ? peer->os_rtt_ns : 0;
+
+	(void)tp;
+	if (rtt) {
+		peer->os_rtt_ns = 0;
+		*bytes = peer->os_rtt_bytes;
+	}
+	return rtt;
+}
+
+void urpc__loop_os_set_peer_window(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t bytes)
+{
+	(void)tp;
+	if (peer)
+		peer->os_window = bytes;
 }
 
 /* See post(). Thread: @tp's owner. */
@@ -452,6 +602,8 @@ int urpc__loop_os_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comp
 		o = &ep->ops[slot];
 		comps[got].wr_id = o->wr_id;
 		comps[got].op = o->op;
+		if (o->peer && o->pub_ns && !comps[got].status) /* its round trip (peer_os_rtt) */
+			sample(o);
 		/* Done to free, next generation: stale queued requests fail their CAS. */
 		__atomic_store_n(&o->tag, OP_NEXT_GEN(__atomic_load_n(&o->tag, __ATOMIC_RELAXED)),
 				 __ATOMIC_RELAXED);
@@ -460,5 +612,7 @@ int urpc__loop_os_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comp
 		tp->stats.os_progress++;
 		got++;
 	}
+	if (unlikely(ep->nheld_ops))
+		release_held(ep);
 	return (int)got;
 }

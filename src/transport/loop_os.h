@@ -64,6 +64,10 @@ int urpc__loop_os_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, cons
 			     uint64_t wr_id);
 int urpc__loop_os_poll_completions(struct urpc_tp *tp, struct urpc_tp_comp *comps, unsigned n);
 
+/* The one-sided window of own operations to @peer in bytes, and their round trips (transport.h). */
+void urpc__loop_os_set_peer_window(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t bytes);
+uint64_t urpc__loop_os_peer_rtt(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t *bytes);
+
 #ifdef __cplusplus
 }
 #endif

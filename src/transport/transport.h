@@ -445,13 +445,16 @@ struct urpc_tp_ops {
 	 */
 	void (*set_peer_token)(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t token);
 	/*
-	 * Optional (NULL: the transport's own window). The bytes of own
-	 * one-sided operations to @peer that may be in flight at once: the
-	 * session's congestion controller (cc_sess.c) sets rate x round trip
-	 * while it paces the session, 0 for the transport's default. udp and
-	 * xdp: chunks per operation, from 1 to their window. Cold.
+	 * Optional, both (NULL: the transport's own window; no samples).
+	 * set_peer_window: the bytes of own one-sided operations to @peer in
+	 * flight at once, rate x round trip while the session's controller
+	 * (cc_sess.c) is limited, 0 for the transport's default (udp, xdp:
+	 * chunks of all operations to @peer, 1 to their window). peer_os_rtt:
+	 * the newest round trip (ns) of a piece of them not taken yet (udp: a
+	 * chunk never resent), its bytes in *@bytes; 0: none. Cold.
 	 */
 	void (*set_peer_window)(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t bytes);
+	uint64_t (*peer_os_rtt)(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t *bytes);
 	int (*grant)(struct urpc_tp *tp, struct urpc_tp_peer *peer, const struct urpc_tp_mr *mr,
 		     const void *addr, size_t len, unsigned access, struct urpc_tp_grant *g);
 	void (*revoke)(struct urpc_tp *tp, struct urpc_tp_grant *g);

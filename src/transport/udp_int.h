@@ -102,8 +102,9 @@ extern "C" {
 #define UDP_CTL_BATCH 64u	   /* one-sided datagrams per sendmmsg() */
 #define UDP_OS_OPS 64u		   /* one-sided operations outstanding */
 #define UDP_OS_WINDOW 32u	   /* chunks in flight per operation; <= 64 */
-#define UDP_OS_SLICE 8u		   /* one-sided datagrams per sendmmsg() while receiving */
+#define UDP_OS_SLICE 4u		   /* one-sided datagrams per sendmmsg() while receiving */
 #define UDP_OS_SLICES 16u	   /* slices per drain before the rest goes at once */
+#define UDP_OS_HOLDS 4u		   /* drains in a row that hold them back while DATA is pending */
 #define UDP_RTO_MIN_NS 2000000ull  /* first retransmission after 2 ms */
 #define UDP_RTO_MAX_NS 50000000ull /* doubling up to 50 ms */
 #define UDP_RX_MAX_PASSES 4	   /* recvmmsg() calls per rx_burst() */
@@ -156,7 +157,25 @@ struct urpc_tp_peer {
 	uint64_t token; /* the session's, carried by one-sided requests (set_peer_token) */
 	uint32_t nonce;
 	uint32_t chunk_size; /* one-sided payload per datagram to this peer */
-	uint32_t os_window; /* chunks in flight per operation (set_peer_window); 0: UDP_OS_WINDOW */
+	/*
+	 * One-sided window (issue 32): chunks of own operations to this peer
+	 * in flight at once, all operations together (set_peer_window; 0:
+	 * UDP_OS_WINDOW), those in flight now (sent, not done), and the
+	 * operations: each keeps at most its share (window / operations, one
+	 * at least) in flight, so that they move on together, as before.
+	 */
+	uint32_t os_window;
+	uint32_t os_inflight;
+	uint32_t os_nops; /* own operations to it not done: each gets its share of the window */
+	/*
+	 * One chunk at a time is timed (never a resent one): its operation's
+	 * id + 1 (0: none), its index and when it left; its round trip waits
+	 * in os_rtt_ns (0: none) for peer_os_rtt().
+	 */
+	uint32_t os_timed_op;
+	uint32_t os_timed_chunk;
+	uint64_t os_timed_ns;
+	uint64_t os_rtt_ns;
 	struct urpc_tp_peer *next;
 	struct urpc_tp_peer *prev;
 };
@@ -235,8 +254,9 @@ struct udp_tp {
 	struct iovec ctl_iov[UDP_CTL_BATCH][3];
 	struct udp_ctl_hdrs ctl_hdrs[UDP_CTL_BATCH];
 	struct sockaddr_in ctl_dst[UDP_CTL_BATCH];
-	unsigned nctl;	  /* queued */
-	unsigned ctl_off; /* of them, sent (urpc__udp_os_flush_some()) */
+	unsigned nctl;	   /* queued */
+	unsigned ctl_off;  /* of them, sent (urpc__udp_os_flush_some()) */
+	unsigned os_holds; /* times in a row they waited for pending DATA (urpc__udp_os_hold()) */
 
 	/* one-sided state */
 	struct udp_op ops[UDP_OS_OPS];

@@ -408,10 +408,11 @@ static bool udp_rx_pass(struct udp_tp *u, uint64_t *now)
  * receiving between them (issue 32). A window of chunks served in one
  * sendmmsg() keeps the thread in the kernel for hundreds of microseconds
  * on a loaded host, and a small RPC's datagram that arrives meanwhile
- * waits it out; so once DATA for the caller is pending (one slice at
- * least each drain, so a flood of DATA cannot starve them) the rest stays
- * queued (the caller has work: its next drain goes on with it), and after
- * UDP_OS_SLICES slices without DATA the rest goes at once. A revoke,
+ * waits it out; so once DATA for the caller is pending the rest stays
+ * queued (the caller has work: its next drain goes on with it), none of
+ * it sent before the DATA goes up for UDP_OS_HOLDS drains in a row (then
+ * a slice: a flood of DATA cannot starve them), and after UDP_OS_SLICES
+ * slices without DATA the rest goes at once. A revoke,
  * a deregistration or a peer's release sends what is queued first
  * (udp_os.c): nothing queued outlives the grant it reads.
  */
@@ -437,6 +438,8 @@ static void udp_rx_drain(struct udp_tp *u)
 			urpc__udp_os_flush(u);
 			break;
 		}
+		if (u->pend_cnt && urpc__udp_os_hold(u))
+			break; /* DATA first: the caller's next drain sends them */
 		urpc__udp_os_flush_some(u, UDP_OS_SLICE);
 		if (!u->nctl || u->pend_cnt)
 			break;
@@ -450,7 +453,8 @@ int urpc__udp_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n)
 	uint32_t mask = tp->rq_depth - 1;
 	unsigned i, cnt;
 
-	if (u->pend_cnt < n)
+	/* DATA found by the last drain goes up first: the next call drains (issue 32) */
+	if (!u->pend_cnt || (u->pend_cnt < n && !u->nops && !u->nctl))
 		udp_rx_drain(u);
 	cnt = URPC_MIN(n, u->pend_cnt);
 	for (i = 0; i < cnt; i++) {

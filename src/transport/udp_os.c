@@ -2,7 +2,10 @@
 /*
  * The udp transport's emulated one-sided operations (see udp_int.h for the
  * wire format): the requester splits an operation into chunks and keeps at
- * most UDP_OS_WINDOW of them in flight, resending after a quiet RTO and
+ * most UDP_OS_WINDOW of them in flight per operation, and at most its
+ * peer's window (set_peer_window; UDP_OS_WINDOW by default) for all its
+ * operations to that peer together, timing one chunk a round trip
+ * (peer_os_rtt, the session's controller: issue 32), resending after a quiet RTO and
  * failing after one_sided_timeout without progress (counting at most
  * UDP_OS_GAP_NS of each gap between polls); the server answers
  * RD_REQ and WR_DATA statelessly, checking key, access and bounds of the
@@ -72,6 +75,8 @@ void urpc__udp_os_flush_some(struct udp_tp *u, unsigned max)
 {
 	unsigned end = URPC_MIN(u->nctl, u->ctl_off + max);
 
+	u->os_holds = 0; /* they move: the holds begin again */
+
 	if (u->xdp) { /* into the TX ring, all at once: no system call to slice */
 		udp_os_flush_xdp(u);
 		u->nctl = u->ctl_off = 0;
@@ -99,6 +104,15 @@ void urpc__udp_os_flush_some(struct udp_tp *u, unsigned max)
 		u->nctl = u->ctl_off = 0;
 }
 
+bool urpc__udp_os_hold(struct udp_tp *u)
+{
+	if (u->os_holds < UDP_OS_HOLDS) {
+		u->os_holds++;
+		return true;
+	}
+	return false; /* a slice goes; sending starts the count again */
+}
+
 /* Send every queued one-sided datagram. */
 void urpc__udp_os_flush(struct udp_tp *u)
 {
@@ -109,9 +123,9 @@ void urpc__udp_os_flush(struct udp_tp *u)
  * Queue one one-sided datagram to @dst: the header, @ext when not NULL, and
  * @len bytes at @data. The bytes are read at the next udp_ctl_flush().
  */
-static void udp_ctl_queue(struct udp_tp *u, const struct sockaddr_in *dst, enum udp_type type,
-			  uint32_t op_id, uint32_t chunk, uint32_t status,
-			  const struct udp_ext *ext, const void *data, size_t len)
+void urpc__udp_ctl_queue(struct udp_tp *u, const struct sockaddr_in *dst, enum udp_type type,
+			 uint32_t op_id, uint32_t chunk, uint32_t status, const struct udp_ext *ext,
+			 const void *data, size_t len)
 {
 	struct udp_ctl_hdrs *ch;
 	struct msghdr *mh;
@@ -177,9 +191,25 @@ int urpc__udp_os_reg_mem(struct urpc_tp *tp, void *addr, size_t len, unsigned ac
 	return ret;
 }
 
-/* The completion is reaped by poll_completions(). */
+static inline uint32_t udp_op_id(const struct udp_tp *u, const struct udp_op *op)
+{
+	return (uint32_t)(op - u->ops) | ((uint32_t)op->gen << 16);
+}
+
+/*
+ * The completion is reaped by poll_completions(). Its chunks still in
+ * flight leave its peer's window (their late replies are stale).
+ */
 static void udp_op_finish(struct udp_tp *u, struct udp_op *op, int status)
 {
+	struct urpc_tp_peer *p = op->peer;
+	uint32_t out = op->next - op->base - (uint32_t)__builtin_popcountll(op->done_mask);
+
+	p->os_inflight -= URPC_MIN(out, p->os_inflight);
+	if (p->os_nops)
+		p->os_nops--;
+	if (p->os_timed_op == udp_op_id(u, op) + 1)
+		p->os_timed_op = 0;
 	op->state = UDP_OP_DONE;
 	op->status = status;
 }
@@ -271,6 +301,7 @@ void urpc__udp_os_set_peer_window(struct urpc_tp *tp, struct urpc_tp_peer *peer,
 	}
 	chunks = bytes / (peer->chunk_size ? peer->chunk_size : 1);
 	peer->os_window = (uint32_t)URPC_MAX(URPC_MIN(chunks, (uint64_t)UDP_OS_WINDOW), 1);
+	(void)tp;
 }
 
 /* Datapath; the table grows only when every entry is live. */
@@ -292,12 +323,19 @@ void urpc__udp_os_revoke(struct urpc_tp *tp, struct urpc_tp_grant *g)
 	urpc__sw_revoke(&u->mrs, g);
 }
 
-/* ---- one-sided: requester ------------------------------------------------ */
-
-static inline uint32_t udp_op_id(const struct udp_tp *u, const struct udp_op *op)
+uint64_t urpc__udp_os_peer_rtt(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t *bytes)
 {
-	return (uint32_t)(op - u->ops) | ((uint32_t)op->gen << 16);
+	uint64_t rtt = peer ? peer->os_rtt_ns : 0;
+
+	(void)tp;
+	if (rtt) {
+		peer->os_rtt_ns = 0;
+		*bytes = peer->chunk_size;
+	}
+	return rtt;
 }
+
+/* ---- one-sided: requester ------------------------------------------------ */
 
 /* Queue chunk @c of @op (first send or resend). */
 static void udp_op_send_chunk(struct udp_tp *u, struct udp_op *op, uint32_t c)
@@ -314,26 +352,65 @@ static void udp_op_send_chunk(struct udp_tp *u, struct udp_op *op, uint32_t c)
 	};
 
 	if (op->kind == URPC_TP_OP_READ)
-		udp_ctl_queue(u, &op->peer->sa, UDP_T_RD_REQ, udp_op_id(u, op), c, 0, &e, NULL, 0);
+		urpc__udp_ctl_queue(u, &op->peer->sa, UDP_T_RD_REQ, udp_op_id(u, op), c, 0, &e,
+				    NULL, 0);
 	else
-		udp_ctl_queue(u, &op->peer->sa, UDP_T_WR_DATA, udp_op_id(u, op), c, 0, &e,
-			      op->local + off, clen);
+		urpc__udp_ctl_queue(u, &op->peer->sa, UDP_T_WR_DATA, udp_op_id(u, op), c, 0, &e,
+				    op->local + off, clen);
 }
 
-/* Send the chunks that the window newly allows. */
+/* The peer's window: chunks of all our operations to it in flight at once. */
+static inline uint32_t udp_peer_window(const struct urpc_tp_peer *p)
+{
+	return p->os_window ? p->os_window : UDP_OS_WINDOW;
+}
+
+/*
+ * Send the chunks that the operation's share of its peer's window (every
+ * operation to it; one chunk at least, UDP_OS_WINDOW at most: its done
+ * mask) and the peer's window newly allow; time one when none of the
+ * peer's is.
+ */
 static void udp_op_pump(struct udp_tp *u, struct udp_op *op)
 {
-	uint32_t win = op->peer && op->peer->os_window ? op->peer->os_window : UDP_OS_WINDOW;
+	struct urpc_tp_peer *p = op->peer;
+	uint32_t win = udp_peer_window(p);
+	uint32_t share = URPC_MIN(URPC_MAX(win / URPC_MAX(p->os_nops, 1u), 1u), UDP_OS_WINDOW);
 
-	while (op->next < op->nchunks && op->next - op->base < win)
+	while (op->next < op->nchunks && op->next - op->base < share && p->os_inflight < win) {
+		if (!p->os_timed_op) {
+			p->os_timed_op = udp_op_id(u, op) + 1;
+			p->os_timed_chunk = op->next;
+			p->os_timed_ns = urpc__now_ns();
+		}
 		udp_op_send_chunk(u, op, op->next++);
+		p->os_inflight++;
+	}
+}
+
+/* Room in @p's window that @op could not use: the other operations to @p may. */
+static void udp_peer_pump(struct udp_tp *u, const struct urpc_tp_peer *p)
+{
+	unsigned i;
+
+	for (i = 0; i < UDP_OS_OPS && p->os_inflight < udp_peer_window(p); i++)
+		if (u->ops[i].state == UDP_OP_ACTIVE && u->ops[i].peer == p)
+			udp_op_pump(u, &u->ops[i]);
 }
 
 /* Chunk @c of @op is done; slide the window and finish or send more. */
 static void udp_op_chunk_done(struct udp_tp *u, struct udp_op *op, uint32_t c, uint64_t now)
 {
+	struct urpc_tp_peer *p = op->peer;
+
 	op->done_mask |= 1ull << (c - op->base);
 	u->base.stats.os_progress++;
+	if (p->os_inflight)
+		p->os_inflight--;
+	if (p->os_timed_op == udp_op_id(u, op) + 1 && p->os_timed_chunk == c) {
+		p->os_rtt_ns = URPC_MAX(now - URPC_MIN(p->os_timed_ns, now), 1);
+		p->os_timed_op = 0;
+	}
 	while (op->done_mask & 1) {
 		op->done_mask >>= 1;
 		op->base++;
@@ -345,6 +422,8 @@ static void udp_op_chunk_done(struct udp_tp *u, struct udp_op *op, uint32_t c, u
 		udp_op_finish(u, op, 0);
 	else
 		udp_op_pump(u, op);
+	if (op->next == op->nchunks && p->os_inflight < udp_peer_window(p))
+		udp_peer_pump(u, p);
 }
 
 /* Resend what is missing after a quiet RTO; fail after the timeout. */
@@ -363,6 +442,8 @@ static void udp_op_timers(struct udp_tp *u, struct udp_op *op, uint64_t now)
 			continue;
 		udp_op_send_chunk(u, op, c);
 		u->base.stats.os_retries++;
+		if (op->peer->os_timed_op == udp_op_id(u, op) + 1 && op->peer->os_timed_chunk == c)
+			op->peer->os_timed_op = 0; /* a resent chunk's round trip says nothing */
 	}
 	op->rto_ns = URPC_MIN(op->rto_ns * 2, UDP_RTO_MAX_NS);
 	op->retry_at_ns = now + op->rto_ns;
@@ -412,6 +493,7 @@ static int udp_post(struct udp_tp *u, enum urpc_tp_op kind, struct urpc_tp_peer 
 	if (!u->nops)
 		u->os_seen_ns = now; /* no gap before the first op */
 	u->nops++;
+	peer->os_nops++;
 	udp_op_pump(u, op);
 	urpc__udp_os_flush(u);
 	return 0;
@@ -431,124 +513,7 @@ int urpc__udp_os_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const
 	return udp_post(to_udp(tp), URPC_TP_OP_WRITE, peer, local, mr, raddr, rkey, len, wr_id);
 }
 
-/* ---- serving peers, and their replies -------------------------------------- */
-
-/*
- * Is @src, with @token, one of our peers (a session's registered address
- * and its token)? Only for requests whose key names no grant of theirs:
- * linear in the peers, never on the path of a granted request.
- */
-static bool udp_known_peer(const struct udp_tp *u, const struct sockaddr_in *src, uint64_t token)
-{
-	const struct urpc_tp_peer *p;
-
-	for (p = u->peers; p; p = p->next)
-		if (p->sa.sin_addr.s_addr == src->sin_addr.s_addr &&
-		    p->sa.sin_port == src->sin_port && p->token == token)
-			return true;
-	return false;
-}
-
-/*
- * Serve a granted chunk of device memory at @at (@clen bytes; a WRITE's
- * bytes at @data) with the driver's copies; a copy that fails is answered
- * with a NAK (EIO) and copies nothing more. Cold: device grants only.
- */
-static URPC_COLD void udp_serve_device(struct udp_tp *u, const struct udp_hdr *h, bool rd,
-				       uint64_t at, const uint8_t *data, uint64_t clen,
-				       const struct sockaddr_in *src)
-{
-	void *dev = (void *)(uintptr_t)at;
-	uint8_t *slot;
-	int ret;
-
-	u->base.stats.os_served++;
-	if (!rd) {
-		ret = urpc__cuda_copy_to_device(dev, data, (size_t)clen);
-		if (!ret) {
-			udp_ctl_queue(u, src, UDP_T_WR_ACK, h->op_id, h->chunk, 0, NULL, NULL, 0);
-			return;
-		}
-	} else {
-		/* The slot of the batch entry that the reply takes: flush a full batch first. */
-		if (u->nctl == UDP_CTL_BATCH)
-			urpc__udp_os_flush(u);
-		slot = u->dev_stage + (size_t)u->nctl * UDP_MAX_DGRAM;
-		ret = urpc__cuda_copy_to_host(slot, dev, (size_t)clen);
-		if (!ret) {
-			udp_ctl_queue(u, src, UDP_T_RD_DATA, h->op_id, h->chunk, 0, NULL, slot,
-				      (size_t)clen);
-			return;
-		}
-	}
-	URPC_WARN_RATELIMIT(u->base.id, "a one-sided copy of device memory failed: %s",
-			    urpc_strerror(ret));
-	udp_ctl_queue(u, src, UDP_T_NAK, h->op_id, h->chunk, EIO, NULL, NULL, 0);
-}
-
-/*
- * Serve a peer's RD_REQ or WR_DATA (@len bytes at @buf, from @src). Returns
- * NULL, or why the datagram is malformed.
- */
-const char *urpc__udp_os_serve(struct udp_tp *u, const uint8_t *buf, uint32_t len,
-			       const struct sockaddr_in *src)
-{
-	const struct udp_hdr *h = (const struct udp_hdr *)(const void *)buf;
-	struct udp_ext e;
-	uint64_t off, clen;
-	bool rd = h->type == UDP_T_RD_REQ;
-	unsigned need = rd ? URPC_TP_ACCESS_REMOTE_READ : URPC_TP_ACCESS_REMOTE_WRITE;
-
-	if (unlikely(len < sizeof(*h) + sizeof(e)))
-		return "short one-sided request";
-	memcpy(&e, buf + sizeof(*h), sizeof(e));
-	off = (uint64_t)h->chunk * e.chunk_size;
-	if (unlikely(!e.chunk_size || e.chunk_size > UDP_MAX_DGRAM - sizeof(*h) || off >= e.len ||
-		     e.raddr + e.len < e.raddr))
-		return "bad one-sided range";
-	clen = URPC_MIN((uint64_t)e.chunk_size, e.len - off);
-	if (unlikely(len != sizeof(*h) + sizeof(e) + (rd ? 0 : clen)))
-		return "one-sided length mismatch";
-	/*
-	 * The source and token decide whether anything is said at all: from
-	 * here on @src is the grant's peer's own address (the session's, set
-	 * at connect), so no reply goes anywhere else.
-	 */
-	switch (urpc__sw_grant_check(&u->mrs, e.key, e.token, udp_peer_id(src), need, e.raddr,
-				     e.len)) {
-	case URPC_SW_SERVE:
-		break;
-	case URPC_SW_SERVE_DEVICE:
-		udp_serve_device(u, h, rd, e.raddr + off, buf + sizeof(*h) + sizeof(e), clen, src);
-		return NULL;
-	case URPC_SW_UNKNOWN:
-		if (!udp_known_peer(u, src, e.token)) {
-			u->base.stats.os_dropped++;
-			URPC_WARN_RATELIMIT(
-				u->base.id,
-				"dropped a one-sided request that names no grant of its sender");
-			return NULL;
-		}
-		/* a peer of ours with its token, and a key not its: refused */
-		URPC_FALLTHROUGH;
-	case URPC_SW_REFUSE:
-	default:
-		u->base.stats.os_served++;
-		u->base.stats.os_rejected++;
-		udp_ctl_queue(u, src, UDP_T_NAK, h->op_id, h->chunk, EACCES, NULL, NULL, 0);
-		return NULL;
-	}
-	u->base.stats.os_served++;
-	if (rd) {
-		udp_ctl_queue(u, src, UDP_T_RD_DATA, h->op_id, h->chunk, 0, NULL,
-			      (const void *)(uintptr_t)(e.raddr + off), (size_t)clen);
-	} else {
-		memcpy((void *)(uintptr_t)(e.raddr + off), buf + sizeof(*h) + sizeof(e),
-		       (size_t)clen);
-		udp_ctl_queue(u, src, UDP_T_WR_ACK, h->op_id, h->chunk, 0, NULL, NULL, 0);
-	}
-	return NULL;
-}
+/* ---- replies to our operations (udp_serve.c serves the peers' requests) ---- */
 
 /*
  * Handle a reply (RD_DATA, WR_ACK, NAK) to one of our operations. Returns
@@ -623,8 +588,13 @@ int urpc__udp_os_poll(struct udp_tp *u, struct urpc_tp_comp *comps, unsigned n)
 		if (late)
 			op->progress_ns = URPC_MIN(op->progress_ns + late, now);
 		udp_op_timers(u, op, now);
+		if (op->state == UDP_OP_ACTIVE)
+			udp_op_pump(u, op); /* room its peer's other operations left */
 	}
-	urpc__udp_os_flush(u);
+	/* DATA waits for the caller: a slice now, the rest after it (udp_io.c's drain) */
+	/* DATA waits for the caller: it goes up first (udp_io.c's drain) */
+	if (!u->pend_cnt || !urpc__udp_os_hold(u))
+		urpc__udp_os_flush(u);
 	for (i = 0; i < UDP_OS_OPS && cnt < n; i++) {
 		struct udp_op *op = &u->ops[i];
 

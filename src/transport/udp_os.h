@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The udp transport's emulated one-sided protocol and registrations
- * (udp_os.c), for udp.c and udp_io.c. Calls only sw_mr.h below it.
+ * (udp_os.c; the service of peers' requests in udp_serve.c), for udp.c
+ * and udp_io.c. Calls only sw_mr.h below it.
  */
 #ifndef URPC_TRANSPORT_UDP_OS_H
 #define URPC_TRANSPORT_UDP_OS_H
@@ -25,8 +26,13 @@ int urpc__udp_os_post_write(struct urpc_tp *tp, struct urpc_tp_peer *peer, const
 int urpc__udp_os_cancel(struct urpc_tp *tp, uint64_t wr_id, int status);
 int urpc__udp_os_idle(struct urpc_tp *tp, uint64_t wr_id, uint64_t *idle_ns);
 void urpc__udp_os_set_peer_token(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t token);
-/* The one-sided window to @peer in bytes (transport.h); 0: UDP_OS_WINDOW chunks. */
+/*
+ * The one-sided window to @peer in bytes (transport.h): chunks of all own
+ * operations to it in flight, 1 to UDP_OS_WINDOW; 0: UDP_OS_WINDOW.
+ */
 void urpc__udp_os_set_peer_window(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t bytes);
+/* The newest round trip of a chunk to @peer not yet taken, its bytes in *@bytes; 0: none. */
+uint64_t urpc__udp_os_peer_rtt(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t *bytes);
 int urpc__udp_os_grant(struct urpc_tp *tp, struct urpc_tp_peer *peer, const struct urpc_tp_mr *mr,
 		       const void *addr, size_t len, unsigned access, struct urpc_tp_grant *g);
 void urpc__udp_os_revoke(struct urpc_tp *tp, struct urpc_tp_grant *g);
@@ -51,6 +57,21 @@ const char *urpc__udp_os_serve(struct udp_tp *u, const uint8_t *buf, uint32_t le
  */
 const char *urpc__udp_os_reply(struct udp_tp *u, const uint8_t *buf, uint32_t len,
 			       const struct sockaddr_in *src, uint64_t now);
+
+/*
+ * Queue one one-sided datagram to @dst: the header, @ext when not NULL, and
+ * @len bytes at @data, read when the batch is sent (udp_os.c).
+ */
+void urpc__udp_ctl_queue(struct udp_tp *u, const struct sockaddr_in *dst, enum udp_type type,
+			 uint32_t op_id, uint32_t chunk, uint32_t status, const struct udp_ext *ext,
+			 const void *data, size_t len);
+
+/*
+ * DATA for the caller is pending: may the queued one-sided datagrams wait
+ * until it went up (true, at most UDP_OS_HOLDS times in a row), or must a
+ * slice go now (false)? udp_io.c's drain and poll_completions().
+ */
+bool urpc__udp_os_hold(struct udp_tp *u);
 
 /* Send the queued one-sided datagrams; what does not fit is lost (retried). */
 void urpc__udp_os_flush(struct udp_tp *u);

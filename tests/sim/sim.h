@@ -44,7 +44,8 @@ struct sim_cfg {
 	unsigned trace;	      /* print every event */
 	unsigned verbose;     /* print the run's summary */
 	uint64_t max_events;  /* give up (a livelock) after this many events; 0: default */
-	unsigned fabric;      /* datagrams and one-sided transfers cross sim_fabric.h's switch */
+	unsigned fabric;      /* datagrams and one-sided transfers cross sim_fabric.h's switch;
+				 1: with congestion control (Swift), 2: without */
 };
 
 #define SIM_F_DROP 0x01u
@@ -81,6 +82,8 @@ struct sim_result {
 	uint64_t retired_late;	/* large responses kept until their reader let go (release lag) */
 	uint64_t answered_late; /* large requests whose continuation waited for the same */
 	uint64_t crashes, rpc_restarts, partitions, disconnects, forgets;
+	/* --fabric: the switch ports' drops, ECN marks, deepest queue, worst p99 queue (bytes) */
+	uint64_t fab_drops, fab_marks, fab_qmax, fab_q99;
 };
 
 /* Run one simulation. Returns 0, or 1 with res->failed set. */

@@ -1247,8 +1247,8 @@ static int rpc_up(struct snode *n)
 	o.peer_timeout_ms = PEER_TIMEOUT_MS;
 	o.connect_timeout_ms = 400;
 	if (W->cfg.fabric) {
-		/* the fabric's runs also run the congestion controller and its pacer */
-		o.cc_algo = URPC_CC_SWIFT;
+		/* the fabric's runs also run the congestion controller and its pacer (2: not) */
+		o.cc_algo = W->cfg.fabric == 2 ? URPC_CC_OFF : URPC_CC_SWIFT;
 		o.cc_target_us = 20;
 		o.cc_line_mbps = 10000;
 	}
@@ -1813,6 +1813,30 @@ static int fabric_setup(struct world *w)
 	return 0;
 }
 
+/*
+ * What the fabric's switch ports saw (issue 32): datagrams dropped, ECN
+ * marks, the deepest queue and the busiest port's p99 queue (bytes).
+ */
+static void fabric_tally(const struct sim_fabric *f, struct sim_result *res)
+{
+	unsigned i;
+
+	for (i = 0; i < f->cfg.hosts + 2 * f->tors; i++) {
+		const struct sim_port *p = i < f->cfg.hosts ? &f->down[i]
+					   : i < f->cfg.hosts + f->tors
+						   ? &f->up[i - f->cfg.hosts]
+						   : &f->spine[i - f->cfg.hosts - f->tors];
+		uint64_t q99 = sim_fab_qpct(p, 0.99);
+
+		res->fab_drops += p->drops;
+		res->fab_marks += p->marks;
+		if (p->qmax > res->fab_qmax)
+			res->fab_qmax = p->qmax;
+		if (q99 > res->fab_q99)
+			res->fab_q99 = q99;
+	}
+}
+
 static void dispatch(struct sim_ev *e)
 {
 	struct snode *n = e->node >= 0 ? &W->nodes[e->node] : NULL;
@@ -2029,6 +2053,8 @@ int sim_run(const struct sim_cfg *cfg, struct sim_result *res)
 		violation("the event queue ran dry in phase %d", w.phase);
 	res->events = w.net.events;
 	res->vtime_ns = w.net.now;
+	if (w.net.fab)
+		fabric_tally(&w.fab, res);
 	if (w.failed && !cfg->trace) {
 		fprintf(stderr, "urpc-sim: seed %llu: %s\n", (unsigned long long)cfg->seed,
 			res->what);

@@ -61,10 +61,12 @@ static const char usage[] =
 	"  --release-lag N   readers let go of grants late: revoking one waits until\n"
 	"                    the owner polled N more times (0: never waits; a\n"
 	"                    regression case without it replays with 0)\n"
-	"  --fabric 0|1      datagrams and one-sided transfers cross a switch of\n"
+	"  --fabric 0|1|2    datagrams and one-sided transfers cross a switch of\n"
 	"                    10 Gb/s ports with 256 KiB buffers (two tiers on odd\n"
 	"                    seeds), instead of the plain links, and every Rpc\n"
-	"                    runs congestion control (Swift, 20 us) (default 0)\n"
+	"                    runs congestion control (Swift, 20 us); 2: the same\n"
+	"                    fabric without it (default 0). --seed prints the\n"
+	"                    switch ports' drops, ECN marks and queues\n"
 	"\n"
 	"Congestion experiments (docs/CC.md), instead of seeds:\n"
 	"  --experiment incast|fairness|victim|session\n"
@@ -237,6 +239,11 @@ static int run_one(const struct opts *o, const struct sim_cfg *c, struct tally *
 		       r.reqs_issued, r.reqs_ok, r.reqs_err, r.gpu, r.handled, r.crashes,
 		       r.rpc_restarts, r.partitions, r.disconnects, r.rmem_batches, r.rmem_ok,
 		       r.retired_late, r.answered_late, line);
+		if (c->fabric)
+			printf("  fabric: %" PRIu64 " datagrams dropped, %" PRIu64
+			       " ECN marks, deepest switch queue %" PRIu64
+			       " B, worst port's p99 queue %" PRIu64 " B\n",
+			       r.fab_drops, r.fab_marks, r.fab_qmax, r.fab_q99);
 	}
 	return failed;
 }
@@ -617,7 +624,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->given |= G_LAG;
 			break;
 		case 'B':
-			if (parse_u64(optarg, &v) || v > 1)
+			if (parse_u64(optarg, &v) || v > 2)
 				goto bad;
 			o->over.fabric = (unsigned)v;
 			o->given |= G_FABRIC;

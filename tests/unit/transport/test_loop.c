@@ -594,6 +594,69 @@ Test(loop, one_sided_queue_is_bounded_and_completes_once)
 	pair_close(&p);
 }
 
+/*
+ * A peer's one-sided window (set_peer_window, issue 32): operations past
+ * its bytes wait, unseen by the target, and go oldest first as earlier
+ * ones complete (one always goes); a waiting one fails at once on dereg;
+ * each completes once; a completed one gives its round trip (peer_os_rtt).
+ */
+Test(loop, peer_window_holds_operations_until_earlier_ones_complete)
+{
+	struct urpc_tp_mr lmr, rmr;
+	struct urpc_tp_comp c[8];
+	uint8_t *local, *remote;
+	uint64_t bytes = 0;
+	struct pair p;
+	int i, k, got = 0;
+
+	pair_open(&p, 10, NULL);
+	local = calloc(1, 4096);
+	remote = calloc(1, 4096);
+	cr_assert(local && remote);
+	cr_assert_eq(p.a->ops->reg_mem(p.a, local, 4096, 0, &lmr), 0);
+	cr_assert_eq(p.b->ops->reg_mem(p.b, remote, 4096, URPC_TP_ACCESS_REMOTE_READ, &rmr), 0);
+	p.a->ops->set_peer_window(p.a, p.a2b, 1000); /* one 1 KiB operation at a time */
+	for (i = 0; i < 4; i++)
+		cr_assert_eq(p.a->ops->post_read(p.a, p.a2b, local + i * 1024, &lmr,
+						 (uint64_t)(uintptr_t)remote, rmr.rkey, 1024,
+						 (uint64_t)i),
+			     0);
+	cr_assert_eq(p.a->ops->peer_os_rtt(p.a, p.a2b, &bytes), 0, "no round trip yet");
+	for (i = 0; i < 4; i++) {
+		p.b->ops->poll_completions(p.b, c, 1); /* B serves what it was sent */
+		p.b->ops->poll_completions(p.b, c, 1);
+		cr_assert_eq(p.b->stats.os_served, (uint64_t)i + 1,
+			     "the window let %llu through, not %d",
+			     (unsigned long long)p.b->stats.os_served, i + 1);
+		k = p.a->ops->poll_completions(p.a, c, 8); /* reaps one, sends the next */
+		cr_assert_eq(k, 1);
+		cr_assert_eq(c[0].wr_id, (uint64_t)i, "oldest first");
+		cr_assert_eq(c[0].status, 0);
+		got += k;
+	}
+	cr_assert_eq(got, 4);
+	cr_assert_neq(p.a->ops->peer_os_rtt(p.a, p.a2b, &bytes), 0);
+	cr_assert_eq(bytes, 1024);
+	/* a held one fails at once with its memory, and never reaches B */
+	cr_assert_eq(p.a->ops->post_read(p.a, p.a2b, local, &lmr, (uint64_t)(uintptr_t)remote,
+					 rmr.rkey, 1024, 10),
+		     0);
+	cr_assert_eq(p.a->ops->post_read(p.a, p.a2b, local + 1024, &lmr,
+					 (uint64_t)(uintptr_t)remote, rmr.rkey, 1024, 11),
+		     0);
+	p.a->ops->dereg_mem(p.a, &lmr);
+	k = p.a->ops->poll_completions(p.a, c, 8);
+	cr_assert_eq(k, 2, "both fail at dereg: %d", k);
+	cr_assert(c[0].status == -EIO && c[1].status == -EIO);
+	p.b->ops->poll_completions(p.b, c, 1);
+	cr_assert_eq(p.a->ops->poll_completions(p.a, c, 8), 0, "a second completion");
+	cr_assert_eq(p.b->stats.os_served, 4, "the held one reached B");
+	p.b->ops->dereg_mem(p.b, &rmr);
+	free(local);
+	free(remote);
+	pair_close(&p);
+}
+
 Test(loop, dereg_fails_outstanding_operations)
 {
 	struct urpc_tp_mr lmr, rmr;

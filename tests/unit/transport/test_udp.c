@@ -15,6 +15,7 @@
 #include "transport/transport.h"
 #include "transport/udp.h"
 #include "transport/udp_int.h"
+#include "transport/udp_os.h"
 #include "util/compiler.h"
 #include "util/log.h"
 
@@ -828,7 +829,8 @@ Test(udp, data_beside_a_window_of_one_sided_replies_goes_up_first)
 	rd_up(&x, la, rb, len);
 	held = window_then_data(&x, la, rb, len);
 	cr_assert_gt(held, 0, "replies held back while DATA was pending");
-	cr_assert_leq(held, UDP_OS_WINDOW - UDP_OS_SLICE);
+	cr_assert_leq(held, UDP_OS_WINDOW);
+	cr_assert_geq(to_udp(x.b)->os_holds, 1, "held for the DATA, and counted");
 	serve(x.b); /* nothing new: what was held goes */
 	cr_assert_eq(to_udp(x.b)->nctl, 0, "sent at the next drain");
 	c = wait_comp(x.a, x.b, 5000 * MS);
@@ -838,6 +840,20 @@ Test(udp, data_beside_a_window_of_one_sided_replies_goes_up_first)
 	rd_down(&x);
 	free(la);
 	free(rb);
+}
+
+/* Pending DATA holds the one-sided replies back UDP_OS_HOLDS times in a row, then a slice goes. */
+Test(udp, pending_data_never_starves_the_one_sided_replies)
+{
+	struct udp_tp u;
+	unsigned i;
+
+	memset(&u, 0, sizeof(u));
+	for (i = 0; i < UDP_OS_HOLDS; i++)
+		cr_assert(urpc__udp_os_hold(&u), "hold %u of %u", i + 1, UDP_OS_HOLDS);
+	cr_assert_not(urpc__udp_os_hold(&u), "a slice must go after %u holds", UDP_OS_HOLDS);
+	urpc__udp_os_flush_some(&u, UDP_OS_SLICE); /* nothing queued: the count starts again */
+	cr_assert(urpc__udp_os_hold(&u));
 }
 
 Test(udp, held_back_replies_go_before_their_memory_is_deregistered)
