@@ -104,9 +104,12 @@ struct fair {
 	double jain_sum, jain_min, jain5_sum, rtt_loaded;
 	unsigned jain_n, jain5_n, tick;
 	uint64_t join_at, leave_at, end_at;
-	/* after the join / the leave: the first tick the goal held, and the
-	 * start of the run of ticks it has held since (0: it does not hold now) */
-	uint64_t join_touch, join_from, leave_touch, leave_from;
+	/*
+	 * After the join / the leave: the first tick the goal held, the start
+	 * of the run of ticks it has held since (0: it does not hold now), and
+	 * the start of the first run that lasted @span (0: none did).
+	 */
+	uint64_t join_touch, join_from, join_conv, leave_touch, leave_from, leave_conv, span;
 	uint64_t *hist; /* [FHIST][flows]: bytes delivered per tick */
 	FILE *csv;
 	bool cc;
@@ -115,8 +118,8 @@ struct fair {
 
 static struct fair F;
 
-/* A goal that holds at tick @now: the first such tick, and the start of its current run. */
-static void held(bool ok, uint64_t now, uint64_t *touch, uint64_t *from)
+/* A goal that holds at tick @now or not: its first tick, its current run, its first run of F.span. */
+static void held(bool ok, uint64_t now, uint64_t *touch, uint64_t *from, uint64_t *conv)
 {
 	if (!ok) {
 		*from = 0;
@@ -126,16 +129,18 @@ static void held(bool ok, uint64_t now, uint64_t *touch, uint64_t *from)
 		*touch = now;
 	if (!*from)
 		*from = now;
+	if (!*conv && now - *from >= F.span)
+		*conv = *from;
 }
 
 /*
  * Every FTICK_NS: Jain's index of the active sessions' throughput over the
  * last 1 ms and of their controllers' rates; after the join, the time from
  * which the rates (with CC; the throughput without) are fair (>= 0.95) and
- * stay fair until the leave; after the leave, the time from which the port
- * carries >= 90% (over 100 us) until the end. (Until 2026-11 these were the
- * first tick that touched the goal, which a passing swing satisfies; both
- * are printed.)
+ * stay fair for 50 idle round trips (the goal's own span); after the
+ * leave, the time from which the port carries >= 90% (over 100 us) for as
+ * long. (These were the first tick that touched the goal, which a passing
+ * swing satisfies; both are printed.)
  */
 static void fair_tick(struct exp *x, uint64_t c)
 {
@@ -173,10 +178,11 @@ static void fair_tick(struct exp *x, uint64_t c)
 		F.jain5_n++;
 	}
 	if (x->net.now > F.join_at && x->net.now < F.leave_at)
-		held((F.cc ? jr : jt) >= 0.95, x->net.now, &F.join_touch, &F.join_from);
+		held((F.cc ? jr : jt) >= 0.95, x->net.now, &F.join_touch, &F.join_from,
+		     &F.join_conv);
 	if (x->net.now > F.leave_at)
 		held(recent * 8.0 / (5 * FTICK_NS) >= 0.9 * LINE_BPS / 1e9, x->net.now,
-		     &F.leave_touch, &F.leave_from);
+		     &F.leave_touch, &F.leave_from, &F.leave_conv);
 	if (x->net.now == F.join_at) {
 		/* the sessions' own round trip under load, the unit their controllers see */
 		double sum = 0;
@@ -214,6 +220,8 @@ static int fairness(bool cc, unsigned n, double idle, FILE *csv)
 	F.join_at = T0 + 6000000;
 	F.leave_at = T0 + 9000000;
 	F.end_at = T0 + 12000000;
+	/* 50 idle round trips, whole ticks */
+	F.span = ((uint64_t)(50 * idle * 1000) + FTICK_NS - 1) / FTICK_NS * FTICK_NS;
 	F.csv = csv;
 	F.cc = cc;
 	F.n = n;
@@ -228,8 +236,8 @@ static int fairness(bool cc, unsigned n, double idle, FILE *csv)
 	{
 		double jmean = F.jain_n ? F.jain_sum / F.jain_n : 0;
 		uint64_t jw = F.leave_at - F.join_at, lw = F.end_at - F.leave_at;
-		uint64_t jc = F.join_from ? F.join_from - F.join_at : 0;
-		uint64_t lc = F.leave_from ? F.leave_from - F.leave_at : 0;
+		uint64_t jc = F.join_conv ? F.join_conv - F.join_at : 0;
+		uint64_t lc = F.leave_conv ? F.leave_conv - F.leave_at : 0;
 		char jt[40], lt[40], lr[40];
 
 		snprintf(jt, sizeof(jt), F.join_touch ? "%.0f" : "never",
@@ -238,8 +246,8 @@ static int fairness(bool cc, unsigned n, double idle, FILE *csv)
 		snprintf(lt, sizeof(lt), F.leave_touch ? "%.0f" : "never",
 			 (F.leave_touch - F.leave_at) / 1000.0 / idle);
 		printf("%-3s %3u sessions  Jain (1 ms throughput) mean %.3f min %.3f over 2-6 ms "
-		       "(%.3f over 5-6 ms)  join: %s fair (>= 0.95) for good after %s%.0f RTTs "
-		       "(first %s)  leave: port >= 90%% for good after %s%.0f RTTs (first %s)  "
+		       "(%.3f over 5-6 ms)  join: %s fair (>= 0.95) and stays for 50 RTTs after %s%.0f RTTs "
+		       "(first %s)  leave: port >= 90%% and stays for 50 RTTs after %s%.0f RTTs (first %s)  "
 		       "(RTT idle %.1f us, loaded %s)\n",
 		       cc ? "on" : "off", n, jmean, F.jain_min,
 		       F.jain5_n ? F.jain5_sum / F.jain5_n : 0, cc ? "rates" : "throughput",
