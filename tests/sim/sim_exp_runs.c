@@ -352,6 +352,8 @@ int sim_exp_run(int exp, const char *cc, const char *csv_path)
 	FILE *csv = NULL;
 	double idle = exp_idle_rtt();
 
+	if (!(idle > 0))
+		return 2; /* the model could not be set up (logged) */
 	if (exp == X_SESSION && session(true, false, 1, NULL, &idle))
 		return 2;
 	int k, lo = strcmp(cc, "on") ? 0 : 1, hi = strcmp(cc, "off") ? 1 : 0, ret = 0;
@@ -361,13 +363,13 @@ int sim_exp_run(int exp, const char *cc, const char *csv_path)
 		perror("urpc-sim: --csv");
 		return 2;
 	}
-	printf("# %s: 100 Gb/s ports, 1 us links, 1 MB buffer at the server's port, Swift "
-	       "target %u us; idle RTT %.1f us\n",
+	printf("# %s: 100 Gb/s ports, 1 us links, 1 MB buffer at the server's port, %u B "
+	       "packets, Swift target %u us; idle RTT %.1f us\n",
 	       exp == X_FAIRNESS  ? "fairness"
 	       : exp == X_VICTIM  ? "victim"
 	       : exp == X_SESSION ? "session (server port 25 Gb/s)"
 				  : "incast",
-	       TARGET_NS / 1000, idle);
+	       exp_mtu, TARGET_NS / 1000, idle);
 	if (csv && exp != X_FAIRNESS)
 		fprintf(csv, "cc,clients,msg_bytes,goodput_gbps,goodput_pct,p50_us,"
 			     "p99_us,queue_p99_bytes,drops,drops_steady,retx,retx_steady,"
