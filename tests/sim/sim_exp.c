@@ -3,7 +3,8 @@
  * The congestion experiments' model (issue 32, docs/CC.md; the runs are in
  * sim_exp_runs.c). Clients on 100 Gb/s ports of one switch send to
  * one server whose port has a 1 MB buffer (sim_fabric.h). Each session is
- * a reliable stream of messages cut into 4 KiB packets: a window of 256 KiB
+ * a reliable stream of messages cut into 4 KiB packets (SIM_MTU=BYTES for
+ * another size, e.g. udp's 1472 B datagrams): a window of 256 KiB
  * in flight at most (the engine's credits), every packet acknowledged by
  * the server, go-back-N after a retransmission timeout; with congestion
  * control its packets also wait for the session's pacer (src/rpc/cc.h,
@@ -20,6 +21,7 @@
 #include "sim_exp.h"
 
 unsigned sim_exp_missed; /* goals missed with congestion control */
+unsigned exp_mtu = 4096;
 
 void exp_lat_add(struct lat *l, uint64_t v)
 {
@@ -230,11 +232,19 @@ int exp_init(struct exp *x, unsigned n, bool cc, uint64_t ecn_bytes)
 		.prop_ns = PROP_NS,
 		.buf_bytes = BUF,
 		.ecn_bytes = ecn_bytes,
-		.os_chunk = MTU,
 	};
 	const char *bad;
 	unsigned i;
 
+	if (getenv("SIM_MTU")) {
+		exp_mtu = (unsigned)strtoul(getenv("SIM_MTU"), NULL, 0);
+		if (exp_mtu < 256 || exp_mtu > 65536) {
+			fprintf(stderr, "urpc-sim: SIM_MTU: %s out of range (256 to 65536)\n",
+				getenv("SIM_MTU"));
+			return -1;
+		}
+	}
+	fc.os_chunk = MTU;
 	memset(x, 0, sizeof(*x));
 	sim_net_init(&x->net, 32, 0);
 	if (sim_fab_init(&x->fab, &fc))

@@ -18,7 +18,8 @@
 enum { X_INCAST = 1, X_FAIRNESS, X_VICTIM, X_SESSION };
 enum { T_SEND = 1, T_PKT, T_ACK, T_RTO, T_TICK };
 
-#define MTU 4096u
+extern unsigned exp_mtu; /* bytes per packet: 4096, or SIM_MTU */
+#define MTU exp_mtu
 #define WINDOW (256u * 1024)
 #define LINE_BPS 100000000000ull
 #define PROP_NS 1000u
