@@ -338,6 +338,7 @@ static const struct urpc_tp_ops xdp_ops = {
 	.post_write = urpc__udp_os_post_write,
 	.set_peer_token = urpc__udp_os_set_peer_token,
 	.set_peer_window = urpc__udp_os_set_peer_window,
+	.peer_os_rtt = urpc__udp_os_peer_rtt,
 	.grant = urpc__udp_os_grant,
 	.revoke = urpc__udp_os_revoke,
 	.rx_burst = urpc__udp_rx_burst,
