@@ -19,6 +19,11 @@
 # complete; it reports the comparison without judging it (on a loaded
 # 2-core host the figures move a lot between runs; docs/CC.md has them).
 #
+# CC_NS_SERVER=xdp runs the server on the AF_XDP transport on its veth
+# (the clients stay on udp, which speaks its wire format): the same check
+# with the server's datapath bypassing the kernel's UDP stack. The bucket
+# stays on the clients' side, where the incast queues.
+#
 # Needs root (namespaces, veth, tc); anywhere they cannot be made it says
 # why and exits 77 (CTest: skipped). Namespaces urpccc-*-PID, addresses
 # 10.77.0.0/24, all removed by a trap.
@@ -31,6 +36,14 @@ secs=${3:-3}
 target_us=${CC_NS_TARGET_US:-2000}
 rate=${CC_NS_RATE:-100mbit}
 value=${CC_NS_VALUE:-1024}
+srv_tp=${CC_NS_SERVER:-udp}
+case $srv_tp in
+udp | xdp) ;;
+*)
+	echo "$prog: CC_NS_SERVER must be udp or xdp, got '$srv_tp'" >&2
+	exit 2
+	;;
+esac
 skip() {
 	echo "$prog: SKIP: $*"
 	exit 77
@@ -78,13 +91,19 @@ ip netns exec "$ns_c" tc qdisc add dev "${veth_c:0:15}" root tbf rate "$rate" bu
 	limit 64kb 2>"$tmp/err" || skip "tc cannot add a token bucket: $(cat "$tmp/err")"
 
 peer=(--peer-timeout 20000)
+srv_env=(URPC_TRANSPORT="$srv_tp")
+if [ "$srv_tp" = xdp ]; then
+	# The UMEM counts against the memlock limit (docs/XDP.md).
+	ulimit -l unlimited 2>/dev/null || true
+	srv_env+=(URPC_DEVICE="${veth_s:0:15}")
+fi
 # One run: $1 names it, the rest is the clients' environment (URPC_CC=...).
 run() {
 	local name=$1 port i drops0 drops1 ops=0 retx=0 p50 p99
 	shift
 	pids=()
-	ip netns exec "$ns_s" "$srv_bin" --host 10.77.0.1 --port 0 --threads 1 --transport udp \
-		--memory 512 "${peer[@]}" >"$tmp/srv.$name" 2>&1 &
+	ip netns exec "$ns_s" env "${srv_env[@]}" "$srv_bin" --host 10.77.0.1 --port 0 --threads 1 \
+		--transport "$srv_tp" --memory 512 "${peer[@]}" >"$tmp/srv.$name" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 100); do
 		port=$(sed -n 's/.*listening on [0-9.]*:\([0-9]*\),.*/\1/p' "$tmp/srv.$name")
@@ -94,6 +113,11 @@ run() {
 	[ -n "$port" ] || {
 		cat "$tmp/srv.$name" >&2
 		echo "$prog: FAIL: the server did not start" >&2
+		exit 1
+	}
+	grep -q "transport $srv_tp" "$tmp/srv.$name" || {
+		cat "$tmp/srv.$name" >&2
+		echo "$prog: FAIL: the server does not say it runs on $srv_tp" >&2
 		exit 1
 	}
 	drops0=$(ip netns exec "$ns_c" tc -s qdisc show dev "${veth_c:0:15}" |
@@ -132,6 +156,7 @@ run() {
 		"$name" $((drops1 - drops0)) "$ops" "$retx" "${p50:-?}" "${p99:-?}"
 }
 
-echo "$prog: 10 clients x $value B GET/PUT + a 32 B GET victim, through $rate, ${secs} s each"
+echo "$prog: 10 clients x $value B GET/PUT + a 32 B GET victim, through $rate, ${secs} s each;" \
+	"server on $srv_tp"
 run off URPC_CC=off
 run "swift:$target_us" "URPC_CC=swift:$target_us:${CC_NS_LINE_MBPS:-1000}"
