@@ -114,9 +114,10 @@ static void world_up(void)
 
 	verbs_skip_without_port(RMEM_KIND);
 	/*
-	 * xdp takes one endpoint per interface (the kernel gives a queue one
-	 * AF_XDP UMEM): B goes on a third one, with a Nexus on its address so
-	 * that its connect comes from its endpoint's host.
+	 * xdp: B goes on a third interface, with a Nexus on its address so
+	 * that its connect comes from its endpoint's host: two client hosts.
+	 * (The endpoints of one process may also share an interface: test_xdp
+	 * and test_e2e's nested case do.)
 	 */
 	if (RMEM_KIND == URPC_TRANSPORT_XDP &&
 	    (!getenv("URPC_TEST_DEVICE_C") || !getenv("URPC_TEST_HOST_C")))
