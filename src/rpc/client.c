@@ -469,6 +469,9 @@ static bool client_read_resp(struct urpc_rpc *rpc, struct urpc_session *s, struc
 	rpc->os[i].slot = sl->idx;
 	rpc->os[i].req_num = sl->cur_req_num;
 	rpc->os[i].len = (size_t)le64toh(d.len);
+	rpc->os[i].raddr = le64toh(d.addr);
+	rpc->os[i].rkey = le64toh(d.key);
+	rpc->os[i].post_ns = rpc->now;
 	urpc__cli_set(rpc, sl, URPC_CLI_READING);
 	sl->os_idx = i;
 	return false;
@@ -583,12 +586,52 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 	client_rx_done(rpc, s, sl, st, from);
 }
 
+/*
+ * The READ of @done (taken from os[]) into client slot @sl timed out
+ * without progress: the server stored the response and keeps its grant
+ * for the one-sided time-out plus its bytes at the minimum rate (quota.c),
+ * and its Nexus answers for its liveness, so while the session is
+ * CONNECTED read it again in a new entry, as the server does with a large
+ * request's READ (server.c): a server starved for a while (a loaded host)
+ * delays the request, it does not fail it. Not when the transport failed
+ * it well before its time-out could pass (it refused it at once: posting
+ * again would spin). True when posted.
+ */
+static URPC_COLD bool read_again(struct urpc_rpc *rpc, struct urpc_session *s,
+				 struct urpc_cslot *sl, const struct urpc_os_op *done)
+{
+	const void *mr = urpc__mb_mr(sl->resp);
+	uint16_t i;
+
+	if (s->state != URPC_SESS_CONNECTED || sl->state != URPC_CLI_READING ||
+	    sl->cur_req_num != done->req_num || !mr || !done->rkey ||
+	    rpc->now - done->post_ns < rpc->tp->one_sided_timeout_ns / 2)
+		return false;
+	i = urpc__os_get(rpc);
+	if (i == URPC_OS_NIL)
+		return false;
+	if (rpc->tp->ops->post_read(rpc->tp, s->peer, urpc__mb_dma(sl->resp), mr, done->raddr,
+				    done->rkey, done->len, i)) {
+		urpc__os_put(rpc, i);
+		return false;
+	}
+	rpc->os[i] = *done;
+	rpc->os[i].busy = true;
+	rpc->os[i].orphan = false;
+	rpc->os[i].post_ns = rpc->now;
+	sl->os_idx = i;
+	rpc->st.os_reposted++;
+	return true;
+}
+
 /* The READ of a large response finished: complete the request. */
 void urpc__cli_read_done(struct urpc_rpc *rpc, const struct urpc_os_op *op, int status)
 {
 	struct urpc_session *s = rpc->sessions[op->sess_num];
 	struct urpc_cslot *sl = &s->cli.slots[op->slot];
 
+	if (unlikely(status == -ETIMEDOUT) && read_again(rpc, s, sl, op))
+		return; /* the peer lives: a slow owner delays only this request */
 	if (!status)
 		status = sl->late_status;
 	if (!status)

@@ -56,10 +56,11 @@ struct urpc_os_op {
 	struct urpc_msgbuf *resp;
 	int status;
 	uint16_t next_free;
-	uint16_t src_bucket;  /* SRV_REQ: its session's source (quota.h); 0: none */
-	uint64_t raddr, rkey; /* SRV_REQ: the descriptor read (quota.c may post it again) */
-	uint64_t start_ns;    /* SRV_REQ: its first post; 0 once cut (quota.c) */
-	uint64_t post_ns;     /* SRV_REQ: its latest post (server.c, read_again()) */
+	uint16_t src_bucket; /* SRV_REQ: its session's source (quota.h); 0: none */
+	uint64_t raddr,
+		rkey;	   /* the descriptor read (posted again after a time-out, quota.c cuts) */
+	uint64_t start_ns; /* SRV_REQ: its first post; 0 once cut (quota.c) */
+	uint64_t post_ns;  /* its latest post (server.c, client.c: read_again()) */
 };
 
 /*

@@ -831,6 +831,59 @@ Test(nx_auth, a_starved_owner_without_contention_completes, .timeout = 60)
 }
 
 /*
+ * The other way round: a server that is alive (its Nexus answers
+ * heartbeats) but whose loop stops for five one-sided time-outs while the
+ * client READs its large response: the client reads it again when the
+ * server runs, and the request completes (before: the READ timed out and
+ * the request failed with -ETIMEDOUT).
+ */
+Test(nx_auth, a_starved_server_s_large_response_is_read_again, .timeout = 60)
+{
+	struct urpc_msgbuf req, resp;
+	struct urpc_rpc_stats st;
+	unsigned want, i, reading;
+	uint64_t t0;
+	int sess;
+
+	opt_os_timeout_ms = 100;
+	side_up(&S, true);
+	side_up(&C, false);
+	sess = connect_one();
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, 64, &req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, BIG_LEN, &resp), 0);
+	memset(req.buf, 0x11, 64);
+	want = echo_done + 1;
+	cr_assert_eq(urpc_req_enqueue(C.rpc, sess, T_BIG, &req, &resp, echo_cont, NULL, 0), 0);
+	/* Until the client READs the response, and the server has served some of it. */
+	for (t0 = urpc__now_ns(), reading = 0; !reading && urpc__now_ns() - t0 < WAIT_NS;) {
+		pump();
+		for (i = 0; i < URPC_OS_OPS; i++)
+			reading += C.rpc->os[i].busy && C.rpc->os[i].kind == URPC_OS_CLI_RESP;
+	}
+	cr_assert_eq(reading, 1, "the client never READ the response");
+	cr_assert_eq(echo_done, want - 1, "done before the stall: too fast to test");
+	run_for(C.rpc, 5 * 100); /* the server starves: nothing of the READ moves */
+	for (t0 = urpc__now_ns(); echo_done < want && urpc__now_ns() - t0 < WAIT_NS;)
+		pump();
+	cr_assert_eq(urpc_rpc_get_stats(C.rpc, &st), 0);
+	fprintf(stderr,
+		"starved server: its %u B response ended with status %d after a 500 ms stall "
+		"(one-sided time-out 100 ms; READs posted again %llu)\n",
+		BIG_LEN, echo_status, (unsigned long long)st.os_reposted);
+	cr_assert_eq(echo_done, want);
+	cr_assert_eq(echo_status, 0, "the starved server's response failed: %s",
+		     urpc_strerror(echo_status));
+	cr_assert_eq(resp.data_size, BIG_LEN);
+	cr_assert_eq(resp.buf[0], 0xb1);
+	cr_assert_eq(resp.buf[BIG_LEN - 1], 0xb1);
+	cr_assert_geq(st.os_reposted, 1);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &req), 0);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &resp), 0);
+	side_down(&C);
+	side_down(&S);
+}
+
+/*
  * A slow reader that keeps making some progress (its loop runs every
  * 5 ms: about 1 MB/s per operation) holds every operation of a server whose per-source share is
  * off; a legitimate client's large request waits, and the slow READs,
