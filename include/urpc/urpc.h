@@ -899,7 +899,9 @@ URPC_API int urpc_mem_forget(struct urpc_rpc *rpc, void *addr, size_t len);
  *               (the handler answered with a buffer the server could not
  *               send), or for a large message -EIO/-EACCES (the payload could
  *               not be read, see opts.one_sided_timeout_ms), -ETIMEDOUT (the
- *               response could not be read within it), -ENOMEM (the server
+ *               response could not be read: a READ without progress for
+ *               that time-out is posted again while the session lives,
+ *               docs/API.md), -ENOMEM (the server
  *               had no buffer for a large request), or for GPU memory -EIO (a
  *               copy to or from the GPU failed, on either side).
  * @param resp   the response buffer given to urpc_req_enqueue(), or for
