@@ -605,7 +605,7 @@ static URPC_COLD bool read_again(struct urpc_rpc *rpc, struct urpc_session *s,
 
 	if (s->state != URPC_SESS_CONNECTED || sl->state != URPC_CLI_READING ||
 	    sl->cur_req_num != done->req_num || !mr || !done->rkey ||
-	    rpc->now - done->post_ns < rpc->tp->one_sided_timeout_ns / 2)
+	    urpc__os_failed_at_once(rpc, done))
 		return false;
 	i = urpc__os_get(rpc);
 	if (i == URPC_OS_NIL)

@@ -31,6 +31,16 @@ static inline uint16_t urpc__os_get(struct urpc_rpc *rpc)
 	return i;
 }
 
+/*
+ * A READ that timed out may be posted again (server.c, client.c) unless
+ * the transport failed it well before its time-out could pass: it refused
+ * it at once, and posting again would spin.
+ */
+static inline bool urpc__os_failed_at_once(const struct urpc_rpc *rpc, const struct urpc_os_op *op)
+{
+	return rpc->now - op->post_ns < rpc->tp->one_sided_timeout_ns / 2;
+}
+
 static inline void urpc__os_put(struct urpc_rpc *rpc, uint16_t i)
 {
 	if (unlikely(rpc->os[i].src_bucket))

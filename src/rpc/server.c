@@ -595,7 +595,7 @@ static URPC_COLD bool read_again(struct urpc_rpc *rpc, const struct urpc_os_op *
 
 	if (done->kind != URPC_OS_SRV_REQ || !done->start_ns || urpc__quota_contended(rpc) ||
 	    s->state != URPC_SESS_CONNECTED || s->role != URPC_ROLE_SERVER ||
-	    rpc->now - done->post_ns < rpc->tp->one_sided_timeout_ns / 2)
+	    urpc__os_failed_at_once(rpc, done))
 		return false;
 	i = urpc__os_get(rpc);
 	if (i == URPC_OS_NIL)
