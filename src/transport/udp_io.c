@@ -100,30 +100,24 @@ static int udp_tx_kernel(struct udp_tp *u, const struct urpc_tp_tx *t)
 
 /*
  * An xdp endpoint's DATA (udp_int.h): a frame per datagram through the TX
- * ring, one kick at the end; a peer on this host through the kernel
+ * ring, built from the peer's template with the DATA header in it, one
+ * kick at the end; a peer on this host through the kernel
  * socket. Returns the count accepted.
  */
 static int udp_tx_burst_xdp(struct udp_tp *u, const struct urpc_tp_tx *pkts, unsigned n)
 {
-	struct udp_hdr h;
 	unsigned i;
 
-	udp_hdr_init(&h, UDP_T_DATA, 0, 0, 0);
 	for (i = 0; i < n; i++) {
 		const struct urpc_tp_tx *t = &pkts[i];
-		struct iovec iov[3] = {{&h, sizeof(h)}};
-		unsigned niov = 1;
 
 		if (unlikely(!t->peer->xp)) {
 			if (!udp_tx_kernel(u, t))
 				break;
 			continue;
 		}
-		if (t->hdr_len)
-			iov[niov++] = (struct iovec){(void *)(uintptr_t)t->hdr, t->hdr_len};
-		if (t->data_len)
-			iov[niov++] = (struct iovec){(void *)(uintptr_t)t->data, t->data_len};
-		if (!urpc__xdp_tx(u, t->peer, iov, niov))
+		/* the DATA header is the peer's frame template's prefix (xdp.c) */
+		if (!urpc__xdp_tx_data(u, t->peer, t->hdr, t->hdr_len, t->data, t->data_len))
 			break;
 		u->base.stats.tx_pkts++;
 		u->base.stats.tx_bytes += t->hdr_len + t->data_len;
