@@ -303,13 +303,13 @@ uint32_t urpc__xdp_frame_build(uint8_t *f, const struct urpc_xdp_peer *p, const 
 /*
  * The usual frame, accepted in a few wide loads: Ethernet II, IPv4 without
  * options (IHL 5), at least the 42 bytes of headers, not a fragment, UDP
- * to @daddr:@dport, the lengths in agreement, the IP header checksum (and
- * the UDP one when asked) right. It checks everything the full parse
+ * to @daddr:@dport, the lengths in agreement, the IP header and UDP
+ * checksums right when asked. It checks everything the full parse
  * does for such a frame, so it accepts only what that accepts; anything
  * else (false) goes to the full parse, which names the reason.
  */
 static inline bool parse_fast(const uint8_t *f, uint32_t len, uint32_t daddr, uint16_t dport,
-			      bool check_udp_csum, struct urpc_xdp_dgram *out)
+			      bool check_csum, struct urpc_xdp_dgram *out)
 {
 	const uint8_t *ip = f + ETH_LEN, *udp = ip + IP_LEN;
 	uint32_t ip_len, udp_len;
@@ -322,9 +322,10 @@ static inline bool parse_fast(const uint8_t *f, uint32_t len, uint32_t daddr, ui
 	memcpy(&port, udp + 2, 2);
 	if (ip_len < IP_LEN + UDP_LEN || ETH_LEN + ip_len > len || udp_len != ip_len - IP_LEN ||
 	    (get16(ip + 6) & 0x3fff) || ip[9] != PROTO_UDP || port != dport ||
-	    (daddr && memcmp(ip + 16, &daddr, 4)) || !ip_csum_ok(ip, IP_LEN))
+	    (daddr && memcmp(ip + 16, &daddr, 4)))
 		return false;
-	if (check_udp_csum && get16(udp + 6) && udp_sum(ip, udp, udp_len) != 0xffff)
+	if (check_csum &&
+	    (!ip_csum_ok(ip, IP_LEN) || (get16(udp + 6) && udp_sum(ip, udp, udp_len) != 0xffff)))
 		return false;
 	memcpy(&out->saddr, ip + 12, 4);
 	memcpy(&out->sport, udp, 2);
@@ -334,13 +335,13 @@ static inline bool parse_fast(const uint8_t *f, uint32_t len, uint32_t daddr, ui
 }
 
 enum urpc_xdp_drop urpc__xdp_frame_parse(const uint8_t *f, uint32_t len, uint32_t daddr,
-					 uint16_t dport, bool check_udp_csum,
+					 uint16_t dport, bool check_csum,
 					 struct urpc_xdp_dgram *out)
 {
 	const uint8_t *ip, *udp;
 	uint32_t ihl, ip_len, udp_len;
 
-	if (parse_fast(f, len, daddr, dport, check_udp_csum, out))
+	if (parse_fast(f, len, daddr, dport, check_csum, out))
 		return URPC_XDP_OK;
 
 	if (len < ETH_LEN + IP_LEN)
@@ -357,7 +358,7 @@ enum urpc_xdp_drop urpc__xdp_frame_parse(const uint8_t *f, uint32_t len, uint32_
 	/* a frame may carry padding after the datagram (60-byte minimum), never less */
 	if (ip_len < ihl || ETH_LEN + ip_len > len)
 		return URPC_XDP_DROP_BAD_IP_LEN;
-	if (!ip_csum_ok(ip, ihl))
+	if (check_csum && !ip_csum_ok(ip, ihl))
 		return URPC_XDP_DROP_BAD_IP_CSUM;
 	if (get16(ip + 6) & 0x3fff)
 		return URPC_XDP_DROP_FRAGMENT;
@@ -371,7 +372,7 @@ enum urpc_xdp_drop urpc__xdp_frame_parse(const uint8_t *f, uint32_t len, uint32_
 	udp_len = get16(udp + 4);
 	if (udp_len != ip_len - ihl)
 		return URPC_XDP_DROP_BAD_UDP_LEN;
-	if (check_udp_csum && get16(udp + 6) && udp_sum(ip, udp, udp_len) != 0xffff)
+	if (check_csum && get16(udp + 6) && udp_sum(ip, udp, udp_len) != 0xffff)
 		return URPC_XDP_DROP_BAD_UDP_CSUM;
 	memcpy(&out->saddr, ip + 12, 4);
 	memcpy(&out->sport, udp, 2);

@@ -101,13 +101,14 @@ uint32_t urpc__xdp_frame_finish(uint8_t *f, uint32_t payload_len, uint16_t ip_id
 
 /*
  * Check the @len bytes of frame @f: Ethernet II carrying IPv4 with a valid
- * header (IHL 5..15 inside the frame, header checksum), not a fragment,
- * UDP to @daddr:@dport (network order; @daddr 0: any) whose length matches
- * the IP length, and the UDP checksum (when @check_udp_csum and the sender
- * set one). Never reads past @len. 0 and *@out filled, or the reason.
+ * header (IHL 5..15 inside the frame), not a fragment, UDP to
+ * @daddr:@dport (network order; @daddr 0: any) whose length matches the
+ * IP length; with @check_csum (false where the driver vouches for the
+ * frames) the IP header checksum and the UDP one (when the sender set
+ * one). Never reads past @len. 0 and *@out filled, or the reason.
  */
 enum urpc_xdp_drop urpc__xdp_frame_parse(const uint8_t *f, uint32_t len, uint32_t daddr,
-					 uint16_t dport, bool check_udp_csum,
+					 uint16_t dport, bool check_csum,
 					 struct urpc_xdp_dgram *out);
 
 #ifdef __cplusplus

@@ -99,6 +99,7 @@ Test(xdp_frame, each_bad_field_has_its_reason)
 	/* the IP header: checksum, IHL below 5 and beyond the frame */
 	f[14 + 8] ^= 1; /* TTL */
 	cr_assert_eq(parse(f, len, true), URPC_XDP_DROP_BAD_IP_CSUM);
+	cr_assert_eq(parse(f, len, false), URPC_XDP_OK, "the driver vouches for the IP header too");
 	f[14 + 8] ^= 1;
 	save = f[14];
 	f[14] = 0x44;
