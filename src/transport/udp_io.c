@@ -100,30 +100,24 @@ static int udp_tx_kernel(struct udp_tp *u, const struct urpc_tp_tx *t)
 
 /*
  * An xdp endpoint's DATA (udp_int.h): a frame per datagram through the TX
- * ring, one kick at the end; a peer on this host through the kernel
+ * ring, built from the peer's template with the DATA header in it, one
+ * kick at the end; a peer on this host through the kernel
  * socket. Returns the count accepted.
  */
 static int udp_tx_burst_xdp(struct udp_tp *u, const struct urpc_tp_tx *pkts, unsigned n)
 {
-	struct udp_hdr h;
 	unsigned i;
 
-	udp_hdr_init(&h, UDP_T_DATA, 0, 0, 0);
 	for (i = 0; i < n; i++) {
 		const struct urpc_tp_tx *t = &pkts[i];
-		struct iovec iov[3] = {{&h, sizeof(h)}};
-		unsigned niov = 1;
 
 		if (unlikely(!t->peer->xp)) {
 			if (!udp_tx_kernel(u, t))
 				break;
 			continue;
 		}
-		if (t->hdr_len)
-			iov[niov++] = (struct iovec){(void *)(uintptr_t)t->hdr, t->hdr_len};
-		if (t->data_len)
-			iov[niov++] = (struct iovec){(void *)(uintptr_t)t->data, t->data_len};
-		if (!urpc__xdp_tx(u, t->peer, iov, niov))
+		/* the DATA header is the peer's frame template's prefix (xdp.c) */
+		if (!urpc__xdp_tx_data(u, t->peer, t->hdr, t->hdr_len, t->data, t->data_len))
 			break;
 		u->base.stats.tx_pkts++;
 		u->base.stats.tx_bytes += t->hdr_len + t->data_len;
@@ -447,11 +441,56 @@ static void udp_rx_drain(struct udp_tp *u)
 	}
 }
 
+/*
+ * rx_burst() of an xdp endpoint with nothing pending and no peer on this
+ * host (the usual case): udp_rx_drain()'s receive (as many passes and
+ * frames), but DATA goes to @pkts at once while it has room, without the
+ * pending FIFO; DATA beyond @n joins the FIFO as there, anything else is
+ * dispatched as there. The order is the same: the FIFO was empty.
+ */
+static int udp_rx_burst_xdp(struct udp_tp *u, struct urpc_tp_rx *pkts, unsigned n)
+{
+	uint32_t slots[UDP_RX_BATCH], lens[UDP_RX_BATCH];
+	unsigned pass, want, got, i, cnt = 0;
+	uint64_t now = 0;
+
+	for (pass = 0; pass < UDP_RX_MAX_PASSES && u->nfree; pass++) {
+		want = URPC_MIN(u->nfree, UDP_RX_BATCH);
+		got = urpc__xdp_rx(u, slots, lens, want);
+		for (i = 0; i < got; i++) {
+			uint32_t slot = slots[i], len = lens[i];
+			uint8_t *buf = u->ring + (size_t)slot * u->slot_size;
+			const struct udp_hdr *h = (const struct udp_hdr *)(const void *)buf;
+
+			if (likely(cnt < n && len >= sizeof(*h) && h->magic == UDP_MAGIC &&
+				   h->version == UDP_VERSION && h->type == UDP_T_DATA)) {
+				u->base.stats.rx_pkts++;
+				u->base.stats.rx_bytes += len - sizeof(*h);
+				u->held[slot] = 1;
+				u->rx_len[slot] = len;
+				pkts[cnt].buf = buf + sizeof(*h);
+				pkts[cnt].len = len - (uint32_t)sizeof(*h);
+				pkts[cnt++].ring_idx = slot;
+			} else {
+				urpc__udp_rx_done(u, slot, len, false, &now);
+			}
+		}
+		if (got < want)
+			break;
+	}
+	if (unlikely(u->nctl))
+		urpc__udp_os_flush(u);
+	return (int)cnt;
+}
+
 int urpc__udp_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n)
 {
 	struct udp_tp *u = to_udp(tp);
 	uint32_t mask = tp->rq_depth - 1;
 	unsigned i, cnt;
+
+	if (u->xdp && !u->pend_cnt && !u->kpeers)
+		return udp_rx_burst_xdp(u, pkts, n);
 
 	/* DATA found by the last drain goes up first: the next call drains (issue 32) */
 	if (!u->pend_cnt || (u->pend_cnt < n && !u->nops && !u->nctl))

@@ -40,6 +40,8 @@
 
 static const struct urpc_tp_ops xdp_ops;
 
+static_assert(sizeof(struct udp_hdr) <= URPC_XDP_PRE_MAX, "a DATA header fits a frame template");
+
 static void xdp_fini(struct udp_tp *u, struct urpc_xdp *x, long id)
 {
 	int lock = urpc__xdp_lock(x->ifname);
@@ -278,6 +280,8 @@ static int xdp_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
 		return ret;
 	}
 	if (ret) {
+		struct udp_hdr h;
+
 		p->xp = calloc(1, sizeof(*p->xp));
 		if (!p->xp) {
 			urpc__udp_release_peer(tp, p);
@@ -285,6 +289,9 @@ static int xdp_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
 		}
 		urpc__xdp_frame_tmpl(p->xp, x->mac, mac, x->addr, p->sa.sin_addr.s_addr, x->port,
 				     p->sa.sin_port);
+		/* every DATA frame starts with the same udp header (udp_io.c) */
+		udp_hdr_init(&h, UDP_T_DATA, 0, 0, 0);
+		urpc__xdp_frame_tmpl_pre(p->xp, &h, sizeof(h));
 	} else {
 		/* on this host: the kernel socket carries it both ways */
 		if (!u->kpeers++ && !x->ep_has_kfd) {

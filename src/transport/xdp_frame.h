@@ -42,13 +42,21 @@ enum urpc_xdp_drop {
 
 const char *urpc__xdp_drop_str(enum urpc_xdp_drop d);
 
+/* Bytes of a fixed payload prefix a template may carry (urpc__xdp_frame_tmpl_pre()). */
+#define URPC_XDP_PRE_MAX 22u
+
 /*
  * A peer's headers, built once at resolve time. Their checksum fields hold
  * the sums of the fields every frame to the peer shares, for
  * urpc__xdp_frame_finish() (change no field after urpc__xdp_frame_tmpl()).
+ * @pre holds the same headers followed by the first @pre_len bytes every
+ * frame of one kind carries (the udp transport's DATA header), its UDP
+ * checksum seed covering them too, for urpc__xdp_frame_build().
  */
 struct urpc_xdp_peer {
 	uint8_t hdr[URPC_XDP_HDR_LEN];
+	uint8_t pre[URPC_XDP_HDR_LEN + URPC_XDP_PRE_MAX];
+	uint32_t pre_len;
 };
 
 /* An accepted datagram: its source and where its payload lies in the frame. */
@@ -68,6 +76,22 @@ void urpc__xdp_frame_tmpl(struct urpc_xdp_peer *p, const uint8_t src_mac[6],
 			  uint16_t dport);
 
 /*
+ * After urpc__xdp_frame_tmpl(): the @len bytes at @pre (at most
+ * URPC_XDP_PRE_MAX) start every frame urpc__xdp_frame_build() makes.
+ */
+void urpc__xdp_frame_tmpl_pre(struct urpc_xdp_peer *p, const void *pre, uint32_t len);
+
+/*
+ * Build a whole frame at @f (room for URPC_XDP_HDR_LEN + URPC_XDP_PRE_MAX
+ * bytes at least, and for the frame): @p's headers and prefix, then the
+ * @alen bytes at @a and the @blen at @b, copied and summed in one pass;
+ * lengths, IP id @ip_id and both checksums as urpc__xdp_frame_finish()
+ * sets them. Returns the frame length.
+ */
+uint32_t urpc__xdp_frame_build(uint8_t *f, const struct urpc_xdp_peer *p, const void *a,
+			       uint32_t alen, const void *b, uint32_t blen, uint16_t ip_id);
+
+/*
  * Finish the frame at @f: the template's headers were copied to its start
  * and @payload_len bytes of payload follow them. Sets the lengths, the IP
  * id @ip_id, the IP header checksum and the full UDP checksum (veth and
@@ -77,13 +101,14 @@ uint32_t urpc__xdp_frame_finish(uint8_t *f, uint32_t payload_len, uint16_t ip_id
 
 /*
  * Check the @len bytes of frame @f: Ethernet II carrying IPv4 with a valid
- * header (IHL 5..15 inside the frame, header checksum), not a fragment,
- * UDP to @daddr:@dport (network order; @daddr 0: any) whose length matches
- * the IP length, and the UDP checksum (when @check_udp_csum and the sender
- * set one). Never reads past @len. 0 and *@out filled, or the reason.
+ * header (IHL 5..15 inside the frame), not a fragment, UDP to
+ * @daddr:@dport (network order; @daddr 0: any) whose length matches the
+ * IP length; with @check_csum (false where the driver vouches for the
+ * frames) the IP header checksum and the UDP one (when the sender set
+ * one). Never reads past @len. 0 and *@out filled, or the reason.
  */
 enum urpc_xdp_drop urpc__xdp_frame_parse(const uint8_t *f, uint32_t len, uint32_t daddr,
-					 uint16_t dport, bool check_udp_csum,
+					 uint16_t dport, bool check_csum,
 					 struct urpc_xdp_dgram *out);
 
 #ifdef __cplusplus

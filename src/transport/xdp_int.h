@@ -113,7 +113,11 @@ struct urpc_xdp {
 	bool huge;	   /* UMEMs in hugepage memory */
 	bool zerocopy;
 	bool generic; /* the program runs in generic (skb) mode */
-	/* veth: frames never crossed a wire, and a kernel sender's UDP checksum is partial */
+	/*
+	 * veth: frames never crossed a wire, so neither the IP header nor the
+	 * UDP checksum is verified on receive (a kernel sender's UDP one is
+	 * partial there anyway)
+	 */
 	bool csum_trusted;
 	int ports_fd, xsks_fd, prog_fd;
 	uint32_t prog_id;

@@ -96,6 +96,38 @@ int urpc__xdp_tx(struct udp_tp *u, const struct urpc_tp_peer *peer, const struct
 	return 1;
 }
 
+int urpc__xdp_tx_data(struct udp_tp *u, const struct urpc_tp_peer *peer, const void *a,
+		      uint32_t alen, const void *b, uint32_t blen)
+{
+	struct urpc_xdp *x = u->xdp;
+	struct xdp_q *q = &x->q[0];
+	struct xdp_desc *d;
+	uint32_t idx;
+	uint64_t addr;
+
+	if (unlikely(!q->ntx_free)) {
+		urpc__xdp_reclaim(q);
+		if (!q->ntx_free) {
+			xdp_kick_q(u, q);
+			urpc__xdp_reclaim(q);
+			if (!q->ntx_free)
+				return 0;
+		}
+	}
+	if (unlikely(xsk_ring_prod__reserve(&q->tx, 1, &idx) != 1))
+		return 0;
+	addr = q->tx_free[--q->ntx_free];
+	d = xsk_ring_prod__tx_desc(&q->tx, idx);
+	d->addr = addr;
+	/* tx_burst checked the mtu, which leaves the headers room in a frame */
+	d->len = urpc__xdp_frame_build(xsk_umem__get_data(q->area, addr), peer->xp, a, alen, b,
+				       blen, x->ip_id++);
+	d->options = 0;
+	xsk_ring_prod__submit(&q->tx, 1);
+	q->tx_pending++;
+	return 1;
+}
+
 static void xdp_drop(struct udp_tp *u, enum urpc_xdp_drop why)
 {
 	u->xdp->drops[why]++;

@@ -29,6 +29,15 @@ extern "C" {
 int urpc__xdp_tx(struct udp_tp *u, const struct urpc_tp_peer *peer, const struct iovec *iov,
 		 unsigned niov);
 
+/*
+ * Queue one DATA datagram to @peer: the udp header (the template's prefix,
+ * urpc__xdp_frame_tmpl_pre()), then the @alen bytes at @a and the @blen
+ * at @b, copied and checksummed in one pass (urpc__xdp_frame_build()).
+ * Returns as urpc__xdp_tx(). Owner thread only.
+ */
+int urpc__xdp_tx_data(struct udp_tp *u, const struct urpc_tp_peer *peer, const void *a,
+		      uint32_t alen, const void *b, uint32_t blen);
+
 /* Wake the kernel for the frames queued, only when the TX ring asks (need_wakeup). */
 void urpc__xdp_kick(struct udp_tp *u);
 

@@ -20,6 +20,12 @@ int urpc__xdp_tx(struct udp_tp *u, const struct urpc_tp_peer *peer, const struct
 	return 0;
 }
 
+int urpc__xdp_tx_data(struct udp_tp *u, const struct urpc_tp_peer *peer, const void *a,
+		      uint32_t alen, const void *b, uint32_t blen)
+{
+	return 0;
+}
+
 void urpc__xdp_kick(struct udp_tp *u)
 {
 }

@@ -48,6 +48,28 @@ static void repair(uint8_t *f, size_t len, bool udp)
 	xdp_csum_udp_fix(ip, ihl, ulen);
 }
 
+/*
+ * The one-pass builder makes the frame @f that finish made of @payload:
+ * its first bytes as the template's prefix, the rest cut in two pieces.
+ */
+static void build_same(struct urpc_xdp_peer *p, const uint8_t *f, const uint8_t *payload, size_t n)
+{
+	uint32_t pre = (uint32_t)(n % (URPC_XDP_PRE_MAX + 1)), cut;
+	uint8_t *g;
+
+	if (!n)
+		return;
+	cut = pre + (uint32_t)((n - pre) / 3);
+	g = malloc(URPC_XDP_HDR_LEN + URPC_XDP_PRE_MAX + n + 1);
+	FUZZ_CHECK(g, "out of memory");
+	urpc__xdp_frame_tmpl_pre(p, payload, pre);
+	FUZZ_CHECK(urpc__xdp_frame_build(g, p, payload + pre, cut - pre, payload + cut,
+					 (uint32_t)n - cut, (uint16_t)n) == URPC_XDP_HDR_LEN + n,
+		   "built frame length for %zu bytes", n);
+	FUZZ_CHECK(!memcmp(f, g, URPC_XDP_HDR_LEN + n), "a built frame of %zu bytes differs", n);
+	free(g);
+}
+
 static void round_trip(const uint8_t *payload, size_t n)
 {
 	static const uint8_t a[6] = {2, 0, 0, 0, 0, 1}, b[6] = {2, 0, 0, 0, 0, 2};
@@ -77,6 +99,7 @@ static void round_trip(const uint8_t *payload, size_t n)
 	FUZZ_CHECK(xdp_csum_sum(f + 14, 20, 0) == 0xffff, "IP header checksum of %zu bytes", n);
 	FUZZ_CHECK(xdp_csum_udp_sum(f + 14, f + 34, 8 + n) == 0xffff, "UDP checksum of %zu bytes",
 		   n);
+	build_same(&p, f, payload, n);
 	free(f);
 }
 

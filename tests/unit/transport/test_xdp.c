@@ -149,10 +149,11 @@ Test(xdp, bad_frames_are_dropped_and_counted)
 	cr_assert(wait_tag(b, 1), "a well-formed frame from the wire is received");
 	bad0 = b->stats.rx_drop_bad;
 	/*
-	 * A UDP length that disagrees with the IP length. (A bad IP header
-	 * checksum is the parser's too, test_xdp_frame.c, and reaches it on a
-	 * plain veth pair; across the stage's bridge, br_netfilter drops such
-	 * frames first, counting IpInHdrErrors.)
+	 * A UDP length that disagrees with the IP length. (Bad checksums are
+	 * the parser's too, test_xdp_frame.c; on veth, whose frames never
+	 * cross a wire, neither checksum is verified, and across the stage's
+	 * bridge br_netfilter drops a bad IP header first, counting
+	 * IpInHdrErrors.)
 	 */
 	wire_send(&w, 2, 2);
 	wire_send(&w, 3, 2);

@@ -99,6 +99,7 @@ Test(xdp_frame, each_bad_field_has_its_reason)
 	/* the IP header: checksum, IHL below 5 and beyond the frame */
 	f[14 + 8] ^= 1; /* TTL */
 	cr_assert_eq(parse(f, len, true), URPC_XDP_DROP_BAD_IP_CSUM);
+	cr_assert_eq(parse(f, len, false), URPC_XDP_OK, "the driver vouches for the IP header too");
 	f[14 + 8] ^= 1;
 	save = f[14];
 	f[14] = 0x44;
@@ -187,6 +188,56 @@ Test(xdp_frame, checksums_hold_for_any_addresses_ports_and_ids)
 		cr_assert_eq(xdp_csum_sum(f + 14, 20, 0), 0xffff, "IP header checksum, frame %u",
 			     i);
 		cr_assert_eq(xdp_csum_udp_sum(f + 14, f + 34, 8 + n), 0xffff,
+			     "UDP checksum, frame %u", i);
+	}
+}
+
+/*
+ * urpc__xdp_frame_build() (template with a prefix, two pieces copied and
+ * summed in one pass) makes the very bytes that the template, a copy and
+ * urpc__xdp_frame_finish() make, for every prefix length, odd and even
+ * piece lengths and piece contents; and its checksums hold by the reference.
+ */
+Test(xdp_frame, a_frame_built_in_one_pass_equals_a_finished_one)
+{
+	uint32_t seed = 777, i, pre_len, alen, blen, n, len_a, len_b;
+
+	for (i = 0; i < 3000; i++) {
+		struct urpc_xdp_peer p;
+		uint8_t pre[URPC_XDP_PRE_MAX], a[200], b[200];
+		uint8_t fa[URPC_XDP_HDR_LEN + URPC_XDP_PRE_MAX + 400];
+		uint8_t fb[URPC_XDP_HDR_LEN + URPC_XDP_PRE_MAX + 400];
+		uint32_t k;
+
+		seed = seed * 1103515245u + 12345u;
+		pre_len = (seed >> 8) % (URPC_XDP_PRE_MAX + 1);
+		alen = (seed >> 13) % 200;
+		blen = i % 3 ? (seed >> 21) % 200 : 0;
+		for (k = 0; k < sizeof(pre); k++)
+			pre[k] = (uint8_t)(seed >> (k % 24)) ^ (uint8_t)k;
+		for (k = 0; k < sizeof(a); k++) {
+			a[k] = (uint8_t)(k * 31 + i);
+			b[k] = (uint8_t)(k * 17 + i * 3);
+		}
+		urpc__xdp_frame_tmpl(&p, MAC_A, MAC_B, seed, ~seed, (uint16_t)i, (uint16_t)(i * 3));
+		urpc__xdp_frame_tmpl_pre(&p, pre, pre_len);
+		/* the reference route: headers, prefix and pieces copied, then finished */
+		n = pre_len + alen + blen;
+		memcpy(fa, p.hdr, URPC_XDP_HDR_LEN);
+		memcpy(fa + URPC_XDP_HDR_LEN, pre, pre_len);
+		memcpy(fa + URPC_XDP_HDR_LEN + pre_len, a, alen);
+		memcpy(fa + URPC_XDP_HDR_LEN + pre_len + alen, b, blen);
+		len_a = urpc__xdp_frame_finish(fa, n, (uint16_t)(i * 7));
+		memset(fb, 0xee, sizeof(fb));
+		len_b = urpc__xdp_frame_build(fb, &p, a, alen, blen ? b : NULL, blen,
+					      (uint16_t)(i * 7));
+		cr_assert_eq(len_b, len_a, "frame %u", i);
+		cr_assert_eq(memcmp(fa, fb, len_a), 0,
+			     "frame %u (prefix %u, pieces %u + %u) differs", i, pre_len, alen,
+			     blen);
+		cr_assert_eq(xdp_csum_sum(fb + 14, 20, 0), 0xffff, "IP header checksum, frame %u",
+			     i);
+		cr_assert_eq(xdp_csum_udp_sum(fb + 14, fb + 34, 8 + n), 0xffff,
 			     "UDP checksum, frame %u", i);
 	}
 }
