@@ -284,12 +284,14 @@ static int session(bool cc, bool bulk, double idle, FILE *csv, double *p50_out)
 	if (exp_init(&x, 2, cc, 0))
 		return 2;
 	x.fab.down[x.server].ps_per_byte = 320; /* 25 Gb/s */
+	exp_share_init(&x, 25000000000ull);
 	x.f[0].host = x.f[1].host = 0;
 	x.f[0].msg = 64ull << 20;
 	x.f[0].active = bulk;
 	x.f[1].victim = x.f[1].active = true;
 	x.f[1].msg = VICTIM_LEN;
-	x.f[1].cc = &x.f[0].own; /* one session: one controller, one pacer */
+	x.f[1].cc = &x.f[0].own;	  /* one session: one controller, one pacer */
+	x.f[1].stamp = &x.f[0].own_stamp; /* ... one sender to the server */
 	x.f[0].first = 1;
 	x.f[1].then = 0;
 	if (bulk)
