@@ -239,6 +239,7 @@ static void share_compute(struct urpc_cc_share *sh)
 	uint32_t n = sh->cur > sh->prev ? sh->cur : sh->prev;
 
 	sh->share_bps = n <= 1 ? sh->line_bps : sh->line_bps / 1000 * sh->util_milli / n;
+	sh->share_mbps = (uint32_t)URPC_MIN(URPC_MAX(sh->share_bps / 1000000, 1), UINT32_MAX);
 }
 
 void urpc__cc_share_init(struct urpc_cc_share *sh, uint64_t line_bps, uint16_t util_milli,
@@ -253,6 +254,7 @@ void urpc__cc_share_init(struct urpc_cc_share *sh, uint64_t line_bps, uint16_t u
 		.pkt_bytes = pkt_bytes,
 		.util_milli = util_milli,
 	};
+	share_compute(sh);
 }
 
 URPC_COLD void urpc__cc_share_roll(struct urpc_cc_share *sh, uint64_t now_ns)

@@ -167,6 +167,7 @@ static inline void urpc__cc_share_echo(struct urpc_cc *cc, const struct urpc_cc_
 
 struct urpc_cc_share {
 	uint64_t line_bps, share_bps;
+	uint32_t share_mbps; /* share_bps in Mb/s, at least 1: what a response header carries */
 	uint64_t epoch_end_ns;
 	uint32_t epoch; /* a sender whose stamp equals it was counted in @cur */
 	uint32_t cur, prev;
