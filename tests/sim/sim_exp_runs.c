@@ -110,6 +110,8 @@ struct fair {
 	 * the start of the first run that lasted @span (0: none did).
 	 */
 	uint64_t join_touch, join_from, join_conv, leave_touch, leave_from, leave_conv, span;
+	/* the join again, on the throughput over the last 100 us (5 ticks), not the rates */
+	uint64_t tj_touch, tj_from, tj_conv;
 	uint64_t *hist; /* [FHIST][flows]: bytes delivered per tick */
 	FILE *csv;
 	bool cc;
@@ -146,7 +148,7 @@ static void fair_tick(struct exp *x, uint64_t c)
 {
 	unsigned n = x->nflows, i, t, k = 0;
 	uint64_t *tp = calloc(n, sizeof(uint64_t)), *rates = calloc(n, sizeof(uint64_t)),
-		 recent = 0;
+		 *tp5 = calloc(n, sizeof(uint64_t)), recent = 0;
 	bool *on = calloc(n, sizeof(bool));
 	double jt, jr;
 
@@ -160,7 +162,8 @@ static void fair_tick(struct exp *x, uint64_t c)
 		for (t = 0; t < FHIST; t++)
 			tp[i] += F.hist[t * n + i];
 		for (t = 0; t < 5; t++)
-			recent += F.hist[((F.tick - 1 - t) % FHIST) * n + i];
+			tp5[i] += F.hist[((F.tick - 1 - t) % FHIST) * n + i];
+		recent += tp5[i];
 	}
 	jt = jain(tp, on, n);
 	jr = jain(rates, on, n);
@@ -180,6 +183,9 @@ static void fair_tick(struct exp *x, uint64_t c)
 	if (x->net.now > F.join_at && x->net.now < F.leave_at)
 		held((F.cc ? jr : jt) >= 0.95, x->net.now, &F.join_touch, &F.join_from,
 		     &F.join_conv);
+	/* from 100 us after the join: the joiner's 5 ticks are all its own */
+	if (x->net.now >= F.join_at + 5 * FTICK_NS && x->net.now < F.leave_at)
+		held(jain(tp5, on, n) >= 0.95, x->net.now, &F.tj_touch, &F.tj_from, &F.tj_conv);
 	if (x->net.now > F.leave_at)
 		held(recent * 8.0 / (5 * FTICK_NS) >= 0.9 * LINE_BPS / 1e9, x->net.now,
 		     &F.leave_touch, &F.leave_from, &F.leave_conv);
@@ -201,6 +207,7 @@ static void fair_tick(struct exp *x, uint64_t c)
 		x->f[0].active = false;
 	exp_push(x, T_TICK, 0, x->net.now + FTICK_NS, 0);
 	free(tp);
+	free(tp5);
 	free(rates);
 	free(on);
 }
@@ -237,6 +244,7 @@ static int fairness(bool cc, unsigned n, double idle, FILE *csv)
 		double jmean = F.jain_n ? F.jain_sum / F.jain_n : 0;
 		uint64_t jw = F.leave_at - F.join_at, lw = F.end_at - F.leave_at;
 		uint64_t jc = F.join_conv ? F.join_conv - F.join_at : 0;
+		uint64_t tc = F.tj_conv ? F.tj_conv - F.join_at : 0;
 		uint64_t lc = F.leave_conv ? F.leave_conv - F.leave_at : 0;
 		char jt[40], lt[40], lr[40];
 
@@ -247,11 +255,12 @@ static int fairness(bool cc, unsigned n, double idle, FILE *csv)
 			 (F.leave_touch - F.leave_at) / 1000.0 / idle);
 		printf("%-3s %3u sessions  Jain (1 ms throughput) mean %.3f min %.3f over 2-6 ms "
 		       "(%.3f over 5-6 ms)  join: %s fair (>= 0.95) and stays for 50 RTTs after %s%.0f RTTs "
-		       "(first %s)  leave: port >= 90%% and stays for 50 RTTs after %s%.0f RTTs (first %s)  "
-		       "(RTT idle %.1f us, loaded %s)\n",
+		       "(first %s), 100 us throughput after %s%.0f  leave: port >= 90%% and stays for 50 "
+		       "RTTs after %s%.0f RTTs (first %s)  (RTT idle %.1f us, loaded %s)\n",
 		       cc ? "on" : "off", n, jmean, F.jain_min,
 		       F.jain5_n ? F.jain5_sum / F.jain5_n : 0, cc ? "rates" : "throughput",
-		       jc ? "" : "> ", (jc ? jc : jw) / 1000.0 / idle, jt, lc ? "" : "> ",
+		       jc ? "" : "> ", (jc ? jc : jw) / 1000.0 / idle, jt, tc ? "" : "> ",
+		       (tc ? tc : jw) / 1000.0 / idle, lc ? "" : "> ",
 		       (lc ? lc : lw) / 1000.0 / idle, lt, idle, lr);
 		/* the goals with congestion control (docs/CC.md) */
 		if (cc && (jmean < 0.95 || !jc || jc > 50 * idle * 1000 || !lc ||
