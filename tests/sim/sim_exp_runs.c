@@ -12,26 +12,35 @@
 #include "sim_exp.h"
 
 /*
- * incast / victim: @n clients (the last one the victim's 32 B RPCs when
- * @victim) send @msg-byte messages back to back for 20 ms; measured after 5 ms.
+ * incast / victim: @n clients send @msg-byte messages back to back for 20
+ * ms, beside (when @victim) the victim's 32 B RPCs, one at a time: one
+ * session, or SIM_VICTIMS of them (light senders, which the server's
+ * fair share counts as clients); measured after 5 ms.
  */
 static int incast(bool cc, unsigned n, uint64_t msg, bool victim, double idle, FILE *csv)
 {
 	const uint64_t warm = 5000000, run = 20000000;
+	const char *nv_env = getenv("SIM_VICTIMS");
+	unsigned nv = nv_env ? (unsigned)strtoul(nv_env, NULL, 0) : 1;
 	struct exp x;
-	unsigned i, nin = victim ? n + 1 : n;
+	unsigned i, nin;
 	double gput, qp99, port;
 	uint64_t drops_all, drops_steady, retx_all, retx_steady;
 
+	if (nv < 1 || nv > 1000) {
+		fprintf(stderr, "urpc-sim: SIM_VICTIMS: %s out of range (1 to 1000)\n", nv_env);
+		return 2;
+	}
+	nin = victim ? n + nv : n;
 	if (exp_init(&x, nin, cc, 0))
 		return 2;
 	for (i = 0; i < nin; i++) {
 		x.f[i].active = true;
 		x.f[i].msg = msg;
 	}
-	if (victim) {
-		x.f[n].victim = true;
-		x.f[n].msg = VICTIM_LEN;
+	for (i = n; i < nin; i++) {
+		x.f[i].victim = true;
+		x.f[i].msg = VICTIM_LEN;
 	}
 	for (i = 0; i < nin; i++)
 		exp_next_msg(&x, i);
