@@ -236,10 +236,34 @@ URPC_COLD void urpc__cc_share_set(struct urpc_cc *cc, const struct urpc_cc_param
 
 static void share_compute(struct urpc_cc_share *sh)
 {
-	uint32_t n = sh->cur > sh->prev ? sh->cur : sh->prev;
+	uint32_t n = sh->cur > sh->prev ? sh->cur : sh->prev, k;
+	uint64_t base = sh->line_bps / 1000 * sh->util_milli, avail;
 
-	sh->share_bps = n <= 1 ? sh->line_bps : sh->line_bps / 1000 * sh->util_milli / n;
+	/*
+	 * The heavy senders of the last epoch and every joiner since share what
+	 * the light ones left; never less than an equal share for all.
+	 */
+	k = sh->heavy_prev + (sh->cur > sh->prev ? sh->cur - sh->prev : 0);
+	k = URPC_MIN(URPC_MAX(k, 1), URPC_MAX(n, 1));
+	avail = base > sh->light_prev_bps ? base - sh->light_prev_bps : 0;
+	sh->share_bps = n <= 1 ? sh->line_bps : URPC_MAX(avail / k, base / n);
 	sh->share_mbps = (uint32_t)URPC_MIN(URPC_MAX(sh->share_bps / 1000000, 1), UINT32_MAX);
+}
+
+/*
+ * Bytes make a sender heavy from half what a sender at the share sends in
+ * the epoch; 0 (nobody classified: a packet costs no more than its two
+ * compares) while at most one sender is active, whose share is the line.
+ */
+static void share_heavy_bytes(struct urpc_cc_share *sh)
+{
+	uint64_t len = sh->epoch_end_ns - sh->epoch_start_ns;
+
+	sh->heavy_bytes =
+		URPC_MAX(sh->cur, sh->prev) <= 1
+			? 0
+			: (uint32_t)URPC_MIN(URPC_MAX(sh->share_bps / 16 * len / 1000000000, 1),
+					     UINT32_MAX);
 }
 
 void urpc__cc_share_init(struct urpc_cc_share *sh, uint64_t line_bps, uint16_t util_milli,
@@ -248,6 +272,7 @@ void urpc__cc_share_init(struct urpc_cc_share *sh, uint64_t line_bps, uint16_t u
 	*sh = (struct urpc_cc_share){
 		.line_bps = line_bps,
 		.share_bps = line_bps,
+		.epoch_start_ns = now_ns,
 		.epoch_end_ns = now_ns + min_epoch_ns,
 		.epoch = 1,
 		.min_epoch_ns = min_epoch_ns,
@@ -262,20 +287,51 @@ URPC_COLD void urpc__cc_share_roll(struct urpc_cc_share *sh, uint64_t now_ns)
 	uint64_t len;
 
 	/* a whole epoch passed since this one's end without a sender: none was active */
-	sh->prev = now_ns - sh->epoch_end_ns >= sh->min_epoch_ns ? 0 : sh->cur;
+	if (now_ns - sh->epoch_end_ns >= sh->min_epoch_ns) {
+		sh->prev = sh->heavy_prev = 0;
+		sh->light_prev_bps = 0;
+	} else if (!sh->heavy_bytes) {
+		/* nobody classified (one sender at most, or it joined late): all heavy */
+		sh->prev = sh->heavy_prev = sh->cur;
+		sh->light_prev_bps = 0;
+	} else {
+		sh->prev = sh->cur;
+		sh->heavy_prev = sh->heavy_cur;
+		sh->light_prev_bps =
+			now_ns > sh->epoch_start_ns
+				? sh->light_cur * 8000000000ull / (now_ns - sh->epoch_start_ns)
+				: 0;
+	}
+	sh->heavy_cur = 0;
+	sh->light_cur = 0;
+	sh->epoch_start_ns = now_ns;
 	sh->cur = 0;
 	sh->epoch++;
 	if (!sh->epoch)
 		sh->epoch = 1; /* 0 is a sender never seen */
 	share_compute(sh);
 	len = (uint64_t)sh->pkt_bytes * URPC_CC_SHARE_PKTS * 8000000000ull / sh->share_bps;
-	len = URPC_MAX(len, sh->min_epoch_ns);
-	sh->epoch_end_ns = now_ns + URPC_MIN(len, URPC_CC_SHARE_MAX_EPOCH_NS);
+	len = URPC_MIN(URPC_MAX(len, sh->min_epoch_ns), URPC_CC_SHARE_MAX_EPOCH_NS);
+	sh->epoch_end_ns = now_ns + len;
+	share_heavy_bytes(sh);
 }
 
-URPC_COLD void urpc__cc_share_more(struct urpc_cc_share *sh)
+URPC_COLD void urpc__cc_share_count(struct urpc_cc_share *sh, struct urpc_cc_share_peer *peer)
 {
-	share_compute(sh);
+	peer->stamp = sh->epoch;
+	peer->bytes = 0;
+	if (++sh->cur > sh->prev) {
+		share_compute(sh);
+		if (!sh->heavy_bytes)
+			share_heavy_bytes(sh); /* a second sender: classify from here */
+	}
+}
+
+URPC_COLD void urpc__cc_share_heavy(struct urpc_cc_share *sh, uint32_t light_bytes)
+{
+	/* what it sent before it was heavy no longer counts as light */
+	sh->light_cur -= URPC_MIN(sh->light_cur, light_bytes);
+	sh->heavy_cur++;
 }
 
 /* ---- the timing wheel ---- */

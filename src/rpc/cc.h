@@ -154,13 +154,17 @@ static inline void urpc__cc_share_echo(struct urpc_cc *cc, const struct urpc_cc_
  *
  * A receiver (a server's Rpc) counts the senders it heard from in the
  * current epoch and in the last one, each sender holding a stamp (the
- * epoch it was last counted in); its fair share is util x its line over
- * the larger count (a joiner is counted at once, a leaver after an
- * epoch), its line when one sender is active. An epoch lasts the time a
- * sender at the share takes to send URPC_CC_SHARE_PKTS of @pkt_bytes,
- * at least @min_epoch_ns and at most URPC_CC_SHARE_MAX_EPOCH_NS: every
- * sender that keeps up its share is seen in every epoch. A stamp is a
- * compare per packet; an epoch's end is cold.
+ * epoch it was last counted in) and its bytes in that epoch. A sender
+ * that sent half its share's worth is heavy; the light ones' bytes are
+ * theirs. The fair share is what the light ones left of util x the
+ * line, over the last epoch's heavy senders and every joiner since (a
+ * joiner counts at once, a leaver after an epoch), never less than util
+ * x the line over all the senders; the line when one sender is active.
+ * An epoch lasts the time a sender at the share takes to send
+ * URPC_CC_SHARE_PKTS of @pkt_bytes, at least @min_epoch_ns and at most
+ * URPC_CC_SHARE_MAX_EPOCH_NS: every sender that keeps up its share is
+ * seen in every epoch. A few compares and adds per packet; an epoch's
+ * end, a new sender and a sender turning heavy are cold.
  */
 #define URPC_CC_SHARE_PKTS 4u
 #define URPC_CC_SHARE_MAX_EPOCH_NS 1000000u
@@ -168,11 +172,26 @@ static inline void urpc__cc_share_echo(struct urpc_cc *cc, const struct urpc_cc_
 struct urpc_cc_share {
 	uint64_t line_bps, share_bps;
 	uint32_t share_mbps; /* share_bps in Mb/s, at least 1: what a response header carries */
-	uint64_t epoch_end_ns;
+	uint64_t epoch_start_ns, epoch_end_ns;
 	uint32_t epoch; /* a sender whose stamp equals it was counted in @cur */
 	uint32_t cur, prev;
+	/*
+	 * Heavy senders: those that sent heavy_bytes (half the share's worth
+	 * of the epoch) or more in it; the light ones' bytes, in this epoch
+	 * and (as a rate) in the last one: what the heavy ones share is what
+	 * the light ones leave.
+	 */
+	uint32_t heavy_cur, heavy_prev,
+		heavy_bytes; /* heavy_bytes 0: one sender, none classified */
+	uint64_t light_cur, light_prev_bps;
 	uint32_t min_epoch_ns, pkt_bytes;
 	uint16_t util_milli;
+};
+
+/* A sender as its receiver's share sees it: its epoch stamp and its bytes in that epoch. */
+struct urpc_cc_share_peer {
+	uint32_t stamp; /* the epoch it was last counted in; 0: never */
+	uint32_t bytes;
 };
 
 /* Start @sh for a receiver's port of @line_bps at @now_ns. */
@@ -180,21 +199,35 @@ void urpc__cc_share_init(struct urpc_cc_share *sh, uint64_t line_bps, uint16_t u
 			 uint32_t pkt_bytes, uint32_t min_epoch_ns, uint64_t now_ns);
 /* Cold: the epoch is over (roll) or a sender was counted beyond the last epoch's count. */
 void urpc__cc_share_roll(struct urpc_cc_share *sh, uint64_t now_ns);
-void urpc__cc_share_more(struct urpc_cc_share *sh);
+/* Cold: @peer's first packet in this epoch; it turned heavy after @light_bytes. */
+void urpc__cc_share_count(struct urpc_cc_share *sh, struct urpc_cc_share_peer *peer);
+void urpc__cc_share_heavy(struct urpc_cc_share *sh, uint32_t light_bytes);
 
 /*
- * A packet from the sender whose stamp is *@stamp (0 before its first) at
- * @now_ns: counted once an epoch. Returns the share to echo to it (bps).
+ * A packet of @bytes from sender @peer (zeroed before its first) at
+ * @now_ns: counted once an epoch, heavy once its bytes in the epoch reach
+ * heavy_bytes. Returns the share to echo to it (bps).
  */
-static inline uint64_t urpc__cc_share_seen(struct urpc_cc_share *sh, uint32_t *stamp,
+static inline uint64_t urpc__cc_share_seen(struct urpc_cc_share *sh,
+					   struct urpc_cc_share_peer *peer, uint32_t bytes,
 					   uint64_t now_ns)
 {
-	if (unlikely(now_ns >= sh->epoch_end_ns))
-		urpc__cc_share_roll(sh, now_ns);
-	if (unlikely(*stamp != sh->epoch)) {
-		*stamp = sh->epoch;
-		if (++sh->cur > sh->prev)
-			urpc__cc_share_more(sh);
+	/*
+	 * One sender, counted in this epoch (heavy_bytes 0): its share is the
+	 * line, whatever the epochs do; a second one is a new stamp.
+	 */
+	if (unlikely(peer->stamp != sh->epoch || sh->heavy_bytes)) {
+		if (unlikely(now_ns >= sh->epoch_end_ns))
+			urpc__cc_share_roll(sh, now_ns);
+		if (unlikely(peer->stamp != sh->epoch))
+			urpc__cc_share_count(sh, peer);
+		if (peer->bytes < sh->heavy_bytes) {
+			peer->bytes += bytes;
+			if (unlikely(peer->bytes >= sh->heavy_bytes))
+				urpc__cc_share_heavy(sh, peer->bytes - bytes);
+			else
+				sh->light_cur += bytes;
+		}
 	}
 	return sh->share_bps;
 }

@@ -238,9 +238,8 @@ struct urpc_srv_half {
 	uint32_t src_bucket; /* its source's count (session_src.h): bucket + 1; 0: none */
 	/* its one-sided transfers' controller (cc_sess.c), started by their first sample */
 	struct urpc_cc_sess cc;
-	uint32_t
-		share_stamp; /* the Rpc's fair-share epoch it was last counted in (cc.h); 0: never */
-	struct urpc_sslot slots[]; /* slot_mask + 1 of them: the agreed window */
+	struct urpc_cc_share_peer share; /* its client as the Rpc's fair share sees it (cc.h) */
+	struct urpc_sslot slots[];	 /* slot_mask + 1 of them: the agreed window */
 };
 
 /*

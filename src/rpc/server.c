@@ -32,7 +32,7 @@
 static inline URPC_ALWAYS_INLINE void server_send_resp(struct urpc_rpc *rpc, struct urpc_session *s,
 						       struct urpc_sslot *sl)
 {
-	struct urpc_pkthdr *h = urpc__cc_srv_echo(rpc, s, urpc__mb_hdr(&sl->h.priv_resp));
+	struct urpc_pkthdr *h = urpc__cc_srv_echo(rpc, urpc__mb_hdr(&sl->h.priv_resp));
 	bool queued = urpc__tx_push(rpc, s->peer, h, (uint32_t)sl->h.priv_resp.data_size,
 				    sl->h.priv_resp.priv_lkey);
 
@@ -134,7 +134,6 @@ static inline URPC_ALWAYS_INLINE void server_answer(struct urpc_rpc *rpc, struct
 	}
 	urpc__srv_set(rpc, sl, URPC_SRV_RESPONDED);
 	urpc__pkthdr_patch(hdr, &s->tx_hdr, sl->h.priv_req_type, (uint32_t)len, sl->cur_req_num);
-	urpc__cc_srv_echo(rpc, s, hdr);
 	/*
 	 * server_send_resp() with the values read above. Sent at once: the
 	 * epoch stays 0, as every write of it leaves it on an Rpc whose
@@ -335,6 +334,7 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 	if (unlikely(sl->resp_epoch == rpc->tx_epoch || (sl->resent | (uintptr_t)sl->large)))
 		server_retire_resp(rpc, sl);
 
+	urpc__cc_srv_seen(rpc, s, urpc__mb_hdr(&sl->h.priv_resp), len + (uint32_t)sizeof(*h));
 	hd = &rpc->handlers[h->req_type];
 	if (unlikely(!hd->fn)) {
 		rpc->st.unknown_req_type++;
@@ -568,7 +568,6 @@ URPC_API int urpc_priv_resp_enqueue(struct urpc_req_handle *h, struct urpc_msgbu
 	hdr = urpc__mb_hdr(resp);
 	urpc__pkthdr_patch(hdr, &s->tx_hdr, h->priv_req_type, (uint32_t)resp->data_size,
 			   sl->cur_req_num);
-	urpc__cc_srv_echo(rpc, s, hdr);
 	/* urpc__tx_put() leaves the epoch as it is: it never flushes. */
 	sl->resp_epoch = rpc->tx_now ? 0 : rpc->tx_epoch;
 	urpc__tx_put(rpc, s->peer, hdr, (uint32_t)resp->data_size, resp->priv_lkey);

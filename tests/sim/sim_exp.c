@@ -189,7 +189,8 @@ static void on_pkt(struct exp *x, struct sim_ev *e)
 	if (e->c == f->rcv_nxt)
 		f->rcv_nxt += len;
 	if (x->share_on)
-		share = urpc__cc_share_seen(&x->share, f->stamp, x->net.now);
+		share = urpc__cc_share_seen(&x->share, f->peer, len + SIM_WIRE_OVERHEAD,
+					    x->net.now);
 	/* cumulative, echoing this packet's send time and mark; a response is as small */
 	send_pkt(x, T_ACK, e->b, x->server, f->host, f->rcv_nxt, VICTIM_LEN, (uintptr_t)e->ptr,
 		 e->ecn, share);
@@ -296,7 +297,7 @@ int exp_init(struct exp *x, unsigned n, bool cc, uint64_t ecn_bytes)
 		x->f[i].host = i;
 		urpc__cc_init(&x->f[i].own, &x->ccp);
 		x->f[i].cc = &x->f[i].own;
-		x->f[i].stamp = &x->f[i].own_stamp;
+		x->f[i].peer = &x->f[i].own_peer;
 		x->f[i].first = x->f[i].then = -1;
 	}
 	return 0;

@@ -38,8 +38,7 @@ struct flow {
 	uint64_t msg_start, last_progress;
 	uint64_t delivered, retx;
 	struct urpc_cc own, *cc; /* the session's controller: its own, or shared (X_SESSION) */
-	uint32_t own_stamp,
-		*stamp;	 /* the server's fair share: the epoch it last counted the session */
+	struct urpc_cc_share_peer own_peer, *peer; /* the server's fair share's view of it */
 	int first, then; /* X_SESSION: the session's stream sent before this one / after; -1 */
 };
 

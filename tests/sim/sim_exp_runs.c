@@ -308,8 +308,8 @@ static int session(bool cc, bool bulk, double idle, FILE *csv, double *p50_out)
 	x.f[0].active = bulk;
 	x.f[1].victim = x.f[1].active = true;
 	x.f[1].msg = VICTIM_LEN;
-	x.f[1].cc = &x.f[0].own;	  /* one session: one controller, one pacer */
-	x.f[1].stamp = &x.f[0].own_stamp; /* ... one sender to the server */
+	x.f[1].cc = &x.f[0].own;	/* one session: one controller, one pacer */
+	x.f[1].peer = &x.f[0].own_peer; /* ... one sender to the server */
 	x.f[0].first = 1;
 	x.f[1].then = 0;
 	if (bulk)

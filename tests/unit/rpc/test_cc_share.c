@@ -3,7 +3,8 @@
  * The receiver-driven fair share (src/rpc/cc.h, docs/CC.md), alone, under
  * a virtual clock. The server's side: its share is util x line over the
  * senders it heard from (a joiner counted at once, a leaver gone after an
- * epoch, a lone sender given the whole line), and an epoch lasts what a
+ * epoch, a lone sender given the whole line), what light senders leave
+ * goes to the heavy ones, and an epoch lasts what a
  * sender at the share takes for URPC_CC_SHARE_PKTS packets, within its
  * bounds. The client's side: an echoed share caps the rate at once, the
  * rate moves toward a higher share while the delay is within the target,
@@ -36,88 +37,131 @@ static struct urpc_cc_share share_at(uint64_t now)
 	return sh;
 }
 
-/* Every sender of @stamps[0..n) sends once at @now; the share they are told (the last one's). */
-static uint64_t all_send(struct urpc_cc_share *sh, uint32_t *stamps, unsigned n, uint64_t now)
-{
-	uint64_t s = 0;
-	unsigned i;
+#define BASE (LINE / 1000 * 970) /* util x line */
 
-	for (i = 0; i < n; i++)
-		s = urpc__cc_share_seen(sh, &stamps[i], now);
+/*
+ * One epoch from *@t to its end: senders [0, heavy) send their share's
+ * URPC_CC_SHARE_PKTS packets, spread over it, senders [heavy, heavy + light)
+ * one 100 B request; then *@t is the epoch's end (the next packet rolls it).
+ * Returns the share the last packet was told.
+ */
+static uint64_t epoch(struct urpc_cc_share *sh, struct urpc_cc_share_peer *p, unsigned heavy,
+		      unsigned light, uint64_t *t)
+{
+	uint64_t end, len, s = 0;
+	unsigned i, k;
+
+	(void)urpc__cc_share_seen(sh, &p[0], 0, *t); /* roll first: the epoch's length */
+	end = sh->epoch_end_ns;
+	len = end - *t;
+	for (k = 0; k < URPC_CC_SHARE_PKTS; k++)
+		for (i = 0; i < heavy; i++)
+			s = urpc__cc_share_seen(sh, &p[i], PKT, *t + len * k / URPC_CC_SHARE_PKTS);
+	for (i = heavy; i < heavy + light; i++)
+		s = urpc__cc_share_seen(sh, &p[i], 100, *t);
+	*t = end;
 	return s;
 }
 
 Test(cc_share, share_is_line_over_active_senders)
 {
 	struct urpc_cc_share sh = share_at(T0);
-	uint32_t st[100] = {0};
+	struct urpc_cc_share_peer p[100] = {{0}};
 	uint64_t t = T0, s;
+	int e;
 
 	/* one sender: the whole line (never held below it) */
-	cr_assert_eq(urpc__cc_share_seen(&sh, &st[0], t), LINE);
+	cr_assert_eq(urpc__cc_share_seen(&sh, &p[0], PKT, t), LINE);
 	/* many: counted as they come, within the first epoch already */
-	s = all_send(&sh, st, 10, t);
-	cr_assert_eq(s, LINE / 1000 * 970 / 10, "share %llu", (unsigned long long)s);
-	cr_assert_eq(sh.share_mbps, LINE / 1000 * 970 / 10 / 1000000);
+	for (unsigned i = 0; i < 10; i++)
+		s = urpc__cc_share_seen(&sh, &p[i], PKT, t);
+	cr_assert_eq(s, BASE / 10, "share %llu", (unsigned long long)s);
+	cr_assert_eq(sh.share_mbps, BASE / 10 / 1000000);
 	/* a sender counted once an epoch, however often it sends */
 	for (int k = 0; k < 50; k++)
-		s = urpc__cc_share_seen(&sh, &st[3], t + (uint64_t)k);
-	cr_assert_eq(s, LINE / 1000 * 970 / 10);
-	/* the same ten across epochs: steady */
-	for (int e = 0; e < 20; e++) {
-		t += TARGET;
-		s = all_send(&sh, st, 10, t);
-		cr_assert_eq(s, LINE / 1000 * 970 / 10, "epoch %d: %llu", e, (unsigned long long)s);
+		s = urpc__cc_share_seen(&sh, &p[3], 1, t + (uint64_t)k);
+	cr_assert_eq(s, BASE / 10);
+	/* the same ten, each sending its share: steady */
+	for (e = 0; e < 20; e++) {
+		s = epoch(&sh, p, 10, 0, &t);
+		cr_assert_eq(s, BASE / 10, "epoch %d: %llu", e, (unsigned long long)s);
+		/* (the first epoch counts none heavy: no share was known when it began) */
+		cr_assert_eq(sh.heavy_cur, e ? 10 : 0, "epoch %d: %u heavy", e, sh.heavy_cur);
 	}
 	/* 100: a joiner raises the count at once, without waiting for an epoch's end */
-	s = all_send(&sh, st, 100, t);
-	cr_assert_eq(s, LINE / 1000 * 970 / 100);
+	for (unsigned i = 0; i < 100; i++)
+		s = urpc__cc_share_seen(&sh, &p[i], PKT, t);
+	cr_assert_eq(s, BASE / 100);
+}
+
+/*
+ * Ten heavy senders beside ten light ones: the heavy ones share what the
+ * light ones leave, more than an equal share of twenty; all light: each
+ * may take util x the line.
+ */
+Test(cc_share, light_senders_leave_their_share_to_heavy_ones)
+{
+	struct urpc_cc_share sh = share_at(T0);
+	struct urpc_cc_share_peer p[20] = {{0}};
+	uint64_t t = T0, s = 0, light_bps;
+	int e;
+
+	for (e = 0; e < 10; e++)
+		s = epoch(&sh, p, 10, 10, &t);
+	light_bps = sh.light_prev_bps;
+	cr_assert_gt(light_bps, 0);
+	cr_assert_lt(light_bps, BASE / 100, "ten 100 B requests an epoch: %llu b/s",
+		     (unsigned long long)light_bps);
+	cr_assert_eq(sh.heavy_prev, 10);
+	cr_assert_eq(s, (BASE - light_bps) / 10, "share %llu", (unsigned long long)s);
+	cr_assert_gt(s, BASE / 20);
+	/* the heavy ones stop: twenty light senders, each may take it all */
+	for (e = 0; e < 3; e++)
+		s = epoch(&sh, p + 10, 0, 10, &t);
+	cr_assert_geq(s, BASE - sh.light_prev_bps, "share %llu", (unsigned long long)s);
 }
 
 Test(cc_share, leaver_gone_after_an_epoch)
 {
 	struct urpc_cc_share sh = share_at(T0);
-	uint32_t st[10] = {0};
+	struct urpc_cc_share_peer p[10] = {{0}};
 	uint64_t t = T0, s = 0, len;
 	int e;
 
-	all_send(&sh, st, 10, t);
-	/* two whole epochs with ten (the second started by the first's roll) */
-	for (e = 0; e < 4; e++) {
-		t = sh.epoch_end_ns;
-		all_send(&sh, st, 10, t);
-	}
+	for (e = 0; e < 4; e++)
+		epoch(&sh, p, 10, 0, &t);
 	/* the epoch fits URPC_CC_SHARE_PKTS packets at the share, at least the minimum */
-	len = (uint64_t)PKT * URPC_CC_SHARE_PKTS * 8000000000ull / (LINE / 1000 * 970 / 10);
+	(void)urpc__cc_share_seen(&sh, &p[0], 0, t);
+	len = (uint64_t)PKT * URPC_CC_SHARE_PKTS * 8000000000ull / (BASE / 10);
 	cr_assert_eq(sh.epoch_end_ns - t, len > TARGET ? len : TARGET);
+	t = sh.epoch_end_ns;
 	/* one leaves: the share stays until an epoch passes without it, then rises */
-	for (e = 0; e < 3; e++) {
-		t = sh.epoch_end_ns;
-		s = all_send(&sh, st, 9, t);
-	}
-	cr_assert_eq(s, LINE / 1000 * 970 / 9, "share %llu", (unsigned long long)s);
+	for (e = 0; e < 3; e++)
+		s = epoch(&sh, p, 9, 0, &t);
+	cr_assert_eq(s, BASE / 9, "share %llu", (unsigned long long)s);
 	/* all but one go: that one gets the whole line */
-	for (e = 0; e < 3; e++) {
-		t = sh.epoch_end_ns;
-		s = all_send(&sh, st, 1, t);
-	}
+	for (e = 0; e < 3; e++)
+		s = epoch(&sh, p, 1, 0, &t);
 	cr_assert_eq(s, LINE);
 	/* a silence longer than an epoch forgets everyone: the next sender is alone */
 	t = sh.epoch_end_ns + 10ull * URPC_CC_SHARE_MAX_EPOCH_NS;
-	cr_assert_eq(urpc__cc_share_seen(&sh, &st[5], t), LINE);
+	cr_assert_eq(urpc__cc_share_seen(&sh, &p[5], PKT, t), LINE);
 }
 
 Test(cc_share, epoch_bounded)
 {
+	static struct urpc_cc_share_peer p[1000];
 	struct urpc_cc_share sh;
-	uint32_t st[1000] = {0};
 	uint64_t t = T0;
+	unsigned i;
 
 	/* a 1 Gb/s port and 1000 senders: one packet at the share is 33 ms; the epoch stops at 1 ms */
 	urpc__cc_share_init(&sh, 1000000000ull, 970, PKT, TARGET, t);
-	all_send(&sh, st, 1000, t);
+	for (i = 0; i < 1000; i++)
+		(void)urpc__cc_share_seen(&sh, &p[i], PKT, t);
 	t = sh.epoch_end_ns;
-	all_send(&sh, st, 1000, t);
+	for (i = 0; i < 1000; i++)
+		(void)urpc__cc_share_seen(&sh, &p[i], PKT, t);
 	cr_assert_eq(sh.epoch_end_ns - t, URPC_CC_SHARE_MAX_EPOCH_NS);
 	cr_assert_eq(sh.share_mbps, 1, "at least 1 Mb/s on the wire, got %u", sh.share_mbps);
 }
