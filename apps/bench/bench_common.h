@@ -235,11 +235,12 @@ static inline void bench_print_session_stats(const char *prog, struct urpc_rpc *
 	if (urpc_session_get_stats(rpc, session, &st))
 		return;
 	printf("%s: session %d: rate %.2f of %.2f Gb/s%s, srtt %.1f us (controller's %.1f us), "
-	       "%llu samples, %llu decreases, %llu paced\n",
+	       "%llu samples, %llu decreases, %llu paced, server's share %.2f Gb/s%s\n",
 	       prog, session, st.cc_rate_bps / 1e9, st.cc_line_bps / 1e9,
 	       st.cc_limited ? " (paced)" : "", st.srtt_ns / 1e3, st.cc_srtt_ns / 1e3,
 	       (unsigned long long)st.cc_samples, (unsigned long long)st.cc_decreases,
-	       (unsigned long long)st.cc_paced);
+	       (unsigned long long)st.cc_paced, st.cc_share_bps / 1e9,
+	       st.cc_share_bps ? "" : " (none)");
 }
 
 static inline void bench_sm_event(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev,

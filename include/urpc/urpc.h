@@ -769,6 +769,11 @@ struct urpc_session_stats {
 	uint64_t cc_decreases; /* times it lowered the rate (delay, or a timeout) */
 	uint64_t cc_paced;     /* requests that waited for the pacer */
 	bool cc_limited;       /* below the line rate: paced */
+	/*
+	 * the fair share its server echoed last (docs/CC.md), which caps
+	 * cc_rate_bps; 0: none (the server's CC is off, or it has one client)
+	 */
+	uint64_t cc_share_bps;
 };
 
 /**

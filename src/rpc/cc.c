@@ -73,6 +73,8 @@ static void set_rate(struct urpc_cc *cc, const struct urpc_cc_params *p, double 
 		r = (double)p->min_bps;
 	if (r >= (double)p->line_bps)
 		r = (double)p->line_bps;
+	if (cc->share_bps && r > (double)cc->share_bps)
+		r = (double)cc->share_bps;
 	cc->rate_bps = (uint64_t)r;
 	cc->limited = cc->rate_bps < p->line_bps;
 	cc->ps_per_byte = 8000000000000ull / cc->rate_bps;
@@ -130,6 +132,13 @@ static void swift(struct urpc_cc *cc, const struct urpc_cc_params *p, uint64_t r
 
 		m = m < 1.0 ? 1.0 : m > p->ai_ramp ? p->ai_ramp : m;
 		r += (double)p->ai_bps * (k < 64.0 ? k : 64.0) * m;
+		/*
+		 * Below the receiver's fair share with the queue within the
+		 * target: half the way to it per round trip's worth (RCP's
+		 * rate, reached without waiting for the additive increase).
+		 */
+		if (cc->share_bps && r < (double)cc->share_bps)
+			r += ((double)cc->share_bps - r) * 0.5 * (k < 1.0 ? k : 1.0);
 		/*
 		 * A round trip under half the target saw no queue at all: what
 		 * lowered the rate is gone (or was a host's hiccup, not a
@@ -209,6 +218,120 @@ URPC_COLD void urpc__cc_timeout(struct urpc_cc *cc, const struct urpc_cc_params 
 	cc->last_dec_ns = now_ns;
 	cc->decreases++;
 	set_rate(cc, p, (double)cc->rate_bps / p->timeout_div);
+}
+
+URPC_COLD void urpc__cc_share_set(struct urpc_cc *cc, const struct urpc_cc_params *p,
+				  uint64_t share_bps)
+{
+	if (share_bps >= p->line_bps)
+		share_bps = 0; /* none: the line bounds it already */
+	else if (share_bps && share_bps < p->min_bps)
+		share_bps = p->min_bps;
+	cc->share_bps = share_bps;
+	if (share_bps && cc->rate_bps > share_bps)
+		set_rate(cc, p, (double)share_bps);
+}
+
+/* ---- the receiver's fair share ---- */
+
+static void share_compute(struct urpc_cc_share *sh)
+{
+	uint32_t n = sh->cur > sh->prev ? sh->cur : sh->prev, k;
+	uint64_t base = sh->line_bps / 1000 * sh->util_milli, avail;
+
+	/*
+	 * The heavy senders of the last epoch and every joiner since share what
+	 * the light ones left; never less than an equal share for all.
+	 */
+	k = sh->heavy_prev + (sh->cur > sh->prev ? sh->cur - sh->prev : 0);
+	k = URPC_MIN(URPC_MAX(k, 1), URPC_MAX(n, 1));
+	avail = base > sh->light_prev_bps ? base - sh->light_prev_bps : 0;
+	sh->share_bps = n <= 1 ? sh->line_bps : URPC_MAX(avail / k, base / n);
+	sh->share_mbps = (uint32_t)URPC_MIN(URPC_MAX(sh->share_bps / 1000000, 1), UINT32_MAX);
+}
+
+/*
+ * Bytes make a sender heavy from half what a sender at the share sends in
+ * the epoch; 0 (nobody classified: a packet costs no more than its two
+ * compares) while at most one sender is active, whose share is the line.
+ */
+static void share_heavy_bytes(struct urpc_cc_share *sh)
+{
+	uint64_t len = sh->epoch_end_ns - sh->epoch_start_ns;
+
+	sh->heavy_bytes =
+		URPC_MAX(sh->cur, sh->prev) <= 1
+			? 0
+			: (uint32_t)URPC_MIN(URPC_MAX(sh->share_bps / 16 * len / 1000000000, 1),
+					     UINT32_MAX);
+}
+
+void urpc__cc_share_init(struct urpc_cc_share *sh, uint64_t line_bps, uint16_t util_milli,
+			 uint32_t pkt_bytes, uint32_t min_epoch_ns, uint64_t now_ns)
+{
+	*sh = (struct urpc_cc_share){
+		.line_bps = line_bps,
+		.share_bps = line_bps,
+		.epoch_start_ns = now_ns,
+		.epoch_end_ns = now_ns + min_epoch_ns,
+		.epoch = 1,
+		.min_epoch_ns = min_epoch_ns,
+		.pkt_bytes = pkt_bytes,
+		.util_milli = util_milli,
+	};
+	share_compute(sh);
+}
+
+URPC_COLD void urpc__cc_share_roll(struct urpc_cc_share *sh, uint64_t now_ns)
+{
+	uint64_t len;
+
+	/* a whole epoch passed since this one's end without a sender: none was active */
+	if (now_ns - sh->epoch_end_ns >= sh->min_epoch_ns) {
+		sh->prev = sh->heavy_prev = 0;
+		sh->light_prev_bps = 0;
+	} else if (!sh->heavy_bytes) {
+		/* nobody classified (one sender at most, or it joined late): all heavy */
+		sh->prev = sh->heavy_prev = sh->cur;
+		sh->light_prev_bps = 0;
+	} else {
+		sh->prev = sh->cur;
+		sh->heavy_prev = sh->heavy_cur;
+		sh->light_prev_bps =
+			now_ns > sh->epoch_start_ns
+				? sh->light_cur * 8000000000ull / (now_ns - sh->epoch_start_ns)
+				: 0;
+	}
+	sh->heavy_cur = 0;
+	sh->light_cur = 0;
+	sh->epoch_start_ns = now_ns;
+	sh->cur = 0;
+	sh->epoch++;
+	if (!sh->epoch)
+		sh->epoch = 1; /* 0 is a sender never seen */
+	share_compute(sh);
+	len = (uint64_t)sh->pkt_bytes * URPC_CC_SHARE_PKTS * 8000000000ull / sh->share_bps;
+	len = URPC_MIN(URPC_MAX(len, sh->min_epoch_ns), URPC_CC_SHARE_MAX_EPOCH_NS);
+	sh->epoch_end_ns = now_ns + len;
+	share_heavy_bytes(sh);
+}
+
+URPC_COLD void urpc__cc_share_count(struct urpc_cc_share *sh, struct urpc_cc_share_peer *peer)
+{
+	peer->stamp = sh->epoch;
+	peer->bytes = 0;
+	if (++sh->cur > sh->prev) {
+		share_compute(sh);
+		if (!sh->heavy_bytes)
+			share_heavy_bytes(sh); /* a second sender: classify from here */
+	}
+}
+
+URPC_COLD void urpc__cc_share_heavy(struct urpc_cc_share *sh, uint32_t light_bytes)
+{
+	/* what it sent before it was heavy no longer counts as light */
+	sh->light_cur -= URPC_MIN(sh->light_cur, light_bytes);
+	sh->heavy_cur++;
 }
 
 /* ---- the timing wheel ---- */

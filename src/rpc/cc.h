@@ -72,6 +72,7 @@ struct urpc_cc {
 	int32_t rtt_diff_ns; /* Timely's smoothed difference */
 	bool limited;	     /* rate below the line: paced */
 	uint64_t samples, decreases, marks, paced;
+	uint64_t share_bps; /* the receiver's fair share (urpc__cc_share_echo), a cap; 0: none */
 };
 
 /* Fill @p with the defaults for a @line_bps link and @target_ns. */
@@ -130,6 +131,105 @@ static inline uint64_t urpc__cc_tx(struct urpc_cc *cc, uint32_t bytes, uint64_t 
 				 (gap < cc->max_gap_ns ? gap : cc->max_gap_ns);
 	}
 	return 0;
+}
+
+/*
+ * The receiver's fair share @share_bps echoed in an answer (0: none): the
+ * session's rate is capped at it, and below it the rate moves toward it
+ * while the delay is within the target (cc.c's swift()). Bounded to
+ * [min_bps, line_bps]; one at or above the line is none (a session alone
+ * at a receiver is never held below its line by it).
+ */
+void urpc__cc_share_set(struct urpc_cc *cc, const struct urpc_cc_params *p, uint64_t share_bps);
+static inline void urpc__cc_share_echo(struct urpc_cc *cc, const struct urpc_cc_params *p,
+				       uint64_t share_bps)
+{
+	if (likely(share_bps == cc->share_bps || (share_bps >= p->line_bps && !cc->share_bps)))
+		return;
+	urpc__cc_share_set(cc, p, share_bps);
+}
+
+/*
+ * ---- the receiver's side: a fair share from its active senders ----
+ *
+ * A receiver (a server's Rpc) counts the senders it heard from in the
+ * current epoch and in the last one, each sender holding a stamp (the
+ * epoch it was last counted in) and its bytes in that epoch. A sender
+ * that sent half its share's worth is heavy; the light ones' bytes are
+ * theirs. The fair share is what the light ones left of util x the
+ * line, over the last epoch's heavy senders and every joiner since (a
+ * joiner counts at once, a leaver after an epoch), never less than util
+ * x the line over all the senders; the line when one sender is active.
+ * An epoch lasts the time a sender at the share takes to send
+ * URPC_CC_SHARE_PKTS of @pkt_bytes, at least @min_epoch_ns and at most
+ * URPC_CC_SHARE_MAX_EPOCH_NS: every sender that keeps up its share is
+ * seen in every epoch. A few compares and adds per packet; an epoch's
+ * end, a new sender and a sender turning heavy are cold.
+ */
+#define URPC_CC_SHARE_PKTS 4u
+#define URPC_CC_SHARE_MAX_EPOCH_NS 1000000u
+
+struct urpc_cc_share {
+	uint64_t line_bps, share_bps;
+	uint32_t share_mbps; /* share_bps in Mb/s, at least 1: what a response header carries */
+	uint64_t epoch_start_ns, epoch_end_ns;
+	uint32_t epoch; /* a sender whose stamp equals it was counted in @cur */
+	uint32_t cur, prev;
+	/*
+	 * Heavy senders: those that sent heavy_bytes (half the share's worth
+	 * of the epoch) or more in it; the light ones' bytes, in this epoch
+	 * and (as a rate) in the last one: what the heavy ones share is what
+	 * the light ones leave.
+	 */
+	uint32_t heavy_cur, heavy_prev,
+		heavy_bytes; /* heavy_bytes 0: one sender, none classified */
+	uint64_t light_cur, light_prev_bps;
+	uint32_t min_epoch_ns, pkt_bytes;
+	uint16_t util_milli;
+};
+
+/* A sender as its receiver's share sees it: its epoch stamp and its bytes in that epoch. */
+struct urpc_cc_share_peer {
+	uint32_t stamp; /* the epoch it was last counted in; 0: never */
+	uint32_t bytes;
+};
+
+/* Start @sh for a receiver's port of @line_bps at @now_ns. */
+void urpc__cc_share_init(struct urpc_cc_share *sh, uint64_t line_bps, uint16_t util_milli,
+			 uint32_t pkt_bytes, uint32_t min_epoch_ns, uint64_t now_ns);
+/* Cold: the epoch is over (roll) or a sender was counted beyond the last epoch's count. */
+void urpc__cc_share_roll(struct urpc_cc_share *sh, uint64_t now_ns);
+/* Cold: @peer's first packet in this epoch; it turned heavy after @light_bytes. */
+void urpc__cc_share_count(struct urpc_cc_share *sh, struct urpc_cc_share_peer *peer);
+void urpc__cc_share_heavy(struct urpc_cc_share *sh, uint32_t light_bytes);
+
+/*
+ * A packet of @bytes from sender @peer (zeroed before its first) at
+ * @now_ns: counted once an epoch, heavy once its bytes in the epoch reach
+ * heavy_bytes. Returns the share to echo to it (bps).
+ */
+static inline uint64_t urpc__cc_share_seen(struct urpc_cc_share *sh,
+					   struct urpc_cc_share_peer *peer, uint32_t bytes,
+					   uint64_t now_ns)
+{
+	/*
+	 * One sender, counted in this epoch (heavy_bytes 0): its share is the
+	 * line, whatever the epochs do; a second one is a new stamp.
+	 */
+	if (unlikely(peer->stamp != sh->epoch || sh->heavy_bytes)) {
+		if (unlikely(now_ns >= sh->epoch_end_ns))
+			urpc__cc_share_roll(sh, now_ns);
+		if (unlikely(peer->stamp != sh->epoch))
+			urpc__cc_share_count(sh, peer);
+		if (peer->bytes < sh->heavy_bytes) {
+			peer->bytes += bytes;
+			if (unlikely(peer->bytes >= sh->heavy_bytes))
+				urpc__cc_share_heavy(sh, peer->bytes - bytes);
+			else
+				sh->light_cur += bytes;
+		}
+	}
+	return sh->share_bps;
 }
 
 /* ---- the pacer: a timing wheel ---- */

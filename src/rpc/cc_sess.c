@@ -19,8 +19,9 @@
 #include "../util/log.h"
 #include "rop.h"
 
-#define CC_WHEEL_SHIFT 10   /* 1.024 us slots: 4.2 ms ahead */
-#define CC_OS_TICK_NS 10000 /* one-sided round trips are looked at every 10 us at most */
+#define CC_WHEEL_SHIFT 10	/* 1.024 us slots: 4.2 ms ahead */
+#define CC_OS_TICK_NS 10000	/* one-sided round trips are looked at every 10 us at most */
+#define CC_SHARE_UTIL_MILLI 970 /* a server's fair shares add up to 97% of its line (CC.md) */
 
 URPC_API const char *urpc_cc_algo_str(enum urpc_cc_algo a)
 {
@@ -118,6 +119,14 @@ int urpc__cc_rpc_init(struct urpc_rpc *rpc, const struct urpc_rpc_opts *opts)
 	if (!rpc->cc_wheel)
 		return -ENOMEM;
 	urpc__wheel_init(rpc->cc_wheel, urpc__rpc_clock(rpc), CC_WHEEL_SHIFT);
+	/*
+	 * As a server: its line over the clients it heard from in the last
+	 * epoch (at least the delay target, long enough for a client at its
+	 * share to send URPC_CC_SHARE_PKTS datagrams, of 4096 B until rpc.c
+	 * knows its transport's MTU), echoed in its answers.
+	 */
+	urpc__cc_share_init(&rpc->cc_share, rpc->ccp.line_bps, CC_SHARE_UTIL_MILLI, 4096,
+			    rpc->ccp.target_ns, urpc__rpc_clock(rpc));
 	return 0;
 }
 
@@ -222,10 +231,13 @@ URPC_COLD void urpc__cc_os_scan(struct urpc_rpc *rpc)
 	urpc__rop_each_session(rpc, cc_os_sample);
 }
 
-URPC_COLD void urpc__cc_sess_sample(struct urpc_rpc *rpc, struct urpc_session *s, uint64_t rtt_ns)
+URPC_COLD void urpc__cc_sess_sample(struct urpc_rpc *rpc, struct urpc_session *s, uint64_t rtt_ns,
+				    uint32_t share_mbps)
 {
 	if (!rpc->cc_wheel)
 		return; /* off */
+	if (share_mbps) /* 0: the server did not say (CC off there, or not a plain answer) */
+		urpc__cc_share_echo(&s->cli.cc.cc, &rpc->ccp, (uint64_t)share_mbps * 1000000);
 	/* one request's worth acknowledged: an MTU's (the sample is one RPC's) */
 	urpc__cc_sample(&s->cli.cc.cc, &rpc->ccp, rtt_ns, false, 4096, rpc->now);
 	cc_moved(rpc, s);
@@ -308,6 +320,7 @@ URPC_API int urpc_session_get_stats(struct urpc_rpc *rpc, int session,
 		.cc_decreases = s->cli.cc.cc.decreases,
 		.cc_paced = s->cli.cc.cc.paced,
 		.cc_limited = s->cli.cc.cc.limited,
+		.cc_share_bps = s->cli.cc.cc.share_bps,
 	};
 	return 0;
 }

@@ -23,8 +23,35 @@ void urpc__cc_rpc_fini(struct urpc_rpc *rpc);
 void urpc__cc_sess_init(struct urpc_rpc *rpc, struct urpc_session *s);
 /* Take @s off the pacer (it is being freed or reset). */
 void urpc__cc_sess_forget(struct urpc_rpc *rpc, struct urpc_session *s);
-/* Round-trip sample @rtt_ns of @s (rtt.c). Cold. */
-void urpc__cc_sess_sample(struct urpc_rpc *rpc, struct urpc_session *s, uint64_t rtt_ns);
+/*
+ * Round-trip sample @rtt_ns of @s (rtt.c), from an answer that carried the
+ * server's fair share @share_mbps (0: none). Cold.
+ */
+void urpc__cc_sess_sample(struct urpc_rpc *rpc, struct urpc_session *s, uint64_t rtt_ns,
+			  uint32_t share_mbps);
+/*
+ * The server's side of the fair share (cc.h's struct urpc_cc_share):
+ * server session @s received a request of @bytes, to be answered with
+ * header @h: its client is counted (once an epoch, heavy or light by its
+ * bytes), and @h tells it the share (pkthdr.h's budget_us, which
+ * urpc__pkthdr_patch() keeps). One test while CC is off.
+ */
+static inline void urpc__cc_srv_seen(struct urpc_rpc *rpc, struct urpc_session *s,
+				     struct urpc_pkthdr *h, uint32_t bytes)
+{
+	if (unlikely(rpc->cc_wheel != NULL)) {
+		(void)urpc__cc_share_seen(&rpc->cc_share, &s->srv.share, bytes, rpc->now);
+		h->budget_us = htole32(rpc->cc_share.share_mbps);
+	}
+}
+/* A header built whole (urpc__pkthdr_fill/from) gets the share again; returns @h. */
+static inline struct urpc_pkthdr *urpc__cc_srv_echo(const struct urpc_rpc *rpc,
+						    struct urpc_pkthdr *h)
+{
+	if (unlikely(rpc->cc_wheel != NULL))
+		h->budget_us = htole32(rpc->cc_share.share_mbps);
+	return h;
+}
 /* A request of @s timed out and is sent again. Cold. */
 void urpc__cc_sess_timeout(struct urpc_rpc *rpc, struct urpc_session *s);
 /*

@@ -507,11 +507,15 @@ static URPC_COLD void client_ack(struct urpc_rpc *rpc, struct urpc_session *s,
  */
 static inline URPC_ALWAYS_INLINE void client_rx_done(struct urpc_rpc *rpc, struct urpc_session *s,
 						     struct urpc_cslot *sl, int st,
-						     enum urpc_cli_state from)
+						     enum urpc_cli_state from,
+						     const struct urpc_pkthdr *h)
 {
-	/* Karn: a retransmitted request's answer may be to either copy. tx_ns 0: not stamped. */
+	/*
+	 * Karn: a retransmitted request's answer may be to either copy. tx_ns 0:
+	 * not stamped. The sample takes the server's fair share along (pkthdr.h).
+	 */
 	if (unlikely(rpc->now >= s->cli.rtt.next_ns) && !sl->retries && sl->tx_ns)
-		urpc__rtt_sample(rpc, s, rpc->now - sl->tx_ns);
+		urpc__rtt_sample(rpc, s, rpc->now - sl->tx_ns, le32toh(h->budget_us));
 	rpc->st.resps_rx++;
 	complete(rpc, s, sl, st, from);
 }
@@ -546,7 +550,7 @@ static URPC_COLD void client_rx_slow(struct urpc_rpc *rpc, struct urpc_session *
 		st = -EPROTO; /* unknown flags */
 	else if (!client_read_resp(rpc, s, sl, data, len, &st))
 		return; /* the READ is under way */
-	client_rx_done(rpc, s, sl, st, sl->state);
+	client_rx_done(rpc, s, sl, st, sl->state, h);
 }
 
 void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_pkthdr *h,
@@ -583,7 +587,7 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		st = urpc__mb_copy_in(resp, data, len);
 		resp->data_size = len;
 	}
-	client_rx_done(rpc, s, sl, st, from);
+	client_rx_done(rpc, s, sl, st, from, h);
 }
 
 /*

@@ -238,7 +238,8 @@ struct urpc_srv_half {
 	uint32_t src_bucket; /* its source's count (session_src.h): bucket + 1; 0: none */
 	/* its one-sided transfers' controller (cc_sess.c), started by their first sample */
 	struct urpc_cc_sess cc;
-	struct urpc_sslot slots[]; /* slot_mask + 1 of them: the agreed window */
+	struct urpc_cc_share_peer share; /* its client as the Rpc's fair share sees it (cc.h) */
+	struct urpc_sslot slots[];	 /* slot_mask + 1 of them: the agreed window */
 };
 
 /*
@@ -341,7 +342,8 @@ struct urpc_rpc {
 	uint64_t rto_ns, rto_max_ns, ping_ns, peer_timeout_ns, connect_timeout_ns, sm_retry_ns;
 	struct urpc_cc_params ccp; /* congestion control; its pacer (NULL: algo off): */
 	struct urpc_wheel *cc_wheel;
-	uint64_t cc_os_next_ns; /* the next look at one-sided round trips (cc_sess.h) */
+	uint64_t cc_os_next_ns;	       /* the next look at one-sided round trips (cc_sess.h) */
+	struct urpc_cc_share cc_share; /* a server's fair share for its senders (while CC is on) */
 	/* session-management round trips (ns), smoothed as TCP's (RFC 6298); 0: no sample */
 	uint64_t sm_srtt_ns, sm_rttvar_ns;
 	struct urpc_csprng secrets; /* session tokens: unpredictable from earlier ones */

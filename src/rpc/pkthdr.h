@@ -70,7 +70,11 @@ struct urpc_pkthdr {
 	 * REQ: the client's time left before its deadline when it sent this
 	 * copy, in microseconds, rounded up (0: no deadline; at most
 	 * UINT32_MAX, about 71 minutes). A handler reads it through
-	 * urpc_req_deadline_ms(); a nested request may inherit it. RESP: 0.
+	 * urpc_req_deadline_ms(); a nested request may inherit it. RESP: the
+	 * server's fair share for the session's client in Mb/s while its
+	 * congestion control is on (docs/CC.md: its line rate over the
+	 * clients it heard from lately; a client with congestion control caps
+	 * its rate there), else 0 (no news: the client keeps what it had).
 	 */
 	uint32_t budget_us;
 	uint64_t req_num;
@@ -148,14 +152,15 @@ static inline void urpc__pkthdr_from(struct urpc_pkthdr *h, const struct urpc_pk
  * response buffer, whose header room only ever takes headers of its
  * session, see server.c): req_type, flags and status 0 and msg_size in
  * one store, then req_num. Cheaper than urpc__pkthdr_from(); debug builds
- * check the fixed fields against @tmpl.
+ * check the fixed fields against @tmpl (budget_us excepted: a response's
+ * fair share, which the server writes after this).
  */
 static inline void urpc__pkthdr_patch(struct urpc_pkthdr *h, const struct urpc_pkthdr *tmpl,
 				      uint8_t req_type, uint32_t msg_size, uint64_t req_num)
 {
 	uint64_t w = htole64((uint64_t)req_type | (uint64_t)msg_size << 32); /* bytes 4 to 11 */
 
-	assert(!memcmp(h, tmpl, 4) && !memcmp(&h->dest_session, &tmpl->dest_session, 12) &&
+	assert(!memcmp(h, tmpl, 4) && !memcmp(&h->dest_session, &tmpl->dest_session, 8) &&
 	       h->token == tmpl->token);
 	(void)tmpl;
 	memcpy((uint8_t *)h + 4, &w, sizeof(w));

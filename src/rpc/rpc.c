@@ -167,6 +167,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 		goto out_tp;
 	}
 	rpc->max_msg = rpc->tp->mtu - (uint32_t)sizeof(struct urpc_pkthdr);
+	rpc->cc_share.pkt_bytes = rpc->tp->mtu; /* the fair share's epoch (cc_sess.c) */
 	rpc->tx_now = (rpc->tp->caps & URPC_TP_CAP_TX_NOW) ? rpc->tp->ops->tx_now : NULL;
 	rpc->rx_reclaim = (rpc->tp->caps & URPC_TP_CAP_RX_RECLAIM) != 0;
 	rpc->rx_run = (rpc->tp->caps & URPC_TP_CAP_RX_RUN) ? rpc->tp->ops->rx_run : NULL;

@@ -31,7 +31,8 @@ void urpc__cli_rtt_init(const struct urpc_rpc *rpc, struct urpc_session *s)
  * being flooded: the variance alone forgets a rare slow answer within a
  * few fast ones.
  */
-URPC_COLD void urpc__rtt_sample(struct urpc_rpc *rpc, struct urpc_session *s, uint64_t r)
+URPC_COLD void urpc__rtt_sample(struct urpc_rpc *rpc, struct urpc_session *s, uint64_t r,
+				uint32_t share_mbps)
 {
 	struct urpc_rtt *t = &s->cli.rtt;
 	uint64_t m, rto;
@@ -47,5 +48,5 @@ URPC_COLD void urpc__rtt_sample(struct urpc_rpc *rpc, struct urpc_session *s, ui
 	rto = URPC_MAX(t->srtt_ns + 4 * t->rttvar_ns, 2 * m);
 	t->rto_ns = URPC_MIN(URPC_MAX(rto, rpc->rto_ns), rpc->rto_max_ns);
 	t->next_ns = rpc->now + RTT_GAP_NS;
-	urpc__cc_sess_sample(rpc, s, r); /* may sample every answer: after next_ns */
+	urpc__cc_sess_sample(rpc, s, r, share_mbps); /* may sample every answer: after next_ns */
 }

@@ -37,9 +37,11 @@ void urpc__cli_rtt_init(const struct urpc_rpc *rpc, struct urpc_session *s);
 /*
  * One round-trip sample @r (ns) of client session @s, from an answer to a
  * request sent once; at most one per RTT_GAP_NS (rtt.c; the caller tests
- * s->cli.rtt.next_ns). Cold.
+ * s->cli.rtt.next_ns). The answer carried the server's fair share
+ * @share_mbps (pkthdr.h; 0: none), which goes to the controller. Cold.
  */
-void urpc__rtt_sample(struct urpc_rpc *rpc, struct urpc_session *s, uint64_t r);
+void urpc__rtt_sample(struct urpc_rpc *rpc, struct urpc_session *s, uint64_t r,
+		      uint32_t share_mbps);
 
 #ifdef __cplusplus
 }

@@ -3,15 +3,14 @@
  * The server's side of the datapath (server.h). Owns server slots: their
  * request numbers, states, stored responses and the handle a handler gets;
  * and the deferred count of a server session.
- * May call: large.h (descriptors, grants, operations), msgbuf.h (responses given
- * by the application, GPU staging), session_table.h (a reset session is
- * freed with its last deferred answer), tx.h, the pool, the transport's
- * post_read and tx_flush, the CUDA loader (urpc_req_copy_data() into device
- * memory). Buffers are allocated here from the pool, never on a
- * session's creation: a slot's response buffer when its first request
- * arrives (kept by the slot from then on, so the datapath allocates once
- * per slot, not per request; freed with the session), and a large
- * request's buffer when its descriptor arrives.
+ * May call: large.h (descriptors, grants, operations), msgbuf.h (responses
+ * given by the application, GPU staging), session_table.h (a reset session
+ * is freed with its last deferred answer), tx.h, cc_sess.h (the fair share
+ * its answers echo), the pool, the transport's post_read and tx_flush, the
+ * CUDA loader (urpc_req_copy_data() into device memory). Buffers come from
+ * the pool, never at a session's creation: a slot's response buffer with
+ * its first request (then kept, freed with the session: one allocation per
+ * slot, not per request), a large request's with its descriptor.
  */
 #define URPC_LOG_MODULE "server"
 #include "server.h"
@@ -21,6 +20,7 @@
 
 #include "../mem/cuda.h"
 #include "../util/log.h"
+#include "cc_sess.h"
 #include "deadline.h"
 #include "large.h"
 #include "msgbuf.h"
@@ -28,12 +28,13 @@
 #include "states.h"
 #include "tx.h"
 
-/* A large stored response is its descriptor in h.priv_resp: sent the same way. */
+/* A large stored response is its descriptor in h.priv_resp; each copy with the fair share. */
 static inline URPC_ALWAYS_INLINE void server_send_resp(struct urpc_rpc *rpc, struct urpc_session *s,
 						       struct urpc_sslot *sl)
 {
-	bool queued = urpc__tx_push(rpc, s->peer, urpc__mb_hdr(&sl->h.priv_resp),
-				    (uint32_t)sl->h.priv_resp.data_size, sl->h.priv_resp.priv_lkey);
+	struct urpc_pkthdr *h = urpc__cc_srv_echo(rpc, urpc__mb_hdr(&sl->h.priv_resp));
+	bool queued = urpc__tx_push(rpc, s->peer, h, (uint32_t)sl->h.priv_resp.data_size,
+				    sl->h.priv_resp.priv_lkey);
 
 	sl->resp_epoch = queued ? rpc->tx_epoch : 0;
 }
@@ -333,6 +334,7 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 	if (unlikely(sl->resp_epoch == rpc->tx_epoch || (sl->resent | (uintptr_t)sl->large)))
 		server_retire_resp(rpc, sl);
 
+	urpc__cc_srv_seen(rpc, s, urpc__mb_hdr(&sl->h.priv_resp), len + (uint32_t)sizeof(*h));
 	hd = &rpc->handlers[h->req_type];
 	if (unlikely(!hd->fn)) {
 		rpc->st.unknown_req_type++;

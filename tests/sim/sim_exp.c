@@ -9,7 +9,11 @@
  * the server, go-back-N after a retransmission timeout; with congestion
  * control its packets also wait for the session's pacer (src/rpc/cc.h,
  * the engine's own controller), fed by each acknowledgement's round trip
- * and ECN echo. The sessions are this file's model of the engine's
+ * and ECN echo, and capped by the server's fair share (cc.h's struct
+ * urpc_cc_share: its port's rate over the senders it heard from lately,
+ * echoed in each acknowledgement, as the engine's responses carry it;
+ * SIM_SHARE=0 turns it off, SIM_SHARE_UTIL=MILLI sets its utilization,
+ * 970 by default). The sessions are this file's model of the engine's
  * datapath, not the engine: the fabric and the controller are the real
  * ones. Calls sim_net.c's event queue, sim_fabric.c and src/rpc/cc.c.
  */
@@ -66,7 +70,7 @@ void exp_push(struct exp *x, unsigned type, unsigned flow, uint64_t at, uint64_t
 
 /* A packet (data or acknowledgement) through the fabric: @c the offset or the ack, ts its send. */
 static void send_pkt(struct exp *x, unsigned type, unsigned flow, unsigned src, unsigned dst,
-		     uint64_t c, uint32_t len, uint64_t ts, bool ecn)
+		     uint64_t c, uint32_t len, uint64_t ts, bool ecn, uint64_t share)
 {
 	struct sim_ev *e = sim_ev_new(&x->net, EV_EXP, x->net.now, (int)flow, 0);
 
@@ -79,6 +83,7 @@ static void send_pkt(struct exp *x, unsigned type, unsigned flow, unsigned src, 
 	e->extra_ns = 0;
 	e->ptr = (void *)(uintptr_t)ts;
 	e->from.sin_addr.s_addr = len;
+	memcpy(e->from.sin_zero, &share, sizeof(share)); /* the server's fair share, echoed */
 	sim_fab_send(&x->fab, &x->net, e, src, dst, len + SIM_WIRE_OVERHEAD, 0, false);
 }
 
@@ -121,7 +126,7 @@ void exp_try_send(struct exp *x, unsigned i)
 				break;
 			}
 		}
-		send_pkt(x, T_PKT, i, f->host, x->server, f->snd_nxt, len, x->net.now, false);
+		send_pkt(x, T_PKT, i, f->host, x->server, f->snd_nxt, len, x->net.now, false, 0);
 		f->snd_nxt += len;
 	}
 	if (!f->rto_armed && f->snd_una < f->snd_nxt) {
@@ -147,7 +152,11 @@ static void on_ack(struct exp *x, struct sim_ev *e)
 	struct flow *f = &x->f[e->b];
 	uint64_t ack = e->c, ts = (uintptr_t)e->ptr;
 	bool ecn = e->from.sin_port != 0;
+	uint64_t share;
 
+	memcpy(&share, e->from.sin_zero, sizeof(share));
+	if (x->cc_on && share)
+		urpc__cc_share_echo(f->cc, &x->ccp, share);
 	/* every acknowledgement is a sample, a duplicate too (it echoes its packet's time) */
 	if (x->cc_on)
 		urpc__cc_sample(f->cc, &x->ccp, x->net.now - ts, ecn,
@@ -175,12 +184,16 @@ static void on_pkt(struct exp *x, struct sim_ev *e)
 {
 	struct flow *f = &x->f[e->b];
 	uint32_t len = e->from.sin_addr.s_addr;
+	uint64_t share = 0;
 
 	if (e->c == f->rcv_nxt)
 		f->rcv_nxt += len;
+	if (x->share_on)
+		share = urpc__cc_share_seen(&x->share, f->peer, len + SIM_WIRE_OVERHEAD,
+					    x->net.now);
 	/* cumulative, echoing this packet's send time and mark; a response is as small */
 	send_pkt(x, T_ACK, e->b, x->server, f->host, f->rcv_nxt, VICTIM_LEN, (uintptr_t)e->ptr,
-		 e->ecn);
+		 e->ecn, share);
 }
 
 static void on_rto(struct exp *x, unsigned i)
@@ -278,13 +291,29 @@ int exp_init(struct exp *x, unsigned n, bool cc, uint64_t ecn_bytes)
 		fprintf(stderr, "urpc-sim: SIM_CC_*: %s out of range\n", bad);
 		return -1;
 	}
+	x->share_on = !getenv("SIM_SHARE") || strcmp(getenv("SIM_SHARE"), "0");
+	exp_share_init(x, LINE_BPS);
 	for (i = 0; i < n; i++) {
 		x->f[i].host = i;
 		urpc__cc_init(&x->f[i].own, &x->ccp);
 		x->f[i].cc = &x->f[i].own;
+		x->f[i].peer = &x->f[i].own_peer;
 		x->f[i].first = x->f[i].then = -1;
 	}
 	return 0;
+}
+
+void exp_share_init(struct exp *x, uint64_t line_bps)
+{
+	const char *u = getenv("SIM_SHARE_UTIL");
+	unsigned long util = u ? strtoul(u, NULL, 0) : 970;
+
+	if (!util || util > 1000) {
+		fprintf(stderr, "urpc-sim: SIM_SHARE_UTIL: %s out of range (1 to 1000)\n", u);
+		util = 970;
+	}
+	urpc__cc_share_init(&x->share, line_bps, (uint16_t)util, MTU + SIM_WIRE_OVERHEAD,
+			    x->ccp.target_ns, x->net.now);
 }
 
 void exp_fini(struct exp *x)

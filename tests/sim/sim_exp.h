@@ -38,6 +38,7 @@ struct flow {
 	uint64_t msg_start, last_progress;
 	uint64_t delivered, retx;
 	struct urpc_cc own, *cc; /* the session's controller: its own, or shared (X_SESSION) */
+	struct urpc_cc_share_peer own_peer, *peer; /* the server's fair share's view of it */
 	int first, then; /* X_SESSION: the session's stream sent before this one / after; -1 */
 };
 
@@ -51,6 +52,8 @@ struct exp {
 	struct sim_fabric fab;
 	struct urpc_cc_params ccp;
 	bool cc_on;
+	bool share_on; /* SIM_SHARE=1: the server echoes a fair share (cc.h) */
+	struct urpc_cc_share share;
 	unsigned nflows, server;
 	struct flow *f;
 	struct lat msg_lat, vic_lat;
@@ -74,6 +77,8 @@ uint64_t exp_retx(struct exp *x);
 /* Flows 0..n-1 on hosts 0..n-1; the server is host n. 0 or -1. */
 int exp_init(struct exp *x, unsigned n, bool cc, uint64_t ecn_bytes);
 void exp_fini(struct exp *x);
+/* (Re)start the server's fair share for its port of @line_bps. */
+void exp_share_init(struct exp *x, uint64_t line_bps);
 /* Run until @end; T_TICK events go to @tick. */
 void exp_loop(struct exp *x, uint64_t end, void (*tick)(struct exp *, uint64_t));
 void exp_start_measure(struct exp *x);

@@ -12,26 +12,35 @@
 #include "sim_exp.h"
 
 /*
- * incast / victim: @n clients (the last one the victim's 32 B RPCs when
- * @victim) send @msg-byte messages back to back for 20 ms; measured after 5 ms.
+ * incast / victim: @n clients send @msg-byte messages back to back for 20
+ * ms, beside (when @victim) the victim's 32 B RPCs, one at a time: one
+ * session, or SIM_VICTIMS of them (light senders, which the server's
+ * fair share counts as clients); measured after 5 ms.
  */
 static int incast(bool cc, unsigned n, uint64_t msg, bool victim, double idle, FILE *csv)
 {
 	const uint64_t warm = 5000000, run = 20000000;
+	const char *nv_env = getenv("SIM_VICTIMS");
+	unsigned nv = nv_env ? (unsigned)strtoul(nv_env, NULL, 0) : 1;
 	struct exp x;
-	unsigned i, nin = victim ? n + 1 : n;
+	unsigned i, nin;
 	double gput, qp99, port;
 	uint64_t drops_all, drops_steady, retx_all, retx_steady;
 
+	if (nv < 1 || nv > 1000) {
+		fprintf(stderr, "urpc-sim: SIM_VICTIMS: %s out of range (1 to 1000)\n", nv_env);
+		return 2;
+	}
+	nin = victim ? n + nv : n;
 	if (exp_init(&x, nin, cc, 0))
 		return 2;
 	for (i = 0; i < nin; i++) {
 		x.f[i].active = true;
 		x.f[i].msg = msg;
 	}
-	if (victim) {
-		x.f[n].victim = true;
-		x.f[n].msg = VICTIM_LEN;
+	for (i = n; i < nin; i++) {
+		x.f[i].victim = true;
+		x.f[i].msg = VICTIM_LEN;
 	}
 	for (i = 0; i < nin; i++)
 		exp_next_msg(&x, i);
@@ -110,6 +119,8 @@ struct fair {
 	 * the start of the first run that lasted @span (0: none did).
 	 */
 	uint64_t join_touch, join_from, join_conv, leave_touch, leave_from, leave_conv, span;
+	/* the join again, on the throughput over the last 100 us (5 ticks), not the rates */
+	uint64_t tj_touch, tj_from, tj_conv;
 	uint64_t *hist; /* [FHIST][flows]: bytes delivered per tick */
 	FILE *csv;
 	bool cc;
@@ -146,7 +157,7 @@ static void fair_tick(struct exp *x, uint64_t c)
 {
 	unsigned n = x->nflows, i, t, k = 0;
 	uint64_t *tp = calloc(n, sizeof(uint64_t)), *rates = calloc(n, sizeof(uint64_t)),
-		 recent = 0;
+		 *tp5 = calloc(n, sizeof(uint64_t)), recent = 0;
 	bool *on = calloc(n, sizeof(bool));
 	double jt, jr;
 
@@ -160,7 +171,8 @@ static void fair_tick(struct exp *x, uint64_t c)
 		for (t = 0; t < FHIST; t++)
 			tp[i] += F.hist[t * n + i];
 		for (t = 0; t < 5; t++)
-			recent += F.hist[((F.tick - 1 - t) % FHIST) * n + i];
+			tp5[i] += F.hist[((F.tick - 1 - t) % FHIST) * n + i];
+		recent += tp5[i];
 	}
 	jt = jain(tp, on, n);
 	jr = jain(rates, on, n);
@@ -180,6 +192,9 @@ static void fair_tick(struct exp *x, uint64_t c)
 	if (x->net.now > F.join_at && x->net.now < F.leave_at)
 		held((F.cc ? jr : jt) >= 0.95, x->net.now, &F.join_touch, &F.join_from,
 		     &F.join_conv);
+	/* from 100 us after the join: the joiner's 5 ticks are all its own */
+	if (x->net.now >= F.join_at + 5 * FTICK_NS && x->net.now < F.leave_at)
+		held(jain(tp5, on, n) >= 0.95, x->net.now, &F.tj_touch, &F.tj_from, &F.tj_conv);
 	if (x->net.now > F.leave_at)
 		held(recent * 8.0 / (5 * FTICK_NS) >= 0.9 * LINE_BPS / 1e9, x->net.now,
 		     &F.leave_touch, &F.leave_from, &F.leave_conv);
@@ -201,6 +216,7 @@ static void fair_tick(struct exp *x, uint64_t c)
 		x->f[0].active = false;
 	exp_push(x, T_TICK, 0, x->net.now + FTICK_NS, 0);
 	free(tp);
+	free(tp5);
 	free(rates);
 	free(on);
 }
@@ -237,6 +253,7 @@ static int fairness(bool cc, unsigned n, double idle, FILE *csv)
 		double jmean = F.jain_n ? F.jain_sum / F.jain_n : 0;
 		uint64_t jw = F.leave_at - F.join_at, lw = F.end_at - F.leave_at;
 		uint64_t jc = F.join_conv ? F.join_conv - F.join_at : 0;
+		uint64_t tc = F.tj_conv ? F.tj_conv - F.join_at : 0;
 		uint64_t lc = F.leave_conv ? F.leave_conv - F.leave_at : 0;
 		char jt[40], lt[40], lr[40];
 
@@ -247,11 +264,12 @@ static int fairness(bool cc, unsigned n, double idle, FILE *csv)
 			 (F.leave_touch - F.leave_at) / 1000.0 / idle);
 		printf("%-3s %3u sessions  Jain (1 ms throughput) mean %.3f min %.3f over 2-6 ms "
 		       "(%.3f over 5-6 ms)  join: %s fair (>= 0.95) and stays for 50 RTTs after %s%.0f RTTs "
-		       "(first %s)  leave: port >= 90%% and stays for 50 RTTs after %s%.0f RTTs (first %s)  "
-		       "(RTT idle %.1f us, loaded %s)\n",
+		       "(first %s), 100 us throughput after %s%.0f  leave: port >= 90%% and stays for 50 "
+		       "RTTs after %s%.0f RTTs (first %s)  (RTT idle %.1f us, loaded %s)\n",
 		       cc ? "on" : "off", n, jmean, F.jain_min,
 		       F.jain5_n ? F.jain5_sum / F.jain5_n : 0, cc ? "rates" : "throughput",
-		       jc ? "" : "> ", (jc ? jc : jw) / 1000.0 / idle, jt, lc ? "" : "> ",
+		       jc ? "" : "> ", (jc ? jc : jw) / 1000.0 / idle, jt, tc ? "" : "> ",
+		       (tc ? tc : jw) / 1000.0 / idle, lc ? "" : "> ",
 		       (lc ? lc : lw) / 1000.0 / idle, lt, idle, lr);
 		/* the goals with congestion control (docs/CC.md) */
 		if (cc && (jmean < 0.95 || !jc || jc > 50 * idle * 1000 || !lc ||
@@ -284,12 +302,14 @@ static int session(bool cc, bool bulk, double idle, FILE *csv, double *p50_out)
 	if (exp_init(&x, 2, cc, 0))
 		return 2;
 	x.fab.down[x.server].ps_per_byte = 320; /* 25 Gb/s */
+	exp_share_init(&x, 25000000000ull);
 	x.f[0].host = x.f[1].host = 0;
 	x.f[0].msg = 64ull << 20;
 	x.f[0].active = bulk;
 	x.f[1].victim = x.f[1].active = true;
 	x.f[1].msg = VICTIM_LEN;
-	x.f[1].cc = &x.f[0].own; /* one session: one controller, one pacer */
+	x.f[1].cc = &x.f[0].own;	/* one session: one controller, one pacer */
+	x.f[1].peer = &x.f[0].own_peer; /* ... one sender to the server */
 	x.f[0].first = 1;
 	x.f[1].then = 0;
 	if (bulk)
