@@ -86,6 +86,7 @@ int urpc__verbs_ud_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, u
 	uint32_t half = v->base.sq_depth / 2;
 	unsigned i, k, posted;
 	uint64_t bytes = 0;
+	bool sig = false;
 
 	for (i = 0; i < n; i++) {
 		if (unlikely(pkts[i].hdr_len + (uint64_t)pkts[i].data_len > v->base.mtu))
@@ -102,22 +103,22 @@ int urpc__verbs_ud_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, u
 	for (i = 0; i < k; i++) {
 		const struct urpc_tp_tx *t = &pkts[i];
 		struct ibv_send_wr *wr = &v->swr[i];
-		struct ibv_sge *sge = &v->ssge[2 * i];
+		struct ibv_sge *sge = wr->sg_list; /* sg_list, opcode, qkey, next: set at create */
 		uint32_t total = t->hdr_len + t->data_len;
 		uint64_t pos = v->sq_posted + i;
 
 		wr->wr_id = 0;
-		wr->next = i + 1 < k ? wr + 1 : NULL;
-		wr->sg_list = sge;
-		wr->opcode = IBV_WR_SEND;
 		wr->send_flags = 0;
 		wr->wr.ud.ah = t->peer->ah;
 		wr->wr.ud.remote_qpn = t->peer->qpn;
-		wr->wr.ud.remote_qkey = VERBS_QKEY;
-		if (total <= v->base.max_inline ||
-		    (t->hdr_lkey && (!t->data_len || t->data_lkey))) {
-			if (total <= v->base.max_inline)
-				wr->send_flags = IBV_SEND_INLINE;
+		if (total <= v->base.max_inline) {
+			wr->send_flags = IBV_SEND_INLINE;
+			sge[0] = (struct ibv_sge){(uintptr_t)t->hdr, t->hdr_len, t->hdr_lkey};
+			sge[1] = (struct ibv_sge){(uintptr_t)t->data, t->data_len, t->data_lkey};
+			wr->num_sge = t->data_len ? 2 : 1;
+		} else if (t->hdr_lkey && (!t->data_len || t->data_lkey)) {
+			/* Sent from the caller's memory: tx_flush() must see it complete. */
+			sig = true;
 			sge[0] = (struct ibv_sge){(uintptr_t)t->hdr, t->hdr_len, t->hdr_lkey};
 			sge[1] = (struct ibv_sge){(uintptr_t)t->data, t->data_len, t->data_lkey};
 			wr->num_sge = t->data_len ? 2 : 1;
@@ -131,14 +132,22 @@ int urpc__verbs_ud_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, u
 			sge[0] = (struct ibv_sge){(uintptr_t)slot, total, v->ring_mr->lkey};
 			wr->num_sge = 1;
 		}
-		if (i + 1 == k || pos + 1 - v->sq_last_signal >= half) {
+		/*
+		 * Signaled: one WR in every sq_depth / 2, so that completions
+		 * retire the queue before it fills, and the last of a burst that
+		 * sends from memory the caller will reuse after tx_flush(). A
+		 * burst of inlined datagrams alone needs no completion.
+		 */
+		if ((i + 1 == k && sig) || pos + 1 - v->sq_last_signal >= half) {
 			wr->send_flags |= IBV_SEND_SIGNALED;
 			wr->wr_id = pos + 1;
 			v->sq_last_signal = pos + 1;
 		}
 		bytes += total;
 	}
+	v->swr[k - 1].next = NULL;
 	posted = post_chain(v, k);
+	v->swr[k - 1].next = k < v->base.sq_depth ? &v->swr[k] : NULL;
 	v->base.stats.tx_pkts += posted;
 	v->base.stats.tx_bytes += posted == k ? bytes : 0;
 	return (int)posted;
@@ -172,18 +181,16 @@ static void repost(struct verbs_tp *v)
 		struct ibv_recv_wr *bad = NULL;
 		int ret;
 
+		/* sg_list, num_sge, next, the SGE's length and lkey: set at create. */
 		for (i = 0; i < m; i++) {
 			uint32_t idx = v->repost[v->nrepost - m + i];
 
 			v->rsge[i].addr = (uintptr_t)v->ring.addr + (uint64_t)v->slot_size * idx;
-			v->rsge[i].length = v->slot_size;
-			v->rsge[i].lkey = v->ring_mr->lkey;
 			v->rwr[i].wr_id = idx;
-			v->rwr[i].sg_list = &v->rsge[i];
-			v->rwr[i].num_sge = 1;
-			v->rwr[i].next = i + 1 < m ? &v->rwr[i + 1] : NULL;
 		}
+		v->rwr[m - 1].next = NULL;
 		ret = ibv_post_recv(v->qp, v->rwr, &bad);
+		v->rwr[m - 1].next = m < VERBS_RECV_BATCH ? &v->rwr[m] : NULL;
 		if (unlikely(ret)) {
 			/* Keep what was not taken; the next release tries again. */
 			uint32_t taken = bad ? (uint32_t)(bad - v->rwr) : 0;
@@ -370,7 +377,21 @@ int urpc__verbs_ud_create(struct verbs_tp *v, const struct urpc_tp_cfg *cfg)
 	if (!v->swr || !v->ssge || !v->repost)
 		return -ENOMEM;
 	v->repost_batch = URPC_MAX(1u, URPC_MIN(VERBS_RECV_BATCH, cfg->rq_depth / 4));
+	/* What every send WR of a burst has in common: tx_burst() fills in the rest. */
+	for (i = 0; i < cfg->sq_depth; i++) {
+		v->swr[i].next = i + 1 < cfg->sq_depth ? &v->swr[i + 1] : NULL;
+		v->swr[i].sg_list = &v->ssge[2 * i];
+		v->swr[i].opcode = IBV_WR_SEND;
+		v->swr[i].wr.ud.remote_qkey = VERBS_QKEY;
+	}
 
+	for (i = 0; i < VERBS_RECV_BATCH; i++) {
+		v->rsge[i].length = v->slot_size;
+		v->rsge[i].lkey = v->ring_mr->lkey;
+		v->rwr[i].sg_list = &v->rsge[i];
+		v->rwr[i].num_sge = 1;
+		v->rwr[i].next = i + 1 < VERBS_RECV_BATCH ? &v->rwr[i + 1] : NULL;
+	}
 	/* Every receive slot posted: the ring never runs dry unless held. */
 	for (i = 0; i < cfg->rq_depth; i++)
 		v->repost[v->nrepost++] = i;
