@@ -80,35 +80,52 @@ static unsigned post_chain(struct verbs_tp *v, unsigned k)
 	return posted;
 }
 
+/* The checks of tx_burst() for entries it will not send: none is sent when one is bad. */
+static int tx_check(const struct verbs_tp *v, const struct urpc_tp_tx *pkts, unsigned n)
+{
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		if (pkts[i].hdr_len + (uint64_t)pkts[i].data_len > v->base.mtu)
+			return -EMSGSIZE;
+		if (!pkts[i].peer)
+			return -EINVAL;
+	}
+	return 0;
+}
+
 int urpc__verbs_ud_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, unsigned n)
 {
 	struct verbs_tp *v = to_verbs(tp);
-	uint32_t half = v->base.sq_depth / 2;
+	uint64_t bytes = 0, pos, sig_at, last_sig;
+	struct ibv_send_wr *last, *after;
 	unsigned i, k, posted;
-	uint64_t bytes = 0;
 	bool sig = false;
+	int ret;
 
-	for (i = 0; i < n; i++) {
-		if (unlikely(pkts[i].hdr_len + (uint64_t)pkts[i].data_len > v->base.mtu))
-			return -EMSGSIZE;
-		if (unlikely(!pkts[i].peer))
-			return -EINVAL;
-	}
 	if (sq_room(v) < n)
 		reap_send(v);
 	k = URPC_MIN(n, sq_room(v));
-	if (!k)
-		return 0;
-
-	for (i = 0; i < k; i++) {
+	if (unlikely(k < n)) {
+		ret = tx_check(v, pkts + k, n - k);
+		if (ret)
+			return ret;
+	}
+	/* Signaled: one WR in every sq_depth / 2, so completions retire the queue before it fills. */
+	pos = v->sq_posted;
+	last_sig = v->sq_last_signal; /* stored once the burst is checked */
+	sig_at = last_sig + v->base.sq_depth / 2;
+	for (i = 0; i < k; i++, pos++) {
 		const struct urpc_tp_tx *t = &pkts[i];
 		struct ibv_send_wr *wr = &v->swr[i];
 		struct ibv_sge *sge = wr->sg_list; /* sg_list, opcode, qkey, next: set at create */
 		uint32_t total = t->hdr_len + t->data_len;
-		uint64_t pos = v->sq_posted + i;
 
+		if (unlikely(total > v->base.mtu))
+			return -EMSGSIZE;
+		if (unlikely(!t->peer))
+			return -EINVAL;
 		wr->wr_id = 0;
-		wr->send_flags = 0;
 		wr->wr.ud.ah = t->peer->ah;
 		wr->wr.ud.remote_qpn = t->peer->qpn;
 		if (total <= v->base.max_inline) {
@@ -119,6 +136,7 @@ int urpc__verbs_ud_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, u
 		} else if (t->hdr_lkey && (!t->data_len || t->data_lkey)) {
 			/* Sent from the caller's memory: tx_flush() must see it complete. */
 			sig = true;
+			wr->send_flags = 0;
 			sge[0] = (struct ibv_sge){(uintptr_t)t->hdr, t->hdr_len, t->hdr_lkey};
 			sge[1] = (struct ibv_sge){(uintptr_t)t->data, t->data_len, t->data_lkey};
 			wr->num_sge = t->data_len ? 2 : 1;
@@ -126,28 +144,39 @@ int urpc__verbs_ud_tx_burst(struct urpc_tp *tp, const struct urpc_tp_tx *pkts, u
 			/* Unregistered and too large to inline: the position's own slot. */
 			uint8_t *slot = send_slot(v, pos);
 
+			wr->send_flags = 0;
 			memcpy(slot, t->hdr, t->hdr_len);
 			if (t->data_len)
 				memcpy(slot + t->hdr_len, t->data, t->data_len);
 			sge[0] = (struct ibv_sge){(uintptr_t)slot, total, v->ring_mr->lkey};
 			wr->num_sge = 1;
 		}
-		/*
-		 * Signaled: one WR in every sq_depth / 2, so that completions
-		 * retire the queue before it fills, and the last of a burst that
-		 * sends from memory the caller will reuse after tx_flush(). A
-		 * burst of inlined datagrams alone needs no completion.
-		 */
-		if ((i + 1 == k && sig) || pos + 1 - v->sq_last_signal >= half) {
+		if (unlikely(pos + 1 >= sig_at)) {
 			wr->send_flags |= IBV_SEND_SIGNALED;
 			wr->wr_id = pos + 1;
-			v->sq_last_signal = pos + 1;
+			last_sig = pos + 1;
+			sig_at = pos + 1 + v->base.sq_depth / 2;
 		}
 		bytes += total;
 	}
-	v->swr[k - 1].next = NULL;
+	if (!k)
+		return 0;
+	/*
+	 * The last WR of a burst that sends from memory the caller will reuse
+	 * after tx_flush() is signaled too; a burst of inlined datagrams alone
+	 * needs no completion (the NIC has read them when the post returns).
+	 */
+	last = &v->swr[k - 1];
+	if (unlikely(sig) && !(last->send_flags & IBV_SEND_SIGNALED)) {
+		last->send_flags |= IBV_SEND_SIGNALED;
+		last->wr_id = pos;
+		last_sig = pos;
+	}
+	v->sq_last_signal = last_sig;
+	after = last->next; /* the chain ends at the burst's last WR, then is whole again */
+	last->next = NULL;
 	posted = post_chain(v, k);
-	v->swr[k - 1].next = k < v->base.sq_depth ? &v->swr[k] : NULL;
+	last->next = after;
 	v->base.stats.tx_pkts += posted;
 	v->base.stats.tx_bytes += posted == k ? bytes : 0;
 	return (int)posted;
