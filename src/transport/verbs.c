@@ -498,14 +498,24 @@ static void verbs_wait_ack(struct urpc_tp *tp)
  * receives go back): the engine polls completions only while operations
  * of its own are in flight, and a user's exposure outlives them.
  */
+static URPC_COLD int rx_burst_side(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n)
+{
+	struct verbs_tp *v = to_verbs(tp);
+
+	if (v->npending)
+		urpc__verbs_hs_timers(v, urpc__now_ns());
+	if (v->base.stats.grants_live)
+		urpc__verbs_rc_reap(v);
+	return urpc__verbs_ud_rx_burst(tp, pkts, n);
+}
+
+/* Without that work, a tail call and nothing saved (the idle pass: 16 -> 5 instructions). */
 static int verbs_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n)
 {
 	struct verbs_tp *v = to_verbs(tp);
 
-	if (unlikely(v->npending))
-		urpc__verbs_hs_timers(v, urpc__now_ns());
-	if (unlikely(v->base.stats.grants_live))
-		urpc__verbs_rc_reap(v);
+	if (unlikely(v->npending || v->base.stats.grants_live))
+		return rx_burst_side(tp, pkts, n);
 	return urpc__verbs_ud_rx_burst(tp, pkts, n);
 }
 

@@ -330,6 +330,14 @@ struct verbs_tp {
 	uint32_t *repost;
 	uint32_t nrepost;
 	uint32_t repost_batch;
+	/*
+	 * rx_burst()'s completions and its caller's array, kept here rather
+	 * than on the stack or in registers across ibv_poll_cq(), so that an
+	 * empty poll (the idle pass) saves and restores almost nothing.
+	 */
+	struct ibv_wc rx_wc[VERBS_POLL_BATCH];
+	struct urpc_tp_rx *rx_out;
+	unsigned rx_n;
 	struct ibv_recv_wr rwr[VERBS_RECV_BATCH];
 	struct ibv_sge rsge[VERBS_RECV_BATCH];
 
