@@ -432,6 +432,26 @@ Test(nx_auth, forged_control_packets_from_a_peers_address_change_nothing, .timeo
 	side_down(&S);
 }
 
+/*
+ * Run only @rpc, which has sent nothing before, until @n requests took a
+ * slot and as many datagrams left (a request, or a large one's
+ * descriptor, is one): a fixed time of its loop sends fewer when the host
+ * deschedules it.
+ */
+static void sent_by(struct urpc_rpc *rpc, uint64_t n)
+{
+	struct urpc_rpc_stats st;
+	uint64_t t0 = urpc__now_ns();
+
+	do {
+		urpc_rpc_run_event_loop_once(rpc);
+		cr_assert_eq(urpc_rpc_get_stats(rpc, &st), 0);
+	} while ((st.reqs_sent < n || st.pkts_tx < n) && urpc__now_ns() - t0 < WAIT_NS);
+	cr_assert_eq(st.reqs_sent, n, "sent %llu of %llu requests",
+		     (unsigned long long)st.reqs_sent, (unsigned long long)n);
+	cr_assert_geq(st.pkts_tx, n);
+}
+
 /* Connect the client to the server; the session number. */
 static int connect_one(void)
 {
@@ -528,8 +548,8 @@ Test(nx_auth, an_unread_large_response_is_revoked_and_its_memory_returned, .time
 	want = echo_done + 1;
 	cr_assert_eq(urpc_req_enqueue(C.rpc, sess, T_BIG, &req, &resp, echo_cont, NULL, 0), 0);
 	/* The client sends its request, then stops: only the server runs. */
-	for (t0 = urpc__now_ns(); urpc__now_ns() - t0 < 20000000;)
-		urpc_rpc_run_event_loop_once(C.rpc);
+	sent_by(C.rpc, 1);
+	t0 = urpc__now_ns();
 	while (!S.rpc->grants_live && urpc__now_ns() - t0 < WAIT_NS)
 		urpc_rpc_run_event_loop_once(S.rpc);
 	cr_assert_not_null(S.rpc->grants_live, "the large response was never stored");
@@ -588,12 +608,21 @@ Test(nx_auth, one_address_holds_at_most_its_share_of_unread_responses, .timeout 
 					      NULL, 0),
 			     0);
 	}
-	/* The client sends and stops reading: the server stores what it may. */
-	for (t0 = urpc__now_ns(); urpc__now_ns() - t0 < 20000000;)
-		urpc_rpc_run_event_loop_once(C.rpc);
-	for (t0 = urpc__now_ns(); urpc__now_ns() - t0 < 300000000;)
+	/*
+	 * The client sends all 6 and stops reading; the server handles all 6
+	 * and stores what it may (the handler stores or refuses at once).
+	 * Waits on both: a fixed 20 ms and 300 ms let a descheduled thread
+	 * send or handle fewer than 6 on a loaded host, and refuse fewer.
+	 */
+	sent_by(C.rpc, 6);
+	for (t0 = urpc__now_ns(); urpc__now_ns() - t0 < WAIT_NS;) {
 		urpc_rpc_run_event_loop_once(S.rpc);
-	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+		cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+		if (st.reqs_handled >= 6)
+			break;
+	}
+	cr_assert_eq(st.reqs_handled, 6, "the server handled %llu of 6 requests",
+		     (unsigned long long)st.reqs_handled);
 	fprintf(stderr, "pool share: 6 unread 4 MiB responses of one address: %llu refused\n",
 		(unsigned long long)st.grants_refused);
 	cr_assert_eq(st.grants_refused, 2, "4 fit a 16 MiB share, 2 do not");
@@ -601,7 +630,7 @@ Test(nx_auth, one_address_holds_at_most_its_share_of_unread_responses, .timeout 
 	for (t0 = urpc__now_ns(); echo_done < want && urpc__now_ns() - t0 < WAIT_NS;)
 		pump();
 	cr_assert_eq(echo_done, want);
-	cr_assert_eq(echo_errors, 2);
+	cr_assert_eq(echo_errors, 2, "%u failed, the last with %d", echo_errors, echo_last_error);
 	cr_assert_eq(echo_last_error, -EIO);
 	for (i = 0; i < 6; i++) {
 		cr_assert_eq(urpc_msgbuf_free(C.rpc, &req[i]), 0);
@@ -655,12 +684,18 @@ Test(nx_auth, a_slow_reader_holds_at_most_its_share_of_one_sided_operations, .ti
 				urpc_req_enqueue(E.rpc, es[i], T_SINK, q, r, count_cont, NULL, 0),
 				0);
 		}
-	/* Its descriptors leave; then it stops: the server's READs of it stall. */
-	for (t0 = urpc__now_ns(); urpc__now_ns() - t0 < 20000000;)
-		urpc_rpc_run_event_loop_once(E.rpc);
-	for (t0 = urpc__now_ns(); urpc__now_ns() - t0 < 50000000;)
+	/*
+	 * Its descriptors leave; then it stops: the server's READs of it stall
+	 * until its share is full and a request of it waits (a fixed 20 + 50 ms
+	 * was short on a host at load 12).
+	 */
+	sent_by(E.rpc, NS * PER);
+	for (t0 = urpc__now_ns(); urpc__now_ns() - t0 < WAIT_NS;) {
 		pump();
-	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+		cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+		if (st.os_share_waits)
+			break;
+	}
 	e_conn = S.rpc->os_busy;
 	/* The victim's large request, meanwhile. */
 	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, PUT_LEN, &vreq), 0);
@@ -865,7 +900,7 @@ Test(nx_auth, a_starved_owner_without_contention_completes, .timeout = 60)
 	memset(req.buf, 0x3c, PUT_LEN);
 	want = echo_done + 1;
 	cr_assert_eq(urpc_req_enqueue(C.rpc, sess, T_SINK, &req, &resp, echo_cont, NULL, 0), 0);
-	run_for(C.rpc, 2); /* the descriptor leaves */
+	sent_by(C.rpc, 1); /* the descriptor leaves */
 	run_for(S.rpc, 5 * 100);
 	for (t0 = urpc__now_ns(); echo_done < want && urpc__now_ns() - t0 < WAIT_NS;)
 		pump();
@@ -983,8 +1018,10 @@ Test(nx_auth, a_slow_reader_is_cut_while_a_legitimate_client_waits, .timeout = 1
 				urpc_req_enqueue(E.rpc, es[i], T_SINK, q, r, count_cont, NULL, 0),
 				0);
 		}
-	run_for(E.rpc, 20);
-	run_for(NULL, 50);
+	/* Until it holds every operation (a fixed 20 + 50 ms held 32 of 64 at load 12). */
+	sent_by(E.rpc, NS * PER);
+	for (t0 = urpc__now_ns(); S.rpc->os_busy < URPC_OS_OPS && urpc__now_ns() - t0 < WAIT_NS;)
+		pump();
 	held = S.rpc->os_busy;
 	/* The legitimate request, while the slow reader runs every 150 ms. */
 	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, PUT_LEN, &vreq), 0);
