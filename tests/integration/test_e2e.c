@@ -507,8 +507,28 @@ static int connect_wait(struct world *w, uint8_t cli, uint8_t srv)
 	deadline = now_us() + WAIT_MS * 1000u;
 	while (!l->connected[s] && !l->failed[s] && now_us() < deadline)
 		pass(w);
-	cr_assert_eq(l->failed[s], 0, "connect %u -> %u failed: %s", cli, srv,
-		     urpc_strerror(l->status[s]));
+	if (l->failed[s]) {
+		struct urpc_nexus_stats ns;
+		struct urpc_rpc_stats cs;
+
+		/*
+		 * Which side went silent (seen once, under load: the 2 s connect
+		 * time-out ran out): what the Nexus and the client Rpc counted.
+		 */
+		cr_assert_eq(urpc_nexus_get_stats(w->nx, &ns), 0);
+		cr_assert_eq(urpc_rpc_get_stats(w->rpc[cli], &cs), 0);
+		cr_assert_fail(
+			"connect %u -> %u failed after %llu ms: %s (Nexus: SM rx %llu tx "
+			"%llu, cookies %llu, drop bad %llu auth %llu no-rpc %llu queue-full "
+			"%llu; client Rpc: SM tx %llu rx %llu)",
+			cli, srv,
+			(unsigned long long)(now_us() - deadline + WAIT_MS * 1000u) / 1000,
+			urpc_strerror(l->status[s]), (unsigned long long)ns.sm_rx,
+			(unsigned long long)ns.sm_tx, (unsigned long long)ns.cookies_tx,
+			(unsigned long long)ns.drop_bad_pkt, (unsigned long long)ns.drop_auth,
+			(unsigned long long)ns.drop_no_rpc, (unsigned long long)ns.drop_queue_full,
+			(unsigned long long)cs.sm_pkts_tx, (unsigned long long)cs.sm_pkts_rx);
+	}
 	cr_assert_eq(l->connected[s], 1, "connect %u -> %u: no CONNECTED within %d ms", cli, srv,
 		     WAIT_MS);
 	cr_assert_eq(l->status[s], 0);
