@@ -18,9 +18,20 @@
  * pattern, which changes every round (so bytes of an earlier round show
  * too). URPC_TEST_RENEW_ROUNDS sets the rounds (24).
  *
- * Written for a corruption seen once in the stress run (test_large_verbs
- * after an RC stall: a READ reported success with its bytes past the first
- * 1 MiB chunk wrong); it has not reproduced it (16 KiB and 1 MiB chunks).
+ * URPC_TEST_RENEW_ONLY=0|1|2 keeps one disturbance (stall, cancel, revoke).
+ *
+ * Written for a corruption in the stress run (test_large_verbs after an RC
+ * stall: a READ reported success with its bytes past the first 1 MiB chunk
+ * never written). At 16 KiB chunks (the default here) it has not shown in
+ * 500+ rounds. With URPC_TEST_RENEW_CHUNK=1048576 (the transport's own
+ * chunk) and URPC_TEST_RENEW_ROUNDS=16 it shows in most runs on Soft-RoCE
+ * (Linux 6.1, TCG): "byte 1048576 ... not moved", whatever the disturbance,
+ * often on an operation's first try, with two successful completions of
+ * its two chunks on a fresh QP (traced) and 0xee still at the second
+ * chunk. Not fixed: treating successes reaped after the QP was put in the
+ * error state as flushes did not change it, which points at the device
+ * (rxe's requester under READ retries; dmesg shows "Failed sending ACK")
+ * rather than the transport's books; not proven.
  *
  * Runs where an RDMA port is active (Soft-RoCE in tests/vm, in the
  * test_verbs binary); elsewhere it skips.
@@ -39,7 +50,6 @@
 #include "transport/verbs_rc.h"
 
 #define K 6			/* operations of each side in flight */
-#define SRC_LEN (8u << 20)	/* each side's granted source */
 #define CHUNK 16384u		/* URPC_VERBS_RC_CHUNK: up to 19 chunks an operation */
 #define ROUND_NS 60000000000ull /* a round that moved nothing for this long fails */
 #define POISON 0xee
@@ -53,6 +63,7 @@ struct side {
 		struct urpc_tp_grant g; /* the other side's grant this one READs */
 		uint32_t off, len;	/* in the other side's source */
 		bool busy, done;
+		bool revoked; /* its grant went under it: its source is scribbled over */
 		unsigned tries;
 	} op[K];
 	unsigned stalls, cancels, revokes, errors, checked;
@@ -60,6 +71,7 @@ struct side {
 
 static struct side S[2];
 static uint32_t MAX_OP = 19 * CHUNK - 4000; /* bytes of one operation, at most */
+static uint32_t SRC_LEN;		    /* each side's source: K disjoint ranges */
 static uint32_t SLOT_LEN = 19 * CHUNK;	    /* each operation's destination */
 static uint64_t gap_ns; /* between disturbances: up to twice a chunk's time, at first */
 
@@ -157,7 +169,9 @@ static void round_start(unsigned r)
 			struct op *op = &S[x].op[k];
 
 			op->len = 1 + (uint32_t)rand() % MAX_OP;
-			op->off = (uint32_t)rand() % (SRC_LEN - op->len);
+			/* Its own range of the source: scribbling over it touches no other. */
+			op->off = k * SLOT_LEN + (uint32_t)rand() % (SLOT_LEN - op->len + 1);
+			op->revoked = false;
 			op->done = false;
 			op->tries = 0;
 			cr_assert_eq(o->tp->ops->grant(o->tp, o->peer, &o->src_mr, o->src + op->off,
@@ -166,6 +180,21 @@ static void round_start(unsigned r)
 			post(x, k);
 		}
 	}
+}
+
+/* Op @k of side @x failed after its grant was revoked: the bytes back, a new grant. */
+static void regrant(unsigned x, unsigned k, unsigned r)
+{
+	struct side *o = &S[!x];
+	struct op *op = &S[x].op[k];
+	uint32_t i;
+
+	for (i = 0; i < op->len; i++)
+		o->src[op->off + i] = pat(!x, r, op->off + i);
+	cr_assert_eq(o->tp->ops->grant(o->tp, o->peer, &o->src_mr, o->src + op->off, op->len,
+				       URPC_TP_ACCESS_REMOTE_READ, &op->g),
+		     0);
+	op->revoked = false;
 }
 
 /* Every byte of op @k of side @x, which reported success. */
@@ -199,7 +228,9 @@ static void disturb(unsigned x)
 
 	if (!v->nposted || !v->conns)
 		return;
-	switch (rand() % 3) {
+	const char *only = getenv("URPC_TEST_RENEW_ONLY");
+
+	switch (only && *only ? atoi(only) : rand() % 3) {
 	case 0:
 		urpc__verbs_rc_stall(v, v->conns, "the test stalls it");
 		s->stalls++;
@@ -209,12 +240,15 @@ static void disturb(unsigned x)
 			s->cancels++;
 		break;
 	case 2:
-		if (!op->busy)
+		/*
+		 * The owner gives the memory back, to be used again: a READ
+		 * that still reported success would show the scribble.
+		 */
+		if (!op->busy || op->revoked)
 			break;
 		o->tp->ops->revoke(o->tp, &op->g);
-		cr_assert_eq(o->tp->ops->grant(o->tp, o->peer, &o->src_mr, o->src + op->off,
-					       op->len, URPC_TP_ACCESS_REMOTE_READ, &op->g),
-			     0);
+		memset(o->src + op->off, POISON ^ 0xff, op->len);
+		op->revoked = true;
 		s->revokes++;
 		break;
 	}
@@ -244,6 +278,8 @@ static void round_run(unsigned r, bool disturbing)
 				op->busy = false;
 				if (c[i].status) {
 					S[x].errors++;
+					if (op->revoked)
+						regrant(x, k, r);
 					post(x, k); /* as the engine reads again */
 					continue;
 				}
@@ -284,8 +320,9 @@ Test(verbs_renew, stalls_and_renewals_never_report_bytes_not_moved, .timeout = 6
 	srand(12345);
 	env = getenv("URPC_TEST_RENEW_CHUNK");
 	chunk = env && atoi(env) >= 4096 ? (uint32_t)atoi(env) : CHUNK;
-	MAX_OP = URPC_MIN(19 * chunk - 1000, SRC_LEN / 2);
+	MAX_OP = URPC_MIN(19 * chunk - 1000, 3u << 20);
 	SLOT_LEN = MAX_OP;
+	SRC_LEN = K * SLOT_LEN;
 	gap_ns = (5 + chunk / 16384) * 1000000ull;
 	snprintf(buf, sizeof(buf), "%u", chunk);
 	cr_assert_eq(setenv("URPC_VERBS_RC_CHUNK", buf, 1), 0);
