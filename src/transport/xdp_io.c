@@ -58,6 +58,28 @@ void urpc__xdp_kick(struct udp_tp *u)
 	xdp_kick_q(u, &u->xdp->q[0]);
 }
 
+/*
+ * A free frame of @q's UMEM share and a TX ring entry for it (*idx, *addr);
+ * with no free frame, completions are reclaimed, after one kick if need
+ * be. False when either is missing: the caller sends nothing.
+ */
+static inline bool tx_take(struct udp_tp *u, struct xdp_q *q, uint32_t *idx, uint64_t *addr)
+{
+	if (unlikely(!q->ntx_free)) {
+		urpc__xdp_reclaim(q);
+		if (!q->ntx_free) {
+			xdp_kick_q(u, q);
+			urpc__xdp_reclaim(q);
+			if (!q->ntx_free)
+				return false;
+		}
+	}
+	if (unlikely(xsk_ring_prod__reserve(&q->tx, 1, idx) != 1))
+		return false;
+	*addr = q->tx_free[--q->ntx_free];
+	return true;
+}
+
 int urpc__xdp_tx(struct udp_tp *u, const struct urpc_tp_peer *peer, const struct iovec *iov,
 		 unsigned niov)
 {
@@ -68,18 +90,8 @@ int urpc__xdp_tx(struct udp_tp *u, const struct urpc_tp_peer *peer, const struct
 	uint64_t addr;
 	uint8_t *f;
 
-	if (unlikely(!q->ntx_free)) {
-		urpc__xdp_reclaim(q);
-		if (!q->ntx_free) {
-			xdp_kick_q(u, q);
-			urpc__xdp_reclaim(q);
-			if (!q->ntx_free)
-				return 0;
-		}
-	}
-	if (unlikely(xsk_ring_prod__reserve(&q->tx, 1, &idx) != 1))
+	if (unlikely(!tx_take(u, q, &idx, &addr)))
 		return 0;
-	addr = q->tx_free[--q->ntx_free];
 	f = xsk_umem__get_data(q->area, addr);
 	memcpy(f, peer->xp->hdr, URPC_XDP_HDR_LEN);
 	for (i = 0; i < niov; i++) {
@@ -105,18 +117,8 @@ int urpc__xdp_tx_data(struct udp_tp *u, const struct urpc_tp_peer *peer, const v
 	uint32_t idx;
 	uint64_t addr;
 
-	if (unlikely(!q->ntx_free)) {
-		urpc__xdp_reclaim(q);
-		if (!q->ntx_free) {
-			xdp_kick_q(u, q);
-			urpc__xdp_reclaim(q);
-			if (!q->ntx_free)
-				return 0;
-		}
-	}
-	if (unlikely(xsk_ring_prod__reserve(&q->tx, 1, &idx) != 1))
+	if (unlikely(!tx_take(u, q, &idx, &addr)))
 		return 0;
-	addr = q->tx_free[--q->ntx_free];
 	d = xsk_ring_prod__tx_desc(&q->tx, idx);
 	d->addr = addr;
 	/* tx_burst checked the mtu, which leaves the headers room in a frame */
