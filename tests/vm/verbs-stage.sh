@@ -163,7 +163,7 @@ done
 loss_env=URPC_TEST_EXPECT_LOSS=5,URPC_TEST_LOSS_RPCS=20000
 runs=(
 	"contract-1500 1500 - test_contract_verbs - 300"
-	"verbs-1500 1500 - test_verbs - 300"
+	"verbs-1500 1500 - test_verbs - 600"
 	"e2e-1500 1500 - test_e2e_verbs - 600"
 	"loss-1500 1500 loss_5% test_loss_verbs $loss_env 300"
 	"large-1500 1500 - test_large_verbs - 600"
@@ -172,7 +172,7 @@ runs=(
 	"rmem-1500 1500 - test_rmem_verbs - 300"
 	"rmem-batch-1500 1500 - test_rmem_batch_verbs - 300"
 	"contract-9000 9000 - test_contract_verbs - 300"
-	"verbs-9000 9000 - test_verbs - 300"
+	"verbs-9000 9000 - test_verbs - 600"
 	"e2e-9000 9000 - test_e2e_verbs - 600"
 	"loss-9000 9000 loss_5% test_loss_verbs $loss_env 300"
 	"large-9000 9000 - test_large_verbs - 600"
