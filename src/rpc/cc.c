@@ -375,6 +375,18 @@ void urpc__wheel_del(struct urpc_wheel *w, struct urpc_wheel_ent *e)
 	}
 }
 
+uint64_t urpc__wheel_next_ns(const struct urpc_wheel *w)
+{
+	uint64_t t;
+
+	if (!w->n)
+		return UINT64_MAX;
+	for (t = w->cur; t < w->cur + URPC_WHEEL_SLOTS; t++)
+		if (w->slot[t & (URPC_WHEEL_SLOTS - 1)])
+			return t << w->shift;
+	return w->cur << w->shift; /* not reached: n counts what the slots hold */
+}
+
 unsigned urpc__wheel_poll(struct urpc_wheel *w, uint64_t now_ns,
 			  void (*fn)(struct urpc_wheel_ent *e, void *arg), void *arg)
 {

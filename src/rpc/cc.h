@@ -254,6 +254,11 @@ void urpc__wheel_init(struct urpc_wheel *w, uint64_t now_ns, unsigned shift);
 void urpc__wheel_add(struct urpc_wheel *w, struct urpc_wheel_ent *e, uint64_t at_ns);
 /* Take @e (held) out before its time. */
 void urpc__wheel_del(struct urpc_wheel *w, struct urpc_wheel_ent *e);
+/*
+ * When the first entry held is due (its slot's start: at or before its
+ * time); UINT64_MAX when none is held. Walks the slots: cold.
+ */
+uint64_t urpc__wheel_next_ns(const struct urpc_wheel *w);
 /* Release every entry due by @now_ns to @fn; returns how many. */
 unsigned urpc__wheel_poll(struct urpc_wheel *w, uint64_t now_ns,
 			  void (*fn)(struct urpc_wheel_ent *e, void *arg), void *arg);

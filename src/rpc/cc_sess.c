@@ -22,6 +22,12 @@
 #define CC_WHEEL_SHIFT 10	/* 1.024 us slots: 4.2 ms ahead */
 #define CC_OS_TICK_NS 10000	/* one-sided round trips are looked at every 10 us at most */
 #define CC_SHARE_UTIL_MILLI 970 /* a server's fair shares add up to 97% of its line (CC.md) */
+/*
+ * A paced Rpc sleeps until this long before its next release: the
+ * kernel's timer slack for an ordinary thread (50 us) and a wake-up's
+ * cost, so the sleep does not make the session late (CC.md).
+ */
+#define CC_IDLE_EARLY_NS 80000
 
 URPC_API const char *urpc_cc_algo_str(enum urpc_cc_algo a)
 {
@@ -279,6 +285,19 @@ static void released(struct urpc_wheel_ent *e, void *arg)
 	s->cli.cc.queued = false;
 	if (s->state == URPC_SESS_CONNECTED)
 		a->kick(a->rpc, s);
+}
+
+URPC_COLD bool urpc__cc_idle_until(const struct urpc_rpc *rpc, uint64_t *wake_ns)
+{
+	uint64_t at;
+
+	if (!rpc->cc_wheel || !rpc->cc_wheel->n)
+		return true;
+	at = urpc__wheel_next_ns(rpc->cc_wheel);
+	if (at <= rpc->now + CC_IDLE_EARLY_NS)
+		return false;
+	*wake_ns = URPC_MIN(*wake_ns, at - CC_IDLE_EARLY_NS);
+	return true;
 }
 
 void urpc__cc_poll(struct urpc_rpc *rpc, void (*kick)(struct urpc_rpc *, struct urpc_session *))
