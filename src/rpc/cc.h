@@ -256,9 +256,10 @@ void urpc__wheel_add(struct urpc_wheel *w, struct urpc_wheel_ent *e, uint64_t at
 void urpc__wheel_del(struct urpc_wheel *w, struct urpc_wheel_ent *e);
 /*
  * When the first entry held is due (its slot's start: at or before its
- * time); UINT64_MAX when none is held. Walks the slots: cold.
+ * time), looking @max_slots ahead at most (none there: the end of them);
+ * UINT64_MAX when none is held. Cold.
  */
-uint64_t urpc__wheel_next_ns(const struct urpc_wheel *w);
+uint64_t urpc__wheel_next_ns(const struct urpc_wheel *w, unsigned max_slots);
 /* Release every entry due by @now_ns to @fn; returns how many. */
 unsigned urpc__wheel_poll(struct urpc_wheel *w, uint64_t now_ns,
 			  void (*fn)(struct urpc_wheel_ent *e, void *arg), void *arg);

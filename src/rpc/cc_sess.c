@@ -28,6 +28,7 @@
  * cost, so the sleep does not make the session late (CC.md).
  */
 #define CC_IDLE_EARLY_NS 80000
+#define CC_IDLE_LOOK 512 /* slots looked at for the next release (0.5 ms: then look again) */
 
 URPC_API const char *urpc_cc_algo_str(enum urpc_cc_algo a)
 {
@@ -293,7 +294,7 @@ URPC_COLD bool urpc__cc_idle_until(const struct urpc_rpc *rpc, uint64_t *wake_ns
 
 	if (!rpc->cc_wheel || !rpc->cc_wheel->n)
 		return true;
-	at = urpc__wheel_next_ns(rpc->cc_wheel);
+	at = urpc__wheel_next_ns(rpc->cc_wheel, CC_IDLE_LOOK);
 	if (at <= rpc->now + CC_IDLE_EARLY_NS)
 		return false;
 	*wake_ns = URPC_MIN(*wake_ns, at - CC_IDLE_EARLY_NS);
