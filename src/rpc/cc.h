@@ -269,7 +269,8 @@ struct urpc_cc_sess {
 	struct urpc_cc cc;
 	struct urpc_wheel_ent ent; /* on the Rpc's pacer while @queued */
 	bool queued;
-	uint64_t os_window; /* what set_peer_window was last told for its peer (0: default) */
+	uint64_t os_window;  /* what set_peer_window was last told for its peer (0: default) */
+	uint64_t os_base_ns; /* the least one-sided round trip it sampled (0: none yet) */
 };
 
 #ifdef __cplusplus

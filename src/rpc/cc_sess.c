@@ -23,6 +23,14 @@
 #define CC_OS_TICK_NS 10000	/* one-sided round trips are looked at every 10 us at most */
 #define CC_SHARE_UTIL_MILLI 970 /* a server's fair shares add up to 97% of its line (CC.md) */
 /*
+ * One-sided samples are judged against CC_OS_BASE_X times the least
+ * round trip of the transfers' own pieces (at least CC_OS_TARGET_MIN_NS),
+ * when that is under the session's target: the queue a bulk transfer
+ * keeps is what a small RPC on its session waits behind (CC.md).
+ */
+#define CC_OS_BASE_X 3
+#define CC_OS_TARGET_MIN_NS 5000
+/*
  * A paced Rpc sleeps until this long before its next release: the
  * kernel's timer slack for an ordinary thread (50 us) and a wake-up's
  * cost, so the sleep does not make the session late (CC.md).
@@ -148,6 +156,7 @@ void urpc__cc_sess_init(struct urpc_rpc *rpc, struct urpc_session *s)
 	urpc__cc_init(&s->cli.cc.cc, &rpc->ccp);
 	s->cli.cc.queued = false;
 	s->cli.cc_limited = false;
+	s->cli.cc.os_base_ns = 0;
 }
 
 void urpc__cc_sess_forget(struct urpc_rpc *rpc, struct urpc_session *s)
@@ -197,6 +206,7 @@ static void cc_moved(struct urpc_rpc *rpc, struct urpc_session *s)
  */
 static void cc_os_sample(struct urpc_rpc *rpc, struct urpc_session *s)
 {
+	struct urpc_cc_params p = rpc->ccp;
 	struct urpc_cc_sess *cs;
 	uint64_t bytes = 0, rtt, wire;
 
@@ -210,8 +220,13 @@ static void cc_os_sample(struct urpc_rpc *rpc, struct urpc_session *s)
 		urpc__cc_init(&cs->cc, &rpc->ccp);
 	wire = (uint64_t)((double)bytes * 8e9 / (double)rpc->ccp.line_bps);
 	rtt = rtt > wire ? rtt - wire : 1;
+	if (!cs->os_base_ns || rtt < cs->os_base_ns)
+		cs->os_base_ns = rtt;
+	p.target_ns = (uint32_t)URPC_MIN(
+		p.target_ns, URPC_MAX(CC_OS_BASE_X * cs->os_base_ns, CC_OS_TARGET_MIN_NS));
+	p.fs_range_ns = URPC_MIN(p.fs_range_ns, p.target_ns);
 	/* a window's worth acknowledged per sample (one a round trip); the piece's at least */
-	urpc__cc_sample(&cs->cc, &rpc->ccp, rtt, false,
+	urpc__cc_sample(&cs->cc, &p, rtt, false,
 			(uint32_t)URPC_MIN(URPC_MAX(cs->os_window, bytes), UINT32_MAX), rpc->now);
 	if (s->role == URPC_ROLE_CLIENT)
 		cc_moved(rpc, s);
