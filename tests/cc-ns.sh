@@ -14,10 +14,16 @@
 # one at a time (the victim). The run is made twice, without and with
 # congestion control on the clients (URPC_CC=swift:CC_NS_TARGET_US, default
 # 2000, :CC_NS_LINE_MBPS, default 1000), SECONDS each (default 3), and
+# the server with it too (URPC_CC=swift:CC_NS_TARGET_US:the bucket's rate
+# in Mbit/s, or CC_NS_SERVER_CC): its fair share of the port goes back in
+# every answer. CC_NS_DEFAULTS=1 adds a run with Swift at its defaults on
+# both sides (URPC_CC=swift: what CC on by default would be), and
 # prints per run: the bucket's drops, the incast clients' operations and
 # retransmissions, the victim's p50/p99. It fails when a run does not
 # complete; it reports the comparison without judging it (on a loaded
 # 2-core host the figures move a lot between runs; docs/CC.md has them).
+#
+# CC_NS_KEEP=DIR keeps every process's output there.
 #
 # CC_NS_SERVER=xdp runs the server on the AF_XDP transport on its veth
 # (the clients stay on udp, which speaks its wire format): the same check
@@ -37,6 +43,8 @@ target_us=${CC_NS_TARGET_US:-2000}
 rate=${CC_NS_RATE:-100mbit}
 value=${CC_NS_VALUE:-1024}
 srv_tp=${CC_NS_SERVER:-udp}
+rate_mbps=$(echo "$rate" | sed -n 's/^\([0-9]*\)mbit$/\1/p')
+srv_cc=${CC_NS_SERVER_CC:-swift:$target_us:${rate_mbps:-1000}}
 case $srv_tp in
 udp | xdp) ;;
 *)
@@ -97,12 +105,12 @@ if [ "$srv_tp" = xdp ]; then
 	ulimit -l unlimited 2>/dev/null || true
 	srv_env+=(URPC_DEVICE="${veth_s:0:15}")
 fi
-# One run: $1 names it, the rest is the clients' environment (URPC_CC=...).
+# One run: $1 names it, $2 is the server's URPC_CC, the rest the clients' environment.
 run() {
-	local name=$1 port i drops0 drops1 ops=0 retx=0 p50 p99
-	shift
+	local name=$1 scc=$2 port i drops0 drops1 ops=0 retx=0 p50 p99
+	shift 2
 	pids=()
-	ip netns exec "$ns_s" env "${srv_env[@]}" "$srv_bin" --host 10.77.0.1 --port 0 --threads 1 \
+	ip netns exec "$ns_s" env "${srv_env[@]}" URPC_CC="$scc" "$srv_bin" --host 10.77.0.1 --port 0 --threads 1 \
 		--transport "$srv_tp" --memory 512 "${peer[@]}" >"$tmp/srv.$name" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 100); do
@@ -152,11 +160,14 @@ run() {
 	done
 	p50=$(sed -n 's/.*latency (us): p50 \([0-9.]*\) .*/\1/p' "$tmp/victim.$name" | head -n 1)
 	p99=$(sed -n 's/.*latency (us): .* p99 \([0-9.]*\) .*/\1/p' "$tmp/victim.$name" | head -n 1)
+	[ -n "${CC_NS_KEEP:-}" ] && cp "$tmp"/*."$name"* "$CC_NS_KEEP"/
 	printf 'cc %-12s drops %7d  incast ops %7d  retransmissions %6d  victim p50 %8s us  p99 %8s us\n' \
 		"$name" $((drops1 - drops0)) "$ops" "$retx" "${p50:-?}" "${p99:-?}"
 }
 
 echo "$prog: 10 clients x $value B GET/PUT + a 32 B GET victim, through $rate, ${secs} s each;" \
 	"server on $srv_tp"
-run off URPC_CC=off
-run "swift:$target_us" "URPC_CC=swift:$target_us:${CC_NS_LINE_MBPS:-1000}"
+run off off URPC_CC=off
+run "swift:$target_us" "$srv_cc" "URPC_CC=swift:$target_us:${CC_NS_LINE_MBPS:-1000}"
+[ "${CC_NS_DEFAULTS:-0}" = 1 ] && run swift-default swift URPC_CC=swift
+exit 0

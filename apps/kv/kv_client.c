@@ -1072,6 +1072,8 @@ struct worker {
 	uint64_t t_reset;	  /* when a reset cut the run phase short; 0: none */
 	struct urpc_rpc_stats es; /* the engine's counters at the end */
 	bool es_ok;
+	struct urpc_session_stats ss; /* its first session's congestion state at the end */
+	bool ss_ok;
 };
 
 struct load {
@@ -1591,8 +1593,10 @@ static void *worker_main(void *arg)
 		w->t_end = now_ns();
 	}
 	/* Owner thread only: the counters are read here, before the Rpc goes. */
-	if (w->c.rpc)
+	if (w->c.rpc) {
 		w->es_ok = !urpc_rpc_get_stats(w->c.rpc, &w->es);
+		w->ss_ok = !urpc_session_get_stats(w->c.rpc, w->c.sess[0][0], &w->ss);
+	}
 	worker_teardown(w);
 	__atomic_store_n(&w->finished, 1, __ATOMIC_RELEASE);
 	free(w->ops);
@@ -1663,6 +1667,14 @@ static void print_engine_stats(const struct worker *w)
 	       " woken by traffic), %" PRIu64 " yields, %" PRIu64 " passes that lost the core\n",
 	       w->id, e->reqs_sent, e->retransmits, e->resps_rx, e->resets, e->sm_pkts_tx,
 	       e->sm_pkts_rx, e->idle_sleeps, e->idle_wakeups, e->idle_yields, e->idle_lost_core);
+	if (w->ss_ok && w->ss.cc_samples)
+		printf("engine, thread %u, first session: congestion rate %.1f of %.1f Mb/s%s, fair "
+		       "share %.1f Mb/s, srtt %.1f us (controller's %.1f), %" PRIu64
+		       " samples, %" PRIu64 " decreases, %" PRIu64 " requests paced\n",
+		       w->id, (double)w->ss.cc_rate_bps / 1e6, (double)w->ss.cc_line_bps / 1e6,
+		       w->ss.cc_limited ? " (limited)" : "", (double)w->ss.cc_share_bps / 1e6,
+		       (double)w->ss.srtt_ns / 1e3, (double)w->ss.cc_srtt_ns / 1e3,
+		       w->ss.cc_samples, w->ss.cc_decreases, w->ss.cc_paced);
 }
 
 static bool all_finished(struct load *ld, unsigned n)

@@ -375,6 +375,18 @@ void urpc__wheel_del(struct urpc_wheel *w, struct urpc_wheel_ent *e)
 	}
 }
 
+uint64_t urpc__wheel_next_ns(const struct urpc_wheel *w, unsigned max_slots)
+{
+	uint64_t t, end = w->cur + URPC_MIN(max_slots, URPC_WHEEL_SLOTS);
+
+	if (!w->n)
+		return UINT64_MAX;
+	for (t = w->cur; t < end; t++)
+		if (w->slot[t & (URPC_WHEEL_SLOTS - 1)])
+			break;
+	return t << w->shift;
+}
+
 unsigned urpc__wheel_poll(struct urpc_wheel *w, uint64_t now_ns,
 			  void (*fn)(struct urpc_wheel_ent *e, void *arg), void *arg)
 {

@@ -254,6 +254,12 @@ void urpc__wheel_init(struct urpc_wheel *w, uint64_t now_ns, unsigned shift);
 void urpc__wheel_add(struct urpc_wheel *w, struct urpc_wheel_ent *e, uint64_t at_ns);
 /* Take @e (held) out before its time. */
 void urpc__wheel_del(struct urpc_wheel *w, struct urpc_wheel_ent *e);
+/*
+ * When the first entry held is due (its slot's start: at or before its
+ * time), looking @max_slots ahead at most (none there: the end of them);
+ * UINT64_MAX when none is held. Cold.
+ */
+uint64_t urpc__wheel_next_ns(const struct urpc_wheel *w, unsigned max_slots);
 /* Release every entry due by @now_ns to @fn; returns how many. */
 unsigned urpc__wheel_poll(struct urpc_wheel *w, uint64_t now_ns,
 			  void (*fn)(struct urpc_wheel_ent *e, void *arg), void *arg);
@@ -263,7 +269,8 @@ struct urpc_cc_sess {
 	struct urpc_cc cc;
 	struct urpc_wheel_ent ent; /* on the Rpc's pacer while @queued */
 	bool queued;
-	uint64_t os_window; /* what set_peer_window was last told for its peer (0: default) */
+	uint64_t os_window;  /* what set_peer_window was last told for its peer (0: default) */
+	uint64_t os_base_ns; /* the least one-sided round trip it sampled (0: none yet) */
 };
 
 #ifdef __cplusplus

@@ -22,6 +22,26 @@
 #define CC_WHEEL_SHIFT 10	/* 1.024 us slots: 4.2 ms ahead */
 #define CC_OS_TICK_NS 10000	/* one-sided round trips are looked at every 10 us at most */
 #define CC_SHARE_UTIL_MILLI 970 /* a server's fair shares add up to 97% of its line (CC.md) */
+/*
+ * A server session's one-sided samples are judged against CC_OS_BASE_X
+ * times the least round trip of its transfers' own pieces (at least
+ * CC_OS_TARGET_MIN_NS), when that is under the session's target: the
+ * queue a bulk transfer keeps is what a small RPC on its session waits
+ * behind (CC.md). Not a client session's: its controller also takes its
+ * RPCs' round trips, against the session's target (on the simulator's
+ * fabric, one controller under both targets kept deeper queues).
+ */
+#ifndef CC_OS_BASE_X /* -DCC_OS_BASE_X=1000000: the session's target alone, as before */
+#define CC_OS_BASE_X 3
+#endif
+#define CC_OS_TARGET_MIN_NS 5000
+/*
+ * A paced Rpc sleeps until this long before its next release: the
+ * kernel's timer slack for an ordinary thread (50 us) and a wake-up's
+ * cost, so the sleep does not make the session late (CC.md).
+ */
+#define CC_IDLE_EARLY_NS 80000
+#define CC_IDLE_LOOK 512 /* slots looked at for the next release (0.5 ms: then look again) */
 
 URPC_API const char *urpc_cc_algo_str(enum urpc_cc_algo a)
 {
@@ -141,6 +161,7 @@ void urpc__cc_sess_init(struct urpc_rpc *rpc, struct urpc_session *s)
 	urpc__cc_init(&s->cli.cc.cc, &rpc->ccp);
 	s->cli.cc.queued = false;
 	s->cli.cc_limited = false;
+	s->cli.cc.os_base_ns = 0;
 }
 
 void urpc__cc_sess_forget(struct urpc_rpc *rpc, struct urpc_session *s)
@@ -190,6 +211,7 @@ static void cc_moved(struct urpc_rpc *rpc, struct urpc_session *s)
  */
 static void cc_os_sample(struct urpc_rpc *rpc, struct urpc_session *s)
 {
+	struct urpc_cc_params p = rpc->ccp;
 	struct urpc_cc_sess *cs;
 	uint64_t bytes = 0, rtt, wire;
 
@@ -203,8 +225,14 @@ static void cc_os_sample(struct urpc_rpc *rpc, struct urpc_session *s)
 		urpc__cc_init(&cs->cc, &rpc->ccp);
 	wire = (uint64_t)((double)bytes * 8e9 / (double)rpc->ccp.line_bps);
 	rtt = rtt > wire ? rtt - wire : 1;
+	if (!cs->os_base_ns || rtt < cs->os_base_ns)
+		cs->os_base_ns = rtt;
+	if (s->role != URPC_ROLE_CLIENT) /* its controller hears nothing else (CC_OS_BASE_X) */
+		p.target_ns = (uint32_t)URPC_MIN(
+			p.target_ns, URPC_MAX(CC_OS_BASE_X * cs->os_base_ns, CC_OS_TARGET_MIN_NS));
+	p.fs_range_ns = URPC_MIN(p.fs_range_ns, p.target_ns);
 	/* a window's worth acknowledged per sample (one a round trip); the piece's at least */
-	urpc__cc_sample(&cs->cc, &rpc->ccp, rtt, false,
+	urpc__cc_sample(&cs->cc, &p, rtt, false,
 			(uint32_t)URPC_MIN(URPC_MAX(cs->os_window, bytes), UINT32_MAX), rpc->now);
 	if (s->role == URPC_ROLE_CLIENT)
 		cc_moved(rpc, s);
@@ -279,6 +307,19 @@ static void released(struct urpc_wheel_ent *e, void *arg)
 	s->cli.cc.queued = false;
 	if (s->state == URPC_SESS_CONNECTED)
 		a->kick(a->rpc, s);
+}
+
+URPC_COLD bool urpc__cc_idle_until(const struct urpc_rpc *rpc, uint64_t *wake_ns)
+{
+	uint64_t at;
+
+	if (!rpc->cc_wheel || !rpc->cc_wheel->n)
+		return true;
+	at = urpc__wheel_next_ns(rpc->cc_wheel, CC_IDLE_LOOK);
+	if (at <= rpc->now + CC_IDLE_EARLY_NS)
+		return false;
+	*wake_ns = URPC_MIN(*wake_ns, at - CC_IDLE_EARLY_NS);
+	return true;
 }
 
 void urpc__cc_poll(struct urpc_rpc *rpc, void (*kick)(struct urpc_rpc *, struct urpc_session *))

@@ -70,6 +70,12 @@ static inline void urpc__cc_os_tick(struct urpc_rpc *rpc)
 	if (unlikely(rpc->cc_wheel != NULL) && rpc->now >= rpc->cc_os_next_ns)
 		urpc__cc_os_scan(rpc);
 }
+/*
+ * The idle sleep beside paced sessions (evloop.c): false when the first
+ * is due within CC_IDLE_EARLY_NS (poll on); else true, *@wake_ns no later
+ * than that much before it. Cold.
+ */
+bool urpc__cc_idle_until(const struct urpc_rpc *rpc, uint64_t *wake_ns);
 /* Sessions whose pacing time came, each to @kick (evloop.c). */
 void urpc__cc_poll(struct urpc_rpc *rpc, void (*kick)(struct urpc_rpc *, struct urpc_session *));
 

@@ -455,7 +455,8 @@ static uint64_t cli_next_timer(const struct urpc_rpc *rpc, const struct urpc_ses
  * (urpc__session_next_timer(), kept beside the timers it describes) or
  * request timer (cli_next_timer(): a request waiting for its answer
  * is waiting, not working; the answer wakes the sleep like any datagram);
- * never before the next timer scan, which is when a due timer is acted on.
+ * never before the next timer scan, which is when a due timer is acted on,
+ * but ahead of a paced session's release (urpc__cc_idle_until(): false near it).
  * With no session it is UINT64_MAX: only traffic or the caller's end wakes
  * the Rpc.
  * Cold path: runs only once the loop has been idle for idle_ns.
@@ -466,8 +467,7 @@ static bool idle_wake_time(const struct urpc_rpc *rpc, uint64_t *wake_ns)
 	/* Retiring large responses: looked at again by the next scan. */
 	uint64_t t = rpc->retiring || rpc->cli_retiring ? rpc->next_scan_ns : UINT64_MAX;
 
-	if (rpc->have_pending || rpc->ntx || rpc->smo_n || rpc->os_busy || rpc->srv_deferred ||
-	    (rpc->cc_wheel && rpc->cc_wheel->n)) /* paced sessions: their times are near */
+	if (rpc->have_pending || rpc->ntx || rpc->smo_n || rpc->os_busy || rpc->srv_deferred)
 		return false;
 	/* Only sessions with a timer: busy clients and armed SM timers (the bitmaps). */
 	for (w = 0; w < nw; w++) {
@@ -486,7 +486,7 @@ static bool idle_wake_time(const struct urpc_rpc *rpc, uint64_t *wake_ns)
 		}
 	}
 	*wake_ns = URPC_MAX(t, rpc->next_scan_ns);
-	return true;
+	return urpc__cc_idle_until(rpc, wake_ns); /* paced sessions: up before the next is due */
 }
 
 /*

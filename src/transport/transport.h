@@ -449,9 +449,10 @@ struct urpc_tp_ops {
 	 * set_peer_window: the bytes of own one-sided operations to @peer in
 	 * flight at once, rate x round trip while the session's controller
 	 * (cc_sess.c) is limited, 0 for the transport's default (udp, xdp:
-	 * chunks of all operations to @peer, 1 to their window). peer_os_rtt:
-	 * the newest round trip (ns) of a piece of them not taken yet (udp: a
-	 * chunk never resent), its bytes in *@bytes; 0: none. Cold.
+	 * chunks to @peer, 1 to their window; verbs: bytes of RDMA chunks on
+	 * its QP, verbs_rc_win.h). peer_os_rtt: the newest round trip (ns) of
+	 * a piece not taken yet (udp: a chunk never resent), its bytes (and
+	 * those ahead of it, verbs) in *@bytes; 0: none. Cold.
 	 */
 	void (*set_peer_window)(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t bytes);
 	uint64_t (*peer_os_rtt)(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t *bytes);

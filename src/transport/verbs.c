@@ -35,6 +35,7 @@
 #include "verbs_rc.h"
 #include "verbs_rc_end.h"
 #include "verbs_rc_poll.h"
+#include "verbs_rc_win.h"
 #include "verbs_ud.h"
 
 static const struct urpc_tp_ops verbs_ops;
@@ -547,6 +548,8 @@ static const struct urpc_tp_ops verbs_ops = {
 	.post_read = urpc__verbs_rc_post_read,
 	.post_write = urpc__verbs_rc_post_write,
 	.set_peer_token = verbs_set_peer_token,
+	.set_peer_window = urpc__verbs_rc_set_window,
+	.peer_os_rtt = urpc__verbs_rc_os_rtt,
 	.grant = urpc__verbs_mw_grant,
 	.revoke = urpc__verbs_mw_revoke,
 	.revoke_ready = urpc__verbs_mw_revoke_ready,

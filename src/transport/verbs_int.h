@@ -199,6 +199,20 @@ struct verbs_conn {
 	/* Notices of operations that ended in a renewal's drain: sent once READY. */
 	uint32_t nrenew_held;
 	uint32_t renew_held[VERBS_RENEW_HELD];
+	/*
+	 * The session's controller over the one-sided chunks of every handle
+	 * on it (verbs_rc_win.h, issue 32): @os_window bytes at the NIC at
+	 * once (set_peer_window; 0: no bound, rc_chunks per operation), the
+	 * bytes out, and one chunk a round trip timed for peer_os_rtt.
+	 */
+	uint64_t os_window;
+	uint64_t os_out;
+	uint64_t os_timed_ns;	 /* the timed chunk's post */
+	uint64_t os_timed_bytes; /* os_out then, its own included: ahead of it on the QP */
+	uint64_t os_rtt_ns;	 /* the newest round trip not taken yet (0: none) */
+	uint64_t os_rtt_bytes;
+	uint32_t os_timed_seq; /* the timed chunk's number in its operation (from 1) */
+	uint16_t os_timed_op;  /* its operation's index + 1 (0: none timed) */
 
 	struct verbs_conn *next; /* the endpoint's list of connections */
 	struct verbs_conn *prev;
@@ -239,6 +253,7 @@ struct verbs_op {
 	uint32_t chunk;	   /* POSTED: the size of its work requests (the last may be shorter) */
 	uint32_t off;	   /* POSTED: bytes handed to the NIC so far */
 	uint16_t inflight; /* POSTED: work requests whose completion has not come */
+	uint32_t out;	   /* POSTED: their bytes (the connection's os_out) */
 	uint16_t next;	   /* peer's wait FIFO, then the done FIFO */
 	/*
 	 * POSTED: its post, or the completion of its last chunk. It fails only

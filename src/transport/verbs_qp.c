@@ -87,5 +87,7 @@ void urpc__verbs_qp_destroy(struct verbs_tp *v, struct verbs_conn *p, bool keep)
 	p->rc_remote_qpn = 0;
 	p->rd_out = 0;
 	p->rd_ops = p->rd_notice = 0;
+	p->os_out = 0;
+	p->os_timed_op = 0;
 	p->renew = false;
 }

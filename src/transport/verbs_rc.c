@@ -26,6 +26,7 @@
  * p->requeue set: the flushed operations go back to the FIFO from their
  * first chunk not done (RC completes a QP's work requests in order, so
  * the chunks done are a prefix) and are posted again on the new pair.
+ * The session's controller windows and times the chunks (verbs_rc_win.h).
  */
 #define URPC_LOG_MODULE "verbs"
 #include "verbs_rc.h"
@@ -40,6 +41,7 @@
 #include "verbs_ctl.h"
 #include "verbs_notice.h"
 #include "verbs_qp.h"
+#include "verbs_rc_win.h"
 
 static void op_done(struct verbs_tp *v, uint16_t idx, int status);
 static void op_post(struct verbs_tp *v, uint16_t idx);
@@ -70,6 +72,7 @@ static void op_unpost(struct verbs_tp *v, struct verbs_op *op)
 		p->rd_ops -= p->rd_ops != 0;
 		p->rd_notice -= op->notice && p->rd_notice;
 	}
+	urpc__verbs_win_unpost(p, op, (uint16_t)(op - v->ops));
 	p->rc_posted--;
 	op->peer->posted--;
 	v->nposted--;
@@ -96,6 +99,7 @@ void urpc__verbs_rc_drain(struct verbs_tp *v, struct verbs_conn *p)
 		}
 	p->rc_posted = 0; /* the books agree again, whatever went wrong */
 	p->rd_out = 0;
+	p->os_out = 0;
 	p->rd_ops = p->rd_notice = 0;
 }
 
@@ -232,9 +236,11 @@ void urpc__verbs_rc_stall(struct verbs_tp *v, struct verbs_conn *p, const char *
  */
 static bool may_post(const struct verbs_tp *v, const struct verbs_conn *p, uint16_t i)
 {
+	if (p->rc_posted >= VERBS_RC_DEPTH || !urpc__verbs_win_open(p))
+		return false;
 	if (v->ops[i].kind != URPC_TP_OP_READ)
-		return p->rc_posted < VERBS_RC_DEPTH;
-	return p->rc_posted < VERBS_RC_DEPTH && p->rd_out < v->rd_atomic &&
+		return true;
+	return p->rd_out < v->rd_atomic &&
 	       (!p->rd_notice || p->rd_ops < VERBS_RD_BEHIND_NOTICE + 1);
 }
 
@@ -337,7 +343,7 @@ static int post_chunks(struct verbs_tp *v, uint16_t idx, unsigned max)
 	struct ibv_send_wr wr[VERBS_RC_CHUNKS], *bad = NULL;
 	struct ibv_sge sge[VERBS_RC_CHUNKS];
 	uint32_t off = op->off;
-	unsigned n = 0;
+	unsigned n = 0, k;
 	int ret;
 
 	/*
@@ -350,6 +356,9 @@ static int post_chunks(struct verbs_tp *v, uint16_t idx, unsigned max)
 	while (n < max && off < op->len) {
 		uint32_t len = URPC_MIN(op->chunk, op->len - off);
 
+		if (!urpc__verbs_win_room(op->conn, op, n, len))
+			break;
+		urpc__verbs_win_post(op->conn, op, idx, len, off / op->chunk + 1);
 		sge[n] = (struct ibv_sge){(uintptr_t)op->local + off, len, op->lkey};
 		wr[n].wr_id = idx;
 		wr[n].sg_list = &sge[n];
@@ -369,9 +378,10 @@ static int post_chunks(struct verbs_tp *v, uint16_t idx, unsigned max)
 	if (unlikely(ret)) {
 		URPC_ERR_RATELIMIT(v->base.id, "RDMA %s of %u bytes could not be posted: %s",
 				   urpc__tp_op_str(op->kind), op->len, strerror(ret));
-		n = bad ? (unsigned)(bad - wr) : 0;
-		off = op->off;
-		for (unsigned k = 0; k < n; k++)
+		k = bad ? (unsigned)(bad - wr) : 0;
+		for (off = op->off; n > k; n--) /* never went: out of the window's books */
+			urpc__verbs_win_undo(op->conn, op, idx, sge[n - 1].length);
+		for (k = 0; k < n; k++)
 			off += sge[k].length;
 	}
 	op->off = off;
@@ -517,12 +527,16 @@ static void chunk_done(struct verbs_tp *v, uint16_t idx, uint64_t now)
 	struct verbs_conn *p = op->conn;
 	int ret;
 
+	urpc__verbs_win_done(p, op, idx, now);
 	op->inflight--;
 	v->base.stats.os_progress++;
 	if (op->kind == URPC_TP_OP_READ)
 		p->rd_out--;
 	op->progress_ns = now;
-	if (op->off < op->len && !op->status && p->rc_state == VERBS_RC_READY) {
+	/* A window's room goes to the operation waiting, if it can go, while @op has chunks out. */
+	if (op->off < op->len && !op->status && p->rc_state == VERBS_RC_READY &&
+	    !(p->os_window && op->inflight && p->wait_head != VERBS_NIL &&
+	      may_post(v, p, p->wait_head))) {
 		/*
 		 * Back to its full share of chunks, not one for one: READ slots
 		 * other operations let go of (rd_atomic) are taken up here, or

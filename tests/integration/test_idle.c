@@ -834,6 +834,95 @@ Test(idle, a_client_waiting_for_answers_sleeps, .timeout = TEST_TIMEOUT_S)
 	cr_assert_eq(atomic_load(&sv.handled), nreq, "every request handled once");
 }
 
+/* ---- (b3) a client whose session is paced sleeps until its next release ----------- */
+
+/*
+ * A session held back by its congestion controller (issue 32) waits, it
+ * does not work: the Rpc sleeps until just before the pacer's next
+ * release instead of polling the wheel. Swift with a 1 us target on
+ * loopback udp (every round trip is over it) and a 2 Mb/s line: requests
+ * of ~300 B go about a millisecond apart. Before, an Rpc with a paced
+ * session never slept (the client's CPU was its wall time).
+ */
+Test(idle, a_paced_client_sleeps_until_its_next_release, .timeout = TEST_TIMEOUT_S)
+{
+	enum { NREQ = 24 };
+	struct urpc_session_stats ss;
+	struct urpc_rpc_opts co;
+	struct urpc_rpc_stats cs;
+	uint64_t t0, c0, wall, cpu, sleeps0, paced0, deadline;
+	struct creq *r = calloc(NREQ, sizeof(*r));
+	struct server sv;
+	struct client c;
+	unsigned i, busy, warm = 0;
+	pthread_t th;
+
+	cr_assert_not_null(r);
+	memset(&sv, 0, sizeof(sv));
+	sv.nx = nexus_up();
+	cr_assert_eq(urpc_nexus_register_handler(sv.nx, REQ_ECHO, echo_handler, &sv), 0);
+	opts(&sv.o, URPC_TRANSPORT_UDP);
+	sv.chunk_ms = 50;
+	server_start(&sv, &th);
+	opts(&co, URPC_TRANSPORT_UDP);
+	co.cc_algo = URPC_CC_SWIFT;
+	co.cc_target_us = 1;
+	co.cc_line_mbps = 2;
+	client_up(&c, sv.nx, &co);
+	client_connect(&c, sv.nx);
+	for (i = 0; i < NREQ; i++)
+		creq_alloc(&c, &r[i]);
+	/* One at a time until the controller limits the session. */
+	do {
+		creq_send(&c, &r[0], warm);
+		creq_wait(&c, &r[0]);
+		cr_assert_eq(urpc_session_get_stats(c.rpc, c.session, &ss), 0);
+		cr_assert_lt(++warm, 200,
+			     "round trips over a 1 us target never limited the session");
+	} while (!ss.cc_limited);
+	cr_assert_eq(urpc_rpc_get_stats(c.rpc, &cs), 0);
+	sleeps0 = cs.idle_sleeps;
+	paced0 = ss.cc_paced;
+	t0 = now_ns();
+	c0 = thread_cpu_ns();
+	for (i = 0; i < NREQ; i++)
+		creq_send(&c, &r[i], i);
+	deadline = now_ns() + WAIT_MS * MS;
+	do {
+		cr_assert_eq(urpc_rpc_run_event_loop(c.rpc, 5), 0);
+		for (busy = 0, i = 0; i < NREQ; i++)
+			busy += r[i].busy;
+		cr_assert_lt(now_ns(), deadline, "%u of %u requests never completed", busy, NREQ);
+	} while (busy);
+	wall = now_ns() - t0;
+	cpu = thread_cpu_ns() - c0;
+	cr_assert_eq(urpc_rpc_get_stats(c.rpc, &cs), 0);
+	cr_assert_eq(urpc_session_get_stats(c.rpc, c.session, &ss), 0);
+	cr_log_info("%u paced requests in %.1f ms: client CPU %.1f ms (%.0f%%), %llu sleeps, "
+		    "%llu paced, rate %.2f Mb/s",
+		    NREQ, wall / 1e6, cpu / 1e6, 100.0 * (double)cpu / (double)wall,
+		    (unsigned long long)(cs.idle_sleeps - sleeps0),
+		    (unsigned long long)(ss.cc_paced - paced0), (double)ss.cc_rate_bps / 1e6);
+	for (i = 0; i < NREQ; i++) {
+		cr_assert_eq(r[i].status, 0, "%s", urpc_strerror(r[i].status));
+		cr_assert_eq(r[i].bad, 0, "wrong response bytes");
+	}
+	cr_assert_geq(ss.cc_paced - paced0, NREQ / 2, "the pacer held %llu of %u requests",
+		      (unsigned long long)(ss.cc_paced - paced0), NREQ);
+	cr_assert_geq(cs.idle_sleeps - sleeps0, NREQ / 4,
+		      "%llu sleeps while %u requests were paced",
+		      (unsigned long long)(cs.idle_sleeps - sleeps0), NREQ);
+	cr_assert_lt((double)cpu, 0.5 * (double)wall,
+		     "a paced client used %.1f ms of CPU in %.1f ms", cpu / 1e6, wall / 1e6);
+	for (i = 0; i < NREQ; i++)
+		creq_free(&c, &r[i]);
+	free(r);
+	client_disconnect(&c);
+	cr_assert_eq(urpc_rpc_destroy(c.rpc), 0);
+	server_join(&sv, th);
+	cr_assert_eq(urpc_nexus_destroy(sv.nx), 0);
+}
+
 /* ---- (c) a connect wakes a sleeping server through the SM queue ------------------- */
 
 Test(idle, connect_wakes_a_sleeping_server, .timeout = TEST_TIMEOUT_S)

@@ -181,6 +181,31 @@ Test(cc, wheel_releases_each_once_on_time)
 	}
 }
 
+/* The idle sleep's look ahead: the first held entry's slot, never after its time, within the look. */
+Test(cc, wheel_next_is_the_first_held_slot)
+{
+	static struct urpc_wheel w;
+	struct rel a, b;
+	const unsigned shift = 10;
+	uint64_t t0 = 7000000000ull, at;
+
+	urpc__wheel_init(&w, t0, shift);
+	cr_assert_eq(urpc__wheel_next_ns(&w, 512), UINT64_MAX);
+	urpc__wheel_add(&w, &a.e, t0 + 300000);
+	urpc__wheel_add(&w, &b.e, t0 + 90000);
+	at = urpc__wheel_next_ns(&w, 512);
+	cr_assert(at <= t0 + 90000 && at + (1u << shift) > t0 + 90000, "next %llu, want ~%llu",
+		  (unsigned long long)at, (unsigned long long)(t0 + 90000));
+	/* a shorter look ends before either: its end */
+	at = urpc__wheel_next_ns(&w, 16);
+	cr_assert_eq(at, ((t0 >> shift) + 16) << shift);
+	urpc__wheel_del(&w, &b.e);
+	at = urpc__wheel_next_ns(&w, 512);
+	cr_assert(at <= t0 + 300000 && at + (1u << shift) > t0 + 300000);
+	urpc__wheel_del(&w, &a.e);
+	cr_assert_eq(urpc__wheel_next_ns(&w, 512), UINT64_MAX);
+}
+
 /* Each out-of-range parameter is refused and named. */
 Test(cc, params_checked)
 {
