@@ -19,6 +19,7 @@
 #include <urpc/urpc.h>
 
 #include "rpc/rpc.h"
+#include "transport/loop_hooks.h"
 #include "transport/transport.h"
 #include "util/log.h"
 
