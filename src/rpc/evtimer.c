@@ -6,7 +6,8 @@
  * which it clears as they go idle), and the idle sleep's wake time, read
  * from the same bitmaps and a busy client session's slots and wait queue.
  * Owns neither the clock nor the pass (evloop.c).
- * May call: retx.h (a client session's request timers), client.h,
+ * Also anchors the Rpc's TSC clock (util/tsc.h) at each scan.
+ * May call: util/tsc.h, retx.h (a client session's request timers), client.h,
  * session.h (notices, SM timers), rop.h, quota.h, server.h, large.h.
  */
 #define URPC_LOG_MODULE "rpc"
@@ -26,6 +27,12 @@
 __attribute__((noinline)) void urpc__evloop_scan_timers(struct urpc_rpc *rpc)
 {
 	uint32_t w, nw = (rpc->hi_session + 63) / 64;
+
+	/*
+	 * The TSC clock's rate and its anchor on CLOCK_MONOTONIC (util/tsc.h),
+	 * with the scan: once a millisecond, out of the pass's count.
+	 */
+	urpc__tsc_anchor(&rpc->tsc);
 
 	/*
 	 * Requests in flight (retransmission, deadlines): every scan, but only

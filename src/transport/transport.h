@@ -260,6 +260,13 @@ struct urpc_tp {
 	long id;
 	uint32_t ctl_pending; /* control messages for ctl_pop() */
 	/*
+	 * The rx_burst() the event loop calls this pass: ops->rx_burst (set by
+	 * urpc__tp_create() where create() left it NULL), or a leaner one the
+	 * transport swaps in while it has no work of its own to do beside the
+	 * datagrams (verbs: its RC handshakes and grants). Owner thread.
+	 */
+	int (*rx_burst)(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n);
+	/*
 	 * A one-sided operation without progress this long fails (udp, verbs;
 	 * loop never times out). create() sets it from cfg; the owner may
 	 * change it between calls (the Rpc derives it from its round trips).

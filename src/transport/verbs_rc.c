@@ -115,8 +115,10 @@ void urpc__verbs_rc_teardown(struct verbs_tp *v, struct verbs_conn *p, int err)
 {
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 
-	if (p->rc_state == VERBS_RC_PENDING)
+	if (p->rc_state == VERBS_RC_PENDING) {
 		v->npending--;
+		verbs_rx_pick(v);
+	}
 	if (!p->rc_err)
 		p->rc_err = err;
 	wait_fail_all(v, p, p->rc_err);
@@ -132,8 +134,10 @@ void urpc__verbs_rc_renew(struct verbs_tp *v, struct verbs_conn *p)
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 	uint16_t head = p->wait_head, tail = p->wait_tail;
 
-	if (p->rc_state == VERBS_RC_PENDING)
+	if (p->rc_state == VERBS_RC_PENDING) {
 		v->npending--;
+		verbs_rx_pick(v);
+	}
 	/* Not READY while it drains: nothing is posted on it, no notice is sent. */
 	p->rc_state = VERBS_RC_NONE;
 	p->wait_head = p->wait_tail = VERBS_NIL;
@@ -167,6 +171,7 @@ int urpc__verbs_rc_start(struct verbs_tp *v, struct verbs_conn *p)
 	}
 	p->rc_state = VERBS_RC_PENDING;
 	v->npending++;
+	verbs_rx_pick(v);
 	p->hs_deadline_ns = now + v->base.one_sided_timeout_ns;
 	p->hs_rto_ns = VERBS_HS_RTO_NS;
 	p->hs_next_ns = now + p->hs_rto_ns;
@@ -195,8 +200,10 @@ static void fail(struct verbs_tp *v, struct verbs_conn *p, int err, const char *
 			"operations fail with '%s' until the session is reset",
 			p->qpn, verbs_rc_state_str(p->rc_state), why ? why : urpc_strerror(err),
 			urpc_strerror(err));
-	if (p->rc_state == VERBS_RC_PENDING)
+	if (p->rc_state == VERBS_RC_PENDING) {
 		v->npending--;
+		verbs_rx_pick(v);
+	}
 	p->rc_state = VERBS_RC_FAILED;
 	p->rc_err = err;
 	p->rc_stalled = renew && err == -ETIMEDOUT;
