@@ -49,7 +49,7 @@ static inline void send_req(struct urpc_rpc *rpc, struct urpc_session *s, struct
 	else
 		urpc__tx_push(rpc, s->peer, urpc__mb_hdr(req), (uint32_t)req->data_size,
 			      req->priv_lkey);
-	sl->tx_ns = urpc__tx_stamp(rpc); /* 0 (outside the loop): stamped by the next scan */
+	sl->tx_ns = rpc->tx_stamp; /* 0 (outside the loop): stamped by the next scan */
 }
 
 /*
@@ -274,7 +274,7 @@ static inline URPC_ALWAYS_INLINE int enqueue(struct urpc_rpc *rpc, struct urpc_m
 	req->priv_sess = (uint32_t)session;
 	if (!view)
 		resp->priv_sess = (uint32_t)session;
-	sl->tx_ns = urpc__tx_stamp(rpc); /* 0 (outside the loop): stamped by the next scan */
+	sl->tx_ns = rpc->tx_stamp; /* 0 (outside the loop): stamped by the next scan */
 	req_num = slot_take(rpc, s, i, false, req, resp, cont, tag, 0);
 	urpc__tx_put(rpc, s->peer, small_hdr(s, req_type, req, req_num), (uint32_t)req->data_size,
 		     req->priv_lkey);

@@ -323,9 +323,19 @@ struct urpc_rpc {
 	uint64_t srv_index_salt;
 	/* client sessions with an event or failure for the next pass: number + 1 */
 	uint32_t pend_head, pend_tail;
-	int in_cb;    /* depth of user callbacks running outside a pass (in_loop bars the rest) */
-	bool in_loop; /* inside loop_once: now is this pass's time; no loop or destroy */
+	int in_cb; /* depth of user callbacks running outside a pass (in_loop bars the rest) */
+	/*
+	 * Inside loop_once: now is this pass's time; no loop or destroy. As
+	 * wide as in_cb and beside it: the loop's entry tests both with one
+	 * compare of the 8 bytes.
+	 */
+	uint32_t in_loop;
 	uint64_t now;
+	/*
+	 * A request's send time: now while the pass runs handlers and
+	 * continuations (evloop.c's pass_first and pass_rest), 0 elsewhere.
+	 */
+	uint64_t tx_stamp;
 	urpc_clock_fn clock; /* NULL: the TSC clock, else CLOCK_MONOTONIC (urpc__now_ns()) */
 	void *clock_arg;
 	struct urpc_tsc tsc; /* the TSC clock (util/tsc.h); anchored by the timer scan */
@@ -361,7 +371,7 @@ struct urpc_rpc {
 	bool rx_reclaim; /* rx_burst() takes back the last burst (URPC_TP_CAP_RX_RECLAIM) */
 	/* The transport's rx_run() where it lends runs (URPC_TP_CAP_RX_RUN); NULL: rx_burst() */
 	int (*rx_run)(struct urpc_tp *tp, const struct urpc_tp_rx **rx, unsigned n);
-	const struct urpc_tp_rx *rx_ent; /* the pass's datagrams: rx_run()'s, or rx */
+	const struct urpc_tp_rx *rx_ent; /* the entries rx_run() lent this pass */
 	uint64_t tx_epoch;		 /* advances each time the TX batch empties */
 	/*
 	 * The response a continuation of urpc_req_enqueue_view() gets: the bytes in the receive
@@ -423,16 +433,6 @@ struct urpc_gpu_view {
  * TSC clock off).
  */
 uint64_t urpc__rpc_clock_slow(const struct urpc_rpc *rpc);
-
-/*
- * A request's send time: the pass's time inside a pass, 0 outside (the
- * next timer scan stamps it). Read where a request is sent, so that the
- * pass itself stores nothing for it.
- */
-static inline uint64_t urpc__tx_stamp(const struct urpc_rpc *rpc)
-{
-	return rpc->in_loop ? rpc->now : 0;
-}
 
 static inline uint64_t urpc__rpc_clock(const struct urpc_rpc *rpc)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The event loop (evloop.h): the public urpc_rpc_run_event_loop*() calls.
- * Owns the pass (rpc->now, rpc->in_loop), when the timer
+ * Owns the pass (rpc->now, rpc->in_loop, rpc->tx_stamp), when the timer
  * scan runs (next_scan_ns; the scan itself and the timers' earliest wake
  * time are evtimer.c's) and the idle policy: spinning, yielding on a
  * shared core, and the idle sleep (wake_fd).
@@ -192,32 +192,15 @@ void urpc__evloop_rx(struct urpc_rpc *rpc, const uint8_t *buf, uint32_t len)
 }
 
 /*
- * The pass's receive poll: the transport's own entries from rx_run() or,
- * where it has none or wants rx_burst() this time, rx_burst()'s into
- * rpc->rx; rpc->rx_ent points at them. Returns the count (0 or less:
- * none). Inlined into every pass.
- */
-static inline URPC_ALWAYS_INLINE int rx_poll(struct urpc_rpc *rpc)
-{
-	if (rpc->rx_run) {
-		int n = rpc->rx_run(rpc->tp, &rpc->rx_ent, URPC_RX_BATCH);
-
-		if (n >= 0)
-			return n;
-	}
-	rpc->rx_ent = rpc->rx;
-	return rpc->tp->rx_burst(rpc->tp, rpc->rx, URPC_RX_BATCH);
-}
-
-/*
- * Hand the @n datagrams of the pass's poll to urpc__evloop_rx(), then the
- * ones from rx_burst() back to the transport. One walk for both kinds of
+ * Hand the @n datagrams of the pass's poll at @e to urpc__evloop_rx(),
+ * then the ones from rx_burst() (@e is rpc->rx) back to the transport. One walk for both kinds of
  * entry, so that the datagram's handling (the client's and the server's
  * receive in it) is inlined once.
  */
-static inline URPC_ALWAYS_INLINE void rx_walk(struct urpc_rpc *rpc, unsigned n)
+static inline URPC_ALWAYS_INLINE void rx_walk(struct urpc_rpc *rpc, const struct urpc_tp_rx *e,
+					      unsigned n)
 {
-	const struct urpc_tp_rx *e = rpc->rx_ent, *p, *end;
+	const struct urpc_tp_rx *p, *end;
 
 	for (p = e, end = e + n; p != end; p++)
 		evloop_rx(rpc, p->buf, p->len, p);
@@ -298,6 +281,7 @@ static __attribute__((noinline)) unsigned pass_first(struct urpc_rpc *rpc)
 	struct urpc_sm_pkt pkt;
 	unsigned work = 0;
 
+	rpc->tx_stamp = rpc->now;
 	while (urpc__sm_queue_pop(rpc->smq, &pkt)) {
 		rpc->st.sm_pkts_rx++;
 		work++;
@@ -307,21 +291,24 @@ static __attribute__((noinline)) unsigned pass_first(struct urpc_rpc *rpc)
 		work++;
 		urpc__tx_flush(rpc);
 	}
+	rpc->tx_stamp = 0;
 	return work;
 }
 
 /*
- * The pass's work after its receive poll: the @n datagrams it found (0 or
- * less: none), transport control messages, sessions the congestion pacer
+ * The pass's work after its receive poll: the @n datagrams it found at @e
+ * (NULL: rpc->rx; 0 or less: none), transport control messages, sessions the congestion pacer
  * releases, the rare work (os_busy, have_pending, smo_n) and the timer
  * scan, the TX batch.
  */
-static __attribute__((noinline)) unsigned pass_rest(struct urpc_rpc *rpc, int n)
+static __attribute__((noinline)) unsigned pass_rest(struct urpc_rpc *rpc,
+						    const struct urpc_tp_rx *e, int n)
 {
 	unsigned work = 0;
 
+	rpc->tx_stamp = rpc->now;
 	if (n > 0) {
-		rx_walk(rpc, (unsigned)n);
+		rx_walk(rpc, e ? e : rpc->rx, (unsigned)n);
 		rpc->st.pkts_rx += (uint64_t)n;
 		work += (unsigned)n;
 	}
@@ -337,7 +324,23 @@ static __attribute__((noinline)) unsigned pass_rest(struct urpc_rpc *rpc, int n)
 		work++;
 		urpc__tx_flush(rpc);
 	}
+	rpc->tx_stamp = 0;
 	return work;
+}
+
+/*
+ * After the receive poll: pass_rest() when it found datagrams (@n at @e) or
+ * anything else waits: the transport's control messages and the rare work
+ * (one test), the pacer's wheel, the scan. The TX batch is empty here:
+ * pass_first sent it, and only handlers fill it.
+ */
+static inline URPC_ALWAYS_INLINE unsigned after_poll(struct urpc_rpc *rpc,
+						     const struct urpc_tp_rx *e, int n)
+{
+	if (n > 0 || unlikely((rpc->tp->ctl_pending | rpc->rare) != 0 ||
+			      (rpc->cc_wheel && rpc->cc_wheel->n) || rpc->now >= rpc->next_scan_ns))
+		return pass_rest(rpc, e, n);
+	return 0;
 }
 
 /*
@@ -357,21 +360,26 @@ static inline URPC_ALWAYS_INLINE unsigned loop_once(struct urpc_rpc *rpc)
 	int n;
 
 	rpc->now = urpc__rpc_clock(rpc);
-	rpc->in_loop = true;
+	rpc->in_loop = 1;
 	/* One test for both (an OR, not two branches). */
 	if (unlikely((rpc->ntx | urpc__sm_queue_waiting(rpc->smq)) != 0))
 		work = pass_first(rpc);
-	n = rx_poll(rpc);
 	/*
-	 * Nothing the poll found and nothing else: the transport's control
-	 * messages and the rare work (one test), the pacer's wheel, the scan
-	 * (the TX batch is empty: pass_first sent it, and only handlers fill
-	 * it).
+	 * The receive poll: the transport's own entries from rx_run() or,
+	 * where it has none or wants rx_burst() this time, rx_burst()'s into
+	 * rpc->rx (nothing stored for it: the empty pass stores little).
 	 */
-	if (n > 0 || unlikely((rpc->tp->ctl_pending | rpc->rare) != 0 ||
-			      (rpc->cc_wheel && rpc->cc_wheel->n) || rpc->now >= rpc->next_scan_ns))
-		work += pass_rest(rpc, n);
-	rpc->in_loop = false;
+	if (rpc->rx_run) {
+		n = rpc->rx_run(rpc->tp, &rpc->rx_ent, URPC_RX_BATCH);
+		if (n >= 0) {
+			work += after_poll(rpc, rpc->rx_ent, n);
+			goto out;
+		}
+	}
+	n = rpc->tp->rx_burst(rpc->tp, rpc->rx, URPC_RX_BATCH);
+	work += after_poll(rpc, NULL, n); /* NULL: rpc->rx, not kept in a register meanwhile */
+out:
+	rpc->in_loop = 0;
 	return work;
 }
 

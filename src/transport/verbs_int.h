@@ -325,6 +325,8 @@ struct verbs_tp {
 	uint64_t sq_last_signal; /* sq_posted at the last signaled WR */
 	struct ibv_send_wr *swr; /* sq_depth WRs and 2 SGEs each, for one burst */
 	struct ibv_sge *ssge;
+	struct ibv_send_wr wr1; /* a burst of one inlined datagram (verbs_ud.c's tx_one()) */
+	struct ibv_sge sge1;
 
 	/* Receives to repost, batched. */
 	uint32_t *repost;
