@@ -63,9 +63,10 @@ DESCRIPTION
 
     where I is the instructions of the main thread in a part (user space
     only: callgrind sees no kernel) and S those of the timer scans in it
-    (scan_timers(), once a millisecond, and pass_rare() around it), so that neither the
-    empty passes nor the scans, whose number follows the wall clock and so
-    the host's load, count per RPC. "Without the provider" does the same
+    (urpc__evloop_scan_timers(), once a millisecond, with the TSC clock's
+    anchor in it, and pass_rare() around it), so that neither the empty
+    passes nor the scans, whose number follows the wall clock and so the
+    host's load, count per RPC. "Without the provider" does the same
     with the instructions outside the rdma-core objects (libibverbs and the
     provider, librxe-rdmav*.so), from callgrind's per-object totals, parsed
     from its output files. The empty pass reported is the server's part 1:
@@ -284,7 +285,7 @@ objsplit() {
 	/^[0-9+*-]/ {
 		if (call) {
 			call = 0
-			if (callee ~ /^scan_timers/ && NF >= 2)
+			if (callee ~ /scan_timers/ && NF >= 2)
 				timers += $2
 			next
 		}

@@ -384,6 +384,13 @@ int urpc__sm_queue_pop(struct urpc_sm_queue *q, struct urpc_sm_pkt *p)
 	return 1;
 }
 
+uint32_t urpc__sm_queue_waiting(const struct urpc_sm_queue *q)
+{
+	/* As pop(): a relaxed load of our own tail, an acquire load of head. */
+	return atomic_load_explicit(&q->head, memory_order_acquire) -
+	       atomic_load_explicit(&q->tail, memory_order_relaxed);
+}
+
 /* Consumer only: the announcement, then the fence that push() pairs with. */
 void urpc__sm_queue_sleep_begin(struct urpc_sm_queue *q)
 {

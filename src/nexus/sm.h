@@ -202,6 +202,9 @@ void urpc__sm_queue_kick(struct urpc_sm_queue *q);
 /* Consumer only. 1 and *p filled, or 0 when empty. */
 int urpc__sm_queue_pop(struct urpc_sm_queue *q, struct urpc_sm_pkt *p);
 
+/* Consumer only: how many packets a pop would find now; 0: none (the event loop's test). */
+uint32_t urpc__sm_queue_waiting(const struct urpc_sm_queue *q);
+
 /*
  * Consumer only, with a wake_fd set: announce a sleep. The consumer must
  * pop (or look at the queue) after this call and before it sleeps.

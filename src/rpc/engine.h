@@ -29,6 +29,7 @@
 #include "../util/idset.h"
 #include "../util/rand.h"
 #include "../util/seam.h"
+#include "../util/tsc.h"
 #include "cc.h"
 #include "large_types.h"
 #include "pkthdr.h"
@@ -322,12 +323,22 @@ struct urpc_rpc {
 	uint64_t srv_index_salt;
 	/* client sessions with an event or failure for the next pass: number + 1 */
 	uint32_t pend_head, pend_tail;
-	int in_cb;    /* depth of user callbacks running outside a pass (in_loop bars the rest) */
-	bool in_loop; /* inside loop_once: now is this pass's time; no loop or destroy */
+	int in_cb; /* depth of user callbacks running outside a pass (in_loop bars the rest) */
+	/*
+	 * Inside loop_once: now is this pass's time; no loop or destroy. As
+	 * wide as in_cb and beside it: the loop's entry tests both with one
+	 * compare of the 8 bytes.
+	 */
+	uint32_t in_loop;
 	uint64_t now;
-	uint64_t tx_stamp;   /* now inside loop_once, 0 outside: a request's send time */
-	urpc_clock_fn clock; /* NULL: CLOCK_MONOTONIC (urpc__now_ns()), read in line */
+	/*
+	 * A request's send time: now while the pass runs handlers and
+	 * continuations (evloop.c's pass_first and pass_rest), 0 elsewhere.
+	 */
+	uint64_t tx_stamp;
+	urpc_clock_fn clock; /* NULL: the TSC clock, else CLOCK_MONOTONIC (urpc__now_ns()) */
 	void *clock_arg;
+	struct urpc_tsc tsc; /* the TSC clock (util/tsc.h); anchored by the timer scan */
 	uint64_t next_scan_ns;
 	/*
 	 * Bit per session number: a session-management timer may be armed
@@ -360,7 +371,8 @@ struct urpc_rpc {
 	bool rx_reclaim; /* rx_burst() takes back the last burst (URPC_TP_CAP_RX_RECLAIM) */
 	/* The transport's rx_run() where it lends runs (URPC_TP_CAP_RX_RUN); NULL: rx_burst() */
 	int (*rx_run)(struct urpc_tp *tp, const struct urpc_tp_rx **rx, unsigned n);
-	uint64_t tx_epoch; /* advances each time the TX batch empties */
+	const struct urpc_tp_rx *rx_ent; /* the entries rx_run() lent this pass */
+	uint64_t tx_epoch;		 /* advances each time the TX batch empties */
 	/*
 	 * The response a continuation of urpc_req_enqueue_view() gets: the bytes in the receive
 	 * ring, set by client.c for each answer; empty (buf NULL) for an error. Not a buffer:
@@ -393,6 +405,7 @@ struct urpc_rpc {
 	 */
 	struct urpc_rop_tab *rop;
 	struct urpc_tp_tx tx[URPC_TX_BATCH];
+	struct urpc_tp_rx rx[URPC_RX_BATCH]; /* rx_burst()'s entries of the pass (evloop.c) */
 	struct urpc_sm_dgram smo[URPC_SM_OUT_BATCH]; /* sent in one system call */
 	struct urpc_rpc_stats st;
 	uint64_t bad_transitions; /* illegal slot or session transitions (slot.h); must stay 0 */
@@ -412,15 +425,20 @@ struct urpc_gpu_view {
 };
 
 /*
- * The Rpc's clock: the one installed with urpc__rpc_set_clock(), else
- * urpc__now_ns() (the process's seam, CLOCK_MONOTONIC), called in line:
- * the event loop reads it once a pass.
+ * The Rpc's clock, read in line (the event loop reads it once a pass): the
+ * TSC clock once it is calibrated (util/tsc.h: CLOCK_MONOTONIC's scale,
+ * a dozen instructions), else the one installed with urpc__rpc_set_clock()
+ * (which turns the TSC clock off), else urpc__now_ns() (the process's
+ * seam: CLOCK_MONOTONIC, or a simulation's clock, which also keeps the
+ * TSC clock off).
  */
+uint64_t urpc__rpc_clock_slow(const struct urpc_rpc *rpc);
+
 static inline uint64_t urpc__rpc_clock(const struct urpc_rpc *rpc)
 {
-	if (unlikely(rpc->clock != NULL))
-		return rpc->clock(rpc->clock_arg);
-	return urpc__now_ns();
+	if (likely(rpc->tsc.mult != 0))
+		return urpc__tsc_read(&rpc->tsc);
+	return urpc__rpc_clock_slow(rpc); /* out of line: the pass needs no frame for it */
 }
 
 /*

@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The event loop (evloop.h): the public urpc_rpc_run_event_loop*() calls.
- * Owns the pass (rpc->now, rpc->in_loop, rpc->tx_stamp), the timer scan (next_scan_ns,
- * the clearing of the busy and SM-timer bitmaps) and the idle sleep
- * (wake_fd; a busy client session's next timer, read from its slots).
+ * Owns the pass (rpc->now, rpc->in_loop, rpc->tx_stamp), when the timer
+ * scan runs (next_scan_ns; the scan itself and the timers' earliest wake
+ * time are evtimer.c's) and the idle policy: spinning, yielding on a
+ * shared core, and the idle sleep (wake_fd).
  * Also the receive path's slow end: the datagrams that fail its fast check
  * (counted; a server session's endpoint proof and "no such session"
  * answers, session_src.h; a client's check of such an answer).
- * May call: everything below it: session.h, session_in.h (SM packets in),
- * session_sm.h (the SM outbox), session_src.h, client.h, server.h,
- * large.h, rop.h (the users' batches' timers), tx.h;
+ * May call: everything below it: evtimer.h, session.h, session_in.h (SM
+ * packets in), session_sm.h (the SM outbox), session_src.h, client.h,
+ * server.h, large.h, cc_sess.h, tx.h;
  * the SM queue; the transport's rx_run/rx_burst/rx_release/poll_completions/
  * wait_arm/wait_ack; ppoll() (only in the idle sleep) and sched_yield()
  * (only before it, on a shared core).
@@ -27,10 +28,8 @@
 #include "../util/seam.h"
 #include "cc_sess.h"
 #include "client.h"
+#include "evtimer.h"
 #include "large.h"
-#include "quota.h"
-#include "retx.h"
-#include "rop.h"
 #include "server.h"
 #include "session.h"
 #include "session_in.h"
@@ -38,7 +37,6 @@
 #include "session_src.h"
 #include "tx.h"
 
-#define WAITQ_MASK (URPC_SESSION_WAITQ - 1)
 #define SCAN_INTERVAL_NS 1000000ull /* timers are looked at once a millisecond */
 /*
  * Longest idle sleep, whatever the timers say: a backstop, so that a timer
@@ -194,27 +192,20 @@ void urpc__evloop_rx(struct urpc_rpc *rpc, const uint8_t *buf, uint32_t len)
 }
 
 /*
- * Receive one pass's datagrams and hand each to urpc__evloop_rx(): the
- * transport's own entries from rx_run() or, where it has none or wants
- * rx_burst() this time, rx_burst()'s into @rx, handed back after. One walk
- * for both, so that the datagram's handling (the client's and the
- * server's receive in it) is inlined once. Returns the count.
+ * Hand the @n datagrams of the pass's poll at @e to urpc__evloop_rx(),
+ * then the ones from rx_burst() (@e is rpc->rx) back to the transport. One walk for both kinds of
+ * entry, so that the datagram's handling (the client's and the server's
+ * receive in it) is inlined once.
  */
-static inline URPC_ALWAYS_INLINE int rx_walk(struct urpc_rpc *rpc, struct urpc_tp_rx *rx)
+static inline URPC_ALWAYS_INLINE void rx_walk(struct urpc_rpc *rpc, const struct urpc_tp_rx *e,
+					      unsigned n)
 {
-	const struct urpc_tp_rx *e = rx, *p, *end;
-	int n;
+	const struct urpc_tp_rx *p, *end;
 
-	n = rpc->rx_run ? rpc->rx_run(rpc->tp, &e, URPC_RX_BATCH) : -EAGAIN;
-	if (n < 0) {
-		e = rx;
-		n = rpc->tp->ops->rx_burst(rpc->tp, rx, URPC_RX_BATCH);
-	}
-	for (p = e, end = e + (n > 0 ? n : 0); p != end; p++)
+	for (p = e, end = e + n; p != end; p++)
 		evloop_rx(rpc, p->buf, p->len, p);
-	if (n > 0 && e == rx && !rpc->rx_reclaim)
-		rpc->tp->ops->rx_release(rpc->tp, rx, (unsigned)n);
-	return n;
+	if (e == rpc->rx && !rpc->rx_reclaim)
+		rpc->tp->ops->rx_release(rpc->tp, rpc->rx, n);
 }
 
 /* Reap one-sided completions of large messages. */
@@ -237,76 +228,6 @@ static void poll_os(struct urpc_rpc *rpc)
 }
 
 /* ---- the event loop ---- */
-
-/* Not inlined (once a millisecond): apps/bench/verbs_cost_vm.sh takes its cost out by name. */
-static __attribute__((noinline)) void scan_timers(struct urpc_rpc *rpc)
-{
-	uint32_t w, nw = (rpc->hi_session + 63) / 64;
-
-	/*
-	 * Requests in flight (retransmission, deadlines): every scan, but only
-	 * on the client sessions that have some (busy_map), so an Rpc with
-	 * thousands of idle sessions does not walk them all each millisecond.
-	 */
-	for (w = 0; w < nw; w++) {
-		uint64_t bits = rpc->busy_map[w];
-
-		while (bits) {
-			uint32_t num = w * 64 + (uint32_t)__builtin_ctzll(bits);
-			struct urpc_session *s = urpc__sess_at(rpc, num);
-
-			bits &= bits - 1;
-			if (s && s->role == URPC_ROLE_CLIENT &&
-			    (s->state == URPC_SESS_CONNECTED || s->state == URPC_SESS_CONNECTING))
-				urpc__cli_timers(rpc, s);
-			s = urpc__sess_at(rpc, num); /* callbacks may have freed it */
-			if (!s || !urpc__cli_busy(s))
-				rpc->busy_map[w] &= ~(1ull << (num & 63));
-		}
-	}
-	/*
-	 * Session management: a peer's failure, or an Rpc of it gone, as the
-	 * Nexus has noticed (a walk over the sessions only when it has); then
-	 * connect and disconnect retries and probes, only on the sessions with
-	 * such a timer armed (sm_map), so idle sessions, however many, cost
-	 * nothing here.
-	 */
-	urpc__session_notices(rpc);
-	/* Users' one-sided batches: deadlines, the queue behind the window. */
-	if (unlikely(rpc->rop != NULL))
-		urpc__rop_timers(rpc);
-	/* Large responses not read within the one-sided time-out (quota.h). */
-	if (unlikely(rpc->grants_live != NULL)) {
-		struct urpc_sslot *sl;
-
-		while ((sl = urpc__quota_grant_expired(rpc)) != NULL)
-			urpc__srv_large_retire(rpc, sl);
-	}
-	/* READs of large requests slower than the minimum rate while others wait (quota.h). */
-	if (unlikely(rpc->os_wait_ns != 0))
-		urpc__quota_os_scan(rpc);
-	/* Large responses whose client has not let go of them yet. */
-	if (unlikely(rpc->retiring != NULL))
-		urpc__srv_large_retiring(rpc, false);
-	if (unlikely(rpc->cli_retiring != NULL))
-		urpc__cli_retiring(rpc, false);
-	nw = (rpc->hi_session + 63) / 64;
-	for (w = 0; w < nw; w++) {
-		uint64_t bits = rpc->sm_map[w];
-
-		while (bits) {
-			uint32_t num = w * 64 + (uint32_t)__builtin_ctzll(bits);
-			struct urpc_session *s = urpc__sess_at(rpc, num);
-
-			bits &= bits - 1;
-			if (s)
-				urpc__session_timers(rpc, s);
-			s = urpc__sess_at(rpc, num); /* callbacks may have freed it */
-			if (!s || urpc__session_next_timer(rpc, s) == UINT64_MAX)
-				rpc->sm_map[w] &= ~(1ull << (num & 63));
-		}
-	}
-}
 
 /*
  * The end of a pass with rare work (rpc->rare) or a timer scan due, in
@@ -331,7 +252,7 @@ static __attribute__((noinline)) unsigned pass_rare(struct urpc_rpc *rpc)
 	}
 	if (rpc->now >= rpc->next_scan_ns) {
 		rpc->next_scan_ns = rpc->now + SCAN_INTERVAL_NS;
-		scan_timers(rpc);
+		urpc__evloop_scan_timers(rpc);
 	}
 	if (rpc->have_pending) {
 		work++;
@@ -350,37 +271,44 @@ static __attribute__((noinline)) unsigned pass_rare(struct urpc_rpc *rpc)
 }
 
 /*
- * One pass. Returns how much it did (SM packets, datagrams received, pending
- * events raised, a TX batch sent): 0 means an idle pass. Owner thread only.
+ * The pass's work before its receive poll, when there is some: the SM
+ * packets the Nexus queued, then what the application enqueued since the
+ * last pass (it goes out before the poll: on udp that is a system call,
+ * and a request waiting behind it waits for nothing).
  */
-static unsigned loop_once(struct urpc_rpc *rpc)
+static __attribute__((noinline)) unsigned pass_first(struct urpc_rpc *rpc)
 {
-	struct urpc_tp_rx rx[URPC_RX_BATCH];
 	struct urpc_sm_pkt pkt;
 	unsigned work = 0;
-	int n;
 
-	rpc->now = urpc__rpc_clock(rpc);
 	rpc->tx_stamp = rpc->now;
-	rpc->in_loop = true;
-
 	while (urpc__sm_queue_pop(rpc->smq, &pkt)) {
 		rpc->st.sm_pkts_rx++;
 		work++;
 		urpc__session_handle_sm(rpc, &pkt);
 	}
-
-	/*
-	 * What the application enqueued since the last pass goes out before
-	 * the receive poll: on udp that poll is a system call, and a request
-	 * waiting behind it waits for nothing.
-	 */
 	if (rpc->ntx) {
 		work++;
 		urpc__tx_flush(rpc);
 	}
-	n = rx_walk(rpc, rx);
+	rpc->tx_stamp = 0;
+	return work;
+}
+
+/*
+ * The pass's work after its receive poll: the @n datagrams it found at @e
+ * (NULL: rpc->rx; 0 or less: none), transport control messages, sessions the congestion pacer
+ * releases, the rare work (os_busy, have_pending, smo_n) and the timer
+ * scan, the TX batch.
+ */
+static __attribute__((noinline)) unsigned pass_rest(struct urpc_rpc *rpc,
+						    const struct urpc_tp_rx *e, int n)
+{
+	unsigned work = 0;
+
+	rpc->tx_stamp = rpc->now;
 	if (n > 0) {
+		rx_walk(rpc, e ? e : rpc->rx, (unsigned)n);
 		rpc->st.pkts_rx += (uint64_t)n;
 		work += (unsigned)n;
 	}
@@ -389,15 +317,69 @@ static unsigned loop_once(struct urpc_rpc *rpc)
 	/* Sessions held by the congestion pacer whose time came (cc_sess.c). */
 	if (unlikely(rpc->cc_wheel && rpc->cc_wheel->n))
 		urpc__cc_poll(rpc, urpc__cli_kick);
-	/* One test for the rare work (os_busy, have_pending, smo_n) and the scan. */
+	/* One test for the rare work and the scan. */
 	if (unlikely(rpc->rare || rpc->now >= rpc->next_scan_ns)) {
 		work += pass_rare(rpc);
 	} else if (rpc->ntx) {
 		work++;
 		urpc__tx_flush(rpc);
 	}
-	rpc->in_loop = false;
 	rpc->tx_stamp = 0;
+	return work;
+}
+
+/*
+ * After the receive poll: pass_rest() when it found datagrams (@n at @e) or
+ * anything else waits: the transport's control messages and the rare work
+ * (one test), the pacer's wheel, the scan. The TX batch is empty here:
+ * pass_first sent it, and only handlers fill it.
+ */
+static inline URPC_ALWAYS_INLINE unsigned after_poll(struct urpc_rpc *rpc,
+						     const struct urpc_tp_rx *e, int n)
+{
+	if (n > 0 || unlikely((rpc->tp->ctl_pending | rpc->rare) != 0 ||
+			      (rpc->cc_wheel && rpc->cc_wheel->n) || rpc->now >= rpc->next_scan_ns))
+		return pass_rest(rpc, e, n);
+	return 0;
+}
+
+/*
+ * One pass. Returns how much it did (SM packets, datagrams received, pending
+ * events raised, a TX batch sent): 0 means an idle pass. Owner thread only.
+ *
+ * A pass without work costs the clock, a few tests and the receive poll:
+ * the work before the poll and after it are out of line (pass_first,
+ * pass_rest), entered only when a test says there is some, so that this
+ * part needs little of a frame (issue 34, verbs_cost_vm.sh: with the TSC
+ * clock and verbs' leaner rx_burst, an empty verbs pass went from 170 to
+ * 119 instructions, the provider's poll, 41 of them, included).
+ */
+static inline URPC_ALWAYS_INLINE unsigned loop_once(struct urpc_rpc *rpc)
+{
+	unsigned work = 0;
+	int n;
+
+	rpc->now = urpc__rpc_clock(rpc);
+	rpc->in_loop = 1;
+	/* One test for both (an OR, not two branches). */
+	if (unlikely((rpc->ntx | urpc__sm_queue_waiting(rpc->smq)) != 0))
+		work = pass_first(rpc);
+	/*
+	 * The receive poll: the transport's own entries from rx_run() or,
+	 * where it has none or wants rx_burst() this time, rx_burst()'s into
+	 * rpc->rx (nothing stored for it: the empty pass stores little).
+	 */
+	if (rpc->rx_run) {
+		n = rpc->rx_run(rpc->tp, &rpc->rx_ent, URPC_RX_BATCH);
+		if (n >= 0) {
+			work += after_poll(rpc, rpc->rx_ent, n);
+			goto out;
+		}
+	}
+	n = rpc->tp->rx_burst(rpc->tp, rpc->rx, URPC_RX_BATCH);
+	work += after_poll(rpc, NULL, n); /* NULL: rpc->rx, not kept in a register meanwhile */
+out:
+	rpc->in_loop = 0;
 	return work;
 }
 
@@ -412,82 +394,6 @@ URPC_API int urpc_rpc_run_event_loop_once(struct urpc_rpc *rpc)
 }
 
 /* ---- idle waiting ---- */
-
-/*
- * The earliest time a timer of busy client session @s (retransmission or
- * deadline of a request in a slot or waiting) needs the timer scan; the
- * Rpc may sleep until then. Reads the client's slots and queue (client.c
- * owns them). Idle path only.
- */
-static uint64_t cli_next_timer(const struct urpc_rpc *rpc, const struct urpc_session *s)
-{
-	uint64_t t = UINT64_MAX;
-	uint32_t i;
-
-	for (i = 0; i <= s->slot_mask; i++) {
-		const struct urpc_cslot *sl = &s->cli.slots[i];
-
-		if (sl->state == URPC_CLI_FREE)
-			continue;
-		if (sl->deadline_ns)
-			t = URPC_MIN(t, sl->deadline_ns);
-		if (sl->state == URPC_CLI_READING)
-			continue; /* no retransmission while reading */
-		if (!sl->tx_ns)
-			return rpc->now; /* sent outside the loop: the next scan stamps it */
-		t = URPC_MIN(t, sl->tx_ns + sl->rto_ns);
-	}
-	for (i = s->cli.wq_head; i != s->cli.wq_tail; i++) {
-		const struct urpc_waiting_req *w = &s->cli.waitq[i & WAITQ_MASK];
-
-		if (w->deadline_ns)
-			t = URPC_MIN(t, w->deadline_ns);
-	}
-	return t;
-}
-
-/*
- * May the Rpc sleep, and until when? False while something needs polling
- * rather than a timer: a server slot whose handler has not answered yet (a
- * deferred response comes from this thread), an SM event to raise,
- * datagrams the transport has not taken, one-sided operations in flight.
- * Otherwise true, with *wake_ns (Rpc clock) the earliest session timer
- * (urpc__session_next_timer(), kept beside the timers it describes) or
- * request timer (cli_next_timer(): a request waiting for its answer
- * is waiting, not working; the answer wakes the sleep like any datagram);
- * never before the next timer scan, which is when a due timer is acted on,
- * but ahead of a paced session's release (urpc__cc_idle_until(): false near it).
- * With no session it is UINT64_MAX: only traffic or the caller's end wakes
- * the Rpc.
- * Cold path: runs only once the loop has been idle for idle_ns.
- */
-static bool idle_wake_time(const struct urpc_rpc *rpc, uint64_t *wake_ns)
-{
-	uint32_t w, nw = (rpc->hi_session + 63) / 64;
-	/* Retiring large responses: looked at again by the next scan. */
-	uint64_t t = rpc->retiring || rpc->cli_retiring ? rpc->next_scan_ns : UINT64_MAX;
-
-	if (rpc->have_pending || rpc->ntx || rpc->smo_n || rpc->os_busy || rpc->srv_deferred)
-		return false;
-	/* Only sessions with a timer: busy clients and armed SM timers (the bitmaps). */
-	for (w = 0; w < nw; w++) {
-		uint64_t bits = rpc->busy_map[w] | rpc->sm_map[w];
-
-		while (bits) {
-			uint32_t num = w * 64 + (uint32_t)__builtin_ctzll(bits);
-			const struct urpc_session *s = urpc__sess_at(rpc, num);
-
-			bits &= bits - 1;
-			if (!s)
-				continue;
-			if (s->role == URPC_ROLE_CLIENT && urpc__cli_busy(s))
-				t = URPC_MIN(t, cli_next_timer(rpc, s));
-			t = URPC_MIN(t, urpc__session_next_timer(rpc, s));
-		}
-	}
-	*wake_ns = URPC_MAX(t, rpc->next_scan_ns);
-	return urpc__cc_idle_until(rpc, wake_ns); /* paced sessions: up before the next is due */
-}
 
 /*
  * Sleep until a datagram or completion, an SM packet, the next timer or
@@ -510,7 +416,7 @@ static void idle_wait(struct urpc_rpc *rpc, uint64_t end_ns)
 	bool signalled = false;
 	int fd, ret;
 
-	if (!idle_wake_time(rpc, &wake))
+	if (!urpc__evloop_idle_wake_time(rpc, &wake))
 		return;
 	urpc__sm_queue_sleep_begin(rpc->smq);
 	fd = rpc->tp->ops->wait_arm(rpc->tp);
@@ -524,7 +430,7 @@ static void idle_wait(struct urpc_rpc *rpc, uint64_t end_ns)
 		goto out_end;
 	}
 	/* The last look; its clock read (rpc->now) also times the sleep. */
-	if (loop_once(rpc) || !idle_wake_time(rpc, &wake))
+	if (loop_once(rpc) || !urpc__evloop_idle_wake_time(rpc, &wake))
 		goto out_end;
 	sleep_ns = wake > rpc->now ? wake - rpc->now : 0;
 	t = urpc__now_ns();

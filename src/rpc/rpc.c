@@ -222,6 +222,7 @@ URPC_API int urpc_rpc_create(struct urpc_nexus *nx, uint8_t rpc_id, const struct
 	}
 	rpc->handlers = urpc__nexus_handlers(nx);
 	rpc->nx_notices_seen = urpc__nexus_notices(nx);
+	urpc__tsc_init(&rpc->tsc, true);
 	rpc->now = urpc__rpc_clock(rpc);
 	*out = rpc;
 	return 0;
@@ -365,12 +366,21 @@ URPC_API int urpc_rpc_get_stats(struct urpc_rpc *rpc, struct urpc_rpc_stats *st)
 	return 0;
 }
 
+/* urpc__rpc_clock() without the TSC clock (engine.h). */
+__attribute__((noinline)) uint64_t urpc__rpc_clock_slow(const struct urpc_rpc *rpc)
+{
+	if (unlikely(rpc->clock != NULL))
+		return rpc->clock(rpc->clock_arg);
+	return urpc__now_ns();
+}
+
 /* ---- test hooks ---- */
 
 void urpc__rpc_set_clock(struct urpc_rpc *rpc, urpc_clock_fn fn, void *arg)
 {
 	rpc->clock = fn;
 	rpc->clock_arg = arg;
+	urpc__tsc_init(&rpc->tsc, fn == NULL);
 	rpc->now = urpc__rpc_clock(rpc);
 	rpc->next_scan_ns = 0;
 }

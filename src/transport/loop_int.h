@@ -33,6 +33,7 @@
 #include "../mem/hugepage.h"
 #include "../util/compiler.h"
 #include "../util/rand.h"
+#include "loop_hooks.h"
 #include "sw_mr.h"
 #include "transport.h"
 

@@ -133,7 +133,10 @@ int urpc__tp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 			 urpc_transport_str(c.kind));
 		return -ENOTSUP;
 	}
-	return ops->create(&c, out);
+	ret = ops->create(&c, out);
+	if (!ret && !(*out)->rx_burst)
+		(*out)->rx_burst = ops->rx_burst;
+	return ret;
 }
 
 int urpc__tp_pool_reg(void *ctx, void *addr, size_t len, struct urpc_mem_reg *out)

@@ -260,6 +260,13 @@ struct urpc_tp {
 	long id;
 	uint32_t ctl_pending; /* control messages for ctl_pop() */
 	/*
+	 * The rx_burst() the event loop calls this pass: ops->rx_burst (set by
+	 * urpc__tp_create() where create() left it NULL), or a leaner one the
+	 * transport swaps in while it has no work of its own to do beside the
+	 * datagrams (verbs: its RC handshakes and grants). Owner thread.
+	 */
+	int (*rx_burst)(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n);
+	/*
 	 * A one-sided operation without progress this long fails (udp, verbs;
 	 * loop never times out). create() sets it from cfg; the owner may
 	 * change it between calls (the Rpc derives it from its round trips).
@@ -591,57 +598,6 @@ static inline enum urpc_transport_kind urpc__tp_wire_kind(const struct urpc_tp *
 {
 	return tp->kind == URPC_TRANSPORT_XDP ? URPC_TRANSPORT_UDP : tp->kind;
 }
-
-/* ---- loop only: fault switches (deterministic for a seed) ---- */
-struct urpc_loop_faults {
-	double drop;	      /* probability that a datagram is lost */
-	double dup;	      /* probability that a datagram is delivered twice */
-	uint32_t reorder;     /* datagrams held and released in shuffled order; 0: off */
-	uint32_t delay_polls; /* deliver after the receiver's rx_burst ran this many times */
-	/*
-	 * Not a datagram's: revoke_ready() of a grant of this endpoint says
-	 * false until its rx_burst ran this many times after the first ask (a
-	 * reader slow to let go, as a verbs peer whose release notice comes
-	 * late); 0: the loop's revoke never waits, revoke_ready() says true.
-	 */
-	uint32_t release_polls;
-};
-
-/*
- * Set the switches applied to datagrams @tp sends. @tp must be a loop
- * endpoint. Thread: @tp's owner; the switches work across threads too (the
- * delay counts the receiver's rx_burst() calls, wherever it runs).
- */
-int urpc__loop_set_faults(struct urpc_tp *tp, const struct urpc_loop_faults *f);
-
-/*
- * ---- loop only: a simulated network (tests/sim) ----
- * While installed, every datagram a loop endpoint sends goes to send()
- * (endpoints named by urpc__loop_ep_id()), which keeps a copy and later
- * hands it to urpc__loop_net_deliver(), or drops it; the fault switches are
- * bypassed. A peer's one-sided requests are served only while reachable()
- * says so. Install and remove only while no loop endpoint exists (-EBUSY).
- * Thread: one thread drives every endpoint, calls urpc__loop_net_deliver()
- * and receives the callbacks (the simulator's); nothing here is for
- * endpoints on several threads.
- */
-struct urpc_loop_net {
-	void (*send)(void *arg, uint32_t from_id, uint32_t to_id, const void *hdr, uint32_t hdr_len,
-		     const void *data, uint32_t data_len);
-	bool (*reachable)(void *arg, uint32_t from_id, uint32_t to_id);
-	/*
-	 * Optional (NULL: served at once): whether a one-sided operation's
-	 * bytes have crossed the network yet. Asked each time the target would
-	 * serve the operation @key (unique while it is queued) of @len bytes;
-	 * false holds it (and those queued behind it) until asked again.
-	 */
-	bool (*os_admit)(void *arg, uint32_t from_id, uint32_t to_id, bool read, size_t len,
-			 uint64_t key);
-	void *arg;
-};
-int urpc__loop_set_net(const struct urpc_loop_net *net);
-int urpc__loop_net_deliver(uint32_t to_id, const void *buf, uint32_t len);
-uint32_t urpc__loop_ep_id(const struct urpc_tp *tp);
 
 #ifdef __cplusplus
 }

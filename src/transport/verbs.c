@@ -39,6 +39,7 @@
 #include "verbs_ud.h"
 
 static const struct urpc_tp_ops verbs_ops;
+static int verbs_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n);
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "verbs.c assumes a little-endian host (the wire format is little-endian)"
@@ -192,6 +193,9 @@ static int verbs_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 	urpc__verbs_mw_init(v);
 
 	v->base.ops = &verbs_ops;
+	v->rx_side = verbs_rx_burst;
+	v->rx_plain = urpc__verbs_ud_rx_burst;
+	verbs_rx_pick(v);
 	URPC_DBG(cfg->id, "verbs on %s:%u (GID %d, MTU %u, UD QPN %u, inline %u)", v->port.dev,
 		 v->port.num, v->port.gid_index, v->base.mtu, v->qp->qp_num, v->base.max_inline);
 	*out = &v->base;
@@ -510,7 +514,10 @@ static URPC_COLD int rx_burst_side(struct urpc_tp *tp, struct urpc_tp_rx *pkts, 
 	return urpc__verbs_ud_rx_burst(tp, pkts, n);
 }
 
-/* Without that work, a tail call and nothing saved (the idle pass: 16 -> 5 instructions). */
+/*
+ * ops->rx_burst, and base.rx_burst while there is such work (verbs_rx_pick(),
+ * which otherwise has the event loop call urpc__verbs_ud_rx_burst() itself).
+ */
 static int verbs_rx_burst(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n)
 {
 	struct verbs_tp *v = to_verbs(tp);

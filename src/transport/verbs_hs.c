@@ -94,8 +94,10 @@ static void accept_peer(struct verbs_tp *v, struct verbs_conn *p, const struct v
 		urpc__verbs_rc_fail(v, p, ret, "QP state change failed");
 		return;
 	}
-	if (p->rc_state == VERBS_RC_PENDING)
+	if (p->rc_state == VERBS_RC_PENDING) {
 		v->npending--;
+		verbs_rx_pick(v);
+	}
 	p->rc_state = VERBS_RC_READY;
 	p->renew = false;
 	/* Windows of the renewed QP: bound again before our ACK lets the peer post. */

@@ -340,6 +340,8 @@ struct verbs_tp {
 	uint64_t sq_last_signal; /* sq_posted at the last signaled WR */
 	struct ibv_send_wr *swr; /* sq_depth WRs and 2 SGEs each, for one burst */
 	struct ibv_sge *ssge;
+	struct ibv_send_wr wr1; /* a burst of one inlined datagram (verbs_ud.c's tx_one()) */
+	struct ibv_sge sge1;
 
 	/* Receives to repost, batched. */
 	uint32_t *repost;
@@ -361,9 +363,12 @@ struct verbs_tp {
 	uint16_t free_head;
 	uint16_t done_head;
 	uint16_t done_tail;
-	uint32_t nops;	       /* entries not FREE */
-	uint32_t nposted;      /* entries POSTED */
-	uint32_t npending;     /* peers PENDING */
+	uint32_t nops;	   /* entries not FREE */
+	uint32_t nposted;  /* entries POSTED */
+	uint32_t npending; /* peers PENDING (change it with verbs_rx_pick() after) */
+	/* base.rx_burst's two choices (verbs_rx_pick()): with the side work, and without. */
+	int (*rx_side)(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n);
+	int (*rx_plain)(struct urpc_tp *tp, struct urpc_tp_rx *pkts, unsigned n);
 	uint64_t next_scan_ns; /* next deadline scan of posted operations */
 
 	/* Control messages for ctl_pop(), FIFO; a NULL conn was purged. */
@@ -422,6 +427,17 @@ struct verbs_tp {
 static inline struct verbs_tp *to_verbs(struct urpc_tp *tp)
 {
 	return container_of(tp, struct verbs_tp, base);
+}
+
+/*
+ * The event loop's rx_burst (base.rx_burst): the one that also runs the RC
+ * handshakes' timers and reaps grants' notices while there are some
+ * (npending, base.stats.grants_live), else the UD receive alone (6
+ * instructions less an idle pass). Call after each change of either.
+ */
+static inline void verbs_rx_pick(struct verbs_tp *v)
+{
+	v->base.rx_burst = v->npending || v->base.stats.grants_live ? v->rx_side : v->rx_plain;
 }
 
 /* ---- helpers with no state, for every verbs file ---- */

@@ -482,6 +482,7 @@ int urpc__verbs_mw_grant(struct urpc_tp *tp, struct urpc_tp_peer *peer, const st
 	g->access = access;
 	g->handle = idx + 1;
 	tp->stats.grants_live++;
+	verbs_rx_pick(v);
 	return 0;
 }
 
@@ -524,6 +525,7 @@ static void entry_end(struct verbs_tp *v, uint32_t idx)
 	mr_put(v, e); /* after the window on it is gone */
 	entry_put(v, idx);
 	v->base.stats.grants_live--;
+	verbs_rx_pick(v);
 }
 
 /* The live entry @g names, or NULL (revoked, or ended under it). */

@@ -6,8 +6,9 @@
  * for the states. verbs_hs.c (the handshake), verbs_rc_poll.c,
  * verbs_rc_end.c (cancel, and what goes away) and verbs.c call in here
  * through verbs_rc.h; this file calls only verbs_ctl.h (the outbox of
- * control messages), verbs_qp.h (creating and destroying QPs) and
- * verbs_notice.h (release notices).
+ * control messages), verbs_qp.h (creating and destroying QPs),
+ * verbs_notice.h (release notices) and verbs_rc_win.h (the window's books,
+ * and posting a chain of chunks within it).
  *
  * An operation above rc_chunk bytes (1 MiB) is cut into chunks of that
  * size; at most rc_chunks (16) of them are at the NIC at once, and each
@@ -119,8 +120,10 @@ void urpc__verbs_rc_teardown(struct verbs_tp *v, struct verbs_conn *p, int err)
 {
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 
-	if (p->rc_state == VERBS_RC_PENDING)
+	if (p->rc_state == VERBS_RC_PENDING) {
 		v->npending--;
+		verbs_rx_pick(v);
+	}
 	if (!p->rc_err)
 		p->rc_err = err;
 	wait_fail_all(v, p, p->rc_err);
@@ -136,8 +139,10 @@ void urpc__verbs_rc_renew(struct verbs_tp *v, struct verbs_conn *p)
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 	uint16_t head = p->wait_head, tail = p->wait_tail;
 
-	if (p->rc_state == VERBS_RC_PENDING)
+	if (p->rc_state == VERBS_RC_PENDING) {
 		v->npending--;
+		verbs_rx_pick(v);
+	}
 	/* Not READY while it drains: nothing is posted on it, no notice is sent. */
 	p->rc_state = VERBS_RC_NONE;
 	p->wait_head = p->wait_tail = VERBS_NIL;
@@ -171,6 +176,7 @@ int urpc__verbs_rc_start(struct verbs_tp *v, struct verbs_conn *p)
 	}
 	p->rc_state = VERBS_RC_PENDING;
 	v->npending++;
+	verbs_rx_pick(v);
 	p->hs_deadline_ns = now + v->base.one_sided_timeout_ns;
 	p->hs_rto_ns = VERBS_HS_RTO_NS;
 	p->hs_next_ns = now + p->hs_rto_ns;
@@ -199,8 +205,10 @@ static void fail(struct verbs_tp *v, struct verbs_conn *p, int err, const char *
 			"operations fail with '%s' until the session is reset",
 			p->qpn, verbs_rc_state_str(p->rc_state), why ? why : urpc_strerror(err),
 			urpc_strerror(err));
-	if (p->rc_state == VERBS_RC_PENDING)
+	if (p->rc_state == VERBS_RC_PENDING) {
 		v->npending--;
+		verbs_rx_pick(v);
+	}
 	p->rc_state = VERBS_RC_FAILED;
 	p->rc_err = err;
 	p->rc_stalled = renew && err == -ETIMEDOUT;
@@ -330,67 +338,6 @@ static void op_retire(struct verbs_tp *v, uint16_t idx, int status)
 	op_done(v, idx, status);
 }
 
-/*
- * Hand up to @max more chunks of op @idx to its connection's QP, as one
- * chain, each signaled: a chunk's completion is progress (what the
- * deadline counts from) and lets the next chunk go (rc_reap()), so an
- * operation has at most v->rc_chunks work requests at the NIC. 0, or the
- * positive errno of ibv_post_send() (a prefix of the chain may have gone).
- */
-static int post_chunks(struct verbs_tp *v, uint16_t idx, unsigned max)
-{
-	struct verbs_op *op = &v->ops[idx];
-	struct ibv_send_wr wr[VERBS_RC_CHUNKS], *bad = NULL;
-	struct ibv_sge sge[VERBS_RC_CHUNKS];
-	uint32_t off = op->off;
-	unsigned n = 0, k;
-	int ret;
-
-	/*
-	 * READs beyond the QP's rd_atomic would wait in the send queue, and
-	 * so would everything posted behind them: release notices, binds.
-	 */
-	if (op->kind == URPC_TP_OP_READ)
-		max = URPC_MIN(max, v->rd_atomic - op->conn->rd_out);
-	memset(wr, 0, sizeof(wr));
-	while (n < max && off < op->len) {
-		uint32_t len = URPC_MIN(op->chunk, op->len - off);
-
-		if (!urpc__verbs_win_room(op->conn, op, n, len))
-			break;
-		urpc__verbs_win_post(op->conn, op, idx, len, off / op->chunk + 1);
-		sge[n] = (struct ibv_sge){(uintptr_t)op->local + off, len, op->lkey};
-		wr[n].wr_id = idx;
-		wr[n].sg_list = &sge[n];
-		wr[n].num_sge = 1;
-		wr[n].opcode = op->kind == URPC_TP_OP_READ ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
-		wr[n].wr.rdma.remote_addr = op->raddr + off;
-		wr[n].wr.rdma.rkey = op->rkey;
-		wr[n].send_flags = IBV_SEND_SIGNALED;
-		wr[n].next = &wr[n + 1];
-		off += len;
-		n++;
-	}
-	if (!n)
-		return 0;
-	wr[n - 1].next = NULL;
-	ret = ibv_post_send(op->conn->rc_qp, wr, &bad);
-	if (unlikely(ret)) {
-		URPC_ERR_RATELIMIT(v->base.id, "RDMA %s of %u bytes could not be posted: %s",
-				   urpc__tp_op_str(op->kind), op->len, strerror(ret));
-		k = bad ? (unsigned)(bad - wr) : 0;
-		for (off = op->off; n > k; n--) /* never went: out of the window's books */
-			urpc__verbs_win_undo(op->conn, op, idx, sge[n - 1].length);
-		for (k = 0; k < n; k++)
-			off += sge[k].length;
-	}
-	op->off = off;
-	op->inflight = (uint16_t)(op->inflight + n);
-	if (op->kind == URPC_TP_OP_READ)
-		op->conn->rd_out += n;
-	return ret;
-}
-
 /* Post op @idx on its peer's (READY) RC QP; on failure it completes with the error. */
 static void op_post(struct verbs_tp *v, uint16_t idx)
 {
@@ -406,7 +353,7 @@ static void op_post(struct verbs_tp *v, uint16_t idx)
 	 */
 	op->chunk = v->rc_chunk && op->len > v->rc_chunk ? v->rc_chunk : op->len;
 	op->inflight = 0; /* op->off: 0, or where a renewal left it */
-	ret = post_chunks(v, idx, v->rc_chunks);
+	ret = urpc__verbs_win_post_chunks(v, idx, v->rc_chunks);
 	if (unlikely(ret) && !op->inflight) { /* nothing went out */
 		op_done(v, idx, -ret);
 		return;
@@ -543,7 +490,7 @@ static void chunk_done(struct verbs_tp *v, uint16_t idx, uint64_t now)
 		 * an operation posted into the last free slot would keep one
 		 * chunk at the NIC to the end.
 		 */
-		ret = post_chunks(v, idx, v->rc_chunks - op->inflight);
+		ret = urpc__verbs_win_post_chunks(v, idx, v->rc_chunks - op->inflight);
 		if (unlikely(ret)) {
 			op->status = -ret;
 			urpc__verbs_rc_fail(v, p, -ret, "posting the next chunk failed");

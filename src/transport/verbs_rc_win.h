@@ -5,7 +5,8 @@
  * through set_peer_window and is fed their round trips through
  * peer_os_rtt, as udp's and loop's one-sided transfers are. The helpers
  * below keep the books for verbs_rc.c's posts and completions; the two
- * ops are in verbs_rc_win.c. Calls nothing outside verbs_int.h.
+ * ops and the posting of chunk chains are in verbs_rc_win.c. Calls
+ * nothing outside verbs_int.h.
  *
  * While a window is set, an operation's chunks go only while the bytes
  * out stay within it, one chunk of each posted operation always (an
@@ -100,6 +101,13 @@ static inline void urpc__verbs_win_unpost(struct verbs_conn *p, struct verbs_op 
 /* The ops table's set_peer_window and peer_os_rtt (transport.h). Cold. */
 void urpc__verbs_rc_set_window(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t bytes);
 uint64_t urpc__verbs_rc_os_rtt(struct urpc_tp *tp, struct urpc_tp_peer *peer, uint64_t *bytes);
+
+/*
+ * Hand up to @max more chunks of op @idx (posted, or being posted, on its
+ * READY connection) to the QP as one signaled chain, within the window:
+ * 0, or the positive errno of ibv_post_send() (a prefix may have gone).
+ */
+int urpc__verbs_win_post_chunks(struct verbs_tp *v, uint16_t idx, unsigned max);
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,7 @@
 #include <urpc/urpc.h>
 
 #include "rpc/rpc.h"
+#include "transport/loop_hooks.h"
 #include "transport/transport.h"
 
 /*

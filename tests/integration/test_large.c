@@ -20,6 +20,7 @@
 #include <urpc/urpc.h>
 
 #include "rpc/rpc.h"
+#include "transport/loop_hooks.h"
 #include "transport/transport.h"
 #include "transport/udp.h"
 #include "util/log.h"

@@ -4,7 +4,7 @@
  * outbox, sent whenever it is full and at the end of an event-loop pass);
  * the timer scan looks at session management (connect and disconnect
  * retries, probes) only on sessions with such a timer armed, at retransmission only on the sessions with requests in
- * flight (evloop.c, scan_timers), and at the peer's liveness only when the
+ * flight (evtimer.c, urpc__evloop_scan_timers), and at the peer's liveness only when the
  * Nexus has noticed something. Established idle sessions are in neither
  * bitmap, yet every session is reached: requests on the highest-numbered
  * sessions are resent through a lossy loop wire, and when the server's
@@ -19,6 +19,7 @@
 #include <urpc/urpc.h>
 
 #include "rpc/rpc.h"
+#include "transport/loop_hooks.h"
 #include "transport/transport.h"
 #include "util/log.h"
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../src/transport/loop_hooks.h"
 #include "../../src/transport/transport.h"
 #include "../../src/util/seam.h"
 #include "sim.h"

@@ -43,6 +43,7 @@
 #include "../../src/nexus/nexus.h"
 #include "../../src/rpc/rpc.h"
 #include "../../src/rpc/session.h"
+#include "../../src/transport/loop_hooks.h"
 #include "../../src/transport/transport.h"
 #include "sim.h"
 #include "sim_fabric.h"

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "transport/tp_default.h"
+#include "transport/loop_hooks.h"
 #include "transport/transport.h"
 
 struct pair {
