@@ -137,6 +137,26 @@ static void xdp_drop(struct udp_tp *u, enum urpc_xdp_drop why)
 	URPC_WARN_RATELIMIT(u->base.id, "dropped a frame: %s", urpc__xdp_drop_str(why));
 }
 
+/*
+ * Copy a received payload of @len bytes: a small RPC's datagram (40 to
+ * 128 bytes: the 40-byte header and up to 88 of data) in two overlapping
+ * fixed-size moves the compiler puts in line, anything else by memcpy().
+ * The libc call cost about 21 instructions a frame for a 32-byte RPC's 72
+ * bytes (callgrind, xdp_cpu_cost.sh).
+ */
+static inline void rx_copy(uint8_t *dst, const uint8_t *src, uint32_t len)
+{
+	if (len > 64 && len <= 128) {
+		memcpy(dst, src, 64);
+		memcpy(dst + len - 64, src + len - 64, 64);
+	} else if (len >= 40 && len <= 64) { /* a DATA header at least (40 bytes) */
+		memcpy(dst, src, 32);
+		memcpy(dst + len - 32, src + len - 32, 32);
+	} else {
+		memcpy(dst, src, len);
+	}
+}
+
 /* One received frame: into a free slot when it is ours and well formed. */
 static bool xdp_rx_frame(struct udp_tp *u, const uint8_t *f, uint32_t len, uint32_t *slot,
 			 uint32_t *dlen)
@@ -160,7 +180,7 @@ static bool xdp_rx_frame(struct udp_tp *u, const uint8_t *f, uint32_t len, uint3
 		return false;
 	}
 	s = u->free_stk[--u->nfree];
-	memcpy(u->ring + (size_t)s * u->slot_size, f + d.off, d.len);
+	rx_copy(u->ring + (size_t)s * u->slot_size, f + d.off, d.len);
 	u->rx_src[s].sin_family = AF_INET;
 	u->rx_src[s].sin_port = d.sport;
 	u->rx_src[s].sin_addr.s_addr = d.saddr;
