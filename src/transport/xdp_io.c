@@ -2,7 +2,8 @@
 /*
  * The xdp transport's datapath (xdp_io.h): send frames built in the UMEM
  * from a peer's header template (xdp_frame.c computes the checksums),
- * kicks only when the TX ring asks for one (XDP_USE_NEED_WAKEUP),
+ * published to the TX ring once per burst, kicks only when the TX ring
+ * asks for one (XDP_USE_NEED_WAKEUP),
  * completions reclaimed in batches when the free frames run out
  * (xdp_umem.c); receive frames checked by the parser, their payload copied
  * into the endpoint's receive slots, every frame handed back to the fill
@@ -31,8 +32,12 @@
 
 static void xdp_kick_q(struct udp_tp *u, struct xdp_q *q)
 {
+	/* the frames reserved since the last kick, published to the kernel at once */
+	uint32_t unpub = q->tx.cached_prod - *q->tx.producer;
 	ssize_t r;
 
+	if (unpub)
+		xsk_ring_prod__submit(&q->tx, unpub);
 	if (!q->tx_pending)
 		return;
 	if (!xsk_ring_prod__needs_wakeup(&q->tx)) {
@@ -103,8 +108,7 @@ int urpc__xdp_tx(struct udp_tp *u, const struct urpc_tp_peer *peer, const struct
 	d->addr = addr;
 	d->len = urpc__xdp_frame_finish(f, total, x->ip_id++);
 	d->options = 0;
-	xsk_ring_prod__submit(&q->tx, 1);
-	q->tx_pending++;
+	q->tx_pending++; /* published by the kick at the burst's end (xdp_kick_q()) */
 	return 1;
 }
 
@@ -125,8 +129,7 @@ int urpc__xdp_tx_data(struct udp_tp *u, const struct urpc_tp_peer *peer, const v
 	d->len = urpc__xdp_frame_build(xsk_umem__get_data(q->area, addr), peer->xp, a, alen, b,
 				       blen, x->ip_id++);
 	d->options = 0;
-	xsk_ring_prod__submit(&q->tx, 1);
-	q->tx_pending++;
+	q->tx_pending++; /* published by the kick at the burst's end (xdp_kick_q()) */
 	return 1;
 }
 
