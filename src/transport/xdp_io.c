@@ -32,14 +32,16 @@
 
 static void xdp_kick_q(struct udp_tp *u, struct xdp_q *q)
 {
-	/* the frames reserved since the last kick, published to the kernel at once */
-	uint32_t unpub = q->tx.cached_prod - *q->tx.producer;
 	ssize_t r;
 
-	if (unpub)
-		xsk_ring_prod__submit(&q->tx, unpub);
+	/* every pass's receive poll comes here: an idle one returns at once */
 	if (!q->tx_pending)
 		return;
+	/*
+	 * The frames reserved since the last kick (all pending: tx_pending
+	 * is cleared only after this), published to the kernel at once.
+	 */
+	xsk_ring_prod__submit(&q->tx, q->tx.cached_prod - *q->tx.producer);
 	if (!xsk_ring_prod__needs_wakeup(&q->tx)) {
 		q->tx_pending = 0;
 		return;
