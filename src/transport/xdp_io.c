@@ -2,7 +2,8 @@
 /*
  * The xdp transport's datapath (xdp_io.h): send frames built in the UMEM
  * from a peer's header template (xdp_frame.c computes the checksums),
- * kicks only when the TX ring asks for one (XDP_USE_NEED_WAKEUP),
+ * published to the TX ring once per burst, kicks only when the TX ring
+ * asks for one (XDP_USE_NEED_WAKEUP),
  * completions reclaimed in batches when the free frames run out
  * (xdp_umem.c); receive frames checked by the parser, their payload copied
  * into the endpoint's receive slots, every frame handed back to the fill
@@ -33,8 +34,14 @@ static void xdp_kick_q(struct udp_tp *u, struct xdp_q *q)
 {
 	ssize_t r;
 
+	/* every pass's receive poll comes here: an idle one returns at once */
 	if (!q->tx_pending)
 		return;
+	/*
+	 * The frames reserved since the last kick (all pending: tx_pending
+	 * is cleared only after this), published to the kernel at once.
+	 */
+	xsk_ring_prod__submit(&q->tx, q->tx.cached_prod - *q->tx.producer);
 	if (!xsk_ring_prod__needs_wakeup(&q->tx)) {
 		q->tx_pending = 0;
 		return;
@@ -103,8 +110,7 @@ int urpc__xdp_tx(struct udp_tp *u, const struct urpc_tp_peer *peer, const struct
 	d->addr = addr;
 	d->len = urpc__xdp_frame_finish(f, total, x->ip_id++);
 	d->options = 0;
-	xsk_ring_prod__submit(&q->tx, 1);
-	q->tx_pending++;
+	q->tx_pending++; /* published by the kick at the burst's end (xdp_kick_q()) */
 	return 1;
 }
 
@@ -125,8 +131,7 @@ int urpc__xdp_tx_data(struct udp_tp *u, const struct urpc_tp_peer *peer, const v
 	d->len = urpc__xdp_frame_build(xsk_umem__get_data(q->area, addr), peer->xp, a, alen, b,
 				       blen, x->ip_id++);
 	d->options = 0;
-	xsk_ring_prod__submit(&q->tx, 1);
-	q->tx_pending++;
+	q->tx_pending++; /* published by the kick at the burst's end (xdp_kick_q()) */
 	return 1;
 }
 
@@ -135,6 +140,26 @@ static void xdp_drop(struct udp_tp *u, enum urpc_xdp_drop why)
 	u->xdp->drops[why]++;
 	u->base.stats.rx_drop_bad++;
 	URPC_WARN_RATELIMIT(u->base.id, "dropped a frame: %s", urpc__xdp_drop_str(why));
+}
+
+/*
+ * Copy a received payload of @len bytes: a small RPC's datagram (40 to
+ * 128 bytes: the 40-byte header and up to 88 of data) in two overlapping
+ * fixed-size moves the compiler puts in line, anything else by memcpy().
+ * The libc call cost about 21 instructions a frame for a 32-byte RPC's 72
+ * bytes (callgrind, xdp_cpu_cost.sh).
+ */
+static inline void rx_copy(uint8_t *dst, const uint8_t *src, uint32_t len)
+{
+	if (len > 64 && len <= 128) {
+		memcpy(dst, src, 64);
+		memcpy(dst + len - 64, src + len - 64, 64);
+	} else if (len >= 40 && len <= 64) { /* a DATA header at least (40 bytes) */
+		memcpy(dst, src, 32);
+		memcpy(dst + len - 32, src + len - 32, 32);
+	} else {
+		memcpy(dst, src, len);
+	}
 }
 
 /* One received frame: into a free slot when it is ours and well formed. */
@@ -160,7 +185,7 @@ static bool xdp_rx_frame(struct udp_tp *u, const uint8_t *f, uint32_t len, uint3
 		return false;
 	}
 	s = u->free_stk[--u->nfree];
-	memcpy(u->ring + (size_t)s * u->slot_size, f + d.off, d.len);
+	rx_copy(u->ring + (size_t)s * u->slot_size, f + d.off, d.len);
 	u->rx_src[s].sin_family = AF_INET;
 	u->rx_src[s].sin_port = d.sport;
 	u->rx_src[s].sin_addr.s_addr = d.saddr;
