@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/tp_default.h"
 #include "transport/loop_hooks.h"
+#include "transport/tp_default.h"
 #include "transport/transport.h"
 
 struct pair {
