@@ -40,10 +40,10 @@ uint64_t urpc__verbs_rc_os_rtt(struct urpc_tp *tp, struct urpc_tp_peer *peer, ui
 /*
  * Hand up to @max more chunks of op @idx to its connection's QP, as one
  * chain, each signaled: a chunk's completion is progress (what the
- * deadline counts from) and lets the next chunk go (verbs_rc.c's
- * urpc__verbs_rc_reap()), so an
- * operation has at most v->rc_chunks work requests at the NIC. 0, or the
- * positive errno of ibv_post_send() (a prefix of the chain may have gone).
+ * deadline counts from) and lets the next chunk go (verbs_rc.c reaps the
+ * completions), so an operation has at most v->rc_chunks work requests at
+ * the NIC. 0, or the positive errno of ibv_post_send() (a prefix of the
+ * chain may have gone).
  */
 int urpc__verbs_win_post_chunks(struct verbs_tp *v, uint16_t idx, unsigned max)
 {
