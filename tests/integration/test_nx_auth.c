@@ -64,6 +64,8 @@ struct side {
 	struct urpc_nexus *nx;
 	struct urpc_rpc *rpc;
 	unsigned connected, resets;
+	enum urpc_sm_event last_ev; /* of the last reset or failure, for messages */
+	int last_status;
 };
 
 static struct side S, C;
@@ -109,11 +111,14 @@ static void sm_cb(struct urpc_rpc *rpc, int session, enum urpc_sm_event ev, int 
 {
 	struct side *sd = arg;
 
-	(void)rpc, (void)session, (void)status;
-	if (ev == URPC_SM_CONNECTED)
+	(void)rpc, (void)session;
+	if (ev == URPC_SM_CONNECTED) {
 		sd->connected++;
-	else
+	} else {
 		sd->resets++; /* RESET, DISCONNECTED or a failed connect: none must happen */
+		sd->last_ev = ev;
+		sd->last_status = status;
+	}
 }
 
 static void side_up_at(struct side *sd, bool server, const char *host);
@@ -452,9 +457,13 @@ static int connect_one(void)
 
 	snprintf(hp, sizeof(hp), "%s:%u", HOST, urpc_nexus_port(S.nx));
 	cr_assert_eq(urpc_session_connect(C.rpc, hp, SRV_ID, &sess), 0);
-	for (t0 = urpc__now_ns(); !C.connected && urpc__now_ns() - t0 < WAIT_NS;)
+	for (t0 = urpc__now_ns(); !C.connected && !C.resets && urpc__now_ns() - t0 < WAIT_NS;)
 		pump();
-	cr_assert_eq(C.connected, 1);
+	/* Say how a connect ended that did not connect: its event, or nothing at all. */
+	cr_assert_eq(C.connected, 1, "the connect ended in %s (%s) after %.1f s, %u events",
+		     C.resets ? urpc_sm_event_str(C.last_ev) : "no event",
+		     C.resets ? urpc_strerror(C.last_status) : "-",
+		     (double)(urpc__now_ns() - t0) / 1e9, C.resets);
 	return sess;
 }
 
