@@ -18,6 +18,7 @@
 #include "transport/transport.h"
 #include "transport/verbs_dev.h"
 #include "util/log.h"
+#include "verbs_skip.h"
 #if URPC_HAVE_VERBS
 #include "transport/verbs_int.h"
 #include "transport/verbs_rc.h"
@@ -39,14 +40,10 @@ struct region {
 	struct urpc_tp_mr mr;
 };
 
+/* Skips the case unless URPC_TEST_DEVICE_A's RDMA port is active (verbs_skip.h). */
 static void skip_without_device(void)
 {
-	struct urpc_verbs_port port;
-
-	if (!urpc__verbs_built())
-		cr_skip_test("this build has no verbs transport (libibverbs not found)");
-	if (urpc__verbs_pick_port(getenv("URPC_TEST_DEVICE_A"), &port) < 0)
-		cr_skip_test("no active RDMA port (run it in tests/vm/rxe-vm.sh for Soft-RoCE)");
+	verbs_skip_without_port(URPC_TRANSPORT_VERBS);
 }
 
 static struct urpc_tp *open_tp(const char *device_env, uint32_t sq_depth, uint32_t timeout_ms)

@@ -46,6 +46,7 @@
 #include "transport/transport.h"
 #include "transport/verbs_dev.h"
 #include "util/log.h"
+#include "verbs_skip.h"
 #if URPC_HAVE_VERBS
 #include "transport/verbs_int.h"
 #include "transport/verbs_rc.h"
@@ -83,14 +84,10 @@ static uint8_t pat(unsigned side, unsigned round, uint32_t off)
 	return (uint8_t)((h >> 24) ^ (h >> 11));
 }
 
+/* Skips the case unless URPC_TEST_DEVICE_A's RDMA port is active (verbs_skip.h). */
 static void skip_without_device(void)
 {
-	struct urpc_verbs_port port;
-
-	if (!urpc__verbs_built())
-		cr_skip_test("this build has no verbs transport (libibverbs not found)");
-	if (urpc__verbs_pick_port(getenv("URPC_TEST_DEVICE_A"), &port) < 0)
-		cr_skip_test("no active RDMA port (run it in tests/vm/rxe-vm.sh for Soft-RoCE)");
+	verbs_skip_without_port(URPC_TRANSPORT_VERBS);
 }
 
 static void side_open(struct side *s, const char *device_env, uint32_t timeout_ms)
