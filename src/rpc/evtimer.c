@@ -68,11 +68,14 @@ __attribute__((noinline)) void urpc__evloop_scan_timers(struct urpc_rpc *rpc)
 	/* Users' one-sided batches: deadlines, the queue behind the window. */
 	if (unlikely(rpc->rop != NULL))
 		urpc__rop_timers(rpc);
-	/* Large responses not read within the one-sided time-out (quota.h). */
-	if (unlikely(rpc->grants_live != NULL)) {
+	/*
+	 * Large responses not read within their time, where no per-source
+	 * share bounds them (with one, they make room when needed: quota.h).
+	 */
+	if (unlikely(rpc->grants_live != NULL) && !rpc->src_bytes) {
 		struct urpc_sslot *sl;
 
-		while ((sl = urpc__quota_grant_expired(rpc)) != NULL)
+		while ((sl = urpc__quota_grant_expired(rpc, 0)) != NULL)
 			urpc__srv_large_retire(rpc, sl);
 	}
 	/* READs of large requests slower than the minimum rate while others wait (quota.h). */

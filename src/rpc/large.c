@@ -83,8 +83,17 @@ URPC_COLD int urpc__srv_large_take(struct urpc_rpc *rpc, struct urpc_sslot *sl,
 	struct urpc_srv_large *l;
 	int ret;
 
-	if (urpc__quota_bytes_refuse(rpc, sl, resp->data_size))
-		return -ENOBUFS;
+	/* Past its share: its responses past their time make room first, oldest first. */
+	if (unlikely(urpc__quota_bytes_over(rpc, sl, resp->data_size))) {
+		uint32_t b = sl->h.priv_sess->srv.src_bucket;
+		struct urpc_sslot *old;
+
+		while (urpc__quota_bytes_over(rpc, sl, resp->data_size) &&
+		       (old = urpc__quota_grant_expired(rpc, b)) != NULL)
+			urpc__srv_large_retire(rpc, old);
+		if (urpc__quota_bytes_refuse(rpc, sl, resp->data_size))
+			return -ENOBUFS;
+	}
 	ret = urpc__pool_alloc(rpc->pool, sizeof(*l), &self);
 	if (unlikely(ret)) {
 		URPC_WARN_RATELIMIT(rpc->id,

@@ -4,9 +4,10 @@
  * long for their READ; the shares of the one-sided operations and the
  * minimum rate under contention (rpc->os_wait_ns, the cut of slow READs).
  * Owns rpc->grants_live and each stored response's place on it. May call:
- * the transport's cancel (a cut), the log (evloop.c frees what expires,
- * large.h). Cold: a few operations per large response, and one look at
- * the list's head per timer scan (a walk of os[] only under contention).
+ * the transport's cancel (a cut), the log (large.c and evtimer.c free what
+ * is revoked, large.h). Cold: a few operations per large response, one
+ * look at the list's head per timer scan without a per-source share, and
+ * a walk of os[] only under contention.
  */
 #define URPC_LOG_MODULE "rpc"
 #include "quota.h"
@@ -61,32 +62,48 @@ void urpc__quota_grant_end(struct urpc_rpc *rpc, struct urpc_srv_large *l)
 	l->slot = NULL;
 }
 
-struct urpc_sslot *urpc__quota_grant_expired(struct urpc_rpc *rpc)
+struct urpc_sslot *urpc__quota_grant_expired(struct urpc_rpc *rpc, uint32_t src_bucket)
 {
 	struct urpc_srv_large *l = rpc->grants_live;
 	struct urpc_sslot *sl;
 
+	/* Sorted by expiry: the first past its time of that source, if any. */
+	while (l && rpc->now >= l->expires_ns && src_bucket && l->src_bucket != src_bucket)
+		l = l->lnext;
 	if (!l || rpc->now < l->expires_ns)
 		return NULL;
 	sl = l->slot;
 	rpc->st.grants_expired++;
 	URPC_WARN_RATELIMIT(rpc->id,
-			    "session %u: a %zu-byte large response was not read within the "
-			    "one-sided time-out (%llu ms; urpc_rpc_opts.one_sided_timeout_ms): "
-			    "revoked, its memory given back",
+			    "session %u: a %zu-byte large response not read within the "
+			    "one-sided time-out (%llu ms; urpc_rpc_opts.one_sided_timeout_ms) "
+			    "was revoked %s, its memory given back",
 			    sl->h.priv_sess->local_num, l->resp.data_size,
 			    (unsigned long long)(URPC_MAX(rpc->tp->one_sided_timeout_ns,
 							  URPC_OS_TIMEOUT_MIN_NS) /
-						 1000000));
+						 1000000),
+			    src_bucket ? "for a newer response of its address's share"
+				       : "(no per-source share: max_sessions_per_source 0)");
 	urpc__quota_grant_end(rpc, l);
 	return sl;
+}
+
+uint64_t urpc__quota_bytes_over(const struct urpc_rpc *rpc, const struct urpc_sslot *sl, size_t len)
+{
+	uint32_t b = sl->h.priv_sess->srv.src_bucket;
+	uint64_t held;
+
+	if (!b || !rpc->src_bytes)
+		return 0;
+	held = rpc->src_bytes[2 * (b - 1)] + len;
+	return held > rpc->src_bytes_max ? held - rpc->src_bytes_max : 0;
 }
 
 bool urpc__quota_bytes_refuse(struct urpc_rpc *rpc, const struct urpc_sslot *sl, size_t len)
 {
 	uint32_t b = sl->h.priv_sess->srv.src_bucket;
 
-	if (!b || !rpc->src_bytes || rpc->src_bytes[2 * (b - 1)] + len <= rpc->src_bytes_max)
+	if (!urpc__quota_bytes_over(rpc, sl, len))
 		return false;
 	rpc->st.grants_refused++;
 	URPC_WARN_RATELIMIT(

@@ -3,11 +3,17 @@
  * What one peer may hold of a server (issue 31, fair shares): the time a
  * large response may wait for its client to READ it. A stored large
  * response (large.c) lives on rpc->grants_live from the moment its handler
- * answers; one its client has not read within the one-sided time-out,
- * plus the time its bytes take at URPC_QUOTA_GRANT_RATE, is revoked and its
- * memory given back to the pool, so a client that never reads (or reads
- * slower than that) cannot pin the server's memory; and the clients of
- * one source address hold at most URPC_QUOTA_SRC_BYTES of them at once.
+ * answers; its time is the one-sided time-out plus the time its bytes take
+ * at URPC_QUOTA_GRANT_RATE. The clients of one source address hold at
+ * most URPC_QUOTA_SRC_BYTES of stored responses at once (with the
+ * per-source limit on, the default), and one past its time is revoked only
+ * when a newer response of its address needs the room: a live client that
+ * is slow to run (starved of CPU, descheduled for seconds) still reads its
+ * response, and one that never reads pins at most its address's share.
+ * Without a per-source share (max_sessions_per_source 0) nothing bounds
+ * what a client pins but time, so a response past its time is revoked by
+ * the timer scan. A session that ends (its peer's Nexus judged dead
+ * included) revokes its responses at once, whatever their time.
  * May call: the log.
  */
 #ifndef URPC_RPC_QUOTA_H
@@ -91,11 +97,21 @@ void urpc__quota_grant_start(struct urpc_rpc *rpc, struct urpc_srv_large *l, str
 void urpc__quota_grant_end(struct urpc_rpc *rpc, struct urpc_srv_large *l);
 
 /*
- * The slot of the oldest stored large response if its time is up (taken
- * off the list and counted in grants_expired; the caller retires it with
- * urpc__srv_large_retire()), else NULL. The timer scan. Owner thread.
+ * The slot of the oldest stored large response past its time, of source
+ * bucket @src_bucket (0: of any source), taken off the list and counted in
+ * grants_expired (the caller retires it with urpc__srv_large_retire()),
+ * else NULL. large.c, to make room in a source's share; the timer scan
+ * without a per-source share. Owner thread.
  */
-struct urpc_sslot *urpc__quota_grant_expired(struct urpc_rpc *rpc);
+struct urpc_sslot *urpc__quota_grant_expired(struct urpc_rpc *rpc, uint32_t src_bucket);
+
+/*
+ * How many bytes past its source's share (URPC_QUOTA_SRC_BYTES) storing a
+ * @len-byte large response in slot @sl would take it; 0 when it fits or
+ * no share applies.
+ */
+uint64_t urpc__quota_bytes_over(const struct urpc_rpc *rpc, const struct urpc_sslot *sl,
+				size_t len);
 
 #ifdef __cplusplus
 }

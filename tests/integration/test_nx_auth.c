@@ -47,6 +47,7 @@
 #define T_ECHO 1
 #define T_BIG 2
 #define T_SINK 3
+#define T_LATE 4
 #define PUT_LEN (1u << 20)
 #define BIG_LEN (4u << 20)
 #define PING_MS 20
@@ -82,18 +83,29 @@ static void echo(struct urpc_req_handle *h, void *arg)
 	cr_assert_eq(urpc_resp_enqueue(h, r), 0);
 }
 
-/* A large response of BIG_LEN bytes, whatever the request. */
+/* A large response of big_len bytes (BIG_LEN unless a case says), whatever the request. */
+static size_t big_len = BIG_LEN;
+
 static void big(struct urpc_req_handle *h, void *arg)
 {
 	struct urpc_msgbuf *r = urpc_req_resp_msgbuf(h);
 	struct urpc_msgbuf mb;
 
 	(void)arg, (void)r;
-	cr_assert_eq(urpc_msgbuf_alloc(urpc_req_rpc(h), BIG_LEN, &mb), 0);
-	memset(mb.buf, 0xb1, BIG_LEN);
+	cr_assert_eq(urpc_msgbuf_alloc(urpc_req_rpc(h), big_len, &mb), 0);
+	memset(mb.buf, 0xb1, big_len);
 	/* Refused past its source's share (-ENOBUFS; the client gets EIO): still ours. */
 	if (urpc_resp_enqueue(h, &mb))
 		cr_assert_eq(urpc_msgbuf_free(urpc_req_rpc(h), &mb), 0);
+}
+
+/* Any request: answered later, by the case (late_h). */
+static struct urpc_req_handle *late_h;
+
+static void late(struct urpc_req_handle *h, void *arg)
+{
+	(void)arg;
+	late_h = h;
 }
 
 /* Any request: an 8-byte answer (a large request is READ before it runs). */
@@ -145,6 +157,7 @@ static void side_up_at(struct side *sd, bool server, const char *host)
 		cr_assert_eq(urpc_nexus_register_handler(sd->nx, T_ECHO, echo, NULL), 0);
 		cr_assert_eq(urpc_nexus_register_handler(sd->nx, T_BIG, big, NULL), 0);
 		cr_assert_eq(urpc_nexus_register_handler(sd->nx, T_SINK, sink_h, NULL), 0);
+		cr_assert_eq(urpc_nexus_register_handler(sd->nx, T_LATE, late, NULL), 0);
 	}
 	urpc_rpc_opts_init(&o);
 	o.transport = URPC_TRANSPORT_UDP;
@@ -526,13 +539,14 @@ Test(nx_auth, defaults_give_every_source_a_share)
 }
 
 /*
- * A large response its client does not READ (its process stops polling)
- * is revoked after the one-sided time-out and the time its bytes take at
- * URPC_QUOTA_MIN_RATE, and its memory and grant are given back (item 3);
- * the client, once it runs again, fails that request with -ECONNRESET and
- * keeps its session.
+ * Without a per-source share (max_sessions_per_source 0), a large response
+ * its client does not READ (its process stops polling) is revoked after
+ * the one-sided time-out and the time its bytes take at
+ * URPC_QUOTA_GRANT_RATE, and its memory and grant are given back (item 3):
+ * nothing else bounds what it pins. The client, once it runs again, fails
+ * that request with -ECONNRESET and keeps its session.
  */
-Test(nx_auth, an_unread_large_response_is_revoked_and_its_memory_returned, .timeout = 60)
+Test(nx_auth, without_a_share_an_unread_large_response_is_revoked_after_its_time, .timeout = 60)
 {
 	struct urpc_msgbuf req, resp;
 	struct urpc_rpc_stats st;
@@ -540,6 +554,7 @@ Test(nx_auth, an_unread_large_response_is_revoked_and_its_memory_returned, .time
 	unsigned want;
 	int sess;
 
+	opt_per_source = 0;
 	side_up(&S, true);
 	side_up(&C, false);
 	sess = connect_one();
@@ -576,6 +591,144 @@ Test(nx_auth, an_unread_large_response_is_revoked_and_its_memory_returned, .time
 	cr_assert_eq(C.resets, 0);
 	cr_assert_eq(urpc_msgbuf_free(C.rpc, &req), 0);
 	cr_assert_eq(urpc_msgbuf_free(C.rpc, &resp), 0);
+	side_down(&C);
+	side_down(&S);
+}
+
+/* Run the server alone until a large response is stored; that response. */
+static struct urpc_srv_large *stored_alone(void)
+{
+	uint64_t t0 = urpc__now_ns();
+
+	while (!S.rpc->grants_live && urpc__now_ns() - t0 < WAIT_NS)
+		urpc_rpc_run_event_loop_once(S.rpc);
+	cr_assert_not_null(S.rpc->grants_live, "the large response was never stored");
+	return S.rpc->grants_live;
+}
+
+/* Run the server alone until its clock is @ns past @l's time (the client starved). */
+static void server_past(const struct urpc_srv_large *l, uint64_t ns)
+{
+	uint64_t until = l->expires_ns + ns, t0 = urpc__now_ns();
+
+	while (S.rpc->now < until && urpc__now_ns() - t0 < WAIT_NS)
+		urpc_rpc_run_event_loop_once(S.rpc);
+	cr_assert_geq(S.rpc->now, until, "the server's clock stood still");
+}
+
+struct late_op {
+	unsigned done;
+	int status;
+};
+
+static void late_cont(struct urpc_rpc *rpc, void *tag, int status, struct urpc_msgbuf *resp)
+{
+	struct late_op *o = tag;
+
+	(void)rpc, (void)resp;
+	o->status = status;
+	o->done++;
+}
+
+/*
+ * With the per-source share on (the default), a client starved of the CPU
+ * past its large response's time (the one-sided time-out plus its bytes at
+ * URPC_QUOTA_GRANT_RATE) still reads it when it runs again: nothing needed
+ * the room, so nothing was revoked. Before, the timer scan revoked it and
+ * the request failed with -ECONNRESET although both Rpcs lived (seen as
+ * "session ended" in test_threads_loop under ASan beside CPU hogs).
+ */
+Test(nx_auth, a_client_starved_past_its_time_still_reads_its_large_response, .timeout = 60)
+{
+	struct urpc_msgbuf req, resp;
+	struct urpc_rpc_stats st;
+	struct late_op o = {0};
+	uint64_t t0;
+	size_t i;
+	int sess;
+
+	big_len = 64u << 10;
+	side_up(&S, true);
+	side_up(&C, false);
+	sess = connect_one();
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, 16, &req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, big_len, &resp), 0);
+	memset(resp.buf, 0, big_len);
+	cr_assert_eq(urpc_req_enqueue(C.rpc, sess, T_BIG, &req, &resp, late_cont, &o, 0), 0);
+	sent_by(C.rpc, 1);
+	server_past(stored_alone(), 200000000ull);
+	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+	cr_assert_eq(st.grants_expired, 0, "revoked while nothing needed its room");
+	cr_assert_not_null(S.rpc->grants_live);
+	for (t0 = urpc__now_ns(); !o.done && urpc__now_ns() - t0 < WAIT_NS;)
+		pump();
+	cr_assert_eq(o.done, 1);
+	cr_assert_eq(o.status, 0, "status %d (%s)", o.status, urpc_strerror(o.status));
+	cr_assert_eq(resp.data_size, big_len);
+	for (i = 0; i < big_len; i++)
+		cr_assert_eq(((uint8_t *)resp.buf)[i], 0xb1, "byte %zu", i);
+	cr_assert_eq(C.resets, 0);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &req), 0);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &resp), 0);
+	side_down(&C);
+	side_down(&S);
+}
+
+/*
+ * A large response past its time makes room when a newer response of its
+ * address needs it (the share lowered here to hold one): the newer one is
+ * stored, not refused; the old one is revoked (grants_expired) and its
+ * request fails with -ECONNRESET once the client runs; the session serves on.
+ */
+Test(nx_auth, a_response_past_its_time_makes_room_for_its_address, .timeout = 60)
+{
+	struct urpc_msgbuf req[2], resp[2], mb;
+	struct urpc_rpc_stats st;
+	struct late_op o[2] = {{0}};
+	uint64_t t0;
+	int i, sess;
+
+	big_len = 64u << 10;
+	side_up(&S, true);
+	side_up(&C, false);
+	S.rpc->src_bytes_max = big_len + big_len / 2;
+	sess = connect_one();
+	for (i = 0; i < 2; i++) {
+		cr_assert_eq(urpc_msgbuf_alloc(C.rpc, 16, &req[i]), 0);
+		cr_assert_eq(urpc_msgbuf_alloc(C.rpc, big_len, &resp[i]), 0);
+		cr_assert_eq(urpc_req_enqueue(C.rpc, sess, i ? T_LATE : T_BIG, &req[i], &resp[i],
+					      late_cont, &o[i], 0),
+			     0);
+	}
+	sent_by(C.rpc, 2);
+	server_past(stored_alone(), 100000000ull);
+	for (t0 = urpc__now_ns(); !late_h && urpc__now_ns() - t0 < WAIT_NS;)
+		urpc_rpc_run_event_loop_once(S.rpc);
+	cr_assert_not_null(late_h, "the second request was never handled");
+	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+	cr_assert_eq(st.grants_expired, 0, "revoked before anything needed its room");
+	/* The late answer needs the share the first one holds. */
+	cr_assert_eq(urpc_msgbuf_alloc(S.rpc, big_len, &mb), 0);
+	memset(mb.buf, 0xb2, big_len);
+	cr_assert_eq(urpc_resp_enqueue(late_h, &mb), 0,
+		     "refused although the old one was past its time");
+	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+	fprintf(stderr, "grant room: grants_expired %llu, grants_refused %llu\n",
+		(unsigned long long)st.grants_expired, (unsigned long long)st.grants_refused);
+	cr_assert_eq(st.grants_expired, 1);
+	cr_assert_eq(st.grants_refused, 0);
+	for (t0 = urpc__now_ns(); (!o[0].done || !o[1].done) && urpc__now_ns() - t0 < WAIT_NS;)
+		pump();
+	cr_assert_eq(o[0].done, 1);
+	cr_assert_eq(o[0].status, -ECONNRESET, "status %d", o[0].status);
+	cr_assert_eq(o[1].done, 1);
+	cr_assert_eq(o[1].status, 0, "status %d (%s)", o[1].status, urpc_strerror(o[1].status));
+	cr_assert_eq(((uint8_t *)resp[1].buf)[big_len - 1], 0xb2);
+	for (i = 0; i < 2; i++) {
+		cr_assert_eq(urpc_msgbuf_free(C.rpc, &req[i]), 0);
+		cr_assert_eq(urpc_msgbuf_free(C.rpc, &resp[i]), 0);
+	}
+	cr_assert_eq(echo_once(sess), 0);
 	side_down(&C);
 	side_down(&S);
 }
