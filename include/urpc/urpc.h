@@ -652,7 +652,8 @@ struct urpc_rpc_stats {
 	 * Server: large responses their client did not read within the
 	 * one-sided time-out (plus their bytes at 1 MiB/s), revoked when a
 	 * newer response of the same address needed the room in its share
-	 * (without a per-source share: at once): their grant revoked, their
+	 * or the Rpc's pool needed it (without a per-source share: at once):
+	 * their grant revoked, their
 	 * memory given back (a READ after that fails; the request with
 	 * -ECONNRESET).
 	 */

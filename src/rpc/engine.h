@@ -361,7 +361,9 @@ struct urpc_rpc {
 	/* Server sessions per source address (session_src.h); NULL: no limit. */
 	uint32_t *src_count;
 	uint64_t *src_bytes; /* ... [2b]: stored large responses' bytes, [2b+1]: READs (quota.c) */
-	uint64_t src_bytes_max;	      /* ... at most (URPC_QUOTA_SRC_BYTES; tests lower it) */
+	uint64_t src_bytes_max; /* ... at most (URPC_QUOTA_SRC_BYTES; tests lower it) */
+	uint64_t
+		pool_failures_seen; /* the pool's alloc_failures at the last timer scan (quota.c) */
 	uint32_t src_limit, nosess_n; /* ... and NOSESS answers sent since nosess_ns */
 	uint64_t src_key, nosess_ns;
 	uint64_t os_wait_ns; /* the last time a large request waited for an operation (quota.c) */

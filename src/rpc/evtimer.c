@@ -69,10 +69,10 @@ __attribute__((noinline)) void urpc__evloop_scan_timers(struct urpc_rpc *rpc)
 	if (unlikely(rpc->rop != NULL))
 		urpc__rop_timers(rpc);
 	/*
-	 * Large responses not read within their time, where no per-source
-	 * share bounds them (with one, they make room when needed: quota.h).
+	 * Large responses not read within their time, when the pool needs
+	 * the room or no per-source share bounds them (quota.h).
 	 */
-	if (unlikely(rpc->grants_live != NULL) && !rpc->src_bytes) {
+	if (unlikely(rpc->grants_live != NULL) && urpc__quota_grants_due(rpc)) {
 		struct urpc_sslot *sl;
 
 		while ((sl = urpc__quota_grant_expired(rpc, 0)) != NULL)

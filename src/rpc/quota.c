@@ -6,8 +6,8 @@
  * Owns rpc->grants_live and each stored response's place on it. May call:
  * the transport's cancel (a cut), the log (large.c and evtimer.c free what
  * is revoked, large.h). Cold: a few operations per large response, one
- * look at the list's head per timer scan without a per-source share, and
- * a walk of os[] only under contention.
+ * look at the list's head (and the pool's counters) per timer scan while
+ * responses are stored, and a walk of os[] only under contention.
  */
 #define URPC_LOG_MODULE "rpc"
 #include "quota.h"
@@ -82,10 +82,24 @@ struct urpc_sslot *urpc__quota_grant_expired(struct urpc_rpc *rpc, uint32_t src_
 			    (unsigned long long)(URPC_MAX(rpc->tp->one_sided_timeout_ns,
 							  URPC_OS_TIMEOUT_MIN_NS) /
 						 1000000),
-			    src_bucket ? "for a newer response of its address's share"
-				       : "(no per-source share: max_sessions_per_source 0)");
+			    src_bucket	     ? "for a newer response of its address's share"
+			    : rpc->src_bytes ? "for the Rpc's message-buffer pool, nearly full"
+					     : "(no per-source share: max_sessions_per_source 0)");
 	urpc__quota_grant_end(rpc, l);
 	return sl;
+}
+
+bool urpc__quota_grants_due(struct urpc_rpc *rpc)
+{
+	struct urpc_pool_stats ps;
+	bool failed;
+
+	if (!rpc->src_bytes)
+		return true;
+	urpc__pool_get_stats(rpc->pool, &ps);
+	failed = ps.alloc_failures != rpc->pool_failures_seen;
+	rpc->pool_failures_seen = ps.alloc_failures;
+	return failed || ps.bytes_mapped >= rpc->pool_opts.max_bytes / 8 * 7;
 }
 
 uint64_t urpc__quota_bytes_over(const struct urpc_rpc *rpc, const struct urpc_sslot *sl, size_t len)

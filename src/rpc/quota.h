@@ -10,9 +10,10 @@
  * when a newer response of its address needs the room: a live client that
  * is slow to run (starved of CPU, descheduled for seconds) still reads its
  * response, and one that never reads pins at most its address's share.
- * Without a per-source share (max_sessions_per_source 0) nothing bounds
- * what a client pins but time, so a response past its time is revoked by
- * the timer scan. A session that ends (its peer's Nexus judged dead
+ * The timer scan revokes those past their time when the pool needs the
+ * room (an allocation failed since the last scan, or 7/8 of its cap is
+ * mapped), and always without a per-source share (max_sessions_per_source
+ * 0), where nothing bounds what a client pins but time. A session that ends (its peer's Nexus judged dead
  * included) revokes its responses at once, whatever their time.
  * May call: the log.
  */
@@ -101,9 +102,16 @@ void urpc__quota_grant_end(struct urpc_rpc *rpc, struct urpc_srv_large *l);
  * bucket @src_bucket (0: of any source), taken off the list and counted in
  * grants_expired (the caller retires it with urpc__srv_large_retire()),
  * else NULL. large.c, to make room in a source's share; the timer scan
- * without a per-source share. Owner thread.
+ * (urpc__quota_grants_due()). Owner thread.
  */
 struct urpc_sslot *urpc__quota_grant_expired(struct urpc_rpc *rpc, uint32_t src_bucket);
+
+/*
+ * Should the timer scan revoke every stored response past its time? With
+ * no per-source share, always; else when the pool needs the room (an
+ * allocation failed since the last call, or 7/8 of its cap is mapped).
+ */
+bool urpc__quota_grants_due(struct urpc_rpc *rpc);
 
 /*
  * How many bytes past its source's share (URPC_QUOTA_SRC_BYTES) storing a

@@ -741,6 +741,56 @@ Test(nx_auth, a_response_past_its_time_makes_room_for_its_address, .timeout = 60
 }
 
 /*
+ * A large response past its time makes room when the server's pool needs
+ * it: once an allocation fails (here, 64 MiB buffers taken until the 1 GiB
+ * cap refuses one), the next timer scan revokes what is past its time, the
+ * request fails with -ECONNRESET, and the pool serves the next allocation.
+ */
+Test(nx_auth, a_response_past_its_time_makes_room_for_the_pool, .timeout = 60)
+{
+	struct urpc_msgbuf req, resp, hog[32];
+	struct urpc_rpc_stats st;
+	struct late_op o = {0};
+	uint64_t t0;
+	int i, n = 0;
+	int sess;
+
+	big_len = 64u << 10;
+	side_up(&S, true);
+	side_up(&C, false);
+	sess = connect_one();
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, 16, &req), 0);
+	cr_assert_eq(urpc_msgbuf_alloc(C.rpc, big_len, &resp), 0);
+	cr_assert_eq(urpc_req_enqueue(C.rpc, sess, T_BIG, &req, &resp, late_cont, &o, 0), 0);
+	sent_by(C.rpc, 1);
+	server_past(stored_alone(), 100000000ull);
+	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+	cr_assert_eq(st.grants_expired, 0, "revoked before anything needed its room");
+	/* Untouched 64 MiB buffers (mapped, not written) until the pool's cap refuses one. */
+	while (n < 32 && urpc_msgbuf_alloc(S.rpc, 64u << 20, &hog[n]) == 0)
+		n++;
+	cr_assert_lt(n, 32, "the pool never refused: no cap");
+	for (t0 = urpc__now_ns(); S.rpc->grants_live && urpc__now_ns() - t0 < WAIT_NS;)
+		urpc_rpc_run_event_loop_once(S.rpc);
+	cr_assert_eq(urpc_rpc_get_stats(S.rpc, &st), 0);
+	fprintf(stderr, "pool room: %d 64 MiB buffers, then a refusal; grants_expired %llu\n", n,
+		(unsigned long long)st.grants_expired);
+	cr_assert_eq(st.grants_expired, 1);
+	cr_assert_null(S.rpc->grants_live);
+	for (i = 0; i < n; i++)
+		cr_assert_eq(urpc_msgbuf_free(S.rpc, &hog[i]), 0);
+	for (t0 = urpc__now_ns(); !o.done && urpc__now_ns() - t0 < WAIT_NS;)
+		pump();
+	cr_assert_eq(o.done, 1);
+	cr_assert_eq(o.status, -ECONNRESET, "status %d", o.status);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &req), 0);
+	cr_assert_eq(urpc_msgbuf_free(C.rpc, &resp), 0);
+	cr_assert_eq(echo_once(sess), 0);
+	side_down(&C);
+	side_down(&S);
+}
+
+/*
  * The clients of one address hold at most their share of unread large
  * responses (item 3; lowered here to 16 MiB so that the test stays small):
  * the fifth unread 4 MiB response of an address is refused (its client
