@@ -197,10 +197,17 @@ static bool xdp_rx_frame(struct udp_tp *u, const uint8_t *f, uint32_t len, uint3
 unsigned urpc__xdp_rx(struct udp_tp *u, uint32_t *slots, uint32_t *lens, unsigned max)
 {
 	struct urpc_xdp *x = u->xdp;
-	unsigned got = 0, qi;
+	unsigned got = 0, k, qi = x->hot;
 
 	xdp_kick_q(u, &x->q[0]); /* a kick the kernel put off */
-	for (qi = 0; qi < x->nq && got < max; qi++) {
+	/*
+	 * The queue that last had frames first (a flow stays on the queue its
+	 * RSS picked: on veth, the peer's sending queue); the others only when
+	 * it had none, or on every URPC_XDP_COLD_EVERY-th call, so that a
+	 * busy queue cannot starve them. An RPC's frame at window 1 skips the
+	 * other queue's empty peek (xdp_cpu_cost.sh).
+	 */
+	for (k = 0; k < x->nq && got < max; k++, qi = qi + 1 < x->nq ? qi + 1 : 0) {
 		struct xdp_q *q = &x->q[qi];
 		struct xdp_grp *g = q->g;
 		uint64_t back[URPC_XDP_RX_BATCH];
@@ -210,6 +217,7 @@ unsigned urpc__xdp_rx(struct udp_tp *u, uint32_t *slots, uint32_t *lens, unsigne
 		n = xsk_ring_cons__peek(&q->rx, URPC_MIN(max - got, URPC_XDP_RX_BATCH), &idx_rx);
 		if (!n)
 			continue;
+		x->hot = qi;
 		for (i = 0; i < n; i++) {
 			const struct xdp_desc *d = xsk_ring_cons__rx_desc(&q->rx, idx_rx + i);
 			const uint8_t *f = xsk_umem__get_data(q->area, d->addr);
@@ -239,6 +247,8 @@ unsigned urpc__xdp_rx(struct udp_tp *u, uint32_t *slots, uint32_t *lens, unsigne
 			(void)recvfrom(q->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
 			u->base.stats.sys_rx++;
 		}
+		if (!k && (++x->cold_skip & (URPC_XDP_COLD_EVERY - 1)))
+			break;
 	}
 	if (got) {
 		u->rx_armed = 0;
