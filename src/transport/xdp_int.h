@@ -34,6 +34,8 @@ extern "C" {
 #define URPC_XDP_MAXQ 8	   /* sockets per endpoint; as in xdp_prog.bpf.c */
 #define URPC_XDP_SLOTS 512 /* endpoints per interface; as in xdp_prog.bpf.c */
 #define URPC_XDP_RX_BATCH 64u
+/* the receive queues other than the one that last had frames: polled every Nth call (xdp_io.c) */
+#define URPC_XDP_COLD_EVERY 8u
 #define URPC_XDP_PROG_NAME "urpc_xdp"
 
 #define URPC_XDP_SHARES_MAX 32u /* endpoints one process's UMEM of a queue can hold */
@@ -108,6 +110,8 @@ struct urpc_xdp {
 	/* URPC_XDP_QUEUES binds some queues only: the kernel socket is read too */
 	bool partial;
 	struct xdp_q q[URPC_XDP_MAXQ];
+	unsigned hot;	    /* the queue that last had frames: polled first (xdp_io.c) */
+	unsigned cold_skip; /* receive calls that skipped the other queues */
 	uint32_t frame_size;
 	uint32_t nrx, ntx; /* receive frames per queue, send frames (queue 0 only) */
 	bool huge;	   /* UMEMs in hugepage memory */

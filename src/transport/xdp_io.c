@@ -30,9 +30,39 @@
 #include "xdp_int.h"
 #include "xdp_umem.h"
 
+/*
+ * The kick: sendto(@fd, NULL, 0, MSG_DONTWAIT, NULL, 0), 0 or -errno. On
+ * x86-64 the system call instruction in line: libc's sendto() is a
+ * cancellation point whose wrappers cost about 30 instructions a kick, and
+ * its syscall() about 20 more with the arguments' moves and errno
+ * (callgrind, xdp_cpu_cost.sh). The "memory" clobber puts the TX ring's
+ * stores before it.
+ */
+#if defined(__x86_64__)
+static inline long kick_sys(int fd)
+{
+	register long r10 __asm__("r10") = MSG_DONTWAIT;
+	register long r8 __asm__("r8") = 0;
+	register long r9 __asm__("r9") = 0;
+	long ret;
+
+	__asm__ __volatile__("syscall"
+			     : "=a"(ret)
+			     : "0"((long)SYS_sendto), "D"((long)fd), "S"(0L), "d"(0L), "r"(r10),
+			       "r"(r8), "r"(r9)
+			     : "rcx", "r11", "memory");
+	return ret;
+}
+#else
+static inline long kick_sys(int fd)
+{
+	return syscall(SYS_sendto, fd, NULL, 0, MSG_DONTWAIT, NULL, 0) < 0 ? -errno : 0;
+}
+#endif
+
 static void xdp_kick_q(struct udp_tp *u, struct xdp_q *q)
 {
-	ssize_t r;
+	long r;
 
 	/* every pass's receive poll comes here: an idle one returns at once */
 	if (!q->tx_pending)
@@ -46,18 +76,18 @@ static void xdp_kick_q(struct udp_tp *u, struct xdp_q *q)
 		q->tx_pending = 0;
 		return;
 	}
-	/*
-	 * The raw system call: libc's sendto() is a cancellation point, whose
-	 * wrappers cost about 30 instructions a kick (callgrind, xdp_cpu_cost.sh).
-	 */
-	r = syscall(SYS_sendto, q->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
+	r = kick_sys(q->fd);
 	u->base.stats.sys_tx++;
-	/* EAGAIN/EBUSY/ENOBUFS: the kernel is busy; the next kick or poll retries */
-	if (r >= 0 || (errno != EAGAIN && errno != EBUSY && errno != ENOBUFS))
+	if (likely(r >= 0)) {
 		q->tx_pending = 0;
-	if (unlikely(r < 0 && errno != EAGAIN && errno != EBUSY && errno != ENOBUFS &&
-		     errno != ENETDOWN))
-		URPC_WARN_RATELIMIT(u->base.id, "AF_XDP send kick: %s", strerror(errno));
+		return;
+	}
+	/* EAGAIN/EBUSY/ENOBUFS: the kernel is busy; the next kick or poll retries */
+	if (r != -EAGAIN && r != -EBUSY && r != -ENOBUFS) {
+		q->tx_pending = 0;
+		if (r != -ENETDOWN)
+			URPC_WARN_RATELIMIT(u->base.id, "AF_XDP send kick: %s", strerror((int)-r));
+	}
 }
 
 void urpc__xdp_kick(struct udp_tp *u)
@@ -197,10 +227,17 @@ static bool xdp_rx_frame(struct udp_tp *u, const uint8_t *f, uint32_t len, uint3
 unsigned urpc__xdp_rx(struct udp_tp *u, uint32_t *slots, uint32_t *lens, unsigned max)
 {
 	struct urpc_xdp *x = u->xdp;
-	unsigned got = 0, qi;
+	unsigned got = 0, k, qi = x->hot;
 
 	xdp_kick_q(u, &x->q[0]); /* a kick the kernel put off */
-	for (qi = 0; qi < x->nq && got < max; qi++) {
+	/*
+	 * The queue that last had frames first (a flow stays on the queue its
+	 * RSS picked: on veth, the peer's sending queue); the others only when
+	 * it had none, or on every URPC_XDP_COLD_EVERY-th call, so that a
+	 * busy queue cannot starve them. An RPC's frame at window 1 skips the
+	 * other queue's empty peek (xdp_cpu_cost.sh).
+	 */
+	for (k = 0; k < x->nq && got < max; k++, qi = qi + 1 < x->nq ? qi + 1 : 0) {
 		struct xdp_q *q = &x->q[qi];
 		struct xdp_grp *g = q->g;
 		uint64_t back[URPC_XDP_RX_BATCH];
@@ -210,6 +247,7 @@ unsigned urpc__xdp_rx(struct udp_tp *u, uint32_t *slots, uint32_t *lens, unsigne
 		n = xsk_ring_cons__peek(&q->rx, URPC_MIN(max - got, URPC_XDP_RX_BATCH), &idx_rx);
 		if (!n)
 			continue;
+		x->hot = qi;
 		for (i = 0; i < n; i++) {
 			const struct xdp_desc *d = xsk_ring_cons__rx_desc(&q->rx, idx_rx + i);
 			const uint8_t *f = xsk_umem__get_data(q->area, d->addr);
@@ -239,6 +277,8 @@ unsigned urpc__xdp_rx(struct udp_tp *u, uint32_t *slots, uint32_t *lens, unsigne
 			(void)recvfrom(q->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
 			u->base.stats.sys_rx++;
 		}
+		if (!k && (++x->cold_skip & (URPC_XDP_COLD_EVERY - 1)))
+			break;
 	}
 	if (got) {
 		u->rx_armed = 0;
