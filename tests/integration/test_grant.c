@@ -294,6 +294,7 @@ Test(GRANT_NAME, a_response_descriptor_reaches_exactly_the_message)
 		     "a WRITE to a read-only grant");
 	cr_assert_eq(probe(W.a, ca, W.srv, true, r.addr + r.len, r.key, 16, NULL), -EACCES,
 		     "a WRITE past it");
+	cr_assert_not_null(r.sl->large, "the stored response was revoked meanwhile");
 	for (size_t i = 0; i < W.big; i++)
 		cr_assert_eq(r.sl->large->resp.buf[i], pat(i), "byte %zu was written", i);
 	cr_assert_geq(stats(W.srv).os_refused, 5);
@@ -332,6 +333,7 @@ Test(GRANT_NAME, a_grant_for_session_a_fails_from_session_b_and_with_a_wrong_tok
 	cr_assert_eq(probe(W.a, ca, W.srv, false, r.addr, r.key, r.len, NULL), DROPPED);
 	tpa->ops->set_peer_token(tpa, ca->peer, ca->token);
 	cr_assert_geq(stats(W.srv).os_dropped, dropped + 2, "dropped and counted");
+	cr_assert_not_null(r.sl->large, "the stored response was revoked meanwhile");
 	for (size_t i = 0; i < W.big; i++)
 		cr_assert_eq(r.sl->large->resp.buf[i], pat(i), "byte %zu was written", i);
 	/* The rightful session still reads it; both sessions keep working. */
@@ -468,6 +470,7 @@ Test(GRANT_NAME, crafted_one_sided_datagrams_from_another_source_are_dropped_and
 	cr_assert_eq(stats(W.srv).os_dropped, dropped + sent, "each dropped and counted");
 	cr_assert_eq(stats(W.srv).os_refused, refused, "none answered");
 	cr_assert_eq(recv(fd, buf, sizeof(buf), MSG_DONTWAIT), -1, "nothing came back");
+	cr_assert_not_null(r.sl->large, "the stored response was revoked meanwhile");
 	for (i = 0; i < W.big; i++)
 		cr_assert_eq(r.sl->large->resp.buf[i], pat(i), "byte %u was written", i);
 	close(fd);
@@ -503,6 +506,7 @@ Test(GRANT_NAME, crafted_one_sided_datagrams_from_the_session_itself_reach_no_ot
 	udp_send_os(fd, &to, 7, false, r.addr, r.len + 1, r.key, ca->token), sent++;
 	cr_assert_eq(probe(W.a, ca, W.srv, false, r.addr, r.key, r.len, NULL), 0);
 	cr_assert_eq(stats(W.srv).os_refused, refused + sent, "each refused (NAK to A)");
+	cr_assert_not_null(r.sl->large, "the stored response was revoked meanwhile");
 	for (i = 0; i < W.big; i++)
 		cr_assert_eq(r.sl->large->resp.buf[i], pat(i), "byte %u was written", i);
 	/* A's transport ignores the NAKs for operations it never posted; all goes on. */
