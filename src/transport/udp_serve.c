@@ -80,20 +80,22 @@ static URPC_COLD void udp_serve_device(struct udp_tp *u, const struct udp_hdr *h
 static void udp_serve_read(struct udp_tp *u, const struct udp_hdr *h, const struct udp_ext *e,
 			   const struct sockaddr_in *src, bool dev)
 {
-	uint32_t c, end = h->chunk + URPC_MAX(h->status, 1u);
+	/* chunk indices stay 32-bit (the header's): a group ends at the last */
+	uint64_t c, end = URPC_MIN((uint64_t)h->chunk + URPC_MAX(h->status, 1u), 1ull << 32);
+
 	for (c = h->chunk; c < end; c++) {
-		uint64_t off = (uint64_t)c * e->chunk_size;
+		uint64_t off = c * e->chunk_size;
 		uint64_t clen;
 
 		if (off >= e->len)
 			break;
 		clen = URPC_MIN((uint64_t)e->chunk_size, e->len - off);
 		if (unlikely(dev)) {
-			udp_serve_device(u, h, c, true, e->raddr + off, NULL, clen, src);
+			udp_serve_device(u, h, (uint32_t)c, true, e->raddr + off, NULL, clen, src);
 			continue;
 		}
 		u->base.stats.os_served++;
-		urpc__udp_ctl_queue(u, src, UDP_T_RD_DATA, h->op_id, c, 0, NULL,
+		urpc__udp_ctl_queue(u, src, UDP_T_RD_DATA, h->op_id, (uint32_t)c, 0, NULL,
 				    (const void *)(uintptr_t)(e->raddr + off), (size_t)clen);
 	}
 }
