@@ -35,7 +35,8 @@
  *   3  u8  type     enum udp_type
  *   4  u32 op_id    requester's operation: table index | generation << 16
  *   8  u32 chunk    chunk index within the operation
- *  12  u32 status   NAK: the positive errno; 0 otherwise
+ *  12  u32 status   NAK: the positive errno; RD_REQ: the chunks asked for
+ *                   from @chunk on, 2 to UDP_OS_WINDOW (0: one); 0 otherwise
  *
  * DATA:    hdr, then the caller's header and payload.
  * RD_REQ:  hdr, struct udp_ext (the operation: raddr, len, key, the
@@ -102,9 +103,11 @@ extern "C" {
 #define UDP_CTL_BATCH 64u	   /* one-sided datagrams per sendmmsg() */
 #define UDP_OS_OPS 64u		   /* one-sided operations outstanding */
 #define UDP_OS_WINDOW 32u	   /* chunks in flight per operation; <= 64 */
-#define UDP_OS_SLICE 4u		   /* one-sided datagrams per sendmmsg() while receiving */
-#define UDP_OS_SLICES 16u	   /* slices per drain before the rest goes at once */
+#define UDP_OS_SLICE 2u		   /* one-sided datagrams per sendmmsg() while DATA comes */
+#define UDP_OS_SLICE_BULK 8u	   /* the same once UDP_OS_QUIET went with no DATA between */
+#define UDP_OS_QUIET 256u	   /* one-sided datagrams sent before a transfer counts as alone */
 #define UDP_OS_HOLDS 4u		   /* drains in a row that hold them back while DATA is pending */
+#define UDP_RD_GROUP 8u		   /* chunks an RD_REQ asks for once some are in flight */
 #define UDP_RTO_MIN_NS 2000000ull  /* first retransmission after 2 ms */
 #define UDP_RTO_MAX_NS 50000000ull /* doubling up to 50 ms */
 #define UDP_RX_MAX_PASSES 4	   /* recvmmsg() calls per rx_burst() */
@@ -257,6 +260,7 @@ struct udp_tp {
 	unsigned nctl;	   /* queued */
 	unsigned ctl_off;  /* of them, sent (urpc__udp_os_flush_some()) */
 	unsigned os_holds; /* times in a row they waited for pending DATA (urpc__udp_os_hold()) */
+	unsigned os_quiet; /* one-sided datagrams sent since DATA was found, to UDP_OS_QUIET */
 
 	/* one-sided state */
 	struct udp_op ops[UDP_OS_OPS];

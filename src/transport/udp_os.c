@@ -9,15 +9,15 @@
  * failing after one_sided_timeout without progress (counting at most
  * UDP_OS_GAP_NS of each gap between polls); the server answers
  * RD_REQ and WR_DATA statelessly, checking key, access and bounds of the
- * whole operation on every chunk (sw_mr.c). Also the registrations, and
- * the batch of one-sided datagrams (sendmmsg).
+ * whole operation on every chunk (sw_mr.c; udp_serve.c). Also the
+ * registrations. The batch of one-sided datagrams is udp_ctl.c's.
  *
  * udp.c (the ops table, peers) and udp_io.c (the receive path hands
  * requests and replies over; poll_completions drains the socket first)
  * call in here through udp_os.h; this file calls only sw_mr.h below it,
  * and the CUDA driver's copies (mem/cuda.h) for grants on device memory.
  */
-#define _GNU_SOURCE /* sendmmsg; must precede every include */
+#define _GNU_SOURCE /* struct mmsghdr in udp_int.h; must precede every include */
 #define URPC_LOG_MODULE "udp"
 #include "udp_os.h"
 
@@ -28,141 +28,6 @@
 #include "../mem/cuda.h"
 #include "../util/log.h"
 #include "../util/seam.h"
-#include "xdp_io.h"
-
-/* The peer whose address is @sa, or NULL. Walks the peers: xdp only. */
-static const struct urpc_tp_peer *udp_peer_of(const struct udp_tp *u, const struct sockaddr_in *sa)
-{
-	const struct urpc_tp_peer *p;
-
-	for (p = u->peers; p; p = p->next)
-		if (p->sa.sin_addr.s_addr == sa->sin_addr.s_addr && p->sa.sin_port == sa->sin_port)
-			return p;
-	return NULL;
-}
-
-/*
- * An xdp endpoint's one-sided datagrams: frames to peers resolved with
- * frame headers, the kernel socket for the others; one kick at the end.
- * Replies only ever go to a peer's address (udp_int.h), so each has one.
- */
-static void udp_os_flush_xdp(struct udp_tp *u)
-{
-	unsigned i;
-
-	for (i = u->ctl_off; i < u->nctl; i++) {
-		const struct msghdr *mh = &u->ctl_msgs[i].msg_hdr;
-		const struct urpc_tp_peer *p = udp_peer_of(u, &u->ctl_dst[i]);
-
-		if (p && p->xp) {
-			if (!urpc__xdp_tx(u, p, mh->msg_iov, (unsigned)mh->msg_iovlen))
-				break; /* the rest is lost; the requester's timer resends */
-		} else {
-			(void)sendmsg(u->fd, mh, MSG_DONTWAIT);
-			u->base.stats.sys_tx++;
-		}
-	}
-	urpc__xdp_kick(u);
-	u->nctl = 0;
-}
-
-/*
- * Send at most @max of the queued one-sided datagrams; what the socket
- * refuses is lost (the requester's timer resends), the rest of the queue
- * with it.
- */
-void urpc__udp_os_flush_some(struct udp_tp *u, unsigned max)
-{
-	unsigned end = URPC_MIN(u->nctl, u->ctl_off + max);
-
-	u->os_holds = 0; /* they move: the holds begin again */
-
-	if (u->xdp) { /* into the TX ring, all at once: no system call to slice */
-		udp_os_flush_xdp(u);
-		u->nctl = u->ctl_off = 0;
-		return;
-	}
-
-	while (u->ctl_off < end) {
-		int ret = sendmmsg(u->fd, u->ctl_msgs + u->ctl_off, end - u->ctl_off, MSG_DONTWAIT);
-
-		u->base.stats.sys_tx++;
-
-		if (ret < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS &&
-			    errno != ECONNREFUSED)
-				URPC_WARN_RATELIMIT(u->base.id, "sendmmsg: %s", strerror(errno));
-			/* EAGAIN: the rest is lost; the requester's timer resends */
-			u->ctl_off = u->nctl;
-			break;
-		}
-		u->ctl_off += (unsigned)ret;
-	}
-	if (u->ctl_off >= u->nctl)
-		u->nctl = u->ctl_off = 0;
-}
-
-bool urpc__udp_os_hold(struct udp_tp *u)
-{
-	if (u->os_holds < UDP_OS_HOLDS) {
-		u->os_holds++;
-		return true;
-	}
-	return false; /* a slice goes; sending starts the count again */
-}
-
-/* Send every queued one-sided datagram. */
-void urpc__udp_os_flush(struct udp_tp *u)
-{
-	urpc__udp_os_flush_some(u, UDP_CTL_BATCH);
-}
-
-/*
- * Queue one one-sided datagram to @dst: the header, @ext when not NULL, and
- * @len bytes at @data. The bytes are read at the next udp_ctl_flush().
- */
-void urpc__udp_ctl_queue(struct udp_tp *u, const struct sockaddr_in *dst, enum udp_type type,
-			 uint32_t op_id, uint32_t chunk, uint32_t status, const struct udp_ext *ext,
-			 const void *data, size_t len)
-{
-	struct udp_ctl_hdrs *ch;
-	struct msghdr *mh;
-	struct iovec *iov;
-	size_t niov = 1;
-	unsigned i;
-
-	if (unlikely(u->drop_p > 0.0) && type != UDP_T_NAK &&
-	    urpc__rand_unit(&u->drop_rng) < u->drop_p) {
-		u->base.stats.tx_dropped++;
-		return;
-	}
-	if (u->nctl == UDP_CTL_BATCH)
-		urpc__udp_os_flush(u);
-	i = u->nctl++;
-	ch = &u->ctl_hdrs[i];
-	iov = u->ctl_iov[i];
-	udp_hdr_init(&ch->h, type, op_id, chunk, status);
-	iov[0].iov_base = &ch->h;
-	iov[0].iov_len = sizeof(ch->h);
-	if (ext) {
-		ch->e = *ext;
-		iov[niov].iov_base = &ch->e;
-		iov[niov++].iov_len = sizeof(ch->e);
-	}
-	if (len) {
-		iov[niov].iov_base = (void *)(uintptr_t)data;
-		iov[niov++].iov_len = len;
-	}
-	u->ctl_dst[i] = *dst;
-	mh = &u->ctl_msgs[i].msg_hdr;
-	memset(mh, 0, sizeof(*mh));
-	mh->msg_name = &u->ctl_dst[i];
-	mh->msg_namelen = sizeof(u->ctl_dst[i]);
-	mh->msg_iov = iov;
-	mh->msg_iovlen = niov;
-}
 
 /* ---- registrations (sw_mr.c) ---------------------------------------------- */
 
@@ -337,11 +202,13 @@ uint64_t urpc__udp_os_peer_rtt(struct urpc_tp *tp, struct urpc_tp_peer *peer, ui
 
 /* ---- one-sided: requester ------------------------------------------------ */
 
-/* Queue chunk @c of @op (first send or resend). */
-static void udp_op_send_chunk(struct udp_tp *u, struct udp_op *op, uint32_t c)
+/*
+ * Queue chunks [@c, @c + @n) of @op (first send or resend): a READ asks for
+ * them in one RD_REQ (its status says how many, issue 32), a WRITE sends
+ * each its WR_DATA.
+ */
+static void udp_op_send_chunks(struct udp_tp *u, struct udp_op *op, uint32_t c, uint32_t n)
 {
-	uint64_t off = (uint64_t)c * op->chunk_size;
-	size_t clen = (size_t)URPC_MIN((uint64_t)op->chunk_size, op->len - off);
 	struct udp_ext e = {
 		.raddr = op->raddr,
 		.len = op->len,
@@ -351,12 +218,18 @@ static void udp_op_send_chunk(struct udp_tp *u, struct udp_op *op, uint32_t c)
 		.reserved = 0,
 	};
 
-	if (op->kind == URPC_TP_OP_READ)
-		urpc__udp_ctl_queue(u, &op->peer->sa, UDP_T_RD_REQ, udp_op_id(u, op), c, 0, &e,
-				    NULL, 0);
-	else
+	if (op->kind == URPC_TP_OP_READ) {
+		urpc__udp_ctl_queue(u, &op->peer->sa, UDP_T_RD_REQ, udp_op_id(u, op), c,
+				    n > 1 ? n : 0, &e, NULL, 0);
+		return;
+	}
+	for (; n; n--, c++) {
+		uint64_t off = (uint64_t)c * op->chunk_size;
+		size_t clen = (size_t)URPC_MIN((uint64_t)op->chunk_size, op->len - off);
+
 		urpc__udp_ctl_queue(u, &op->peer->sa, UDP_T_WR_DATA, udp_op_id(u, op), c, 0, &e,
 				    op->local + off, clen);
+	}
 }
 
 /* The peer's window: chunks of all our operations to it in flight at once. */
@@ -368,24 +241,33 @@ static inline uint32_t udp_peer_window(const struct urpc_tp_peer *p)
 /*
  * Send the chunks that the operation's share of its peer's window (every
  * operation to it; one chunk at least, UDP_OS_WINDOW at most: its done
- * mask) and the peer's window newly allow; time one when none of the
- * peer's is.
+ * mask) and the peer's window newly allow; time the first when none of the
+ * peer's is. A READ with chunks in flight asks for more only once a group
+ * of them fits (UDP_RD_GROUP, at most half its share): an RD_REQ per chunk
+ * was most of a requester's system calls, and the time it kept a small
+ * RPC's datagram waiting in its socket (issue 32).
  */
 static void udp_op_pump(struct udp_tp *u, struct udp_op *op)
 {
 	struct urpc_tp_peer *p = op->peer;
 	uint32_t win = udp_peer_window(p);
 	uint32_t share = URPC_MIN(URPC_MAX(win / URPC_MAX(p->os_nops, 1u), 1u), UDP_OS_WINDOW);
+	uint32_t out = op->next - op->base, n;
 
-	while (op->next < op->nchunks && op->next - op->base < share && p->os_inflight < win) {
-		if (!p->os_timed_op) {
-			p->os_timed_op = udp_op_id(u, op) + 1;
-			p->os_timed_chunk = op->next;
-			p->os_timed_ns = urpc__now_ns();
-		}
-		udp_op_send_chunk(u, op, op->next++);
-		p->os_inflight++;
+	if (op->next >= op->nchunks || out >= share || p->os_inflight >= win)
+		return;
+	n = URPC_MIN(URPC_MIN(share - out, win - p->os_inflight), op->nchunks - op->next);
+	if (op->kind == URPC_TP_OP_READ && out && n < op->nchunks - op->next &&
+	    n < URPC_MAX(URPC_MIN(UDP_RD_GROUP, share / 2), 1u))
+		return; /* its replies pump again */
+	if (!p->os_timed_op) {
+		p->os_timed_op = udp_op_id(u, op) + 1;
+		p->os_timed_chunk = op->next;
+		p->os_timed_ns = urpc__now_ns();
 	}
+	udp_op_send_chunks(u, op, op->next, n);
+	op->next += n;
+	p->os_inflight += n;
 }
 
 /* Room in @p's window that @op could not use: the other operations to @p may. */
@@ -440,7 +322,7 @@ static void udp_op_timers(struct udp_tp *u, struct udp_op *op, uint64_t now)
 	for (c = op->base; c < op->next; c++) {
 		if (op->done_mask & (1ull << (c - op->base)))
 			continue;
-		udp_op_send_chunk(u, op, c);
+		udp_op_send_chunks(u, op, c, 1);
 		u->base.stats.os_retries++;
 		if (op->peer->os_timed_op == udp_op_id(u, op) + 1 && op->peer->os_timed_chunk == c)
 			op->peer->os_timed_op = 0; /* a resent chunk's round trip says nothing */

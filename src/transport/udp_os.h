@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The udp transport's emulated one-sided protocol and registrations
- * (udp_os.c; the service of peers' requests in udp_serve.c), for udp.c
- * and udp_io.c. Calls only sw_mr.h below it.
+ * (udp_os.c; the service of peers' requests in udp_serve.c; the batch of
+ * one-sided datagrams in udp_ctl.c), for udp.c and udp_io.c. Calls only
+ * sw_mr.h below it.
  */
 #ifndef URPC_TRANSPORT_UDP_OS_H
 #define URPC_TRANSPORT_UDP_OS_H
@@ -60,7 +61,7 @@ const char *urpc__udp_os_reply(struct udp_tp *u, const uint8_t *buf, uint32_t le
 
 /*
  * Queue one one-sided datagram to @dst: the header, @ext when not NULL, and
- * @len bytes at @data, read when the batch is sent (udp_os.c).
+ * @len bytes at @data, read when the batch is sent (udp_ctl.c).
  */
 void urpc__udp_ctl_queue(struct udp_tp *u, const struct sockaddr_in *dst, enum udp_type type,
 			 uint32_t op_id, uint32_t chunk, uint32_t status, const struct udp_ext *ext,

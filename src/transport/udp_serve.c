@@ -38,8 +38,8 @@ static bool udp_known_peer(const struct udp_tp *u, const struct sockaddr_in *src
  * bytes at @data) with the driver's copies; a copy that fails is answered
  * with a NAK (EIO) and copies nothing more. Cold: device grants only.
  */
-static URPC_COLD void udp_serve_device(struct udp_tp *u, const struct udp_hdr *h, bool rd,
-				       uint64_t at, const uint8_t *data, uint64_t clen,
+static URPC_COLD void udp_serve_device(struct udp_tp *u, const struct udp_hdr *h, uint32_t chunk,
+				       bool rd, uint64_t at, const uint8_t *data, uint64_t clen,
 				       const struct sockaddr_in *src)
 {
 	void *dev = (void *)(uintptr_t)at;
@@ -50,7 +50,7 @@ static URPC_COLD void udp_serve_device(struct udp_tp *u, const struct udp_hdr *h
 	if (!rd) {
 		ret = urpc__cuda_copy_to_device(dev, data, (size_t)clen);
 		if (!ret) {
-			urpc__udp_ctl_queue(u, src, UDP_T_WR_ACK, h->op_id, h->chunk, 0, NULL, NULL,
+			urpc__udp_ctl_queue(u, src, UDP_T_WR_ACK, h->op_id, chunk, 0, NULL, NULL,
 					    0);
 			return;
 		}
@@ -61,14 +61,43 @@ static URPC_COLD void udp_serve_device(struct udp_tp *u, const struct udp_hdr *h
 		slot = u->dev_stage + (size_t)u->nctl * UDP_MAX_DGRAM;
 		ret = urpc__cuda_copy_to_host(slot, dev, (size_t)clen);
 		if (!ret) {
-			urpc__udp_ctl_queue(u, src, UDP_T_RD_DATA, h->op_id, h->chunk, 0, NULL,
-					    slot, (size_t)clen);
+			urpc__udp_ctl_queue(u, src, UDP_T_RD_DATA, h->op_id, chunk, 0, NULL, slot,
+					    (size_t)clen);
 			return;
 		}
 	}
 	URPC_WARN_RATELIMIT(u->base.id, "a one-sided copy of device memory failed: %s",
 			    urpc_strerror(ret));
-	urpc__udp_ctl_queue(u, src, UDP_T_NAK, h->op_id, h->chunk, EIO, NULL, NULL, 0);
+	urpc__udp_ctl_queue(u, src, UDP_T_NAK, h->op_id, chunk, EIO, NULL, NULL, 0);
+}
+
+/*
+ * Answer a granted RD_REQ (@h, @e, from @src): chunk h->chunk and the
+ * h->status - 1 after it (a group, issue 32; status 0 asks for one), those
+ * inside the operation, to @src (the grant's peer). Device memory (@dev)
+ * through the driver's copies.
+ */
+static void udp_serve_read(struct udp_tp *u, const struct udp_hdr *h, const struct udp_ext *e,
+			   const struct sockaddr_in *src, bool dev)
+{
+	/* chunk indices stay 32-bit (the header's): a group ends at the last */
+	uint64_t c, end = URPC_MIN((uint64_t)h->chunk + URPC_MAX(h->status, 1u), 1ull << 32);
+
+	for (c = h->chunk; c < end; c++) {
+		uint64_t off = c * e->chunk_size;
+		uint64_t clen;
+
+		if (off >= e->len)
+			break;
+		clen = URPC_MIN((uint64_t)e->chunk_size, e->len - off);
+		if (unlikely(dev)) {
+			udp_serve_device(u, h, (uint32_t)c, true, e->raddr + off, NULL, clen, src);
+			continue;
+		}
+		u->base.stats.os_served++;
+		urpc__udp_ctl_queue(u, src, UDP_T_RD_DATA, h->op_id, (uint32_t)c, 0, NULL,
+				    (const void *)(uintptr_t)(e->raddr + off), (size_t)clen);
+	}
 }
 
 /*
@@ -91,6 +120,8 @@ const char *urpc__udp_os_serve(struct udp_tp *u, const uint8_t *buf, uint32_t le
 	if (unlikely(!e.chunk_size || e.chunk_size > UDP_MAX_DGRAM - sizeof(*h) || off >= e.len ||
 		     e.raddr + e.len < e.raddr))
 		return "bad one-sided range";
+	if (unlikely(h->status > (rd ? UDP_OS_WINDOW : 0u)))
+		return "bad one-sided chunk count";
 	clen = URPC_MIN((uint64_t)e.chunk_size, e.len - off);
 	if (unlikely(len != sizeof(*h) + sizeof(e) + (rd ? 0 : clen)))
 		return "one-sided length mismatch";
@@ -104,7 +135,12 @@ const char *urpc__udp_os_serve(struct udp_tp *u, const uint8_t *buf, uint32_t le
 	case URPC_SW_SERVE:
 		break;
 	case URPC_SW_SERVE_DEVICE:
-		udp_serve_device(u, h, rd, e.raddr + off, buf + sizeof(*h) + sizeof(e), clen, src);
+		if (rd) {
+			udp_serve_read(u, h, &e, src, true);
+			return NULL;
+		}
+		udp_serve_device(u, h, h->chunk, false, e.raddr + off, buf + sizeof(*h) + sizeof(e),
+				 clen, src);
 		return NULL;
 	case URPC_SW_UNKNOWN:
 		if (!udp_known_peer(u, src, e.token)) {
@@ -123,14 +159,12 @@ const char *urpc__udp_os_serve(struct udp_tp *u, const uint8_t *buf, uint32_t le
 		urpc__udp_ctl_queue(u, src, UDP_T_NAK, h->op_id, h->chunk, EACCES, NULL, NULL, 0);
 		return NULL;
 	}
-	u->base.stats.os_served++;
 	if (rd) {
-		urpc__udp_ctl_queue(u, src, UDP_T_RD_DATA, h->op_id, h->chunk, 0, NULL,
-				    (const void *)(uintptr_t)(e.raddr + off), (size_t)clen);
-	} else {
-		memcpy((void *)(uintptr_t)(e.raddr + off), buf + sizeof(*h) + sizeof(e),
-		       (size_t)clen);
-		urpc__udp_ctl_queue(u, src, UDP_T_WR_ACK, h->op_id, h->chunk, 0, NULL, NULL, 0);
+		udp_serve_read(u, h, &e, src, false);
+		return NULL;
 	}
+	u->base.stats.os_served++;
+	memcpy((void *)(uintptr_t)(e.raddr + off), buf + sizeof(*h) + sizeof(e), (size_t)clen);
+	urpc__udp_ctl_queue(u, src, UDP_T_WR_ACK, h->op_id, h->chunk, 0, NULL, NULL, 0);
 	return NULL;
 }

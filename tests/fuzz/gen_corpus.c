@@ -327,6 +327,10 @@ static void gen_udp(void)
 	udp_rec(&b, all, 0, UDP_W_RD_REQ, 1, 0, 0, 64, 32, 0);
 	emit("udp_os", "serve_read", b.b, b.n);
 	udp_setup(&b, 2, 2, 0);
+	udp_rec(&b, all, 0, UDP_W_RD_REQ, 1, 0, 0, 64, 32, 0);
+	b.b[3 + 4 + 12] = 8; /* the header's status: a group of 8 chunks (2 exist) */
+	emit("udp_os", "serve_read_group", b.b, b.n);
+	udp_setup(&b, 2, 2, 0);
 	udp_rec(&b, all, 0, UDP_W_WR_DATA, 1, 1, 16, 100, 60, 40);
 	emit("udp_os", "serve_write", b.b, b.n);
 	udp_setup(&b, 2, 2, 0);
