@@ -151,6 +151,9 @@ bin=$build/apps/bench/urpc-large-tput
 "$bin" --sizes "$sizes" --window "$window" --duration "$secs" --help >/dev/null 2>&1 ||
 	die "urpc-large-tput rejects --sizes $sizes --window $window --duration $secs"
 [ -n "$out" ] || out=$build/grant-cost-vm
+# shellcheck source=tests/vm/guest_paths.sh
+. "$root/tests/vm/guest_paths.sh"
+vm_guest_sees "$root" "$build" "$out"
 mkdir -p "$out"
 rm -f "$out"/*.csv "$out"/*.out "$out"/table.md
 

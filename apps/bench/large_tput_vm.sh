@@ -208,6 +208,9 @@ fi
 "$bin" --transport udp --sizes "$sizes" --window "$window" --duration "$urpc_secs" \
 	"${urpc_extra[@]}" --help >/dev/null 2>&1 ||
 	die "urpc-large-tput rejects these options (run it with them to see why)"
+# shellcheck source=tests/vm/guest_paths.sh
+. "$root/tests/vm/guest_paths.sh"
+vm_guest_sees "$root" "$build" "$out"
 mkdir -p "$out"
 rm -f "$out"/perftest-* "$out"/urpc-* "$out"/urpc.md "$out"/table.md
 

@@ -152,6 +152,9 @@ fi
 # Catch bad options here, not after the boot.
 "$bin" --transport verbs "${defaults[@]}" --help >/dev/null 2>&1 ||
 	die "urpc-rdma-bw rejects these options (run it with them to see why)"
+# shellcheck source=tests/vm/guest_paths.sh
+. "$root/tests/vm/guest_paths.sh"
+vm_guest_sees "$root" "$build" "$out"
 mkdir -p "$out"
 rm -f "$out/table.md" "$out/rdma-bw.csv" "$out/rdma-bw.err"
 

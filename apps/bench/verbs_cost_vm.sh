@@ -172,6 +172,10 @@ done
 [ -n "${windows//,/}" ] || die "--windows is empty"
 
 cd "$root"
+[ -n "$out" ] || out=$build/verbs-cost-vm
+# shellcheck source=tests/vm/guest_paths.sh
+. "$root/tests/vm/guest_paths.sh"
+vm_guest_sees "$root" "$build" "$out"
 if ! command -v valgrind >/dev/null 2>&1; then
 	echo "SKIPPED: valgrind is not installed on the host (apt-get install valgrind); the guest runs the host's"
 	exit 77
@@ -188,7 +192,6 @@ fi
 grep -q 'march=native' "$build/CMakeCache.txt" && die "$build uses -march=native (see --help)"
 bin=$build/apps/bench/urpc-verbs-cost
 [ -x "$bin" ] || die "$bin is missing (build it, or drop --no-build)"
-[ -n "$out" ] || out=$build/verbs-cost-vm
 mkdir -p "$out"
 [ "$do_run" = 0 ] || rm -f "$out"/*.cg* "$out"/*.log "$out"/*.rc "$out"/table.md "$out"/idle-split.txt
 

@@ -131,24 +131,10 @@ cd "$root"
 case "$build" in /*) ;; *) build=$root/$build ;; esac
 [ -n "$logs" ] || logs=$build/verbs-stage
 case "$logs" in /*) ;; *) logs=$root/$logs ;; esac
-# The guest sees this machine's root read-only and the repository read-write,
-# but mounts fresh file systems on /tmp, /run, /dev, /proc and /sys: a folder
-# there that is not inside the repository would be missing in the guest, and
-# every run would fail with "No such file or directory" (exit 127).
-guest_hidden() {
-	case "$1/" in
-	"$root"/*) return 1 ;;
-	/tmp/* | /run/* | /dev/* | /proc/* | /sys/*) return 0 ;;
-	esac
-	return 1
-}
-for d in "$build" "$logs"; do
-	if guest_hidden "$d"; then
-		die "$d is under ${d%"${d#/*/}"} on this machine, which the VM's guest mounts afresh:" \
-			"it cannot see it. Use a folder inside the repository (for example build/vm-gcc)" \
-			"or elsewhere on disk outside /tmp, /run, /dev, /proc and /sys"
-	fi
-done
+# A folder the guest mounts afresh would be missing there (guest_paths.sh).
+# shellcheck source=tests/vm/guest_paths.sh
+. "$root/tests/vm/guest_paths.sh"
+vm_guest_sees "$root" "$build" "$logs"
 
 # The runs: name, veth MTU, netem spec ("_" for a space; "-": none), binary,
 # extra guest environment (comma-separated; "-": none), rxe-vm.sh timeout
