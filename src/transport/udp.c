@@ -356,6 +356,15 @@ int urpc__udp_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
 	struct urpc_tp_peer *p;
 	uint32_t max_dgram;
 
+	/* Another release's endpoint (a small version number: not garbage) is named as such. */
+	if (ep && len == UDP_EP_LEN && ep[0] == (uint8_t)URPC_TRANSPORT_UDP && ep[1] &&
+	    ep[1] < 16 && ep[1] != UDP_EP_VERSION) {
+		URPC_WARN(u->base.id,
+			  "the peer's udp endpoint speaks wire version %u, this build %u: "
+			  "run the same urpc release on both sides",
+			  ep[1], UDP_EP_VERSION);
+		return -EPROTO;
+	}
 	if (!ep || len != UDP_EP_LEN || ep[0] != (uint8_t)URPC_TRANSPORT_UDP ||
 	    ep[1] != UDP_EP_VERSION)
 		return -EINVAL;

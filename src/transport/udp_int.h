@@ -90,7 +90,13 @@ extern "C" {
 
 #define UDP_MAGIC 0x7055u /* "Up" on the wire */
 #define UDP_VERSION 2
-#define UDP_EP_VERSION 2
+/*
+ * 3: a READ request may ask for a group of chunks (udp_os.c), which a
+ * version-2 responder would answer with its first chunk only, leaving the
+ * rest to retransmission one by one: the versions refuse each other at
+ * connect instead (urpc__udp_resolve_peer(), -EPROTO, logged).
+ */
+#define UDP_EP_VERSION 3
 #define UDP_EP_LEN 16		/* kind, version, addr[4], port[2], nonce[4], max_dgram[4] */
 #define UDP_MAX_DGRAM 65507u	/* largest IPv4 UDP payload */
 #define UDP_DEFAULT_DGRAM 1472u /* Ethernet MTU less IPv4 and UDP headers */

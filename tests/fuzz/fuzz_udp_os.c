@@ -135,7 +135,7 @@ static size_t peer_endpoint(uint8_t *ep, uint32_t max_dgram)
 	uint32_t nonce = 0x1234567u;
 
 	ep[0] = (uint8_t)URPC_TRANSPORT_UDP;
-	ep[1] = 2; /* UDP_EP_VERSION */
+	ep[1] = 3; /* UDP_EP_VERSION */
 	memcpy(ep + 2, &peer_sa.sin_addr.s_addr, 4);
 	memcpy(ep + 6, &peer_sa.sin_port, 2);
 	memcpy(ep + 8, &nonce, 4);

@@ -126,6 +126,9 @@ Test(udp, resolve_rejects_garbage)
 	memcpy(bad, ep, len);
 	bad[1] ^= 0x5a;
 	cr_assert_eq(ops->resolve_peer(a, bad, len, &p), -EINVAL, "foreign version");
+	/* Version 2 answers a grouped READ request with one chunk: refused, not mixed. */
+	bad[1] = 2;
+	cr_assert_eq(ops->resolve_peer(a, bad, len, &p), -EPROTO, "version 2");
 	memset(bad, 0xee, sizeof(bad));
 	cr_assert_eq(ops->resolve_peer(a, bad, len, &p), -EINVAL, "garbage");
 	memcpy(bad, ep, len);
