@@ -184,7 +184,7 @@ transport,direction,size,*)
 		END { print "urpc MB/s" > "'"$tmp"'/s.1.name"; print "memcpy MB/s" > "'"$tmp"'/s.2.name" }' "$csv"
 	xlabel="message size (bytes, log scale)"
 	ylabel="MB/s (10^6 bytes per second)"
-	extra="set logscale x 2; set yrange [0:*]; set key top left"
+	extra="set logscale x 2; set format x '%.0b %BB'; set yrange [0:*]; set key top left"
 	style="linespoints lw 2"
 	;;
 cc,clients,msg_bytes,*)
@@ -197,7 +197,7 @@ cc,clients,msg_bytes,*)
 		mv "$f" "$tmp/s.2$c"; echo "victim p99 / idle RTT x 100, CC $c" > "$tmp/s.2$c.name"; done
 	xlabel="message size (bytes, log scale)"
 	ylabel="percent (log scale)"
-	extra="set logscale x 2; set logscale y; set key top left"
+	extra="set logscale x 2; set format x '%.0b %BB'; set logscale y; set key top left"
 	style="linespoints lw 2"
 	;;
 cc,sessions,t_us,*)
