@@ -59,7 +59,7 @@ enum {
 #define MAX_PENDING 256	    /* deferred requests held at once */
 #define NESTED_POOL 64	    /* nested requests in flight on SRV_A */
 #define WAIT_MS 5000	    /* bound of a connect or disconnect wait */
-#define PHASE_MS 60000	    /* bound of one windowed run */
+#define PHASE_MS 60000	    /* a windowed run in which nothing completed this long fails */
 #define TEST_TIMEOUT_S 120. /* Criterion kills a test that runs longer */
 
 struct sm_log {
@@ -605,7 +605,7 @@ static void run_window(struct world *w, const int *sess, unsigned nsess, uint8_t
 {
 	struct urpc_rpc *cli = w->rpc[CLI];
 	unsigned nctx = nsess * window, issued = 0, i;
-	unsigned start_completed = w->completed;
+	unsigned start_completed = w->completed, last_completed = w->completed;
 	uint64_t deadline = now_us() + PHASE_MS * 1000ull;
 	struct creq *ctx;
 
@@ -643,7 +643,12 @@ static void run_window(struct world *w, const int *sess, unsigned nsess, uint8_t
 			w->next_id++;
 			issued++;
 		}
-		cr_assert_lt(now_us(), deadline, "%u of %u requests completed in %d ms",
+		/* Bound by progress: PHASE_MS from the last completion, not in all. */
+		if (w->completed != last_completed) {
+			last_completed = w->completed;
+			deadline = now_us() + PHASE_MS * 1000ull;
+		}
+		cr_assert_lt(now_us(), deadline, "%u of %u requests completed, then none for %d ms",
 			     w->completed - start_completed, n, PHASE_MS);
 		pass(w);
 	}
@@ -706,7 +711,12 @@ Test(E2E_NAME, connect_then_one_request, .timeout = TEST_TIMEOUT_S)
 	world_down(&W);
 }
 
-Test(E2E_NAME, windowed_requests_over_several_sessions, .timeout = TEST_TIMEOUT_S)
+/*
+ * Its own Criterion bound: 20,000 requests took longer than 120 s through
+ * the emulated NIC beside heavy load (5,592 in 60 s at load average 14-24),
+ * while they moved; run_window() fails when nothing completes for PHASE_MS.
+ */
+Test(E2E_NAME, windowed_requests_over_several_sessions, .timeout = 600)
 {
 	const unsigned n = 20000;
 	struct urpc_rpc_stats c, a, b;
