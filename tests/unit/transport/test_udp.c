@@ -20,6 +20,12 @@
 #include "util/log.h"
 
 #define MS 1000000ull
+/*
+ * The bound of any wait for a completion: far beyond what any takes (the
+ * longest, a time-out, 200 ms), since a wait ends when its completion comes.
+ * 1 s failed beside the stress run's load (a process descheduled that long).
+ */
+#define COMP_WAIT_NS (10000 * MS)
 
 static const struct urpc_tp_ops *ops = &urpc__tp_udp_ops;
 
@@ -293,7 +299,7 @@ static void read_write_check(struct urpc_tp *a, struct urpc_tp *b, size_t len)
 				  URPC_TP_ACCESS_REMOTE_READ | URPC_TP_ACCESS_REMOTE_WRITE, &mb),
 		     0);
 	cr_assert_eq(ops->post_read(a, p, la, &ma, (uintptr_t)rb, mb.rkey, len, 11), 0);
-	c = wait_comp(a, b, 5000 * MS);
+	c = wait_comp(a, b, COMP_WAIT_NS);
 	cr_assert_eq(c.wr_id, 11);
 	cr_assert_eq(c.op, URPC_TP_OP_READ);
 	cr_assert_eq(c.status, 0);
@@ -302,7 +308,7 @@ static void read_write_check(struct urpc_tp *a, struct urpc_tp *b, size_t len)
 	for (i = 0; i < len; i++)
 		la[i] = (uint8_t)(i * 3 + 9);
 	cr_assert_eq(ops->post_write(a, p, la, &ma, (uintptr_t)rb, mb.rkey, len, 12), 0);
-	c = wait_comp(a, b, 5000 * MS);
+	c = wait_comp(a, b, COMP_WAIT_NS);
 	cr_assert_eq(c.wr_id, 12);
 	cr_assert_eq(c.op, URPC_TP_OP_WRITE);
 	cr_assert_eq(c.status, 0);
@@ -404,7 +410,7 @@ Test(udp, read_from_silent_peer_times_out)
 	cr_assert_eq(ops->post_read(x.a, x.p, la, &x.ma, (uintptr_t)rb, x.mb.rkey, sizeof(la), 7),
 		     0);
 	cr_assert_eq(ops->destroy(x.a), -EBUSY, "an op is outstanding");
-	c = wait_comp(x.a, NULL, 1000 * MS); /* b is never polled */
+	c = wait_comp(x.a, NULL, COMP_WAIT_NS); /* b is never polled */
 	dt = urpc__now_ns() - t0;
 	cr_assert_eq(c.status, -ETIMEDOUT);
 	cr_assert_eq(c.wr_id, 7);
@@ -445,7 +451,7 @@ Test(udp, a_stall_of_the_requester_is_not_the_peers_silence)
 	away(3 * 200);
 	cr_assert_eq(ops->poll_completions(x.a, &c, 1), 0,
 		     "failed at the first poll after a stall");
-	c = wait_comp(x.a, x.b, 10 * 200 * MS);
+	c = wait_comp(x.a, x.b, COMP_WAIT_NS);
 	cr_assert_eq(c.status, 0, "status %d", c.status);
 	cr_assert_eq(c.wr_id, 9);
 	cr_assert_eq(memcmp(la, rb, sizeof(la)), 0);
@@ -504,33 +510,33 @@ Test(udp, access_is_checked_by_the_server)
 	cr_assert_eq(ops->post_write(a, NULL, la, &ma, (uintptr_t)wo, mwo.rkey, 8, 1), -EINVAL);
 
 	cr_assert_eq(ops->post_write(a, p, la, &ma, (uintptr_t)ro, mro.rkey, 100, 2), 0);
-	c = wait_comp(a, b, 1000 * MS);
+	c = wait_comp(a, b, COMP_WAIT_NS);
 	cr_assert_eq(c.status, -EACCES, "WRITE to read-only memory");
 	cr_assert_eq(memcmp(ro, canary, sizeof(ro)), 0);
 
 	cr_assert_eq(ops->post_read(a, p, la, &ma, (uintptr_t)wo, mwo.rkey, 100, 3), 0);
-	c = wait_comp(a, b, 1000 * MS);
+	c = wait_comp(a, b, COMP_WAIT_NS);
 	cr_assert_eq(c.status, -EACCES, "READ of write-only memory");
 
 	/* A key that names nothing: dropped unanswered, so it times out. */
 	a->one_sided_timeout_ns = 100 * MS;
 	cr_assert_eq(ops->post_read(a, p, la, &ma, (uintptr_t)ro, mro.rkey ^ 1, 100, 4), 0);
-	c = wait_comp(a, b, 1000 * MS);
+	c = wait_comp(a, b, COMP_WAIT_NS);
 	cr_assert_eq(c.status, -ETIMEDOUT, "wrong rkey");
 	cr_assert_geq(b->stats.os_dropped, 1, "dropped and counted");
 	a->one_sided_timeout_ns = 1000 * MS;
 
 	cr_assert_eq(ops->post_read(a, p, la, &ma, (uintptr_t)ro + 4096, mro.rkey, 8192, 5), 0);
-	c = wait_comp(a, b, 1000 * MS);
+	c = wait_comp(a, b, COMP_WAIT_NS);
 	cr_assert_eq(c.status, -EACCES, "range past the registration");
 
 	cr_assert_eq(ops->post_write(a, p, la, &ma, (uintptr_t)wo - 1, mwo.rkey, 16, 6), 0);
-	c = wait_comp(a, b, 1000 * MS);
+	c = wait_comp(a, b, COMP_WAIT_NS);
 	cr_assert_eq(c.status, -EACCES, "range before the registration");
 	cr_assert_geq(b->stats.os_rejected, 4, "one NAK per rejected chunk");
 
 	cr_assert_eq(ops->post_read(a, p, la, &ma, (uintptr_t)ro + 100, mro.rkey, 4000, 8), 0);
-	c = wait_comp(a, b, 1000 * MS);
+	c = wait_comp(a, b, COMP_WAIT_NS);
 	cr_assert_eq(c.status, 0);
 	cr_assert_eq(memcmp(la, ro + 100, 4000), 0);
 
@@ -836,7 +842,7 @@ Test(udp, data_beside_a_window_of_one_sided_replies_goes_up_first)
 	cr_assert_geq(to_udp(x.b)->os_holds, 1, "held for the DATA, and counted");
 	serve(x.b); /* nothing new: what was held goes */
 	cr_assert_eq(to_udp(x.b)->nctl, 0, "sent at the next drain");
-	c = wait_comp(x.a, x.b, 5000 * MS);
+	c = wait_comp(x.a, x.b, COMP_WAIT_NS);
 	cr_assert_eq(c.wr_id, 5);
 	cr_assert_eq(c.status, 0);
 	cr_assert_eq(memcmp(la, rb, len), 0, "the READ is whole");
@@ -873,7 +879,7 @@ Test(udp, held_back_replies_go_before_their_memory_is_deregistered)
 	ops->dereg_mem(x.b, &x.mb);
 	cr_assert_eq(to_udp(x.b)->nctl, 0, "sent before the memory went");
 	/* the chunks not yet asked for are refused now: the READ fails */
-	c = wait_comp(x.a, x.b, 5000 * MS);
+	c = wait_comp(x.a, x.b, COMP_WAIT_NS);
 	cr_assert_eq(c.wr_id, 5);
 	cr_assert_neq(c.status, 0);
 	ops->dereg_mem(x.a, &x.ma);
