@@ -95,10 +95,16 @@ void urpc__nexus_heartbeat_rx(struct urpc_nexus *nx, const struct urpc_sm_pkt *p
 
 uint64_t urpc__nexus_tick(struct urpc_nexus *nx)
 {
-	uint64_t now = urpc__now_ns(), due;
+	uint64_t now, due;
 	bool failed;
 
 	pthread_mutex_lock(&nx->lock);
+	/*
+	 * Read under the lock: an Rpc thread that stamped a peer heard (its
+	 * first session) while this thread waited for the lock stamped a time
+	 * after one read before it.
+	 */
+	now = urpc__now_ns();
 	due = urpc__nxp_tick(&nx->peers, now, &failed, ping_peer, nx);
 	if (failed || nx->peers.probed)
 		urpc__nexus_notify_rpcs(nx);

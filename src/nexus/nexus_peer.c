@@ -283,7 +283,7 @@ bool urpc__nxp_heard(struct urpc_nx_peers *t, const struct sockaddr_in *addr, ui
 uint64_t urpc__nxp_tick(struct urpc_nx_peers *t, uint64_t now, bool *failed,
 			void (*send)(void *arg, const struct urpc_nx_peer *p), void *arg)
 {
-	uint64_t due = UINT64_MAX, late = 0;
+	uint64_t due = UINT64_MAX, late = 0, quiet;
 	struct urpc_nx_peer *p, *next;
 
 	/*
@@ -313,11 +313,13 @@ uint64_t urpc__nxp_tick(struct urpc_nx_peers *t, uint64_t now, bool *failed,
 		 * it, and they end at their own time-out (or at once when its
 		 * host refuses), never as a heartbeat lost.
 		 */
-		if (p->incarnation && p->last_heard_ns && now - p->last_heard_ns > p->timeout_ns) {
+		/* A stamp after @now (made while the caller waited) is no silence. */
+		quiet = now > p->last_heard_ns ? now - p->last_heard_ns : 0;
+		if (p->incarnation && p->last_heard_ns && quiet > p->timeout_ns) {
 			fail(p, "no heartbeat", -EHOSTDOWN);
 			*failed = true;
 		} else if (p->incarnation && p->last_heard_ns && !p->silence_probed &&
-			   now - p->last_heard_ns > URPC_NXP_SILENCE_PINGS * p->ping_ns) {
+			   quiet > URPC_NXP_SILENCE_PINGS * p->ping_ns) {
 			/* Silent a while: have its sessions ask (a restart shows at once). */
 			p->silence_probed = true;
 			atomic_fetch_add_explicit(&p->probe_gen, 1, memory_order_relaxed);

@@ -726,6 +726,39 @@ Test(nexus, own_stall_is_not_the_peers_silence)
 }
 
 /*
+ * A tick whose time was read before another thread stamped the peer heard
+ * (its first session, made while the tick waited for the Nexus's lock)
+ * sees a stamp after its own time: no silence, not an unsigned wrap to a
+ * silence of centuries. Before, the peer failed at once ("no heartbeat",
+ * -EHOSTDOWN: the kv_smoke client reset 0.36 s into its run under ASan
+ * beside the stress run's hogs).
+ */
+Test(nexus, a_stamp_after_the_ticks_time_is_no_silence)
+{
+	const uint64_t ms = 1000000, ping = 100 * ms, timeout = 10000 * ms;
+	struct urpc_nx_peers t;
+	struct sockaddr_in a;
+	struct urpc_nx_peer *p;
+	uint64_t now = 1000 * ms;
+	unsigned pings = 0;
+	bool failed = true;
+
+	memset(&t, 0, sizeof(t));
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons(4244);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	p = urpc__nxp_get(&t, &a, ping, timeout, 1, now + 5 * ms);
+	cr_assert_not_null(p);
+	urpc__nxp_seen(&t, &a, 77, 1, 0, 0, now + 5 * ms);
+	(void)urpc__nxp_tick(&t, now, &failed, count_ping, &pings);
+	cr_assert_not(failed, "a stamp 5 ms after the tick's time failed the peer");
+	cr_assert_eq(urpc__nxp_fail_gen(p), 0);
+	urpc__nxp_put(&t, p, 1, now);
+	urpc__nxp_clear(&t);
+}
+
+/*
  * A peer never heard from is pinged but never failed (nor logged as a lost
  * heartbeat): only connects wait on it, and they have their own time-out.
  */
