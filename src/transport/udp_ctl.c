@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The udp transport's batch of outgoing one-sided datagrams (udp_os.h):
+ * The udp transport's batch of outgoing one-sided datagrams (udp_ctl.h):
  * RD_REQ, WR_DATA and the requester's resends from udp_os.c, RD_DATA,
  * WR_ACK and NAK from udp_serve.c, queued with their headers and sent with
  * sendmmsg() (an xdp endpoint's through its TX ring), whole or in slices
  * (udp_io.c's drain: issue 32). Split from udp_os.c (its length).
  *
- * udp_os.c, udp_serve.c and udp_io.c call in here through udp_os.h; this
+ * udp_os.c, udp_serve.c and udp_io.c call in here through udp_ctl.h; this
  * file calls only the socket and xdp_io.h below it.
  */
 #define _GNU_SOURCE /* sendmmsg; must precede every include */
 #define URPC_LOG_MODULE "udp"
-#include "udp_os.h"
+#include "udp_ctl.h"
 
 #include <errno.h>
 #include <string.h>

@@ -8,6 +8,7 @@
 #ifndef URPC_TRANSPORT_UDP_OS_H
 #define URPC_TRANSPORT_UDP_OS_H
 
+#include "udp_ctl.h"
 #include "udp_int.h"
 
 #ifdef __cplusplus
@@ -59,28 +60,7 @@ const char *urpc__udp_os_serve(struct udp_tp *u, const uint8_t *buf, uint32_t le
 const char *urpc__udp_os_reply(struct udp_tp *u, const uint8_t *buf, uint32_t len,
 			       const struct sockaddr_in *src, uint64_t now);
 
-/*
- * Queue one one-sided datagram to @dst: the header, @ext when not NULL, and
- * @len bytes at @data, read when the batch is sent (udp_ctl.c).
- */
-void urpc__udp_ctl_queue(struct udp_tp *u, const struct sockaddr_in *dst, enum udp_type type,
-			 uint32_t op_id, uint32_t chunk, uint32_t status, const struct udp_ext *ext,
-			 const void *data, size_t len);
-
-/*
- * DATA for the caller is pending: may the queued one-sided datagrams wait
- * until it went up (true, at most UDP_OS_HOLDS times in a row), or must a
- * slice go now (false)? udp_io.c's drain and poll_completions().
- */
-bool urpc__udp_os_hold(struct udp_tp *u);
-
-/* Send the queued one-sided datagrams; what does not fit is lost (retried). */
-void urpc__udp_os_flush(struct udp_tp *u);
-/*
- * Send at most @max of the queued one-sided datagrams, the oldest first;
- * the rest stay queued for the next call (issue 32: udp_io.c's drain).
- */
-void urpc__udp_os_flush_some(struct udp_tp *u, unsigned max);
+/* The batch of outgoing one-sided datagrams: udp_ctl.h. */
 
 /*
  * Run the operations' timers (resends, time-outs), send what they queued
