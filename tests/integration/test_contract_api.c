@@ -1025,7 +1025,7 @@ Test(API_NAME, one_sided_timeout_option_allows_a_long_stall)
  * the server's operations: the READ that timed out is posted again (the
  * client's Nexus is alive; issue 31: a slow owner delays only itself) and
  * the request completes. Under contention such a READ fails the request
- * with EIO (test_nx_auth: a_slow_reader_is_cut_while_a_legitimate_client_waits).
+ * with EIO (test_nx_quota: a_slow_reader_is_cut_while_a_legitimate_client_waits).
  */
 Test(API_NAME, one_sided_timeout_option_reposts_a_stalled_read_without_contention)
 {
