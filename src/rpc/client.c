@@ -77,6 +77,7 @@ static inline URPC_ALWAYS_INLINE uint64_t slot_take(struct urpc_rpc *rpc, struct
 	sl->rto_ns = s->cli.rtt.rto_ns;
 	sl->late_status = 0;
 	sl->large_req = large;
+	sl->tx_unknown = false;
 	/*
 	 * A session with a request in a slot has its busy bit already: the
 	 * timer scan clears it only once the session is idle (urpc__cli_busy).
@@ -511,10 +512,12 @@ static inline URPC_ALWAYS_INLINE void client_rx_done(struct urpc_rpc *rpc, struc
 						     const struct urpc_pkthdr *h)
 {
 	/*
-	 * Karn: a retransmitted request's answer may be to either copy. tx_ns 0:
-	 * not stamped. The sample takes the server's fair share along (pkthdr.h).
+	 * Karn: a retransmitted request's answer may be to either copy. tx_ns 0
+	 * or tx_unknown: its send time is not known. The sample takes the
+	 * server's fair share along (pkthdr.h).
 	 */
-	if (unlikely(rpc->now >= s->cli.rtt.next_ns) && !sl->retries && sl->tx_ns)
+	if (unlikely(rpc->now >= s->cli.rtt.next_ns) && !sl->retries && sl->tx_ns &&
+	    !sl->tx_unknown)
 		urpc__rtt_sample(rpc, s, rpc->now - sl->tx_ns, le32toh(h->budget_us));
 	rpc->st.resps_rx++;
 	complete(rpc, s, sl, st, from);
@@ -588,60 +591,4 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		resp->data_size = len;
 	}
 	client_rx_done(rpc, s, sl, st, from, h);
-}
-
-/*
- * The READ of @done (taken from os[]) into client slot @sl timed out
- * without progress: the server stored the response and keeps its grant
- * for the one-sided time-out plus its bytes at the minimum rate (quota.c),
- * and its Nexus answers for its liveness, so while the session is
- * CONNECTED read it again in a new entry, as the server does with a large
- * request's READ (server.c): a server starved for a while (a loaded host)
- * delays the request, it does not fail it. Not when the transport failed
- * it well before its time-out could pass (it refused it at once: posting
- * again would spin). True when posted.
- */
-static URPC_COLD bool read_again(struct urpc_rpc *rpc, struct urpc_session *s,
-				 struct urpc_cslot *sl, const struct urpc_os_op *done)
-{
-	const void *mr = urpc__mb_mr(sl->resp);
-	uint16_t i;
-
-	if (s->state != URPC_SESS_CONNECTED || sl->state != URPC_CLI_READING ||
-	    sl->cur_req_num != done->req_num || !mr || !done->rkey ||
-	    urpc__os_failed_at_once(rpc, done))
-		return false;
-	i = urpc__os_get(rpc);
-	if (i == URPC_OS_NIL)
-		return false;
-	if (rpc->tp->ops->post_read(rpc->tp, s->peer, urpc__mb_dma(sl->resp), mr, done->raddr,
-				    done->rkey, done->len, i)) {
-		urpc__os_put(rpc, i);
-		return false;
-	}
-	rpc->os[i] = *done;
-	rpc->os[i].busy = true;
-	rpc->os[i].orphan = false;
-	rpc->os[i].post_ns = rpc->now;
-	sl->os_idx = i;
-	rpc->st.os_reposted++;
-	return true;
-}
-
-/* The READ of a large response finished: complete the request. */
-void urpc__cli_read_done(struct urpc_rpc *rpc, const struct urpc_os_op *op, int status)
-{
-	struct urpc_session *s = rpc->sessions[op->sess_num];
-	struct urpc_cslot *sl = &s->cli.slots[op->slot];
-
-	if (unlikely(status == -ETIMEDOUT) && read_again(rpc, s, sl, op))
-		return; /* the peer lives: a slow owner delays only this request */
-	if (!status)
-		status = sl->late_status;
-	if (!status)
-		status = urpc__mb_stage_in(sl->resp, op->len); /* staging into GPU memory */
-	if (!status)
-		sl->resp->data_size = op->len;
-	rpc->st.resps_rx++;
-	complete(rpc, s, sl, status, sl->state);
 }

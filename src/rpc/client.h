@@ -17,9 +17,6 @@ extern "C" {
 void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urpc_pkthdr *h,
 		  const uint8_t *data, uint32_t len);
 
-/* The READ of a large response (operation @op, out of the table) finished. */
-void urpc__cli_read_done(struct urpc_rpc *rpc, const struct urpc_os_op *op, int status);
-
 /*
  * urpc_req_enqueue() in full (client.c), with @deadline (the Rpc clock's;
  * 0: none) besides @timeout_ms (0: none): the earlier of the two holds.

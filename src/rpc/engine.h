@@ -155,6 +155,12 @@ struct urpc_cslot {
 	 */
 	int late_status;
 	bool large_req; /* the request travels as a descriptor (lpkt) */
+	/*
+	 * tx_ns is the timer scan's, not the send's (a request that left
+	 * outside the loop and not by a pass's flush): its answer gives no
+	 * round-trip sample, which would be short by the time until the scan.
+	 */
+	bool tx_unknown;
 	uint16_t os_idx;
 	/* A large request's grant to the server: until it has read it (ack, answer, failure). */
 	struct urpc_tp_grant grant;

@@ -10,7 +10,7 @@
  * answers, session_src.h; a client's check of such an answer).
  * May call: everything below it: evtimer.h, session.h, session_in.h (SM
  * packets in), session_sm.h (the SM outbox), session_src.h, client.h,
- * server.h, large.h, cc_sess.h, tx.h;
+ * retx.h (send times), server.h, large.h, cc_sess.h, tx.h;
  * the SM queue; the transport's rx_run/rx_burst/rx_release/poll_completions/
  * wait_arm/wait_ack; ppoll() (only in the idle sleep) and sched_yield()
  * (only before it, on a shared core).
@@ -30,6 +30,7 @@
 #include "client.h"
 #include "evtimer.h"
 #include "large.h"
+#include "retx.h"
 #include "server.h"
 #include "session.h"
 #include "session_in.h"
@@ -292,6 +293,7 @@ static __attribute__((noinline)) unsigned pass_first(struct urpc_rpc *rpc)
 	}
 	if (rpc->ntx) {
 		work++;
+		urpc__cli_stamp_batch(rpc); /* requests sent outside the loop leave now */
 		urpc__tx_flush(rpc);
 	}
 	rpc->tx_stamp = 0;

@@ -60,7 +60,7 @@ struct urpc_os_op {
 	uint64_t raddr,
 		rkey;	   /* the descriptor read (posted again after a time-out, quota.c cuts) */
 	uint64_t start_ns; /* SRV_REQ: its first post; 0 once cut (quota.c) */
-	uint64_t post_ns;  /* its latest post (server.c, client.c: read_again()) */
+	uint64_t post_ns;  /* its latest post (server.c, retx.c: read_again()) */
 };
 
 /*

@@ -4,10 +4,15 @@
  * scan's walk over a busy client session's slots (go-back-N over each
  * slot's one packet, the RTO doubled up to rto_max, Karn's rule for the
  * session's estimate) and its wait queue (requests past their deadline
- * leave it in order). Owns nothing: the slots and the queue are client.c's,
+ * leave it in order); the READ of a large response that timed out
+ * without progress, read again while the session lives, and the end of
+ * such a READ; the send time of requests sent outside the loop (the pass
+ * that flushes them, else the scan's, which gives no sample).
+ * Owns nothing: the slots and the queue are client.c's,
  * and a request completes through it.
  * May call: client.h (resend, complete), cc_sess.h (a time-out is a
- * congestion signal), the Rpc's clock (rpc->now).
+ * congestion signal), large.h (the operation table), msgbuf.h (GPU
+ * staging), the transport's post_read, the Rpc's clock (rpc->now).
  */
 #define URPC_LOG_MODULE "client"
 #include "retx.h"
@@ -16,6 +21,8 @@
 
 #include "cc_sess.h"
 #include "client.h"
+#include "large.h"
+#include "msgbuf.h"
 
 #define WAITQ_MASK (URPC_SESSION_WAITQ - 1)
 
@@ -79,7 +86,8 @@ void urpc__cli_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 		}
 	resend:
 		if (unlikely(!sl->tx_ns)) {
-			sl->tx_ns = rpc->now;
+			sl->tx_ns = rpc->now; /* the RTO's start; no round-trip sample */
+			sl->tx_unknown = true;
 			continue;
 		}
 		if (rpc->now - sl->tx_ns >= sl->rto_ns) {
@@ -103,4 +111,89 @@ void urpc__cli_timers(struct urpc_rpc *rpc, struct urpc_session *s)
 	}
 	if (s->cli.wq_head != s->cli.wq_tail)
 		expire_waiting(rpc, s);
+}
+
+/*
+ * A request sent outside the loop waits in the TX batch without a send
+ * time (the clock is not read there: tx_ns 0); the pass that flushes the
+ * batch calls this first, and such a request's send time is the pass's.
+ * Found by its header: the session named in src_session, the slot of its
+ * request number, the slot's own packet (a large request's descriptor
+ * names no session: it is stamped by the timer scan, without a sample).
+ */
+URPC_COLD void urpc__cli_stamp_batch(struct urpc_rpc *rpc)
+{
+	unsigned i;
+
+	for (i = 0; i < rpc->ntx; i++) {
+		const struct urpc_pkthdr *h = rpc->tx[i].hdr;
+		uint32_t num = le32toh(h->src_session);
+		struct urpc_session *s;
+		struct urpc_cslot *sl;
+
+		if (h->pkt_type != URPC_PKT_REQ || num >= rpc->hi_session)
+			continue;
+		s = rpc->sessions[num];
+		if (!s || s->role != URPC_ROLE_CLIENT)
+			continue;
+		sl = &s->cli.slots[le64toh(h->req_num) & s->slot_mask];
+		if (!sl->tx_ns && sl->state != URPC_CLI_FREE && urpc__cli_req_pkt(sl) == h)
+			sl->tx_ns = rpc->now;
+	}
+}
+
+/*
+ * The READ of @done (taken from os[]) into client slot @sl timed out
+ * without progress: the server stored the response and keeps its grant
+ * for the one-sided time-out plus its bytes at the minimum rate (quota.c),
+ * and its Nexus answers for its liveness, so while the session is
+ * CONNECTED read it again in a new entry, as the server does with a large
+ * request's READ (server.c): a server starved for a while (a loaded host)
+ * delays the request, it does not fail it. Not when the transport failed
+ * it well before its time-out could pass (it refused it at once: posting
+ * again would spin). True when posted.
+ */
+static URPC_COLD bool read_again(struct urpc_rpc *rpc, struct urpc_session *s,
+				 struct urpc_cslot *sl, const struct urpc_os_op *done)
+{
+	const void *mr = urpc__mb_mr(sl->resp);
+	uint16_t i;
+
+	if (s->state != URPC_SESS_CONNECTED || sl->state != URPC_CLI_READING ||
+	    sl->cur_req_num != done->req_num || !mr || !done->rkey ||
+	    urpc__os_failed_at_once(rpc, done))
+		return false;
+	i = urpc__os_get(rpc);
+	if (i == URPC_OS_NIL)
+		return false;
+	if (rpc->tp->ops->post_read(rpc->tp, s->peer, urpc__mb_dma(sl->resp), mr, done->raddr,
+				    done->rkey, done->len, i)) {
+		urpc__os_put(rpc, i);
+		return false;
+	}
+	rpc->os[i] = *done;
+	rpc->os[i].busy = true;
+	rpc->os[i].orphan = false;
+	rpc->os[i].post_ns = rpc->now;
+	sl->os_idx = i;
+	rpc->st.os_reposted++;
+	return true;
+}
+
+/* The READ of a large response finished: complete the request. */
+void urpc__cli_read_done(struct urpc_rpc *rpc, const struct urpc_os_op *op, int status)
+{
+	struct urpc_session *s = rpc->sessions[op->sess_num];
+	struct urpc_cslot *sl = &s->cli.slots[op->slot];
+
+	if (unlikely(status == -ETIMEDOUT) && read_again(rpc, s, sl, op))
+		return; /* the peer lives: a slow owner delays only this request */
+	if (!status)
+		status = sl->late_status;
+	if (!status)
+		status = urpc__mb_stage_in(sl->resp, op->len); /* staging into GPU memory */
+	if (!status)
+		sl->resp->data_size = op->len;
+	rpc->st.resps_rx++;
+	urpc__cli_complete(rpc, s, sl, status);
 }

@@ -878,7 +878,13 @@ Test(idle, a_paced_client_sleeps_until_its_next_release, .timeout = TEST_TIMEOUT
 		creq_wait(&c, &r[0]);
 		cr_assert_eq(urpc_session_get_stats(c.rpc, c.session, &ss), 0);
 		cr_assert_lt(++warm, 200,
-			     "round trips over a 1 us target never limited the session");
+			     "round trips over a 1 us target never limited the session: "
+			     "rate %llu of %llu, srtt %llu ns, cc srtt %llu, %llu samples, "
+			     "%llu decreases, share %llu",
+			     (unsigned long long)ss.cc_rate_bps, (unsigned long long)ss.cc_line_bps,
+			     (unsigned long long)ss.srtt_ns, (unsigned long long)ss.cc_srtt_ns,
+			     (unsigned long long)ss.cc_samples, (unsigned long long)ss.cc_decreases,
+			     (unsigned long long)ss.cc_share_bps);
 	} while (!ss.cc_limited);
 	cr_assert_eq(urpc_rpc_get_stats(c.rpc, &cs), 0);
 	sleeps0 = cs.idle_sleeps;

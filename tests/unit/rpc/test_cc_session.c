@@ -314,3 +314,67 @@ Test(cc_session, paced_session_narrows_its_one_sided_window)
 		  (unsigned long long)st.cc_rate_bps, (unsigned long long)st.srtt_ns);
 	world_down();
 }
+
+/*
+ * Round-trip samples of requests sent outside the loop, which have no send
+ * time when they are enqueued (the clock is not read there). On udp such
+ * a request waits in the TX batch: the pass that sends it gives it its
+ * time, and its answer is sampled from there. Before, it had none until a
+ * timer scan stamped it: an answer that came first gave no sample, one
+ * that came later a sample short by the time until the scan (a client
+ * sending from outside its loop on a loaded host saw samples of 0 and its
+ * controller never moved: test_idle, a_paced_client_sleeps_...).
+ */
+Test(cc_session, a_request_sent_outside_the_loop_is_timed_from_the_pass_that_sends_it)
+{
+	struct urpc_session_stats st;
+	uint64_t end;
+
+	world_up_on(URPC_TRANSPORT_UDP, URPC_CC_SWIFT, 1000, 0);
+	W.stop = true;
+	/* After this pass no timer scan is due while the clock stands still. */
+	cr_assert_eq(urpc_rpc_run_event_loop_once(W.cli), 0);
+	issue(0);
+	cr_assert_eq(urpc_rpc_run_event_loop_once(W.cli), 0); /* sends it */
+	__atomic_add_fetch(&vnow_ns, 300000, __ATOMIC_RELAXED);
+	end = urpc__now_ns() + WAIT_NS;
+	while (W.inflight) {
+		cr_assert_lt(urpc__now_ns(), end, "the request never completed");
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.srv), 0);
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.cli), 0);
+	}
+	cr_assert_eq(urpc_session_get_stats(W.cli, W.sess, &st), 0);
+	cr_assert_eq(st.srtt_ns, 300000, "srtt %llu ns for a 300 us round trip",
+		     (unsigned long long)st.srtt_ns);
+	world_down();
+}
+
+/*
+ * On loop, which sends each datagram at once, a request sent outside the
+ * loop leaves then, and its send time is not known: the timer scan's stamp
+ * starts its RTO, and its answer gives no sample (before: one of 10 us,
+ * from the scan 2 ms after the send to the answer).
+ */
+Test(cc_session, a_request_the_timer_scan_stamped_gives_no_sample)
+{
+	struct urpc_session_stats st;
+	uint64_t end;
+
+	world_up(URPC_CC_SWIFT, 1000, 0);
+	W.stop = true;
+	issue(0);
+	__atomic_add_fetch(&vnow_ns, 2000000, __ATOMIC_RELAXED);
+	cr_assert_eq(urpc_rpc_run_event_loop_once(W.cli), 0); /* the scan stamps it */
+	cr_assert_eq(urpc_rpc_run_event_loop_once(W.srv), 0);
+	__atomic_add_fetch(&vnow_ns, 10000, __ATOMIC_RELAXED);
+	end = urpc__now_ns() + WAIT_NS;
+	while (W.inflight) {
+		cr_assert_lt(urpc__now_ns(), end, "the request never completed");
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.srv), 0);
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.cli), 0);
+	}
+	cr_assert_eq(urpc_session_get_stats(W.cli, W.sess, &st), 0);
+	cr_assert_eq(st.srtt_ns, 0, "a sample of %llu ns from a request sent 2 ms before",
+		     (unsigned long long)st.srtt_ns);
+	world_down();
+}
