@@ -315,6 +315,19 @@ Test(cc_session, paced_session_narrows_its_one_sided_window)
 	world_down();
 }
 
+/* Run both Rpcs, the clock standing still, until the request in flight is answered; its stats. */
+static void answered(struct urpc_session_stats *st)
+{
+	uint64_t end = urpc__now_ns() + WAIT_NS;
+
+	while (W.inflight) {
+		cr_assert_lt(urpc__now_ns(), end, "the request never completed");
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.srv), 0);
+		cr_assert_eq(urpc_rpc_run_event_loop_once(W.cli), 0);
+	}
+	cr_assert_eq(urpc_session_get_stats(W.cli, W.sess, st), 0);
+}
+
 /*
  * Round-trip samples of requests sent outside the loop, which have no send
  * time when they are enqueued (the clock is not read there). On udp such
@@ -328,7 +341,6 @@ Test(cc_session, paced_session_narrows_its_one_sided_window)
 Test(cc_session, a_request_sent_outside_the_loop_is_timed_from_the_pass_that_sends_it)
 {
 	struct urpc_session_stats st;
-	uint64_t end;
 
 	world_up_on(URPC_TRANSPORT_UDP, URPC_CC_SWIFT, 1000, 0);
 	W.stop = true;
@@ -337,13 +349,7 @@ Test(cc_session, a_request_sent_outside_the_loop_is_timed_from_the_pass_that_sen
 	issue(0);
 	cr_assert_eq(urpc_rpc_run_event_loop_once(W.cli), 0); /* sends it */
 	__atomic_add_fetch(&vnow_ns, 300000, __ATOMIC_RELAXED);
-	end = urpc__now_ns() + WAIT_NS;
-	while (W.inflight) {
-		cr_assert_lt(urpc__now_ns(), end, "the request never completed");
-		cr_assert_eq(urpc_rpc_run_event_loop_once(W.srv), 0);
-		cr_assert_eq(urpc_rpc_run_event_loop_once(W.cli), 0);
-	}
-	cr_assert_eq(urpc_session_get_stats(W.cli, W.sess, &st), 0);
+	answered(&st);
 	cr_assert_eq(st.srtt_ns, 300000, "srtt %llu ns for a 300 us round trip",
 		     (unsigned long long)st.srtt_ns);
 	world_down();
@@ -358,7 +364,6 @@ Test(cc_session, a_request_sent_outside_the_loop_is_timed_from_the_pass_that_sen
 Test(cc_session, a_request_the_timer_scan_stamped_gives_no_sample)
 {
 	struct urpc_session_stats st;
-	uint64_t end;
 
 	world_up(URPC_CC_SWIFT, 1000, 0);
 	W.stop = true;
@@ -367,13 +372,7 @@ Test(cc_session, a_request_the_timer_scan_stamped_gives_no_sample)
 	cr_assert_eq(urpc_rpc_run_event_loop_once(W.cli), 0); /* the scan stamps it */
 	cr_assert_eq(urpc_rpc_run_event_loop_once(W.srv), 0);
 	__atomic_add_fetch(&vnow_ns, 10000, __ATOMIC_RELAXED);
-	end = urpc__now_ns() + WAIT_NS;
-	while (W.inflight) {
-		cr_assert_lt(urpc__now_ns(), end, "the request never completed");
-		cr_assert_eq(urpc_rpc_run_event_loop_once(W.srv), 0);
-		cr_assert_eq(urpc_rpc_run_event_loop_once(W.cli), 0);
-	}
-	cr_assert_eq(urpc_session_get_stats(W.cli, W.sess, &st), 0);
+	answered(&st);
 	cr_assert_eq(st.srtt_ns, 0, "a sample of %llu ns from a request sent 2 ms before",
 		     (unsigned long long)st.srtt_ns);
 	world_down();
