@@ -407,6 +407,25 @@ Test(nx_quota, one_address_holds_at_most_its_share_of_unread_responses, .timeout
 }
 
 /*
+ * Slow reader @e sends @per requests of @len bytes of @fill on each of its
+ * @ns sessions @es to T_SINK; buffers @ereq and @eresp, @ns x @per each.
+ */
+static void slow_reader_sends(struct side *e, const int *es, unsigned ns, unsigned per, size_t len,
+			      int fill, struct urpc_msgbuf *ereq, struct urpc_msgbuf *eresp)
+{
+	unsigned i;
+
+	for (i = 0; i < ns * per; i++) {
+		cr_assert_eq(urpc_msgbuf_alloc(e->rpc, len, &ereq[i]), 0);
+		cr_assert_eq(urpc_msgbuf_alloc(e->rpc, 64, &eresp[i]), 0);
+		memset(ereq[i].buf, fill, len);
+		cr_assert_eq(urpc_req_enqueue(e->rpc, es[i / per], T_SINK, &ereq[i], &eresp[i],
+					      count_cont, NULL, 0),
+			     0);
+	}
+}
+
+/*
  * One slow reader cannot hold every one-sided operation of a server (item
  * 3): a client at 127.0.0.2 sends 64 large requests on 8 sessions and then
  * stops serving its READs; it holds at most URPC_OS_OPS / 4 of the server's
@@ -422,7 +441,7 @@ Test(nx_quota, a_slow_reader_holds_at_most_its_share_of_one_sided_operations, .t
 	struct side E;
 	char hp[64];
 	int es[NS], sess;
-	unsigned i, k, want, e_conn = 0;
+	unsigned i, want, e_conn = 0;
 	uint64_t t0, took;
 	struct urpc_rpc_stats st;
 
@@ -438,17 +457,7 @@ Test(nx_quota, a_slow_reader_holds_at_most_its_share_of_one_sided_operations, .t
 		urpc_rpc_run_event_loop_once(E.rpc);
 	}
 	cr_assert_eq(E.connected, NS);
-	for (i = 0; i < NS; i++)
-		for (k = 0; k < PER; k++) {
-			struct urpc_msgbuf *q = &ereq[i * PER + k], *r = &eresp[i * PER + k];
-
-			cr_assert_eq(urpc_msgbuf_alloc(E.rpc, PUT_LEN, q), 0);
-			cr_assert_eq(urpc_msgbuf_alloc(E.rpc, 64, r), 0);
-			memset(q->buf, 0xe1, PUT_LEN);
-			cr_assert_eq(
-				urpc_req_enqueue(E.rpc, es[i], T_SINK, q, r, count_cont, NULL, 0),
-				0);
-		}
+	slow_reader_sends(&E, es, NS, PER, PUT_LEN, 0xe1, ereq, eresp);
 	/*
 	 * Its descriptors leave; then it stops: the server's READs of it stall
 	 * until its share is full and a request of it waits (a fixed 20 + 50 ms
@@ -623,7 +632,7 @@ Test(nx_quota, a_slow_reader_is_cut_while_a_legitimate_client_waits, .timeout = 
 	struct urpc_msgbuf vreq, vresp;
 	struct urpc_rpc_stats st;
 	struct side E;
-	unsigned i, k, want, held, e_base;
+	unsigned i, want, held, e_base;
 	uint64_t t0, took, e_next;
 	char hp[64];
 	int es[NS], sess;
@@ -644,17 +653,7 @@ Test(nx_quota, a_slow_reader_is_cut_while_a_legitimate_client_waits, .timeout = 
 	}
 	cr_assert_eq(E.connected, NS);
 	e_base = echo_done; /* the slow reader's continuations count from here */
-	for (i = 0; i < NS; i++)
-		for (k = 0; k < PER; k++) {
-			struct urpc_msgbuf *q = &ereq[i * PER + k], *r = &eresp[i * PER + k];
-
-			cr_assert_eq(urpc_msgbuf_alloc(E.rpc, SLOW_LEN, q), 0);
-			cr_assert_eq(urpc_msgbuf_alloc(E.rpc, 64, r), 0);
-			memset(q->buf, 0xe2, SLOW_LEN);
-			cr_assert_eq(
-				urpc_req_enqueue(E.rpc, es[i], T_SINK, q, r, count_cont, NULL, 0),
-				0);
-		}
+	slow_reader_sends(&E, es, NS, PER, SLOW_LEN, 0xe2, ereq, eresp);
 	/* Until it holds every operation (a fixed 20 + 50 ms held 32 of 64 at load 12). */
 	sent_by(E.rpc, NS * PER);
 	for (t0 = urpc__now_ns(); S.rpc->os_busy < URPC_OS_OPS && urpc__now_ns() - t0 < WAIT_NS;)
