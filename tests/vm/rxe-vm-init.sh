@@ -36,6 +36,7 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
+note "init started"
 
 while read -r m; do
 	insmod "/mods/$m" 2>/dev/null || say "insmod $m failed"
