@@ -17,6 +17,13 @@
  *        urpc-xdp-pingpong CLIENT_IF SERVER_IF --count N [SIZE]
  * runs N round trips with both ends in one thread (no timing), for
  * xdp_cpu_cost.sh's instruction count.
+ *        urpc-xdp-pingpong CLIENT_IF SERVER_IF --window W [SECONDS [SIZE]]
+ * the raw echo, the floor of a windowed RPC rate: the client keeps W
+ * frames in flight (sends what came back, in one burst per poll, from
+ * frames filled once), the server echoes each burst in place (the
+ * received frame goes back out; its completion returns it to the fill
+ * ring). Prints "xdp-echo size S window W: N echoes in T s, R per second,
+ * kicks per echo client C server D".
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -40,6 +47,10 @@
 #define NFRAMES 256u
 #define FRAME 2048u
 #define MAX_SAMPLES (1u << 22)
+#define BURST 64u /* frames taken from a ring at once by the echo's two ends */
+#define MAX_WINDOW 128u
+#define ECHO_CLIENT_PORT 0x9c40 /* the request's source port, 40000 */
+#define ECHO_SERVER_PORT 0x9c41
 
 struct end {
 	const char *ifname;
@@ -87,9 +98,24 @@ static int end_open(struct end *e)
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (e->area == MAP_FAILED)
 		return -1;
-	ret = xsk_umem__create(&e->umem, e->area, 2 * NFRAMES * FRAME, &e->fill, &e->comp, &uc);
-	if (!ret)
-		ret = xsk_socket__create(&e->xsk, e->ifname, 0, e->umem, &e->rx, &e->tx, &sc);
+	/*
+	 * -EBUSY (from the UMEM's registration or the bind): the queue still
+	 * has the socket of a run that just ended, which the kernel releases
+	 * a while after its close (under a second here): up to 3 s of tries.
+	 */
+	for (i = 0;; i++) {
+		ret = xsk_umem__create(&e->umem, e->area, 2 * NFRAMES * FRAME, &e->fill, &e->comp,
+				       &uc);
+		if (!ret) {
+			ret = xsk_socket__create(&e->xsk, e->ifname, 0, e->umem, &e->rx, &e->tx,
+						 &sc);
+			if (ret)
+				xsk_umem__delete(e->umem);
+		}
+		if (ret != -EBUSY || i == 300)
+			break;
+		usleep(10000);
+	}
 	if (ret) {
 		fprintf(stderr, "urpc-xdp-pingpong: AF_XDP on %s: %s\n", e->ifname, strerror(-ret));
 		return -1;
@@ -140,18 +166,12 @@ static int end_recv(struct end *e, uint8_t *copy, uint32_t *len)
 	return 0;
 }
 
-/* The server's part of a round trip: receive a frame, echo it. -1 once stopped. */
-static int serve_one(struct end *e)
+/* Swap the MACs, IPv4 addresses and UDP ports of frame @f: the checksums stay valid. */
+static void swap_addrs(uint8_t *f)
 {
-	uint64_t out = (uint64_t)NFRAMES * FRAME;
-	uint8_t *f = xsk_umem__get_data(e->area, out), tmp[6];
-	uint32_t len;
+	uint8_t tmp[6];
 
-	if (end_recv(e, f, &len))
-		return -1;
-	if (len < 42)
-		return 0;
-	memcpy(tmp, f, 6); /* swap MACs, IPs, ports: checksums stay valid */
+	memcpy(tmp, f, 6);
 	memcpy(f, f + 6, 6);
 	memcpy(f + 6, tmp, 6);
 	memcpy(tmp, f + 26, 4);
@@ -160,6 +180,20 @@ static int serve_one(struct end *e)
 	memcpy(tmp, f + 34, 2);
 	memcpy(f + 34, f + 36, 2);
 	memcpy(f + 36, tmp, 2);
+}
+
+/* The server's part of a round trip: receive a frame, echo it. -1 once stopped. */
+static int serve_one(struct end *e)
+{
+	uint64_t out = (uint64_t)NFRAMES * FRAME;
+	uint8_t *f = xsk_umem__get_data(e->area, out);
+	uint32_t len;
+
+	if (end_recv(e, f, &len))
+		return -1;
+	if (len < 42)
+		return 0;
+	swap_addrs(f);
 	end_send(e, out, len);
 	return 0;
 }
@@ -209,6 +243,136 @@ static uint16_t csum(const uint8_t *p, size_t n, uint32_t s)
 	return (uint16_t)~s;
 }
 
+/*
+ * Whether frame @f of @len bytes is the echo's, sent to UDP port @port:
+ * libxdp's default program hands the socket every frame of its queue (the
+ * kernel's IPv6 neighbour discovery on the veth among them).
+ */
+static bool echo_frame(const uint8_t *f, uint32_t len, uint16_t port)
+{
+	return len >= 42 && f[12] == 0x08 && f[13] == 0 && f[23] == 17 &&
+	       (uint16_t)(f[36] << 8 | f[37]) == port;
+}
+
+/* Frame address @addr back to @e's fill ring (it has room for every frame). */
+static void fill_one(struct end *e, uint64_t addr)
+{
+	uint32_t fidx = 0;
+
+	xsk_ring_prod__reserve(&e->fill, 1, &fidx);
+	*xsk_ring_prod__fill_addr(&e->fill, fidx) = xsk_umem__extract_addr(addr);
+	xsk_ring_prod__submit(&e->fill, 1);
+}
+
+/*
+ * --window: the server echoes the frames of every burst in place (the
+ * received frame goes back out; its completion returns it to the fill
+ * ring), one kick per burst when the TX ring asks; other frames go back
+ * to the fill ring at once.
+ */
+static void *echo_server(void *arg)
+{
+	struct end *e = arg;
+	struct xdp_desc ours[BURST];
+	uint32_t idx = 0, tidx = 0, n, i, k;
+
+	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+		n = xsk_ring_cons__peek(&e->comp, BURST, &idx);
+		for (i = 0; i < n; i++)
+			fill_one(e, *xsk_ring_cons__comp_addr(&e->comp, idx + i));
+		xsk_ring_cons__release(&e->comp, n);
+		n = xsk_ring_cons__peek(&e->rx, BURST, &idx);
+		for (i = k = 0; i < n; i++) {
+			const struct xdp_desc *d = xsk_ring_cons__rx_desc(&e->rx, idx + i);
+			uint8_t *f = xsk_umem__get_data(e->area, d->addr);
+
+			if (!echo_frame(f, d->len, ECHO_SERVER_PORT)) {
+				fill_one(e, d->addr);
+				continue;
+			}
+			swap_addrs(f);
+			ours[k++] = *d;
+		}
+		xsk_ring_cons__release(&e->rx, n);
+		if (!k)
+			continue;
+		while (xsk_ring_prod__reserve(&e->tx, k, &tidx) != k)
+			if (atomic_load_explicit(&stop, memory_order_relaxed))
+				return NULL;
+		for (i = 0; i < k; i++)
+			*xsk_ring_prod__tx_desc(&e->tx, tidx + i) = ours[i];
+		xsk_ring_prod__submit(&e->tx, k);
+		if (xsk_ring_prod__needs_wakeup(&e->tx)) {
+			sendto(xsk_socket__fd(e->xsk), NULL, 0, MSG_DONTWAIT, NULL, 0);
+			e->kicks++;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * --window: the client's side for @secs, @w frames of @flen bytes in
+ * flight, sent from the send frames (each a copy of the request, made by
+ * the caller); returns the echoes received in that time.
+ */
+static uint64_t echo_client(struct end *c, unsigned w, uint32_t flen, double secs)
+{
+	uint64_t free_tx[NFRAMES], echoes = 0, echoes_end = 0;
+	uint32_t idx = 0, n, i, nfree = 0, inflight = 0, want;
+	double end = now_us() + secs * 1e6, tnow;
+	unsigned polls = 0;
+	bool draining = false;
+
+	for (i = 0; i < NFRAMES; i++)
+		free_tx[nfree++] = (uint64_t)(NFRAMES + i) * FRAME;
+	for (;;) {
+		n = xsk_ring_cons__peek(&c->comp, BURST, &idx);
+		for (i = 0; i < n; i++)
+			free_tx[nfree++] = *xsk_ring_cons__comp_addr(&c->comp, idx + i);
+		xsk_ring_cons__release(&c->comp, n);
+		want = draining ? 0 : w - inflight < nfree ? w - inflight : nfree;
+		if (want && xsk_ring_prod__reserve(&c->tx, want, &idx) == want) {
+			for (i = 0; i < want; i++) {
+				struct xdp_desc *t = xsk_ring_prod__tx_desc(&c->tx, idx + i);
+
+				t->addr = free_tx[--nfree];
+				t->len = flen;
+			}
+			xsk_ring_prod__submit(&c->tx, want);
+			inflight += want;
+			if (xsk_ring_prod__needs_wakeup(&c->tx)) {
+				sendto(xsk_socket__fd(c->xsk), NULL, 0, MSG_DONTWAIT, NULL, 0);
+				c->kicks++;
+			}
+		}
+		n = xsk_ring_cons__peek(&c->rx, BURST, &idx);
+		for (i = 0; i < n; i++) {
+			const struct xdp_desc *d = xsk_ring_cons__rx_desc(&c->rx, idx + i);
+
+			if (echo_frame(xsk_umem__get_data(c->area, d->addr), d->len,
+				       ECHO_CLIENT_PORT)) {
+				inflight--;
+				echoes++;
+			}
+			fill_one(c, d->addr);
+		}
+		xsk_ring_cons__release(&c->rx, n);
+		/*
+		 * The clock every 256 polls (a read costs more than a poll). At
+		 * the end the frames in flight come back first, within 100 ms:
+		 * a socket whose frames are still in the kernel outlives its
+		 * close, and the next run's bind to the queue would fail.
+		 */
+		if (!(++polls & 255) && (tnow = now_us()) > end) {
+			if (!draining)
+				echoes_end = echoes;
+			draining = true;
+			if (!inflight || tnow > end + 1e5)
+				return echoes_end;
+		}
+	}
+}
+
 static int cmp_d(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -220,9 +384,11 @@ int main(int argc, char **argv)
 {
 	struct end c = {0}, s = {0};
 	bool count = argc > 4 && !strcmp(argv[3], "--count");
+	bool window = argc > 4 && !strcmp(argv[3], "--window");
 	unsigned long nrounds = count ? strtoul(argv[4], NULL, 10) : 0;
-	int a = count ? 5 : 4; /* SIZE: after SECONDS, or after --count N */
-	double secs = !count && argc > 3 ? atof(argv[3]) : 2.0, t0, end, *lat;
+	unsigned long w = window ? strtoul(argv[4], NULL, 10) : 0;
+	int a = count ? 5 : window ? 6 : 4; /* SIZE: after SECONDS, or after --count N */
+	double secs = !count && argc > a - 1 ? atof(argv[a - 1]) : 2.0, t0, end, *lat;
 	uint32_t size = argc > a ? (uint32_t)atoi(argv[a]) : 32, len, n = 0, ulen;
 	uint64_t out = (uint64_t)NFRAMES * FRAME;
 	uint8_t *f, in[FRAME];
@@ -230,10 +396,14 @@ int main(int argc, char **argv)
 	uint16_t k;
 	int ret = 0;
 
-	if (argc < 3 || size > 1400 || secs <= 0 || (count && !nrounds)) {
+	if (argc < 3 || size > 1400 || secs <= 0 || (count && !nrounds) ||
+	    (window && (!w || w > MAX_WINDOW))) {
 		fprintf(stderr,
 			"usage: urpc-xdp-pingpong CLIENT_IF SERVER_IF [SECONDS [SIZE<=1400]]\n"
-			"       urpc-xdp-pingpong CLIENT_IF SERVER_IF --count N [SIZE<=1400]\n");
+			"       urpc-xdp-pingpong CLIENT_IF SERVER_IF --count N [SIZE<=1400]\n"
+			"       urpc-xdp-pingpong CLIENT_IF SERVER_IF --window W<=%u [SECONDS "
+			"[SIZE<=1400]]\n",
+			MAX_WINDOW);
 		return 2;
 	}
 	c.ifname = argv[1];
@@ -270,6 +440,29 @@ int main(int argc, char **argv)
 			       "trip client %.2f server %.2f\n",
 			       size, nrounds, (double)c.kicks / (double)nrounds,
 			       (double)s.kicks / (double)nrounds);
+		goto out;
+	}
+	if (window) {
+		uint64_t echoes;
+		uint32_t i;
+
+		for (i = 1; i < NFRAMES; i++) /* every send frame carries the request */
+			memcpy(xsk_umem__get_data(c.area, out + (uint64_t)i * FRAME), f, 42 + size);
+		pthread_create(&th, NULL, echo_server, &s);
+		t0 = now_us();
+		echoes = echo_client(&c, (unsigned)w, 42 + size, secs);
+		t0 = (now_us() - t0) / 1e6;
+		atomic_store(&stop, 1);
+		pthread_join(th, NULL);
+		if (!echoes) {
+			fprintf(stderr, "urpc-xdp-pingpong: no echo\n");
+			ret = -1;
+			goto out;
+		}
+		printf("xdp-echo size %u window %lu: %lu echoes in %.2f s, %.0f per second, kicks "
+		       "per echo client %.2f server %.2f\n",
+		       size, w, (unsigned long)echoes, t0, (double)echoes / t0,
+		       (double)c.kicks / (double)echoes, (double)s.kicks / (double)echoes);
 		goto out;
 	}
 	pthread_create(&th, NULL, server, &s);
