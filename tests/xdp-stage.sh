@@ -157,6 +157,28 @@ else
 	summary+=("SKIP  loss (no sch_netem and no nft: scripts/deps.sh installs nftables)")
 fi
 
+# The benchmarks' raw AF_XDP floor (apps/bench/xdp_pingpong.c): its
+# ping-pong and its windowed echo run and report, on a veth pair of their
+# own as in xdp_bench.sh (across the bridge a forwarded frame may land on
+# the queue its hash picks, where this baseline has no socket).
+raw=$build/apps/bench/urpc-xdp-pingpong
+if [ -x "$raw" ]; then
+	in_ns ip link add ra numrxqueues 2 numtxqueues 2 type veth peer name rb numrxqueues 2 \
+		numtxqueues 2
+	in_ns ip link set ra up
+	in_ns ip link set rb up
+	out=$(in_ns timeout 60 "$raw" ra rb 0.3 32 2>&1; in_ns timeout 60 "$raw" ra rb --window 8 0.3 32 2>&1)
+	in_ns ip link del ra
+	if echo "$out" | grep -q "^xdp-pingpong size 32: [1-9][0-9]* round trips" &&
+		echo "$out" | grep -q "^xdp-echo size 32 window 8: [1-9][0-9]* echoes"; then
+		summary+=("ok    raw-af-xdp-baselines ($(echo "$out" | grep -o '[0-9]* per second') echoes at window 8)")
+	else
+		summary+=("FAIL  raw-af-xdp-baselines")
+		fail=1
+		echo "$out" | grep -v "^lib" | tail -10
+	fi
+fi
+
 # xdp <-> udp across two namespaces, separate processes (urpc-hello-server/-client).
 srv=$build/apps/hello/urpc-hello-server
 cli=$build/apps/hello/urpc-hello-client
