@@ -11,19 +11,11 @@
  * their kicks. No urpc code: this is the floor the transport is measured
  * against. Uses libxdp, libbpf and libc only.
  *
- * Usage: urpc-xdp-pingpong CLIENT_IF SERVER_IF [SECONDS [SIZE]]
- * Prints: "xdp-pingpong size S: N round trips, p50 X us, p99 Y us,
- * kicks per round trip client C server D".
- *        urpc-xdp-pingpong CLIENT_IF SERVER_IF --count N [SIZE]
- * runs N round trips with both ends in one thread (no timing), for
- * xdp_cpu_cost.sh's instruction count.
- *        urpc-xdp-pingpong CLIENT_IF SERVER_IF --window W [SECONDS [SIZE]]
- * the raw echo, the floor of a windowed RPC rate: the client keeps W
- * frames in flight (sends what came back, in one burst per poll, from
- * frames filled once), the server echoes each burst in place (the
- * received frame goes back out; its completion returns it to the fill
- * ring). Prints "xdp-echo size S window W: N echoes in T s, R per second,
- * kicks per echo client C server D".
+ * Its modes, arguments and output: usage() (--help). The ping-pong gives the
+ * round trip's floor, --window W the echo's rate with W frames in flight
+ * (the server sends each received burst back in place: the received frame
+ * goes back out, its completion returns it to the fill ring), --count N the
+ * instructions of N round trips in one thread (xdp_cpu_cost.sh).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -380,32 +372,83 @@ static int cmp_d(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"NAME\n"
+		"    urpc-xdp-pingpong - the raw AF_XDP floor that xdp_bench.sh measures urpc's\n"
+		"    xdp transport against\n"
+		"\n"
+		"SYNOPSIS\n"
+		"    urpc-xdp-pingpong CLIENT_IF SERVER_IF [SECONDS [SIZE]]\n"
+		"    urpc-xdp-pingpong CLIENT_IF SERVER_IF --window W [SECONDS [SIZE]]\n"
+		"    urpc-xdp-pingpong CLIENT_IF SERVER_IF --count N [SIZE]\n"
+		"\n"
+		"DESCRIPTION\n"
+		"    Two threads, each with an AF_XDP socket (copy mode, libxdp's default\n"
+		"    program, queue 0) on one end of a veth pair, exchange Ethernet/IPv4/UDP\n"
+		"    frames of SIZE bytes of payload (default 32, at most 1400) for SECONDS\n"
+		"    (default 2). Both busy-poll and kick the kernel only when the TX ring\n"
+		"    asks. No urpc code runs: no checksum, parse or copy beyond the frame's.\n"
+		"\n"
+		"    default      a ping-pong: one frame in flight; prints the round trip's\n"
+		"                 p50 and p99 and the kicks per round trip of each side.\n"
+		"    --window W   an echo with W frames in flight (1 to %u): the server sends\n"
+		"                 every received burst back in place; prints echoes per second\n"
+		"                 and the kicks per echo of each side.\n"
+		"    --count N    N round trips with both ends in this thread, untimed, for\n"
+		"                 xdp_cpu_cost.sh's instruction count.\n"
+		"\n"
+		"    Needs root (or CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF) and two interfaces\n"
+		"    that reach each other, e.g. a veth pair (apps/bench/xdp_bench.sh makes one\n"
+		"    in a namespace of its own).\n"
+		"\n"
+		"EXIT STATUS\n"
+		"    0 on success; 1 when a socket cannot be opened or nothing came back; 2 for\n"
+		"    a usage error.\n",
+		MAX_WINDOW);
+}
+
+/* A whole decimal number in [@lo, @hi] from @s, or false. */
+static bool parse_num(const char *s, double lo, double hi, double *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtod(s, &end);
+	return !errno && end != s && !*end && *v >= lo && *v <= hi;
+}
+
 int main(int argc, char **argv)
 {
 	struct end c = {0}, s = {0};
 	bool count = argc > 4 && !strcmp(argv[3], "--count");
 	bool window = argc > 4 && !strcmp(argv[3], "--window");
-	unsigned long nrounds = count ? strtoul(argv[4], NULL, 10) : 0;
-	unsigned long w = window ? strtoul(argv[4], NULL, 10) : 0;
 	int a = count ? 5 : window ? 6 : 4; /* SIZE: after SECONDS, or after --count N */
-	double secs = !count && argc > a - 1 ? atof(argv[a - 1]) : 2.0, t0, end, *lat;
-	uint32_t size = argc > a ? (uint32_t)atoi(argv[a]) : 32, len, n = 0, ulen;
+	double secs = 2.0, t0, end, *lat, nrounds_d = 0, w_d = 0, size_d = 32;
+	unsigned long nrounds, w;
+	uint32_t size, len, n = 0, ulen;
 	uint64_t out = (uint64_t)NFRAMES * FRAME;
 	uint8_t *f, in[FRAME];
 	pthread_t th;
 	uint16_t k;
 	int ret = 0;
 
-	if (argc < 3 || size > 1400 || secs <= 0 || (count && !nrounds) ||
-	    (window && (!w || w > MAX_WINDOW))) {
-		fprintf(stderr,
-			"usage: urpc-xdp-pingpong CLIENT_IF SERVER_IF [SECONDS [SIZE<=1400]]\n"
-			"       urpc-xdp-pingpong CLIENT_IF SERVER_IF --count N [SIZE<=1400]\n"
-			"       urpc-xdp-pingpong CLIENT_IF SERVER_IF --window W<=%u [SECONDS "
-			"[SIZE<=1400]]\n",
-			MAX_WINDOW);
+	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		usage(stdout);
+		return 0;
+	}
+	if (argc < 3 || argc > a + 1 || (count && !parse_num(argv[4], 1, 1e12, &nrounds_d)) ||
+	    (window && !parse_num(argv[4], 1, MAX_WINDOW, &w_d)) ||
+	    (!count && argc > a - 1 && !parse_num(argv[a - 1], 0.001, 86400, &secs)) ||
+	    (argc > a && !parse_num(argv[a], 0, 1400, &size_d))) {
+		fprintf(stderr, "urpc-xdp-pingpong: bad arguments (see --help)\n");
+		usage(stderr);
 		return 2;
 	}
+	nrounds = (unsigned long)nrounds_d;
+	w = (unsigned long)w_d;
+	size = (uint32_t)size_d;
 	c.ifname = argv[1];
 	s.ifname = argv[2];
 	lat = malloc(MAX_SAMPLES * sizeof(*lat));
