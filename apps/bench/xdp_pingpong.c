@@ -419,45 +419,15 @@ static bool parse_num(const char *s, double lo, double hi, double *v)
 	return !errno && end != s && !*end && *v >= lo && *v <= hi;
 }
 
-int main(int argc, char **argv)
+/* The request: Ethernet from @c to @s, IPv4 10.79.0.1 -> .2, UDP 40000 -> 40001, at @f. */
+static void build_request(const struct end *c, const struct end *s, uint8_t *f, uint32_t size)
 {
-	struct end c = {0}, s = {0};
-	bool count = argc > 4 && !strcmp(argv[3], "--count");
-	bool window = argc > 4 && !strcmp(argv[3], "--window");
-	int a = count ? 5 : window ? 6 : 4; /* SIZE: after SECONDS, or after --count N */
-	double secs = 2.0, t0, end, *lat, nrounds_d = 0, w_d = 0, size_d = 32;
-	unsigned long nrounds, w;
-	uint32_t size, len, n = 0, ulen;
-	uint64_t out = (uint64_t)NFRAMES * FRAME;
-	uint8_t *f, in[FRAME];
-	pthread_t th;
+	uint32_t ulen = 8 + size;
 	uint16_t k;
-	int ret = 0;
 
-	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		usage(stdout);
-		return 0;
-	}
-	if (argc < 3 || argc > a + 1 || (count && !parse_num(argv[4], 1, 1e12, &nrounds_d)) ||
-	    (window && !parse_num(argv[4], 1, MAX_WINDOW, &w_d)) ||
-	    (!count && argc > a - 1 && !parse_num(argv[a - 1], 0.001, 86400, &secs)) ||
-	    (argc > a && !parse_num(argv[a], 0, 1400, &size_d))) {
-		fprintf(stderr, "urpc-xdp-pingpong: bad arguments (see --help)\n");
-		usage(stderr);
-		return 2;
-	}
-	nrounds = (unsigned long)nrounds_d;
-	w = (unsigned long)w_d;
-	size = (uint32_t)size_d;
-	c.ifname = argv[1];
-	s.ifname = argv[2];
-	lat = malloc(MAX_SAMPLES * sizeof(*lat));
-	if (!lat || end_open(&c) || end_open(&s))
-		return 1;
-	f = xsk_umem__get_data(c.area, out);
 	memset(f, 0, 42 + size);
-	memcpy(f, s.mac, 6);
-	memcpy(f + 6, c.mac, 6);
+	memcpy(f, s->mac, 6);
+	memcpy(f + 6, c->mac, 6);
 	f[12] = 0x08;
 	f[14] = 0x45;
 	k = (uint16_t)(28 + size);
@@ -470,70 +440,117 @@ int main(int argc, char **argv)
 	f[24] = (uint8_t)(k >> 8);
 	f[25] = (uint8_t)k;
 	memcpy(f + 34, "\x9c\x40\x9c\x41", 4);
-	ulen = 8 + size;
 	f[38] = (uint8_t)(ulen >> 8);
 	f[39] = (uint8_t)ulen;
 	k = csum(f + 34, ulen, (uint32_t)(csum(f + 26, 8, 0) ^ 0xffff) + 17 + ulen);
 	f[40] = (uint8_t)(k >> 8);
 	f[41] = (uint8_t)k;
-	if (count) {
-		ret = rounds(&c, &s, out, 42 + size, nrounds);
-		if (!ret)
-			printf("xdp-pingpong size %u: %lu round trips in one thread, kicks per round "
-			       "trip client %.2f server %.2f\n",
-			       size, nrounds, (double)c.kicks / (double)nrounds,
-			       (double)s.kicks / (double)nrounds);
-		goto out;
-	}
-	if (window) {
-		uint64_t echoes;
-		uint32_t i;
+}
 
-		for (i = 1; i < NFRAMES; i++) /* every send frame carries the request */
-			memcpy(xsk_umem__get_data(c.area, out + (uint64_t)i * FRAME), f, 42 + size);
-		pthread_create(&th, NULL, echo_server, &s);
-		t0 = now_us();
-		echoes = echo_client(&c, (unsigned)w, 42 + size, secs);
-		t0 = (now_us() - t0) / 1e6;
-		atomic_store(&stop, 1);
-		pthread_join(th, NULL);
-		if (!echoes) {
-			fprintf(stderr, "urpc-xdp-pingpong: no echo\n");
-			ret = -1;
-			goto out;
-		}
-		printf("xdp-echo size %u window %lu: %lu echoes in %.2f s, %.0f per second, kicks "
-		       "per echo client %.2f server %.2f\n",
-		       size, w, (unsigned long)echoes, t0, (double)echoes / t0,
-		       (double)c.kicks / (double)echoes, (double)s.kicks / (double)echoes);
-		goto out;
-	}
-	pthread_create(&th, NULL, server, &s);
+/* --window: @w frames in flight for @secs; prints the rate. 0, or -1 when nothing came back. */
+static int run_echo(struct end *c, struct end *s, uint64_t out, uint32_t size, unsigned long w,
+		    double secs)
+{
+	const uint8_t *f = xsk_umem__get_data(c->area, out);
+	uint64_t echoes;
+	pthread_t th;
+	double t0;
+	uint32_t i;
+
+	for (i = 1; i < NFRAMES; i++) /* every send frame carries the request */
+		memcpy(xsk_umem__get_data(c->area, out + (uint64_t)i * FRAME), f, 42 + size);
+	pthread_create(&th, NULL, echo_server, s);
 	t0 = now_us();
-	end = t0 + secs * 1e6;
+	echoes = echo_client(c, (unsigned)w, 42 + size, secs);
+	t0 = (now_us() - t0) / 1e6;
+	atomic_store(&stop, 1);
+	pthread_join(th, NULL);
+	if (!echoes) {
+		fprintf(stderr, "urpc-xdp-pingpong: no echo\n");
+		return -1;
+	}
+	printf("xdp-echo size %u window %lu: %lu echoes in %.2f s, %.0f per second, kicks per echo "
+	       "client %.2f server %.2f\n",
+	       size, w, (unsigned long)echoes, t0, (double)echoes / t0,
+	       (double)c->kicks / (double)echoes, (double)s->kicks / (double)echoes);
+	return 0;
+}
+
+/* The ping-pong for @secs; prints p50, p99 and the kicks. 0, or -1 when nothing came back. */
+static int run_pingpong(struct end *c, struct end *s, uint64_t out, uint32_t size, double secs)
+{
+	double *lat = malloc(MAX_SAMPLES * sizeof(*lat)), end;
+	uint8_t in[FRAME];
+	uint32_t len, n = 0;
+	pthread_t th;
+
+	if (!lat)
+		return -1;
+	pthread_create(&th, NULL, server, s);
+	end = now_us() + secs * 1e6;
 	while (n < MAX_SAMPLES) {
 		double t = now_us();
 
 		if (t > end)
 			break;
-		end_send(&c, out, 42 + size);
-		if (end_recv(&c, in, &len))
+		end_send(c, out, 42 + size);
+		if (end_recv(c, in, &len))
 			break;
 		lat[n++] = now_us() - t;
 	}
 	atomic_store(&stop, 1);
 	pthread_join(th, NULL);
 	qsort(lat, n, sizeof(*lat), cmp_d);
-	if (!n) {
+	if (n)
+		printf("xdp-pingpong size %u: %u round trips, p50 %.2f us, p99 %.2f us, kicks per "
+		       "round trip client %.2f server %.2f\n",
+		       size, n, lat[n / 2], lat[(size_t)(n * 0.99)], (double)c->kicks / n,
+		       (double)s->kicks / n);
+	else
 		fprintf(stderr, "urpc-xdp-pingpong: no round trip\n");
-		ret = -1;
-		goto out;
+	free(lat);
+	return n ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct end c = {0}, s = {0};
+	bool count = argc > 4 && !strcmp(argv[3], "--count");
+	bool window = argc > 4 && !strcmp(argv[3], "--window");
+	int a = count ? 5 : window ? 6 : 4; /* SIZE: after SECONDS, or after --count N */
+	double secs = 2.0, nrounds = 0, w = 0, size = 32;
+	uint64_t out = (uint64_t)NFRAMES * FRAME; /* the first send frame */
+	int ret;
+
+	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		usage(stdout);
+		return 0;
 	}
-	printf("xdp-pingpong size %u: %u round trips, p50 %.2f us, p99 %.2f us, kicks per round "
-	       "trip client %.2f server %.2f\n",
-	       size, n, lat[n / 2], lat[(size_t)(n * 0.99)], (double)c.kicks / n,
-	       (double)s.kicks / n);
-out:
+	if (argc < 3 || argc > a + 1 || (count && !parse_num(argv[4], 1, 1e12, &nrounds)) ||
+	    (window && !parse_num(argv[4], 1, MAX_WINDOW, &w)) ||
+	    (!count && argc > a - 1 && !parse_num(argv[a - 1], 0.001, 86400, &secs)) ||
+	    (argc > a && !parse_num(argv[a], 0, 1400, &size))) {
+		fprintf(stderr, "urpc-xdp-pingpong: bad arguments (see --help)\n");
+		usage(stderr);
+		return 2;
+	}
+	c.ifname = argv[1];
+	s.ifname = argv[2];
+	if (end_open(&c) || end_open(&s))
+		return 1;
+	build_request(&c, &s, xsk_umem__get_data(c.area, out), (uint32_t)size);
+	if (count) {
+		ret = rounds(&c, &s, out, 42 + (uint32_t)size, (unsigned long)nrounds);
+		if (!ret)
+			printf("xdp-pingpong size %u: %lu round trips in one thread, kicks per round "
+			       "trip client %.2f server %.2f\n",
+			       (uint32_t)size, (unsigned long)nrounds, (double)c.kicks / nrounds,
+			       (double)s.kicks / nrounds);
+	} else if (window) {
+		ret = run_echo(&c, &s, out, (uint32_t)size, (unsigned long)w, secs);
+	} else {
+		ret = run_pingpong(&c, &s, out, (uint32_t)size, secs);
+	}
 	xsk_socket__delete(c.xsk);
 	xsk_socket__delete(s.xsk);
 	xsk_umem__delete(c.umem);
