@@ -125,9 +125,6 @@ for w in 8 32; do
 			awk '{print $1/$2}'
 	done | stats)
 	echo "| RPC rate, window $w, RPC/s | $x | $u | $r | >= 1.5 |"
-done
-for w in 8 32; do
-	x=$(for p in $(seq 1 "$pairs"); do col "$out/tput-xdp-$p.csv" $w 7; done | stats)
 	b=$(for p in $(seq 1 "$pairs"); do cut -d' ' -f1 "$out/echo-$w-$p.txt"; done | stats)
 	r=$(for p in $(seq 1 "$pairs"); do
 		echo "$(col "$out/tput-xdp-$p.csv" $w 7) $(cut -d' ' -f1 "$out/echo-$w-$p.txt")" |

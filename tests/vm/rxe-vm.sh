@@ -425,18 +425,19 @@ boot() {
 }
 
 # A guest that stops before its /init has mounted the share (the "ok"
-# marker) ran nothing of COMMAND: it is booted again, at most twice, and
-# each such boot is reported with its console. Seen once in CI at 6e12386,
+# marker) ran nothing of COMMAND: it is booted again, $boots boots in all at
+# most, and each such boot is reported with its console. Seen once in CI at 6e12386,
 # the eighth boot of the Soft-RoCE stage: QEMU exit 0 after 3 s, an empty
 # console (then /init's first line came after its modules had loaded), the
 # cause unknown; 110 boots here, idle and beside two hogs, did not repeat it.
+boots=3
 attempt=1
 while :; do
 	boot
 	[ -f "$share/status" ] || [ -d "$share/ok" ] && break
 	[ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ] && break
-	[ "$attempt" -lt 3 ] || break
-	log "the guest stopped before its /init mounted the share (QEMU exit $qrc after ${elapsed}s; boot $attempt of 3)"
+	[ "$attempt" -lt "$boots" ] || break
+	log "the guest stopped before its /init mounted the share (QEMU exit $qrc after ${elapsed}s; boot $attempt of $boots)"
 	console_tail
 	attempt=$((attempt + 1))
 done
