@@ -305,13 +305,14 @@ static void *echo_server(void *arg)
 /*
  * --window: the client's side for @secs, @w frames of @flen bytes in
  * flight, sent from the send frames (each a copy of the request, made by
- * the caller); returns the echoes received in that time.
+ * the caller); returns the echoes received in that time, *@took the time
+ * (s) from the start to the poll that saw it pass (not the drain after it).
  */
-static uint64_t echo_client(struct end *c, unsigned w, uint32_t flen, double secs)
+static uint64_t echo_client(struct end *c, unsigned w, uint32_t flen, double secs, double *took)
 {
 	uint64_t free_tx[NFRAMES], echoes = 0, echoes_end = 0;
 	uint32_t idx = 0, n, i, nfree = 0, inflight = 0, want;
-	double end = now_us() + secs * 1e6, tnow;
+	double t0 = now_us(), end = t0 + secs * 1e6, tnow;
 	unsigned polls = 0;
 	bool draining = false;
 
@@ -356,8 +357,10 @@ static uint64_t echo_client(struct end *c, unsigned w, uint32_t flen, double sec
 		 * close, and the next run's bind to the queue would fail.
 		 */
 		if (!(++polls & 255) && (tnow = now_us()) > end) {
-			if (!draining)
+			if (!draining) {
 				echoes_end = echoes;
+				*took = (tnow - t0) / 1e6;
+			}
 			draining = true;
 			if (!inflight || tnow > end + 1e5)
 				return echoes_end;
@@ -454,15 +457,13 @@ static int run_echo(struct end *c, struct end *s, uint64_t out, uint32_t size, u
 	const uint8_t *f = xsk_umem__get_data(c->area, out);
 	uint64_t echoes;
 	pthread_t th;
-	double t0;
+	double took = 0;
 	uint32_t i;
 
 	for (i = 1; i < NFRAMES; i++) /* every send frame carries the request */
 		memcpy(xsk_umem__get_data(c->area, out + (uint64_t)i * FRAME), f, 42 + size);
 	pthread_create(&th, NULL, echo_server, s);
-	t0 = now_us();
-	echoes = echo_client(c, (unsigned)w, 42 + size, secs);
-	t0 = (now_us() - t0) / 1e6;
+	echoes = echo_client(c, (unsigned)w, 42 + size, secs, &took);
 	atomic_store(&stop, 1);
 	pthread_join(th, NULL);
 	if (!echoes) {
@@ -471,7 +472,7 @@ static int run_echo(struct end *c, struct end *s, uint64_t out, uint32_t size, u
 	}
 	printf("xdp-echo size %u window %lu: %lu echoes in %.2f s, %.0f per second, kicks per echo "
 	       "client %.2f server %.2f\n",
-	       size, w, (unsigned long)echoes, t0, (double)echoes / t0,
+	       size, w, (unsigned long)echoes, took, (double)echoes / took,
 	       (double)c->kicks / (double)echoes, (double)s->kicks / (double)echoes);
 	return 0;
 }
