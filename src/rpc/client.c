@@ -525,8 +525,9 @@ static inline URPC_ALWAYS_INLINE void client_rx_done(struct urpc_rpc *rpc, struc
 
 /*
  * What client_rx does with anything but a plain answer to a SENT or ACKED
- * slot: an error status, a descriptor, an acknowledgement, a slot reading
- * or past its deadline (or in a state out of range: a bug, which the step
+ * slot: a duplicate of an answer taken (the slot is FREE), an error
+ * status, a descriptor, an acknowledgement, a slot reading or past its
+ * deadline (or in a state out of range: a bug, which the step
  * to FREE counts, the request completing with -EPROTO). Out of line, with
  * its own completion, so that the plain answer's path merges with none.
  */
@@ -537,8 +538,9 @@ static URPC_COLD void client_rx_slow(struct urpc_rpc *rpc, struct urpc_session *
 	uint16_t status = le16toh(h->status);
 	int st;
 
-	if (sl->state == URPC_CLI_READING) {
-		rpc->st.dup_resps++; /* a resent descriptor while we read */
+	/* Answered already, or a resent descriptor while we read. */
+	if (sl->state == URPC_CLI_FREE || sl->state == URPC_CLI_READING) {
+		rpc->st.dup_resps++;
 		return;
 	}
 	if (h->flags & URPC_PKT_F_ACK) {
@@ -566,14 +568,14 @@ void urpc__cli_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 	int st;
 
 	URPC_KEEP(sl);
-	if (unlikely(req_num != sl->cur_req_num || from == URPC_CLI_FREE)) {
-		if (req_num == sl->cur_req_num)
-			rpc->st.dup_resps++;
-		else
-			rpc->st.drop_stale++;
+	if (unlikely(req_num != sl->cur_req_num)) {
+		rpc->st.drop_stale++;
 		return;
 	}
-	/* One test for all but a plain answer to a SENT or ACKED slot: it settles the step to FREE. */
+	/*
+	 * One test for all but a plain answer to a SENT or ACKED slot (a FREE
+	 * one's duplicate included): it settles the step to FREE.
+	 */
 	if (unlikely((urpc__pkthdr_flags_status(h) | (uint32_t)sl->late_status) != 0 ||
 		     (unsigned)from - URPC_CLI_SENT > URPC_CLI_ACKED - URPC_CLI_SENT)) {
 		client_rx_slow(rpc, s, sl, h, data, len);

@@ -176,7 +176,12 @@ static inline URPC_ALWAYS_INLINE void evloop_rx(struct urpc_rpc *rpc, const uint
 	 * failure into its counter.
 	 */
 	num = le32toh(h->dest_session);
-	s = likely(num < rpc->hi_session) ? rpc->sessions[num] : &urpc__sess_none;
+	if (unlikely(num >= rpc->hi_session)) {
+		/* No such session: the slow path alone (no placeholder to load in line). */
+		(void)rx_drop(rpc, &urpc__sess_none, h, len, e);
+		return;
+	}
+	s = rpc->sessions[num];
 	if (unlikely(urpc__pkthdr_word(h) != s->rx_word || le32toh(h->msg_size) != plen ||
 		     s->rx_token != le64toh(h->token)) &&
 	    !rx_drop(rpc, s, h, len, e))

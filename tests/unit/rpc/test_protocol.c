@@ -325,6 +325,42 @@ Test(protocol, crafted_packets_are_checked)
  * token 0, its size right) is dropped as stale or a duplicate and writes
  * nothing.
  */
+/*
+ * The server answers a duplicate of a request it has answered from its
+ * stored response; the client, whose slot is FREE again by then, counts a
+ * duplicate answer (not a stale one) and runs no continuation twice.
+ */
+Test(protocol, a_duplicate_answer_to_a_free_slot_is_counted_and_ignored)
+{
+	uint8_t pkt[128] __attribute__((aligned(8)));
+	struct urpc_rpc_stats sbefore, safter, cbefore, cafter;
+	struct env e;
+	struct raw r;
+	struct call c;
+
+	env_up(&e);
+	/* Slot 0's first request: number 0 plus the stride (client.c's slot_take()). */
+	cr_assert_eq(do_rpc(&e, T_ECHO, 8, 0, &c), 0);
+	cr_assert_eq(c.runs, 1);
+	raw_open(&e, &r);
+	sbefore = srv_stats(&e);
+	cr_assert_eq(urpc_rpc_get_stats(e.cli, &cbefore), 0);
+
+	craft(&e, pkt, T_ECHO, URPC_SESSION_WINDOW_MAX, 8);
+	raw_send(&r, pkt, sizeof(struct urpc_pkthdr) + 8);
+	pump_n(&e, 20);
+
+	safter = srv_stats(&e);
+	cr_assert_eq(urpc_rpc_get_stats(e.cli, &cafter), 0);
+	cr_assert_eq(safter.dup_reqs, sbefore.dup_reqs + 1, "the server saw the duplicate");
+	cr_assert_eq(echo_runs, 1, "and ran no handler for it");
+	cr_assert_eq(cafter.dup_resps, cbefore.dup_resps + 1, "the client counts a duplicate");
+	cr_assert_eq(cafter.drop_stale, cbefore.drop_stale, "not a stale answer");
+	cr_assert_eq(c.runs, 1, "the continuation ran once");
+	raw_close(&r);
+	env_down(&e);
+}
+
 Test(protocol, a_free_session_number_takes_no_datagram)
 {
 	uint8_t pkt[128] __attribute__((aligned(8)));
