@@ -93,9 +93,25 @@ run() { # name mode binary [env...]
 	elif echo "$out" | grep -q "Tested: 0 "; then
 		summary+=("FAIL  $name (ran nothing)")
 		fail=1
+	elif left=$(attached); [ -n "$left" ]; then
+		# Every case destroys its endpoints, skipped ones included: none may
+		# leave the program behind for the next run to find.
+		summary+=("FAIL  $name (left an XDP program on$left)")
+		fail=1
+		for d in $left; do
+			in_ns "$build/tools/urpc-info" --xdp-cleanup "$d" >/dev/null 2>&1
+		done
 	else
 		summary+=("ok    $name")
 	fi
+}
+
+# The interfaces of the namespace that still have an XDP program attached.
+attached() {
+	local d
+	for d in xa xb xc; do
+		in_ns ip link show dev $d | grep -q "prog/xdp" && printf ' %s' $d
+	done
 }
 
 # AF_XDP and BPF themselves: one contract case says so when the kernel, the
