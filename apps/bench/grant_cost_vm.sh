@@ -153,7 +153,8 @@ bin=$build/apps/bench/urpc-large-tput
 [ -n "$out" ] || out=$build/grant-cost-vm
 # shellcheck source=tests/vm/guest_paths.sh
 . "$root/tests/vm/guest_paths.sh"
-vm_guest_sees "$root" "$build" "$out"
+vm_guest_sees "$root" "$build"
+vm_guest_writes "$root" "$out"
 mkdir -p "$out"
 rm -f "$out"/*.csv "$out"/*.out "$out"/table.md
 

@@ -210,7 +210,8 @@ fi
 	die "urpc-large-tput rejects these options (run it with them to see why)"
 # shellcheck source=tests/vm/guest_paths.sh
 . "$root/tests/vm/guest_paths.sh"
-vm_guest_sees "$root" "$build" "$out"
+vm_guest_sees "$root" "$build"
+vm_guest_writes "$root" "$out"
 mkdir -p "$out"
 rm -f "$out"/perftest-* "$out"/urpc-* "$out"/urpc.md "$out"/table.md
 

@@ -175,7 +175,8 @@ cd "$root"
 [ -n "$out" ] || out=$build/verbs-cost-vm
 # shellcheck source=tests/vm/guest_paths.sh
 . "$root/tests/vm/guest_paths.sh"
-vm_guest_sees "$root" "$build" "$out"
+vm_guest_sees "$root" "$build"
+vm_guest_writes "$root" "$out"
 if ! command -v valgrind >/dev/null 2>&1; then
 	echo "SKIPPED: valgrind is not installed on the host (apt-get install valgrind); the guest runs the host's"
 	exit 77

@@ -134,7 +134,8 @@ case "$logs" in /*) ;; *) logs=$root/$logs ;; esac
 # A folder the guest mounts afresh would be missing there (guest_paths.sh).
 # shellcheck source=tests/vm/guest_paths.sh
 . "$root/tests/vm/guest_paths.sh"
-vm_guest_sees "$root" "$build" "$logs"
+vm_guest_sees "$root" "$build"
+vm_guest_writes "$root" "$logs"
 
 # The runs: name, veth MTU, netem spec ("_" for a space; "-": none), binary,
 # extra guest environment (comma-separated; "-": none), rxe-vm.sh timeout
