@@ -164,7 +164,7 @@ static int xdp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 		return -ENOMEM;
 	}
 	x->epfd = -1;
-	x->prog_fd = x->ports_fd = x->xsks_fd = -1;
+	x->prog_fd = x->ports_fd = x->xsks_fd = x->pslot_fd = -1;
 	snprintf(x->ifname, sizeof(x->ifname), "%s", dev);
 	ret = xdp_prepare(x, &c, host, sizeof(host));
 	if (ret)

@@ -93,12 +93,15 @@ static int prog_find(int ifindex, struct urpc_xdp *x, char *other, size_t olen)
 			x->ports_fd = mfd;
 		else if (!strcmp(mi.name, "urpc_xsks") && x->xsks_fd < 0)
 			x->xsks_fd = mfd;
+		else if (!strcmp(mi.name, "urpc_port_slot") && x->pslot_fd < 0)
+			x->pslot_fd = mfd;
 		else
 			close(mfd);
 	}
 	if (x->ports_fd < 0 || x->xsks_fd < 0) {
 		close_fd(&x->ports_fd);
 		close_fd(&x->xsks_fd);
+		close_fd(&x->pslot_fd);
 		close_fd(&x->prog_fd);
 		snprintf(other, olen, "%s without its maps", URPC_XDP_PROG_NAME);
 		return -EBUSY;
@@ -150,9 +153,17 @@ int urpc__xdp_prog_get(struct urpc_xdp *x, long id)
 		URPC_ERR(id, "xdp: URPC_XDP_MODE=%s: use native, generic or auto", env);
 		return -EINVAL;
 	}
-	x->prog_fd = x->ports_fd = x->xsks_fd = -1;
+	x->prog_fd = x->ports_fd = x->xsks_fd = x->pslot_fd = -1;
 	for (tries = 0; tries < 4; tries++) {
 		ret = prog_find(x->ifindex, x, other, sizeof(other));
+		if (!ret && x->pslot_fd < 0) {
+			/* an older urpc's program, without urpc_port_slot: as another's */
+			snprintf(other, sizeof(other), "%s of an older urpc", URPC_XDP_PROG_NAME);
+			close_fd(&x->ports_fd);
+			close_fd(&x->xsks_fd);
+			close_fd(&x->prog_fd);
+			ret = -EBUSY;
+		}
 		if (ret != -ENOENT && ret != -EAGAIN)
 			break;
 		ret = -EOPNOTSUPP;
@@ -218,7 +229,7 @@ int urpc__xdp_maps_add(struct urpc_xdp *x, long id)
 {
 	uint8_t used[URPC_XDP_SLOTS];
 	uint16_t key, *prev = NULL;
-	uint32_t slot, k;
+	uint32_t slot, k, v;
 	unsigned q;
 	int ret;
 
@@ -252,6 +263,14 @@ int urpc__xdp_maps_add(struct urpc_xdp *x, long id)
 	}
 	x->slot = slot;
 	x->slot_set = true;
+	/* the program's fast lookup, last: the sockets and the port are in already */
+	k = x->port;
+	v = slot + 1;
+	ret = bpf_map_update_elem(x->pslot_fd, &k, &v, BPF_ANY);
+	if (ret) {
+		URPC_ERR(id, "xdp: entering the port in the map: %s", strerror(-ret));
+		return ret;
+	}
 	return 0;
 }
 
@@ -275,9 +294,15 @@ static int prog_detach(int ifindex, int prog_fd, bool generic)
 void urpc__xdp_maps_del(struct urpc_xdp *x, long id)
 {
 	unsigned q;
-	uint32_t slot, k;
+	uint32_t slot, k, v;
 
 	if (x->slot_set) {
+		/* the fast lookup first, while the port's other entries still stand */
+		k = x->port;
+		if (!bpf_map_lookup_elem(x->pslot_fd, &k, &v) && v == x->slot + 1) {
+			v = 0;
+			(void)bpf_map_update_elem(x->pslot_fd, &k, &v, BPF_ANY);
+		}
 		if (!bpf_map_lookup_elem(x->ports_fd, &x->port, &slot) && slot == x->slot)
 			(void)bpf_map_delete_elem(x->ports_fd, &x->port);
 		for (q = 0; q < x->nq; q++) {
@@ -295,6 +320,7 @@ void urpc__xdp_maps_del(struct urpc_xdp *x, long id)
 	}
 	close_fd(&x->ports_fd);
 	close_fd(&x->xsks_fd);
+	close_fd(&x->pslot_fd);
 	close_fd(&x->prog_fd);
 }
 
@@ -304,7 +330,7 @@ static int prog_open(const char *ifname, struct urpc_xdp *x)
 	char other[64];
 
 	memset(x, 0, sizeof(*x));
-	x->prog_fd = x->ports_fd = x->xsks_fd = -1;
+	x->prog_fd = x->ports_fd = x->xsks_fd = x->pslot_fd = -1;
 	x->ifindex = (int)if_nametoindex(ifname);
 	if (!x->ifindex)
 		return -ENODEV;
@@ -322,6 +348,7 @@ int urpc__xdp_cleanup(const char *ifname)
 	ret = prog_detach(x.ifindex, x.prog_fd, x.generic);
 	close_fd(&x.ports_fd);
 	close_fd(&x.xsks_fd);
+	close_fd(&x.pslot_fd);
 	close_fd(&x.prog_fd);
 	return ret;
 }
@@ -343,6 +370,7 @@ int urpc__xdp_query(const char *ifname, unsigned *endpoints, bool *generic)
 	*generic = x.generic;
 	close_fd(&x.ports_fd);
 	close_fd(&x.xsks_fd);
+	close_fd(&x.pslot_fd);
 	close_fd(&x.prog_fd);
 	return 0;
 }

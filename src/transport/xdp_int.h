@@ -124,6 +124,7 @@ struct urpc_xdp {
 	 */
 	bool csum_trusted;
 	int ports_fd, xsks_fd, prog_fd;
+	int pslot_fd; /* urpc_port_slot: the program's fast lookup (xdp_prog.bpf.c) */
 	uint32_t prog_id;
 	uint32_t slot; /* this endpoint's slot in the maps */
 	bool slot_set;

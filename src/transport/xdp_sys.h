@@ -19,7 +19,7 @@ extern "C" {
 /*
  * Find urpc's program on x->ifindex, or load and attach it (mode from
  * URPC_XDP_MODE: native, generic, or auto: native, else generic); fills
- * x->prog_fd, ports_fd, xsks_fd, prog_id, generic. 0, or -errno logged
+ * x->prog_fd, ports_fd, xsks_fd, pslot_fd, prog_id, generic. 0, or -errno logged
  * with its cause and fix (another program attached: -EBUSY; no
  * permission: -EPERM).
  */

@@ -425,6 +425,7 @@ void urpc__xdp_reclaim(struct xdp_q *q)
 {
 	struct xdp_grp *g = q->g;
 	uint64_t *home = g->ret + (size_t)q->share * g->ntx;
+	uint64_t base = (uint64_t)q->share * g->share_bytes;
 	uint32_t idx, n, i, s;
 
 	urpc__xdp_grp_lock(g);
@@ -432,10 +433,13 @@ void urpc__xdp_reclaim(struct xdp_q *q)
 	for (i = 0; i < n; i++) {
 		uint64_t a = *xsk_ring_cons__comp_addr(&g->comp, idx + i);
 
-		s = (uint32_t)(a / g->share_bytes);
-		if (s == q->share)
+		/* this endpoint's own, the usual case: a compare, not a 64-bit division */
+		if (a - base < g->share_bytes) {
 			q->tx_free[q->ntx_free++] = a;
-		else if (s < g->nshares)
+			continue;
+		}
+		s = (uint32_t)(a / g->share_bytes);
+		if (s < g->nshares)
 			g->ret[(size_t)s * g->ntx + g->nret[s]++] = a;
 	}
 	if (n)
