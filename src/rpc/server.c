@@ -3,11 +3,12 @@
  * The server's side of the datapath (server.h). Owns server slots: their
  * request numbers, states, stored responses and the handle a handler gets;
  * and the deferred count of a server session.
- * May call: large.h (descriptors, grants, operations), msgbuf.h (responses
- * given by the application, GPU staging), session_table.h (a reset session
- * is freed with its last deferred answer), tx.h, cc_sess.h (the fair share
- * its answers echo), the pool, the transport's post_read and tx_flush, the
- * CUDA loader (urpc_req_copy_data() into device memory). Buffers come from
+ * May call: server_read.h (a large request's READ), large.h (descriptors,
+ * grants, operations), msgbuf.h (responses given by the application, GPU
+ * staging), session_table.h (a reset session is freed with its last
+ * deferred answer), tx.h, cc_sess.h (the fair share its answers echo), the
+ * pool, the transport's tx_flush, the CUDA loader (urpc_req_copy_data()
+ * into device memory). Buffers come from
  * the pool, never at a session's creation: a slot's response buffer with
  * its first request (then kept, freed with the session: one allocation per
  * slot, not per request), a large request's with its descriptor.
@@ -24,6 +25,7 @@
 #include "deadline.h"
 #include "large.h"
 #include "msgbuf.h"
+#include "server_read.h"
 #include "session_table.h"
 #include "states.h"
 #include "tx.h"
@@ -183,76 +185,6 @@ server_run_handler(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_ssl
 }
 
 /*
- * A large request's descriptor: READ the payload into a buffer of ours; the
- * handler runs when it has arrived. False: dropped without taking the slot
- * (no operation or buffer free now; the client's retransmission brings it
- * again).
- */
-static bool server_read_req(struct urpc_rpc *rpc, struct urpc_session *s, struct urpc_sslot *sl,
-			    const struct urpc_pkthdr *h, const uint8_t *data, uint32_t len)
-{
-	uint64_t prev = sl->cur_req_num, total;
-	struct urpc_large_desc d;
-	struct urpc_os_op *op;
-	uint16_t i;
-	int ret;
-
-	if (unlikely(!urpc__large_desc_parse(rpc, data, len, &d)))
-		return false;
-	total = le64toh(d.len);
-	sl->cur_req_num = le64toh(h->req_num);
-	if (unlikely(!total || total > URPC_MAX_MSG_SIZE)) {
-		server_error_resp(rpc, s, sl, h->req_type, EMSGSIZE);
-		return true;
-	}
-	/* A fair share of the operations per source address (quota.h). */
-	if (unlikely(urpc__quota_op_refuse(rpc, s)))
-		goto out_wait;
-	i = urpc__os_get(rpc);
-	if (unlikely(i == URPC_OS_NIL))
-		goto out_wait;
-	op = &rpc->os[i];
-	ret = urpc__pool_alloc(rpc->pool, (size_t)total, &op->buf);
-	if (unlikely(ret)) {
-		urpc__os_put(rpc, i);
-		URPC_WARN_RATELIMIT(rpc->id, "no buffer for a %llu-byte request: %s",
-				    (unsigned long long)total, urpc_strerror(ret));
-		server_error_resp(rpc, s, sl, h->req_type, ENOMEM);
-		return true;
-	}
-	ret = rpc->tp->ops->post_read(rpc->tp, s->peer, op->buf.buf,
-				      urpc__pool_reg_handle(&op->buf), le64toh(d.addr),
-				      le64toh(d.key), (size_t)total, i);
-	if (unlikely(ret)) {
-		urpc__pool_free(rpc->pool, &op->buf);
-		urpc__os_put(rpc, i);
-		if (ret == -EAGAIN)
-			goto out_wait;
-		server_error_resp(rpc, s, sl, h->req_type, -ret);
-		return true;
-	}
-	op->kind = URPC_OS_SRV_REQ;
-	urpc__quota_op_take(rpc, s, op);
-	op->sess_num = s->local_num;
-	op->slot = sl->idx;
-	op->req_num = sl->cur_req_num;
-	op->len = (size_t)total;
-	op->req_type = h->req_type;
-	op->deadline_ns = h->budget_us ? rpc->now + (uint64_t)le32toh(h->budget_us) * 1000 : 0;
-	op->raddr = le64toh(d.addr);
-	op->rkey = le64toh(d.key);
-	op->start_ns = URPC_MAX(rpc->now, 1);
-	op->post_ns = rpc->now;
-	urpc__srv_set(rpc, sl, URPC_SRV_READING);
-	return true;
-
-out_wait:
-	urpc__quota_op_waited(rpc); /* contention: slow READs may be cut (quota.h) */
-	sl->cur_req_num = prev;	    /* not taken: its retransmission is new again */
-	return false;
-}
-
-/*
  * Give server slot @sl, about to take its first request, the buffer its
  * responses are built and stored in. False when the pool has none: the
  * request is dropped without taking the slot, and the client's
@@ -355,7 +287,10 @@ void urpc__srv_rx(struct urpc_rpc *rpc, struct urpc_session *s, const struct urp
 		return;
 	}
 	if (unlikely(h->flags & URPC_PKT_F_LARGE)) {
-		server_read_req(rpc, s, sl, h, data, len);
+		int err = urpc__srv_read_req(rpc, s, sl, h, data, len);
+
+		if (unlikely(err))
+			server_error_resp(rpc, s, sl, h->req_type, err);
 		return;
 	}
 	sl->cur_req_num = req_num;
@@ -591,51 +526,12 @@ full:
 
 /* ---- completions of large messages ---- */
 
-/* The READ of a large request finished: run its handler, or answer the error. */
-/*
- * The READ of @done (taken from os[]) timed out without progress: post it
- * again in a new entry, unless others wait for operations, the session is
- * no longer CONNECTED (quota.h), or the transport failed it well before
- * its time-out could pass (it refused it at once, as verbs does on a
- * connection whose handshake timed out, until the session is reset:
- * posting again would spin).
- * True when posted.
- */
-static URPC_COLD bool read_again(struct urpc_rpc *rpc, const struct urpc_os_op *done)
-{
-	struct urpc_session *s = rpc->sessions[done->sess_num];
-	struct urpc_os_op *op;
-	uint16_t i;
-
-	if (done->kind != URPC_OS_SRV_REQ || !done->start_ns || urpc__quota_contended(rpc) ||
-	    s->state != URPC_SESS_CONNECTED || s->role != URPC_ROLE_SERVER ||
-	    urpc__os_failed_at_once(rpc, done))
-		return false;
-	i = urpc__os_get(rpc);
-	if (i == URPC_OS_NIL)
-		return false;
-	if (rpc->tp->ops->post_read(rpc->tp, s->peer, done->buf.buf,
-				    urpc__pool_reg_handle(&done->buf), done->raddr, done->rkey,
-				    done->len, i)) {
-		urpc__os_put(rpc, i);
-		return false;
-	}
-	op = &rpc->os[i];
-	*op = *done;
-	op->busy = true;
-	op->orphan = false;
-	op->post_ns = rpc->now;
-	urpc__quota_op_take(rpc, s, op);
-	rpc->st.os_reposted++;
-	return true;
-}
-
 void urpc__srv_read_done(struct urpc_rpc *rpc, struct urpc_os_op *op, int status)
 {
 	struct urpc_session *s = rpc->sessions[op->sess_num];
 	struct urpc_sslot *sl = &s->srv.slots[op->slot];
 
-	if (unlikely(status == -ETIMEDOUT) && read_again(rpc, op))
+	if (unlikely(status == -ETIMEDOUT) && urpc__srv_read_again(rpc, op))
 		return; /* no one waits and the peer lives: a slow owner delays only itself */
 	if (unlikely(status)) {
 		URPC_WARN_RATELIMIT(rpc->id, "reading a %zu-byte request failed: %s", op->len,
