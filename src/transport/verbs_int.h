@@ -18,7 +18,8 @@
  *   verbs_rc.c  RC connections and one-sided operations (verbs_rc.h;
  *               calls verbs_ctl.h);
  *   verbs_ctl.c the outbox of control messages, ctl_pop (verbs_ctl.h);
- *   verbs_ud.c  datagrams over the UD QP (verbs_ud.h);
+ *   verbs_ud.c  datagrams over the UD QP (verbs_ud.h), made by
+ *               verbs_ud_init.c;
  *   verbs_int.h these types, and helpers with no state of their own.
  * (verbs_dev.c and verbs_topo.c, device discovery, stand apart.)
  * Only src/transport/verbs*.c include this header.
@@ -351,12 +352,16 @@ struct verbs_tp {
 	uint32_t inline_max; /* the longest datagram sent inline: max_inline, mtu at most */
 
 	/*
-	 * Receives: one WR and SGE per ring slot, set at create (wr_id the
-	 * slot). Slots given back are linked behind rq_tail from rq_stub.next
-	 * and posted as one chain once nrepost reach repost_batch.
+	 * Receives: one WR and SGE per ring slot, set at create. A slot's
+	 * wr_id (and its entries' ring_idx) is its byte offset in rslot: the
+	 * datagram's address and the WR to link are one load away. Slots
+	 * given back are linked behind rq_tail from rq_stub.next and posted
+	 * as one chain once nrepost reach repost_batch.
 	 */
-	struct ibv_recv_wr *rwr;
-	struct ibv_sge *rsge;
+	struct verbs_rslot {
+		struct ibv_recv_wr wr;
+		struct ibv_sge sge;
+	} * rslot;
 	struct ibv_recv_wr rq_stub;
 	struct ibv_recv_wr *rq_tail;
 	uint32_t nrepost;

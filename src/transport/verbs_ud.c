@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The verbs transport's datagrams: the UD QP, its receive ring and send
- * slots, and tx_burst, tx_flush, rx_burst, rx_release. See verbs_int.h; verbs.c
- * calls in here through verbs_ud.h, and this file calls nothing above it.
+ * The verbs transport's datagram path: tx_burst, tx_flush, rx_burst,
+ * rx_release over the UD QP, its receive ring and send slots (made by
+ * verbs_ud_init.c). See verbs_int.h; verbs.c calls in here through
+ * verbs_ud.h, and this file calls nothing above it.
  *
  * Sends: one ibv_post_send() per burst, a chain of WRs; a WR is inlined
  * when the datagram fits max_inline, sent from the caller's memory when it
@@ -14,7 +15,8 @@
  * before it.
  *
  * Receives: each ring slot has its own WR and SGE, set at create, wr_id
- * the slot; the datagram lies VERBS_GRH bytes into it. Slots come back
+ * their byte offset in v->rslot; the datagram lies VERBS_GRH bytes into
+ * the slot. Slots come back
  * through rx_release(), in any order: each one's WR is linked behind the
  * last, and the chain is posted once it holds repost_batch. urpc sends no
  * immediate data: such a receive is dropped.
@@ -382,14 +384,13 @@ static void repost(struct verbs_tp *v)
 		v->nrepost++;
 }
 
-/* Slot @idx goes back to the NIC with the next repost(). */
-static inline void repost_later(struct verbs_tp *v, uint32_t idx)
-{
-	struct ibv_recv_wr *w = &v->rwr[idx];
+static_assert((uint64_t)VERBS_MAX_DEPTH * sizeof(struct verbs_rslot) <= UINT32_MAX,
+	      "a receive slot's byte offset fits ring_idx");
 
-	v->rq_tail->next = w;
-	v->rq_tail = w;
-	v->nrepost++;
+/* The WR of the receive slot at byte offset @off of v->rslot (its wr_id). */
+static inline struct ibv_recv_wr *rslot_wr(const struct verbs_tp *v, uint32_t off)
+{
+	return (struct ibv_recv_wr *)(void *)((uint8_t *)v->rslot + off);
 }
 
 /*
@@ -405,23 +406,23 @@ static inline URPC_ALWAYS_INLINE unsigned rx_fill(struct verbs_tp *v, struct urp
 	struct urpc_tp_rx *o = out;
 
 	for (; c != end; c++) {
-		uint32_t idx = (uint32_t)c->wr_id;
+		uint32_t off = (uint32_t)c->wr_id;
 		uint32_t len = c->byte_len - VERBS_GRH;
+		const struct verbs_rslot *r = (const void *)((const uint8_t *)v->rslot + off);
 
 		if (unlikely(c->status != IBV_WC_SUCCESS || len > v->base.mtu ||
 			     (c->wc_flags & IBV_WC_WITH_IMM))) {
-			struct ibv_recv_wr *w = &v->rwr[idx];
-
 			if (c->status != IBV_WC_WR_FLUSH_ERR)
 				v->base.stats.rx_drop_bad++;
-			v->rq_tail->next = w;
-			v->rq_tail = w;
+			/* back to the NIC with the next repost() */
+			v->rq_tail->next = rslot_wr(v, off);
+			v->rq_tail = rslot_wr(v, off);
 			v->nrepost++;
 			continue;
 		}
-		o->buf = (const uint8_t *)v->ring.addr + VERBS_GRH + (size_t)v->slot_size * idx;
+		o->buf = (const uint8_t *)(uintptr_t)r->sge.addr + VERBS_GRH;
 		o->len = len;
-		o->ring_idx = idx;
+		o->ring_idx = off;
 		v->base.stats.rx_bytes += len;
 		o++;
 	}
@@ -507,10 +508,11 @@ void urpc__verbs_ud_rx_release(struct urpc_tp *tp, const struct urpc_tp_rx *pkts
 {
 	struct verbs_tp *v = to_verbs(tp);
 	struct ibv_recv_wr *tail = v->rq_tail, *w;
+	uint8_t *base = (uint8_t *)v->rslot; /* a local: the stores to the WRs may alias */
 	unsigned i;
 
 	for (i = 0; i < n; i++) {
-		w = &v->rwr[pkts[i].ring_idx];
+		w = (struct ibv_recv_wr *)(void *)(base + pkts[i].ring_idx);
 		tail->next = w;
 		tail = w;
 	}
@@ -518,130 +520,4 @@ void urpc__verbs_ud_rx_release(struct urpc_tp *tp, const struct urpc_tp_rx *pkts
 	v->nrepost += n;
 	if (v->nrepost >= v->repost_batch)
 		repost(v);
-}
-
-/* ---- set-up ----------------------------------------------------------------- */
-
-static int create_ud_qp(struct verbs_tp *v, const struct urpc_tp_cfg *cfg)
-{
-	static const uint32_t inline_tries[] = {VERBS_WANT_INLINE, 64, 0};
-	struct ibv_qp_init_attr ia;
-	struct ibv_qp_attr a;
-	unsigned i;
-
-	for (i = 0; i < URPC_ARRAY_SIZE(inline_tries) && !v->qp; i++) {
-		memset(&ia, 0, sizeof(ia));
-		ia.send_cq = v->send_cq;
-		ia.recv_cq = v->recv_cq;
-		ia.qp_type = IBV_QPT_UD;
-		ia.sq_sig_all = 0;
-		ia.cap.max_send_wr = cfg->sq_depth;
-		ia.cap.max_recv_wr = cfg->rq_depth;
-		ia.cap.max_send_sge = 2;
-		ia.cap.max_recv_sge = 1;
-		ia.cap.max_inline_data = inline_tries[i];
-		v->qp = ibv_create_qp(v->pd, &ia);
-	}
-	if (!v->qp) {
-		URPC_ERR(cfg->id, "%s: cannot create the UD QP: %s", v->port.dev, strerror(errno));
-		return -errno ? -errno : -ENOMEM;
-	}
-	v->base.max_inline = ia.cap.max_inline_data;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.pkey_index = 0;
-	a.port_num = v->port.num;
-	a.qkey = VERBS_QKEY;
-	if (ibv_modify_qp(v->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
-		goto fail;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	if (ibv_modify_qp(v->qp, &a, IBV_QP_STATE))
-		goto fail;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = verbs_random32() & 0xffffff;
-	if (ibv_modify_qp(v->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
-		goto fail;
-	return 0;
-fail:
-	URPC_ERR(cfg->id, "%s: UD QP state change failed: %s", v->port.dev, strerror(errno));
-	return -errno ? -errno : -EIO;
-}
-
-int urpc__verbs_ud_create(struct verbs_tp *v, const struct urpc_tp_cfg *cfg)
-{
-	size_t ring_len;
-	uint32_t i;
-	int ret;
-
-	ret = create_ud_qp(v, cfg);
-	if (ret)
-		return ret;
-
-	/* The ring: rq_depth receive slots, then sq_depth send slots. */
-	v->slot_size = URPC_ALIGN_UP(VERBS_GRH + v->base.mtu, (uint32_t)URPC_CACHELINE);
-	ring_len = (size_t)v->slot_size * (cfg->rq_depth + cfg->sq_depth);
-	ret = urpc__hp_alloc(ring_len, cfg->hp_flags, &v->ring);
-	if (ret)
-		return ret;
-	v->send_slots = (uint8_t *)v->ring.addr + (size_t)v->slot_size * cfg->rq_depth;
-	v->ring_mr = ibv_reg_mr(v->pd, v->ring.addr, ring_len, IBV_ACCESS_LOCAL_WRITE);
-	if (!v->ring_mr) {
-		ret = -errno ? -errno : -ENOMEM;
-		URPC_ERR(cfg->id, "%s: cannot register the receive ring (%zu bytes): %s",
-			 v->port.dev, ring_len, strerror(-ret));
-		return ret;
-	}
-	v->swr = calloc(cfg->sq_depth, sizeof(*v->swr));
-	v->ssge = calloc((size_t)cfg->sq_depth * 2, sizeof(*v->ssge));
-	v->rwr = calloc(cfg->rq_depth, sizeof(*v->rwr));
-	v->rsge = calloc(cfg->rq_depth, sizeof(*v->rsge));
-	if (!v->swr || !v->ssge || !v->rwr || !v->rsge)
-		return -ENOMEM;
-	v->repost_batch = URPC_MAX(1u, URPC_MIN(VERBS_RECV_BATCH, cfg->rq_depth / 4));
-	v->sig_every = URPC_MAX(1u, cfg->sq_depth / 2);
-	v->inline_max = URPC_MIN(v->base.max_inline, v->base.mtu);
-	/* What every send WR of a burst has in common: tx_burst() fills in the rest. */
-	for (i = 0; i < cfg->sq_depth; i++) {
-		v->swr[i].next = i + 1 < cfg->sq_depth ? &v->swr[i + 1] : NULL;
-		v->swr[i].sg_list = &v->ssge[2 * i];
-		v->swr[i].opcode = IBV_WR_SEND;
-		v->swr[i].wr.ud.remote_qkey = VERBS_QKEY;
-	}
-	swr_settle(v, cfg->sq_depth, 0);
-
-	v->wr1.sg_list = &v->sge1;
-	v->wr1.num_sge = 1;
-	v->wr1.opcode = IBV_WR_SEND;
-	v->wr1.send_flags = IBV_SEND_INLINE;
-	v->wr1.wr.ud.remote_qkey = VERBS_QKEY;
-
-	/* One WR per receive slot, for good; every slot posted: the ring never runs dry unless held. */
-	v->rq_tail = &v->rq_stub;
-	for (i = 0; i < cfg->rq_depth; i++) {
-		v->rsge[i].addr = (uintptr_t)v->ring.addr + (uint64_t)v->slot_size * i;
-		v->rsge[i].length = v->slot_size;
-		v->rsge[i].lkey = v->ring_mr->lkey;
-		v->rwr[i].wr_id = i;
-		v->rwr[i].sg_list = &v->rsge[i];
-		v->rwr[i].num_sge = 1;
-		repost_later(v, i);
-	}
-	repost(v);
-	return v->nrepost ? -EIO : 0;
-}
-
-void urpc__verbs_ud_free(struct verbs_tp *v)
-{
-	if (v->qp)
-		ibv_destroy_qp(v->qp);
-	if (v->ring_mr)
-		ibv_dereg_mr(v->ring_mr);
-	urpc__hp_free(&v->ring);
-	free(v->swr);
-	free(v->ssge);
-	free(v->rwr);
-	free(v->rsge);
 }
