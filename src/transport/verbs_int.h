@@ -18,7 +18,8 @@
  *   verbs_rc.c  RC connections and one-sided operations (verbs_rc.h;
  *               calls verbs_ctl.h);
  *   verbs_ctl.c the outbox of control messages, ctl_pop (verbs_ctl.h);
- *   verbs_ud.c  datagrams over the UD QP (verbs_ud.h);
+ *   verbs_ud.c  datagrams over the UD QP (verbs_ud.h), made by
+ *               verbs_ud_init.c;
  *   verbs_int.h these types, and helpers with no state of their own.
  * (verbs_dev.c and verbs_topo.c, device discovery, stand apart.)
  * Only src/transport/verbs*.c include this header.
@@ -79,7 +80,7 @@
 #define VERBS_EP_VERSION 1
 #define VERBS_EP_LEN 36		   /* see verbs_get_endpoint() */
 #define VERBS_WANT_INLINE 256u	   /* inline data asked of the UD QP */
-#define VERBS_RECV_BATCH 32u	   /* receives reposted per ibv_post_recv() */
+#define VERBS_RECV_BATCH 32u	   /* receives reposted per ibv_post_recv(), at most rq / 4 */
 #define VERBS_POLL_BATCH 32u	   /* completions per ibv_poll_cq() */
 #define VERBS_OS_OPS 256u	   /* one-sided operations outstanding per endpoint */
 #define VERBS_RC_DEPTH 128u	   /* send queue of one RC QP */
@@ -338,13 +339,31 @@ struct verbs_tp {
 	uint64_t sq_posted;
 	uint64_t sq_done;
 	uint64_t sq_last_signal; /* sq_posted at the last signaled WR */
-	struct ibv_send_wr *swr; /* sq_depth WRs and 2 SGEs each, for one burst */
+	uint32_t sig_every;	 /* one WR signaled in this many: sq_depth / 2, 1 at least */
+	/*
+	 * sq_depth WRs and 2 SGEs each, for one burst. Between bursts each
+	 * is one inlined SGE, unsignaled (what tx_many()'s common walk
+	 * leaves as it finds it); a burst that changes more restores them.
+	 */
+	struct ibv_send_wr *swr;
 	struct ibv_sge *ssge;
 	struct ibv_send_wr wr1; /* a burst of one inlined datagram (verbs_ud.c's tx_one()) */
 	struct ibv_sge sge1;
+	uint32_t inline_max; /* the longest datagram sent inline: max_inline, mtu at most */
 
-	/* Receives to repost, batched. */
-	uint32_t *repost;
+	/*
+	 * Receives: one WR and SGE per ring slot, set at create. A slot's
+	 * wr_id (and its entries' ring_idx) is its byte offset in rslot: the
+	 * datagram's address and the WR to link are one load away. Slots
+	 * given back are linked behind rq_tail from rq_stub.next and posted
+	 * as one chain once nrepost reach repost_batch.
+	 */
+	struct verbs_rslot {
+		struct ibv_recv_wr wr;
+		struct ibv_sge sge;
+	} * rslot;
+	struct ibv_recv_wr rq_stub;
+	struct ibv_recv_wr *rq_tail;
 	uint32_t nrepost;
 	uint32_t repost_batch;
 	/*
@@ -355,8 +374,6 @@ struct verbs_tp {
 	struct ibv_wc rx_wc[VERBS_POLL_BATCH];
 	struct urpc_tp_rx *rx_out;
 	unsigned rx_n;
-	struct ibv_recv_wr rwr[VERBS_RECV_BATCH];
-	struct ibv_sge rsge[VERBS_RECV_BATCH];
 
 	/* One-sided operations: a table, a free list, a done FIFO. */
 	struct verbs_op ops[VERBS_OS_OPS];

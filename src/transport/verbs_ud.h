@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The verbs transport's datagrams (verbs_ud.c), for verbs.c: the UD QP, its
- * receive ring and send slots, and the datagram ops. Calls nothing above.
+ * The verbs transport's datagrams, for verbs.c: the UD QP, its receive
+ * ring and send slots (verbs_ud_init.c), and the datagram ops
+ * (verbs_ud.c). Calls nothing above.
  */
 #ifndef URPC_TRANSPORT_VERBS_UD_H
 #define URPC_TRANSPORT_VERBS_UD_H
