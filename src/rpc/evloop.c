@@ -455,15 +455,18 @@ static void idle_wait(struct urpc_rpc *rpc, uint64_t end_ns)
 				urpc_strerror(fd));
 		goto out_end;
 	}
-	/* The last look; its clock read (rpc->now) also times the sleep. */
+	/*
+	 * The last look; its clock read (rpc->now) also times the sleep. An
+	 * arm not slept on is acknowledged too (transport.h: xdp undoes it).
+	 */
 	if (loop_once(rpc) || !urpc__evloop_idle_wake_time(rpc, &wake))
-		goto out_end;
+		goto out_ack;
 	sleep_ns = wake > rpc->now ? wake - rpc->now : 0;
 	t = urpc__now_ns();
 	sleep_ns = URPC_MIN(sleep_ns, end_ns > t ? end_ns - t : 0);
 	sleep_ns = URPC_MIN(sleep_ns, IDLE_MAX_SLEEP_NS);
 	if (!sleep_ns)
-		goto out_end;
+		goto out_ack;
 
 	pfd[0] = (struct pollfd){.fd = fd, .events = POLLIN};
 	pfd[1] = (struct pollfd){.fd = rpc->wake_fd, .events = POLLIN};
@@ -479,6 +482,7 @@ static void idle_wait(struct urpc_rpc *rpc, uint64_t end_ns)
 		URPC_WARN_RATELIMIT(rpc->id, "the idle wait failed (%s): polling again",
 				    urpc_strerror(-errno));
 	}
+out_ack:
 	rpc->tp->ops->wait_ack(rpc->tp);
 out_end:
 	urpc__sm_queue_sleep_end(rpc->smq, signalled);

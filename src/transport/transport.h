@@ -515,9 +515,10 @@ struct urpc_tp_ops {
 	 * or -errno. Work that arrived before the call does not wake it: after
 	 * arming, the caller polls rx_burst()/poll_completions() once more and
 	 * sleeps only if that found nothing. wait_ack() consumes the wake-up
-	 * after poll() returned (readable or not); it never blocks. An arm
-	 * that the caller abandons without poll() needs no wait_ack(): at
-	 * worst the next poll() returns at once (a spurious wake-up).
+	 * after poll() returned (readable or not); it never blocks. Every arm
+	 * that returned a descriptor is acknowledged, also one the caller
+	 * abandons without poll() (work came, or no time to sleep): xdp
+	 * keeps its sockets on the descriptor only from arm to ack.
 	 * -EBUSY: the endpoint is not idle although no datagram is waiting:
 	 * it has timers of its own that only its ops run (udp: emulated
 	 * one-sided operations outstanding or not reaped, whose

@@ -190,15 +190,9 @@ static int xdp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 		goto out_unlock;
 	}
 	for (i = 0; i < x->nq; i++) {
-		struct epoll_event ev = {.events = EPOLLIN};
-
 		ret = xdp_q_init(u, x, i);
 		if (ret)
 			goto out_unlock;
-		if (epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->q[i].fd, &ev) < 0) {
-			ret = -errno;
-			goto out_unlock;
-		}
 	}
 	if (x->partial) {
 		/*
@@ -317,14 +311,48 @@ static void xdp_tx_flush(struct urpc_tp *tp)
 	/* the frames were copied into the UMEM */
 }
 
-/* Idle waiting: the sockets (and the kernel socket while it has peers) in one epoll fd. */
+/*
+ * Idle waiting: the sockets (and the kernel socket while it has peers) in
+ * one epoll fd, the AF_XDP ones only until wait_ack() (xdp_int.h: a busy
+ * endpoint's sockets have no sleeper to wake). A frame that came before
+ * the add makes the epoll fd readable at once.
+ */
 static int xdp_wait_arm(struct urpc_tp *tp)
 {
 	struct udp_tp *u = to_udp(tp);
+	struct urpc_xdp *x = u->xdp;
+	unsigned i;
+	int ret;
 
 	if (u->nops || u->pend_cnt)
 		return -EBUSY;
-	return u->xdp->epfd;
+	if (x->xsk_in_ep)
+		return x->epfd;
+	for (i = 0; i < x->nq; i++) {
+		struct epoll_event ev = {.events = EPOLLIN};
+
+		if (epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->q[i].fd, &ev) < 0) {
+			ret = -errno;
+			while (i--)
+				(void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, x->q[i].fd, NULL);
+			return ret;
+		}
+	}
+	x->xsk_in_ep = true;
+	return x->epfd;
+}
+
+/* After the idle wait (or an arm the loop did not sleep on): the sockets leave the set. */
+static void xdp_wait_ack(struct urpc_tp *tp)
+{
+	struct urpc_xdp *x = to_udp(tp)->xdp;
+	unsigned i;
+
+	if (!x->xsk_in_ep)
+		return;
+	for (i = 0; i < x->nq; i++)
+		(void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, x->q[i].fd, NULL);
+	x->xsk_in_ep = false;
 }
 
 static const struct urpc_tp_ops xdp_ops = {
@@ -355,7 +383,7 @@ static const struct urpc_tp_ops xdp_ops = {
 	.cancel = urpc__udp_os_cancel,
 	.os_idle = urpc__udp_os_idle,
 	.wait_arm = xdp_wait_arm,
-	.wait_ack = urpc__udp_wait_ack,
+	.wait_ack = xdp_wait_ack,
 	.reg_dmabuf = urpc__tp_default_reg_dmabuf,
 	.ctl_pop = urpc__tp_default_ctl_pop,
 	.ctl_push = urpc__tp_default_ctl_push,

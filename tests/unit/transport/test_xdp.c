@@ -16,6 +16,7 @@
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,6 +205,69 @@ Test(xdp, frames_on_every_receive_queue_are_received)
 	}
 	close(w.fd);
 	cr_assert_eq(b->ops->destroy(b), 0);
+}
+
+/* How many descriptors epoll set @epfd watches (its /proc fdinfo's "tfd:" lines). */
+static int epoll_watched(int epfd)
+{
+	char path[64], line[256];
+	FILE *f;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epfd);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), f))
+		n += !strncmp(line, "tfd:", 4);
+	fclose(f);
+	return n;
+}
+
+static bool readable_within(int fd, int ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+}
+
+/*
+ * Idle waiting: the AF_XDP sockets are on the descriptor wait_arm() returns
+ * only until wait_ack() (while busy none has a sleeper for the kernel to
+ * wake at each frame), and a frame then makes it readable, also one that
+ * came before the arm.
+ */
+Test(xdp, sockets_are_on_the_idle_descriptor_only_from_arm_to_ack)
+{
+	struct urpc_tp *b = open_on("URPC_TEST_DEVICE_B");
+	const struct urpc_tp_ops *ops = b->ops;
+	struct wire w;
+	int fd, busy;
+
+	wire_open(&w, b);
+	fd = ops->wait_arm(b);
+	cr_assert_geq(fd, 0, "wait_arm: %s", urpc_strerror(fd));
+	busy = epoll_watched(fd);
+	cr_assert_geq(busy, 1, "armed: the sockets are watched");
+	cr_assert_not(readable_within(fd, 0), "nothing came yet");
+	wire_send(&w, 7, 0);
+	cr_assert(readable_within(fd, 3000), "a frame wakes the armed descriptor");
+	ops->wait_ack(b);
+	cr_assert_eq(epoll_watched(fd), 0, "acknowledged: no socket is watched");
+	cr_assert(wait_tag(b, 7), "the frame is received");
+
+	/*
+	 * A frame sent before the arm (on veth the sender's send() delivers it
+	 * into the ring before it returns, as a rule): no wake-up is lost.
+	 */
+	wire_send(&w, 8, 0);
+	cr_assert_eq(ops->wait_arm(b), fd);
+	cr_assert_eq(epoll_watched(fd), busy);
+	cr_assert(readable_within(fd, 3000), "a frame sent before the arm makes it readable");
+	ops->wait_ack(b);
+	cr_assert(wait_tag(b, 8));
+	cr_assert_eq(epoll_watched(fd), 0);
+	close(w.fd);
+	cr_assert_eq(ops->destroy(b), 0);
 }
 
 /* Frames to the endpoint on device B with the wire's template aimed at @b's port. */
