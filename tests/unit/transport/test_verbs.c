@@ -19,6 +19,7 @@
 #include "transport/verbs_dev.h"
 #include "util/log.h"
 #include "verbs_skip.h"
+#include "verbs_tp.h"
 #if URPC_HAVE_VERBS
 #include "transport/verbs_int.h"
 #include "transport/verbs_rc.h"
@@ -46,41 +47,14 @@ static void skip_without_device(void)
 	verbs_skip_without_port(URPC_TRANSPORT_VERBS);
 }
 
-static struct urpc_tp *open_tp(const char *device_env, uint32_t sq_depth, uint32_t timeout_ms)
-{
-	struct urpc_tp_cfg cfg;
-	struct urpc_tp *tp;
-	int ret;
-
-	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_VERBS);
-	cfg.device = getenv(device_env);
-	cfg.hp_flags = URPC_HP_FORCE_4K;
-	if (sq_depth)
-		cfg.sq_depth = sq_depth;
-	if (timeout_ms)
-		cfg.one_sided_timeout_ms = timeout_ms;
-	ret = urpc__tp_create(&cfg, &tp);
-	cr_assert_eq(ret, 0, "create: %s", urpc_strerror(ret));
-	cr_assert_eq(tp->kind, URPC_TRANSPORT_VERBS);
-	return tp;
-}
-
-static void resolve(struct urpc_tp *from, struct urpc_tp *to, struct urpc_tp_peer **out)
-{
-	uint8_t ep[URPC_TP_EP_MAX];
-	size_t n = to->ops->get_endpoint(to, ep);
-
-	cr_assert_eq(from->ops->resolve_peer(from, ep, n, out), 0);
-}
-
 static void pair_open(struct pair *p, uint32_t sq_depth, uint32_t timeout_ms)
 {
 	skip_without_device();
 	cur = p;
-	p->a = open_tp("URPC_TEST_DEVICE_A", sq_depth, timeout_ms);
-	p->b = open_tp("URPC_TEST_DEVICE_B", 0, 0);
-	resolve(p->a, p->b, &p->a2b);
-	resolve(p->b, p->a, &p->b2a);
+	p->a = verbs_tp_open("URPC_TEST_DEVICE_A", sq_depth, 0, timeout_ms);
+	p->b = verbs_tp_open("URPC_TEST_DEVICE_B", 0, 0, 0);
+	verbs_tp_resolve(p->a, p->b, &p->a2b);
+	verbs_tp_resolve(p->b, p->a, &p->b2a);
 }
 
 static void pair_close(struct pair *p)
@@ -225,7 +199,7 @@ Test(verbs, handshake_timeout_then_a_new_attempt, .timeout = 60)
 
 	/* Resolved again (a session reset does this): it still works. */
 	p.a->ops->release_peer(p.a, p.a2b);
-	resolve(p.a, p.b, &p.a2b);
+	verbs_tp_resolve(p.a, p.b, &p.a2b);
 	local.mem[0] = 0;
 	cr_assert_eq(read_one(&p, &local, &remote, true), 0);
 	cr_assert_eq(local.mem[0], 0x5c);
@@ -608,7 +582,7 @@ Test(verbs, peers_of_one_endpoint_share_a_connection, .timeout = 60)
 	pair_open(&p, 0, 0);
 	region_open(p.a, &local, 4096, 0);
 	region_open(p.b, &remote, 4096, 0x3c);
-	resolve(p.a, p.b, &second);
+	verbs_tp_resolve(p.a, p.b, &second);
 	cr_assert_eq(read_one(&p, &local, &remote, true), 0);
 	/* The second handle uses the connection the first one made. */
 	cr_assert_eq(p.a->ops->post_read(p.a, second, local.mem + 64, &local.mr,

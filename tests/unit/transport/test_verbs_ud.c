@@ -21,6 +21,7 @@
 #include "transport/transport.h"
 #include "util/log.h"
 #include "verbs_skip.h"
+#include "verbs_tp.h"
 
 /* Skips the case unless URPC_TEST_DEVICE_A's RDMA port is active (verbs_skip.h). */
 static void skip_without_device(void)
@@ -36,30 +37,6 @@ static void skip_without_device(void)
 #define TOTAL (ROUNDS * BURST)
 #define HOLD 4u /* entries taken per rx_burst(), held until the next one */
 #define REG_LEN 700u
-
-static struct urpc_tp *open_tp(const char *device_env, uint32_t sq_depth, uint32_t rq_depth)
-{
-	struct urpc_tp_cfg cfg;
-	struct urpc_tp *tp;
-	int ret;
-
-	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_VERBS);
-	cfg.device = getenv(device_env);
-	cfg.hp_flags = URPC_HP_FORCE_4K;
-	cfg.sq_depth = sq_depth;
-	cfg.rq_depth = rq_depth;
-	ret = urpc__tp_create(&cfg, &tp);
-	cr_assert_eq(ret, 0, "create: %s", urpc_strerror(ret));
-	return tp;
-}
-
-static void resolve(struct urpc_tp *from, struct urpc_tp *to, struct urpc_tp_peer **out)
-{
-	uint8_t ep[URPC_TP_EP_MAX];
-	size_t n = to->ops->get_endpoint(to, ep);
-
-	cr_assert_eq(from->ops->resolve_peer(from, ep, n, out), 0);
-}
 
 /* Datagram @seq's kind: every BURST-th round's third entry is not common. */
 enum kind { COMMON, TWO_PIECES, COPIED, REGISTERED };
@@ -139,10 +116,10 @@ Test(verbs_ud, mixed_bursts_and_releases_in_any_order, .timeout = 120)
 
 	skip_without_device();
 	memset(seen, 0, sizeof(seen));
-	a = open_tp("URPC_TEST_DEVICE_A", 16, 64);
-	b = open_tp("URPC_TEST_DEVICE_B", 64, 32);
-	resolve(a, b, &a2b);
-	resolve(b, a, &b2a);
+	a = verbs_tp_open("URPC_TEST_DEVICE_A", 16, 64, 0);
+	b = verbs_tp_open("URPC_TEST_DEVICE_B", 64, 32, 0);
+	verbs_tp_resolve(a, b, &a2b);
+	verbs_tp_resolve(b, a, &b2a);
 	cr_assert_lt(a->max_inline, 600, "the COPIED datagrams must not be inlined");
 	reg = malloc((size_t)TOTAL * REG_LEN);
 	cr_assert_not_null(reg);

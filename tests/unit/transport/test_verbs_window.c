@@ -31,6 +31,7 @@
 #include "transport/verbs_dev.h"
 #include "util/log.h"
 #include "verbs_skip.h"
+#include "verbs_tp.h"
 
 /* Skips the case unless URPC_TEST_DEVICE_A's RDMA port is active (verbs_skip.h). */
 static void skip_without_device(void)
@@ -54,29 +55,6 @@ static struct {
 	uint8_t *local, *remote;
 	struct urpc_tp_mr lmr, rmr;
 } T;
-
-static struct urpc_tp *open_tp(const char *device_env)
-{
-	struct urpc_tp_cfg cfg;
-	struct urpc_tp *tp;
-	int ret;
-
-	urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_VERBS);
-	cfg.device = getenv(device_env);
-	cfg.hp_flags = URPC_HP_FORCE_4K;
-	cfg.one_sided_timeout_ms = 30000;
-	ret = urpc__tp_create(&cfg, &tp);
-	cr_assert_eq(ret, 0, "create: %s", urpc_strerror(ret));
-	return tp;
-}
-
-static void resolve(struct urpc_tp *from, struct urpc_tp *to, struct urpc_tp_peer **out)
-{
-	uint8_t ep[URPC_TP_EP_MAX];
-	size_t n = to->ops->get_endpoint(to, ep);
-
-	cr_assert_eq(from->ops->resolve_peer(from, ep, n, out), 0);
-}
 
 /* Session management's part: carry each side's control messages; drop datagrams. */
 static void serve(struct urpc_tp *tp)
@@ -142,10 +120,10 @@ Test(verbs_window, a_window_bounds_the_chunks_out_and_lets_small_reads_by, .time
 	skip_without_device();
 	cr_assert_eq(setenv("URPC_VERBS_RC_CHUNK", "16384", 1), 0);
 	memset(&T, 0, sizeof(T));
-	T.a = open_tp("URPC_TEST_DEVICE_A");
-	T.b = open_tp("URPC_TEST_DEVICE_B");
-	resolve(T.a, T.b, &T.a2b);
-	resolve(T.b, T.a, &T.b2a);
+	T.a = verbs_tp_open("URPC_TEST_DEVICE_A", 0, 0, 30000);
+	T.b = verbs_tp_open("URPC_TEST_DEVICE_B", 0, 0, 30000);
+	verbs_tp_resolve(T.a, T.b, &T.a2b);
+	verbs_tp_resolve(T.b, T.a, &T.b2a);
 	T.local = calloc(1, BIG + CHUNK);
 	T.remote = malloc(BIG + CHUNK);
 	cr_assert(T.local && T.remote);
