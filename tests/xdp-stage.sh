@@ -54,7 +54,10 @@ cleanup() {
 	ip netns del "$ns1" 2>/dev/null
 	ip netns del "$ns2" 2>/dev/null
 }
-trap cleanup EXIT INT TERM
+# INT and TERM end the run (a trap that only cleaned up would let it go on)
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 in_ns() { ip netns exec "$ns" "$@"; }
 
 ip netns add "$ns" 2>/dev/null || skip "cannot create a network namespace"

@@ -54,7 +54,9 @@ raw=$build/apps/bench/urpc-xdp-pingpong
 mkdir -p "$out"
 
 ns=urpcb-$$
-trap 'ip netns del "$ns" 2>/dev/null' EXIT INT TERM
+trap 'ip netns del "$ns" 2>/dev/null' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 ip netns add "$ns"
 in_ns() { ip netns exec "$ns" "$@"; }
 in_ns ip link set lo up

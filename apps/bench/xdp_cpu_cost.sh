@@ -41,7 +41,9 @@ export N1=${N1:-20000} N2=${N2:-60000} WINDOW=${WINDOW:-8}
 
 ns=urpcx-$$
 tmp=$(mktemp -d)
-trap 'ip netns del "$ns" 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
+trap 'ip netns del "$ns" 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 ip netns add "$ns"
 in_ns() { ip netns exec "$ns" "$@"; }
 in_ns ip link set lo up
