@@ -200,14 +200,7 @@ static int xdp_create(const struct urpc_tp_cfg *cfg, struct urpc_tp **out)
 		 * pass to the kernel: its socket is read as for a peer on this
 		 * host, for the endpoint's life (a peer count that never ends).
 		 */
-		struct epoll_event ev = {.events = EPOLLIN};
-
 		u->kpeers++;
-		if (epoll_ctl(x->epfd, EPOLL_CTL_ADD, u->fd, &ev) < 0) {
-			ret = -errno;
-			goto out_unlock;
-		}
-		x->ep_has_kfd = true;
 	}
 	ret = urpc__xdp_maps_add(x, c.id);
 	if (ret)
@@ -235,9 +228,8 @@ static void xdp_peer_free(struct udp_tp *u, struct urpc_tp_peer *p)
 	if (p->xp) {
 		free(p->xp);
 		p->xp = NULL;
-	} else if (u->kpeers && !--u->kpeers && u->xdp->ep_has_kfd) {
-		epoll_ctl(u->xdp->epfd, EPOLL_CTL_DEL, u->fd, NULL);
-		u->xdp->ep_has_kfd = false;
+	} else if (u->kpeers) {
+		u->kpeers--;
 	}
 }
 
@@ -287,12 +279,8 @@ static int xdp_resolve_peer(struct urpc_tp *tp, const uint8_t *ep, size_t len,
 		udp_hdr_init(&h, UDP_T_DATA, 0, 0, 0);
 		urpc__xdp_frame_tmpl_pre(p->xp, &h, sizeof(h));
 	} else {
-		/* on this host: the kernel socket carries it both ways */
-		if (!u->kpeers++ && !x->ep_has_kfd) {
-			struct epoll_event ev = {.events = EPOLLIN};
-
-			x->ep_has_kfd = epoll_ctl(x->epfd, EPOLL_CTL_ADD, u->fd, &ev) == 0;
-		}
+		/* on this host: the kernel socket carries it both ways (read while kpeers) */
+		u->kpeers++;
 	}
 	*out = p;
 	return 0;
@@ -312,47 +300,65 @@ static void xdp_tx_flush(struct urpc_tp *tp)
 }
 
 /*
- * Idle waiting: the sockets (and the kernel socket while it has peers) in
- * one epoll fd, the AF_XDP ones only until wait_ack() (xdp_int.h: a busy
- * endpoint's sockets have no sleeper to wake). A frame that came before
- * the add makes the epoll fd readable at once.
+ * Idle waiting: the AF_XDP sockets, and the kernel socket while it has
+ * peers on this host, in one epoll set, only from wait_arm() to wait_ack()
+ * (xdp_int.h: a busy endpoint's sockets have no sleeper to wake). A
+ * datagram that came before the add makes the epoll fd readable at once.
+ * ep_fds(): the descriptors to watch, into @fds; their number.
  */
+static unsigned ep_fds(const struct udp_tp *u, int fds[URPC_XDP_MAXQ + 1])
+{
+	const struct urpc_xdp *x = u->xdp;
+	unsigned i, n = 0;
+
+	for (i = 0; i < x->nq; i++)
+		fds[n++] = x->q[i].fd;
+	if (u->kpeers)
+		fds[n++] = u->fd;
+	return n;
+}
+
 static int xdp_wait_arm(struct urpc_tp *tp)
 {
 	struct udp_tp *u = to_udp(tp);
 	struct urpc_xdp *x = u->xdp;
-	unsigned i;
-	int ret;
+	int fds[URPC_XDP_MAXQ + 1], ret;
+	unsigned i, n;
 
 	if (u->nops || u->pend_cnt)
 		return -EBUSY;
-	if (x->xsk_in_ep)
+	if (x->in_ep)
 		return x->epfd;
-	for (i = 0; i < x->nq; i++) {
+	n = ep_fds(u, fds);
+	for (i = 0; i < n; i++) {
 		struct epoll_event ev = {.events = EPOLLIN};
 
-		if (epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->q[i].fd, &ev) < 0) {
+		if (epoll_ctl(x->epfd, EPOLL_CTL_ADD, fds[i], &ev) < 0) {
 			ret = -errno;
 			while (i--)
-				(void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, x->q[i].fd, NULL);
+				(void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, fds[i], NULL);
 			return ret;
 		}
 	}
-	x->xsk_in_ep = true;
+	x->in_ep = n;
 	return x->epfd;
 }
 
 /* After the idle wait (or an arm the loop did not sleep on): the sockets leave the set. */
 static void xdp_wait_ack(struct urpc_tp *tp)
 {
-	struct urpc_xdp *x = to_udp(tp)->xdp;
+	struct udp_tp *u = to_udp(tp);
+	struct urpc_xdp *x = u->xdp;
+	int fds[URPC_XDP_MAXQ + 1];
 	unsigned i;
 
-	if (!x->xsk_in_ep)
+	if (!x->in_ep)
 		return;
-	for (i = 0; i < x->nq; i++)
-		(void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, x->q[i].fd, NULL);
-	x->xsk_in_ep = false;
+	/* the set of the arm: no peer comes or goes while the Rpc waits */
+	(void)ep_fds(u, fds);
+	for (i = 0; i < x->in_ep; i++)
+		(void)epoll_ctl(x->epfd, EPOLL_CTL_DEL, fds[i], NULL);
+	x->in_ep = 0;
 }
 
 static const struct urpc_tp_ops xdp_ops = {

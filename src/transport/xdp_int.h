@@ -130,15 +130,15 @@ struct urpc_xdp {
 	bool slot_set;
 	/*
 	 * Idle waiting: the AF_XDP sockets are in epfd only from wait_arm() to
-	 * wait_ack() (xsk_in_ep). A socket in an epoll set has a sleeper on
+	 * wait_ack() (in_ep). A socket in an epoll set has a sleeper on
 	 * its wait queue, and every frame the kernel delivers to it, and every
 	 * sent frame it frees, then takes that queue's lock with interrupts
 	 * off to wake it: 11.5% of a busy endpoint's CPU time on the veth
-	 * pair (perf, urpc-small-tput at window 8).
+	 * pair (perf, urpc-small-tput at window 8). The kernel socket, read
+	 * while it has peers on this host (kpeers), likewise.
 	 */
 	int epfd;
-	bool xsk_in_ep;
-	bool ep_has_kfd; /* the kernel socket is in epfd (kpeers) */
+	unsigned in_ep; /* descriptors in epfd now: 0, or nq (+1 while kpeers) */
 	uint16_t ip_id;
 	/* URPC_XDP_BUSY_POLL=1: sockets busy-poll the driver (SO_PREFER_BUSY_POLL) when idle */
 	bool busy_poll;

@@ -338,6 +338,10 @@ int urpc__xdp_nexthop(struct urpc_xdp *x, uint32_t dst, uint8_t mac[6], long id)
 		 */
 		if (!if_of_addr(dst, owner, sizeof(owner)) || !strcmp(owner, x->ifname))
 			return 0;
+		/* Nor from the loopback interface (127.0.0.1): no wire leads there. */
+		memset(&ifr, 0, sizeof(ifr));
+		if (if_ioctl(owner, SIOCGIFFLAGS, &ifr) || (ifr.ifr_flags & IFF_LOOPBACK))
+			return 0;
 		memset(&ifr, 0, sizeof(ifr));
 		ret = if_ioctl(owner, SIOCGIFHWADDR, &ifr);
 		if (ret)

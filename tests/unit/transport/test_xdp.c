@@ -266,6 +266,30 @@ Test(xdp, sockets_are_on_the_idle_descriptor_only_from_arm_to_ack)
 	ops->wait_ack(b);
 	cr_assert(wait_tag(b, 8));
 	cr_assert_eq(epoll_watched(fd), 0);
+
+	/* A peer on this host: the kernel socket is watched too, as long as it has one. */
+	{
+		struct urpc_tp_cfg cfg;
+		struct urpc_tp *k;
+		struct urpc_tp_peer *kp;
+		uint8_t ep[URPC_TP_EP_MAX];
+		size_t n;
+
+		urpc__tp_cfg_init(&cfg, URPC_TRANSPORT_UDP);
+		cr_assert_eq(urpc__tp_create(&cfg, &k), 0);
+		n = k->ops->get_endpoint(k, ep);
+		cr_assert_eq(ops->resolve_peer(b, ep, n, &kp), 0);
+		cr_assert_eq(ops->wait_arm(b), fd);
+		cr_assert_eq(epoll_watched(fd), busy + 1,
+			     "the kernel socket joins while it has a peer");
+		ops->wait_ack(b);
+		cr_assert_eq(epoll_watched(fd), 0);
+		ops->release_peer(b, kp);
+		cr_assert_eq(ops->wait_arm(b), fd);
+		cr_assert_eq(epoll_watched(fd), busy, "and not once it has none");
+		ops->wait_ack(b);
+		cr_assert_eq(k->ops->destroy(k), 0);
+	}
 	close(w.fd);
 	cr_assert_eq(ops->destroy(b), 0);
 }
